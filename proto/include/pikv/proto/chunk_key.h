@@ -1,0 +1,62 @@
+// ChunkKey: the content address of a chunk's KV.
+//
+// key = XXH3-128( namespace bytes || token ids as little-endian int32 ).
+// The namespace pins everything the KV depends on besides the tokens: model,
+// KV format, dtype, the RoPE signature, the attention mode and, in
+// sys-prefixed mode, the system prompt's key. No position goes into the key.
+// Printed as 32 lowercase hex digits (high 64 bits first).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "pikv/proto/kv_types.h"
+
+namespace pikv {
+
+struct ChunkKey {
+  uint64_t hi = 0;
+  uint64_t lo = 0;
+
+  std::string Hex() const;
+  static std::optional<ChunkKey> FromHex(std::string_view hex);
+
+  // 16 bytes, big-endian (so byte order matches the hex form); used on the
+  // wire and as the RocksDB key.
+  std::array<uint8_t, 16> Bytes() const;
+  static ChunkKey FromBytes(const uint8_t* bytes16);
+
+  friend bool operator==(const ChunkKey&, const ChunkKey&) = default;
+  friend auto operator<=>(const ChunkKey&, const ChunkKey&) = default;
+};
+
+struct ChunkKeyHash {
+  size_t operator()(const ChunkKey& k) const { return static_cast<size_t>(k.lo ^ (k.hi * 0x9e3779b97f4a7c15ULL)); }
+};
+
+// What a chunk's KV depends on besides its tokens.
+struct KeyNamespace {
+  std::string model_id;
+  KvFormat kv_format = KvFormat::kStandard;
+  DType dtype = DType::kBF16;
+  // Canonical text of the RoPE spec (style, rotary dim, base, scaling).
+  std::string rope_signature;
+  AttentionMode attention_mode = AttentionMode::kIsolated;
+  // Only in sys-prefixed mode: the key of the system prompt the chunk saw.
+  std::optional<ChunkKey> sys_key;
+
+  // Unambiguous byte encoding (length-prefixed fields) that the key hashes.
+  std::string CanonicalBytes() const;
+};
+
+ChunkKey MakeChunkKey(const KeyNamespace& ns, std::span<const int32_t> tokens);
+
+}  // namespace pikv
+
+template <>
+struct std::hash<pikv::ChunkKey> : pikv::ChunkKeyHash {};

@@ -1,0 +1,91 @@
+// The chunk object: a self-describing header followed by the KV payload.
+// Every tier stores and every node sends exactly these bytes.
+//
+// Layout (all integers little-endian):
+//   [0, header_size)  header: fixed fields, model id, RoPE spec text, token
+//                     ids, zero padding; its last 8 bytes are XXH3-64 of the
+//                     header bytes before them. header_size is a multiple of
+//                     64 so the payload is 64-byte aligned within the object.
+//   [header_size, header_size + payload_size)  payload:
+//                     kStandard: [layer][k|v][token][kv_head][head_dim]
+//                     kMla:      [layer][token][1][head_dim] (latent + rope)
+//                     each element of `dtype`; XXH3-64 in payload_checksum.
+// A reader calls VerifyChunkObject before use; any mismatch is corruption.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "pikv/proto/chunk_key.h"
+#include "pikv/proto/kv_types.h"
+#include "pikv/proto/status.h"
+
+namespace pikv {
+
+inline constexpr uint16_t kChunkFormatVersion = 1;
+inline constexpr uint8_t kLayoutLayerKvTokenHeadDim = 1;
+
+struct ChunkGeometry {
+  uint32_t num_layers = 0;
+  uint32_t num_tokens = 0;
+  uint32_t num_kv_heads = 0;
+  uint32_t head_dim = 0;
+  DType dtype = DType::kBF16;
+  KvFormat kv_format = KvFormat::kStandard;
+
+  // Bytes of the payload this geometry implies.
+  uint64_t PayloadBytes() const;
+};
+
+struct ChunkHeader {
+  ChunkKey key;
+  std::string model_id;
+  ChunkGeometry geometry;
+  // RoPE: style, rotated dims (the first `rotary_dim` of each head starting at
+  // `rope_offset`; MLA puts the rope part after the latent), base, and the
+  // canonical spec text (scaling included) that the device layer parses.
+  RopeStyle rope_style = RopeStyle::kNeox;
+  uint32_t rotary_dim = 0;
+  uint32_t rope_offset = 0;
+  double rope_theta = 10000.0;
+  std::string rope_spec;
+  KForm k_form = KForm::kRotated;
+  int64_t virtual_start = 0;  // position of token 0 when k_form == kRotated
+  uint8_t layout = kLayoutLayerKvTokenHeadDim;
+  std::vector<int32_t> tokens;
+  // Filled by BuildChunkObject / ParseChunkHeader.
+  uint64_t payload_size = 0;
+  uint64_t payload_checksum = 0;
+  uint32_t header_size = 0;
+};
+
+// Limits a header must respect before anything is sized from it.
+struct ChunkLimits {
+  uint32_t max_layers = 1024;
+  uint32_t max_tokens = 1u << 20;
+  uint32_t max_kv_heads = 1024;
+  uint32_t max_head_dim = 4096;
+  uint32_t max_model_id = 256;
+  uint32_t max_rope_spec = 1024;
+};
+
+// Builds header + payload in one buffer. Fails if the payload size does not
+// match the geometry or the header breaks a limit.
+Result<std::vector<uint8_t>> BuildChunkObject(ChunkHeader header, std::span<const uint8_t> payload);
+
+// Parses and checks the header (magic, version, header checksum, limits,
+// object length == header_size + payload_size). Does not hash the payload.
+Result<ChunkHeader> ParseChunkHeader(std::span<const uint8_t> object,
+                                     const ChunkLimits& limits = {});
+
+// ParseChunkHeader plus the payload checksum, and the key when given.
+Status VerifyChunkObject(std::span<const uint8_t> object, const ChunkKey* expected_key = nullptr,
+                         const ChunkLimits& limits = {});
+
+std::span<const uint8_t> ChunkPayload(std::span<const uint8_t> object, const ChunkHeader& header);
+
+uint64_t PayloadChecksum(std::span<const uint8_t> payload);
+
+}  // namespace pikv

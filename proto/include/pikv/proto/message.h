@@ -1,0 +1,88 @@
+// pikv wire messages.
+//
+// A message is a ZeroMQ multipart: frame 0 is a msgpack header, frames 1..n
+// are raw payload bytes (chunk objects), sent without copying. The header is
+// a msgpack array
+//   [version, type, request_id, status, reason, keys, values, fields]
+// where keys is one bin of 16 bytes per key, values an array of int64 (one per
+// key where the type says so: per-key ErrorCodes, tier masks), and fields a
+// map from string to int64 or string. Decoders accept longer arrays and ignore
+// the extra elements, so new trailing elements do not need a version bump.
+// Replies carry the request's type and id; status/reason describe the whole
+// request, values the per-key outcome.
+//
+// Every limit is checked by the decoder before it allocates: header bytes,
+// array, map, string and bin lengths, nesting depth.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "pikv/proto/chunk_key.h"
+#include "pikv/proto/shared_buffer.h"
+#include "pikv/proto/status.h"
+
+namespace pikv {
+
+inline constexpr uint16_t kProtocolVersion = 1;
+
+// Numbered once, never renumbered.
+enum class MsgType : uint16_t {
+  kError = 0,  // reply to a request too malformed to know its type
+  kPing = 1,
+  // 10-29: node data operations.
+  kExists = 10,  // values: per-key tier mask (TierMask bits), 0 = absent
+  kGet = 11,     // values: per-key ErrorCode; one payload frame per kOk key
+  kPut = 12,     // one payload frame per key; values: per-key ErrorCode
+  kDelete = 13,
+  kPin = 14,
+  kUnpin = 15,
+  kStats = 16,  // fields: counters
+};
+
+std::string_view MsgTypeName(MsgType t);
+
+using FieldValue = std::variant<int64_t, std::string>;
+using Fields = std::map<std::string, FieldValue>;
+
+struct Header {
+  uint16_t version = kProtocolVersion;
+  MsgType type = MsgType::kPing;
+  uint64_t request_id = 0;
+  ErrorCode status = ErrorCode::kOk;
+  std::string reason;
+  std::vector<ChunkKey> keys;
+  std::vector<int64_t> values;
+  Fields fields;
+};
+
+struct Message {
+  Header header;
+  std::vector<SharedBuffer> payloads;
+};
+
+// Limits on what a peer may send. Defaults suit a node; all are checked
+// before allocation.
+struct WireLimits {
+  size_t max_header_bytes = 1u << 20;
+  size_t max_batch = 4096;  // keys, values and payload frames per message
+  size_t max_fields = 256;
+  size_t max_string = 4096;
+  uint64_t max_payload_bytes = 1ull << 30;          // one payload frame
+  uint64_t max_message_payload_bytes = 4ull << 30;  // all payload frames
+};
+
+std::string EncodeHeader(const Header& header);
+Result<Header> DecodeHeader(std::span<const uint8_t> bytes, const WireLimits& limits = {});
+
+// Checks payload frame count and sizes against the limits.
+Status CheckPayloadLimits(std::span<const size_t> frame_sizes, const WireLimits& limits);
+
+// A reply to `request` with the same type and id and no payload.
+Header ReplyTo(const Header& request, ErrorCode status = ErrorCode::kOk, std::string reason = {});
+
+}  // namespace pikv

@@ -1,0 +1,36 @@
+// RpcClient: request/reply over one ZeroMQ DEALER socket with deadlines.
+//
+// Call() sends a message and waits for the reply carrying the same request id;
+// replies to earlier calls that timed out are discarded when they arrive late.
+// A peer that is down or slow yields kUnavailable / kTimeout within the
+// deadline, never a hang. Not thread-safe: use one RpcClient per thread.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "pikv/proto/message.h"
+
+namespace pikv {
+
+class RpcClient {
+ public:
+  explicit RpcClient(std::string endpoint, WireLimits limits = {});
+  ~RpcClient();
+  RpcClient(const RpcClient&) = delete;
+  RpcClient& operator=(const RpcClient&) = delete;
+
+  // Fills in request_id; returns the reply or why there is none. A reply with
+  // a non-ok status is still a reply: check header.status.
+  Result<Message> Call(Message request, std::chrono::milliseconds timeout);
+
+  const std::string& endpoint() const { return endpoint_; }
+
+ private:
+  struct Impl;
+  std::string endpoint_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace pikv

@@ -1,0 +1,172 @@
+#include "pikv/proto/chunk_object.h"
+
+#include <xxhash.h>
+
+#include <cstring>
+
+#include "pikv/proto/endian.h"
+
+namespace pikv {
+
+namespace {
+
+constexpr char kMagic[8] = {'P', 'I', 'K', 'V', 'C', 'H', 'N', 'K'};
+constexpr size_t kFixedBytes = 104;  // fields before model id / spec / tokens
+constexpr size_t kChecksumBytes = 8;
+constexpr size_t kAlign = 64;
+
+size_t HeaderSizeFor(size_t model_len, size_t spec_len, size_t tokens) {
+  size_t raw = kFixedBytes + model_len + spec_len + 4 * tokens + kChecksumBytes;
+  return (raw + kAlign - 1) / kAlign * kAlign;
+}
+
+bool KnownDType(uint8_t v) { return v >= 1 && v <= 3; }
+bool KnownFormat(uint8_t v) { return v == 1 || v == 2; }
+bool KnownKForm(uint8_t v) { return v == 1 || v == 2; }
+bool KnownStyle(uint8_t v) { return v == 1 || v == 2; }
+
+Status CheckGeometry(const ChunkHeader& h, const ChunkLimits& lim) {
+  const ChunkGeometry& g = h.geometry;
+  if (g.num_layers == 0 || g.num_layers > lim.max_layers) return InvalidArgument("num_layers out of range");
+  if (g.num_tokens == 0 || g.num_tokens > lim.max_tokens) return InvalidArgument("num_tokens out of range");
+  if (g.num_kv_heads == 0 || g.num_kv_heads > lim.max_kv_heads) return InvalidArgument("num_kv_heads out of range");
+  if (g.head_dim == 0 || g.head_dim > lim.max_head_dim) return InvalidArgument("head_dim out of range");
+  if (g.kv_format == KvFormat::kMla && g.num_kv_heads != 1) return InvalidArgument("MLA chunks have one KV head");
+  if (h.rotary_dim > g.head_dim || h.rope_offset > g.head_dim - h.rotary_dim) return InvalidArgument("rotary dims exceed head_dim");
+  if (h.rotary_dim % 2 != 0) return InvalidArgument("rotary_dim must be even");
+  if (h.tokens.size() != g.num_tokens) return InvalidArgument("token id count differs from num_tokens");
+  if (h.model_id.size() > lim.max_model_id) return InvalidArgument("model_id too long");
+  if (h.rope_spec.size() > lim.max_rope_spec) return InvalidArgument("rope_spec too long");
+  if (h.layout != kLayoutLayerKvTokenHeadDim) return Unsupported("unknown payload layout");
+  return Status::Ok();
+}
+
+}  // namespace
+
+uint64_t ChunkGeometry::PayloadBytes() const {
+  uint64_t planes = kv_format == KvFormat::kMla ? 1 : 2;
+  return uint64_t{num_layers} * planes * num_tokens * num_kv_heads * head_dim * DTypeSize(dtype);
+}
+
+uint64_t PayloadChecksum(std::span<const uint8_t> payload) {
+  return XXH3_64bits(payload.data(), payload.size());
+}
+
+Result<std::vector<uint8_t>> BuildChunkObject(ChunkHeader h, std::span<const uint8_t> payload) {
+  if (Status s = CheckGeometry(h, ChunkLimits{}); !s.ok()) return s;
+  if (payload.size() != h.geometry.PayloadBytes()) {
+    return InvalidArgument("payload is " + std::to_string(payload.size()) + " bytes, geometry needs " +
+                           std::to_string(h.geometry.PayloadBytes()));
+  }
+  const size_t header_size = HeaderSizeFor(h.model_id.size(), h.rope_spec.size(), h.tokens.size());
+  std::vector<uint8_t> out(header_size + payload.size());
+  uint8_t* p = out.data();
+  std::memcpy(p, kMagic, 8);
+  StoreLE<uint16_t>(p + 8, kChunkFormatVersion);
+  StoreLE<uint16_t>(p + 10, 0);
+  StoreLE<uint32_t>(p + 12, static_cast<uint32_t>(header_size));
+  auto kb = h.key.Bytes();
+  std::memcpy(p + 16, kb.data(), 16);
+  p[32] = static_cast<uint8_t>(h.geometry.dtype);
+  p[33] = static_cast<uint8_t>(h.geometry.kv_format);
+  p[34] = static_cast<uint8_t>(h.k_form);
+  p[35] = static_cast<uint8_t>(h.rope_style);
+  p[36] = h.layout;
+  StoreLE<uint32_t>(p + 40, h.geometry.num_layers);
+  StoreLE<uint32_t>(p + 44, h.geometry.num_tokens);
+  StoreLE<uint32_t>(p + 48, h.geometry.num_kv_heads);
+  StoreLE<uint32_t>(p + 52, h.geometry.head_dim);
+  StoreLE<uint32_t>(p + 56, h.rotary_dim);
+  StoreLE<uint32_t>(p + 60, h.rope_offset);
+  StoreLE<double>(p + 64, h.rope_theta);
+  StoreLE<int64_t>(p + 72, h.virtual_start);
+  StoreLE<uint64_t>(p + 80, payload.size());
+  StoreLE<uint64_t>(p + 88, PayloadChecksum(payload));
+  StoreLE<uint16_t>(p + 96, static_cast<uint16_t>(h.model_id.size()));
+  StoreLE<uint16_t>(p + 98, static_cast<uint16_t>(h.rope_spec.size()));
+  size_t off = kFixedBytes;
+  std::memcpy(p + off, h.model_id.data(), h.model_id.size());
+  off += h.model_id.size();
+  std::memcpy(p + off, h.rope_spec.data(), h.rope_spec.size());
+  off += h.rope_spec.size();
+  for (int32_t t : h.tokens) {
+    StoreLE<int32_t>(p + off, t);
+    off += 4;
+  }
+  StoreLE<uint64_t>(p + header_size - kChecksumBytes, XXH3_64bits(p, header_size - kChecksumBytes));
+  if (!payload.empty()) std::memcpy(p + header_size, payload.data(), payload.size());
+  return out;
+}
+
+Result<ChunkHeader> ParseChunkHeader(std::span<const uint8_t> obj, const ChunkLimits& lim) {
+  if (obj.size() < kFixedBytes + kChecksumBytes) return Corruption("object shorter than a header");
+  const uint8_t* p = obj.data();
+  if (std::memcmp(p, kMagic, 8) != 0) return Corruption("bad magic");
+  if (LoadLE<uint16_t>(p + 8) != kChunkFormatVersion) return Unsupported("unknown chunk format version");
+  ChunkHeader h;
+  h.header_size = LoadLE<uint32_t>(p + 12);
+  if (h.header_size % kAlign != 0 || h.header_size < kFixedBytes + kChecksumBytes || h.header_size > obj.size()) {
+    return Corruption("bad header size");
+  }
+  if (LoadLE<uint64_t>(p + h.header_size - kChecksumBytes) != XXH3_64bits(p, h.header_size - kChecksumBytes)) {
+    return Corruption("header checksum mismatch");
+  }
+  if (!KnownDType(p[32]) || !KnownFormat(p[33]) || !KnownKForm(p[34]) || !KnownStyle(p[35])) {
+    return Unsupported("unknown dtype, format, K form or RoPE style");
+  }
+  h.key = ChunkKey::FromBytes(p + 16);
+  h.geometry.dtype = static_cast<DType>(p[32]);
+  h.geometry.kv_format = static_cast<KvFormat>(p[33]);
+  h.k_form = static_cast<KForm>(p[34]);
+  h.rope_style = static_cast<RopeStyle>(p[35]);
+  h.layout = p[36];
+  h.geometry.num_layers = LoadLE<uint32_t>(p + 40);
+  h.geometry.num_tokens = LoadLE<uint32_t>(p + 44);
+  h.geometry.num_kv_heads = LoadLE<uint32_t>(p + 48);
+  h.geometry.head_dim = LoadLE<uint32_t>(p + 52);
+  h.rotary_dim = LoadLE<uint32_t>(p + 56);
+  h.rope_offset = LoadLE<uint32_t>(p + 60);
+  h.rope_theta = LoadLE<double>(p + 64);
+  h.virtual_start = LoadLE<int64_t>(p + 72);
+  h.payload_size = LoadLE<uint64_t>(p + 80);
+  h.payload_checksum = LoadLE<uint64_t>(p + 88);
+  const size_t model_len = LoadLE<uint16_t>(p + 96);
+  const size_t spec_len = LoadLE<uint16_t>(p + 98);
+  if (model_len > lim.max_model_id || spec_len > lim.max_rope_spec || h.geometry.num_tokens > lim.max_tokens) {
+    return Corruption("header field over its limit");
+  }
+  if (HeaderSizeFor(model_len, spec_len, h.geometry.num_tokens) != h.header_size) {
+    return Corruption("header size disagrees with its fields");
+  }
+  size_t off = kFixedBytes;
+  h.model_id.assign(reinterpret_cast<const char*>(p + off), model_len);
+  off += model_len;
+  h.rope_spec.assign(reinterpret_cast<const char*>(p + off), spec_len);
+  off += spec_len;
+  h.tokens.resize(h.geometry.num_tokens);
+  for (auto& t : h.tokens) {
+    t = LoadLE<int32_t>(p + off);
+    off += 4;
+  }
+  if (Status s = CheckGeometry(h, lim); !s.ok()) return Corruption(s.message());
+  if (h.payload_size != h.geometry.PayloadBytes()) return Corruption("payload size disagrees with geometry");
+  if (obj.size() != h.header_size + h.payload_size) {
+    return Corruption("object is " + std::to_string(obj.size()) + " bytes, header says " +
+                      std::to_string(h.header_size + h.payload_size));
+  }
+  return h;
+}
+
+Status VerifyChunkObject(std::span<const uint8_t> obj, const ChunkKey* expected_key, const ChunkLimits& lim) {
+  auto h = ParseChunkHeader(obj, lim);
+  if (!h.ok()) return h.status();
+  if (expected_key && h->key != *expected_key) return Corruption("object key differs from its address");
+  if (PayloadChecksum(ChunkPayload(obj, *h)) != h->payload_checksum) return Corruption("payload checksum mismatch");
+  return Status::Ok();
+}
+
+std::span<const uint8_t> ChunkPayload(std::span<const uint8_t> obj, const ChunkHeader& h) {
+  return obj.subspan(h.header_size, h.payload_size);
+}
+
+}  // namespace pikv

@@ -1,0 +1,70 @@
+#include "pikv/proto/rpc_client.h"
+
+#include "pikv/proto/zmq_frames.h"
+
+namespace pikv {
+
+using Clock = std::chrono::steady_clock;
+
+struct RpcClient::Impl {
+  zmq::socket_t socket{ClientContext(), zmq::socket_type::dealer};
+  WireLimits limits;
+  uint64_t next_id = 1;
+  std::vector<zmq::message_t> frames;
+};
+
+RpcClient::RpcClient(std::string endpoint, WireLimits limits)
+    : endpoint_(std::move(endpoint)), impl_(std::make_unique<Impl>()) {
+  impl_->limits = limits;
+  impl_->socket.set(zmq::sockopt::linger, 0);
+  // Queue nothing for peers that are not connected: a dead node makes the
+  // send wait (bounded by the deadline) instead of silently buffering.
+  impl_->socket.set(zmq::sockopt::immediate, 1);
+  impl_->socket.set(zmq::sockopt::reconnect_ivl, 50);
+  impl_->socket.set(zmq::sockopt::reconnect_ivl_max, 1000);
+  impl_->socket.connect(endpoint_);
+}
+
+RpcClient::~RpcClient() = default;
+
+Result<Message> RpcClient::Call(Message request, std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  auto remaining = [&] {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    return std::max<long>(0, left.count());
+  };
+  request.header.request_id = impl_->next_id++;
+  zmq::pollitem_t out_item{impl_->socket.handle(), 0, ZMQ_POLLOUT, 0};
+  try {
+    if (zmq::poll(&out_item, 1, std::chrono::milliseconds(remaining())) == 0) {
+      return Unavailable("no connection to " + endpoint_);
+    }
+  } catch (const zmq::error_t& e) {
+    return IoError(e.what());
+  }
+  std::vector<zmq::message_t> no_routing;
+  if (!SendMessage(impl_->socket, no_routing, request.header, request.payloads, /*dontwait=*/true)) {
+    return Unavailable("send to " + endpoint_ + " failed");
+  }
+  zmq::pollitem_t in_item{impl_->socket.handle(), 0, ZMQ_POLLIN, 0};
+  while (true) {
+    long left = remaining();
+    try {
+      if (left == 0 || zmq::poll(&in_item, 1, std::chrono::milliseconds(left)) == 0) {
+        return Timeout("no reply from " + endpoint_ + " within " + std::to_string(timeout.count()) + " ms");
+      }
+    } catch (const zmq::error_t& e) {
+      return IoError(e.what());
+    }
+    if (!RecvFrames(impl_->socket, impl_->frames, zmq::recv_flags::dontwait)) continue;
+    auto reply = ParseFrames(impl_->frames, 0, impl_->limits);
+    if (!reply.ok()) return reply.status();
+    const Header& h = reply->header;
+    // A kError reply with id 0 answers a request the peer could not parse.
+    const bool unparsed = h.type == MsgType::kError && h.request_id == 0;
+    if (h.request_id != request.header.request_id && !unparsed) continue;  // a late reply
+    return reply;
+  }
+}
+
+}  // namespace pikv

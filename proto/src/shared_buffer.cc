@@ -1,0 +1,21 @@
+#include "pikv/proto/shared_buffer.h"
+
+#include <cstring>
+
+namespace pikv {
+
+SharedBuffer SharedBuffer::FromVector(std::vector<uint8_t> bytes) {
+  auto owner = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
+  return {owner->data(), owner->size(), owner};
+}
+
+SharedBuffer SharedBuffer::Copy(std::span<const uint8_t> bytes) {
+  return FromVector(std::vector<uint8_t>(bytes.begin(), bytes.end()));
+}
+
+SharedBuffer SharedBuffer::FromString(std::string bytes) {
+  auto owner = std::make_shared<const std::string>(std::move(bytes));
+  return {reinterpret_cast<const uint8_t*>(owner->data()), owner->size(), owner};
+}
+
+}  // namespace pikv

@@ -1,0 +1,84 @@
+// DiskTier (L2): chunk objects in RocksDB under the node's data dir.
+//
+// Owns: the RocksDB instance, an in-memory index (key -> size, recency,
+// pins) and the LRU order. Objects live in the default column family with
+// large values in blob files, so compaction does not rewrite them; a second
+// column family "lru" holds (size, last-access tick) per key, written in the
+// same atomic batch as the object. On open the index and LRU order are
+// rebuilt from "lru", so contents and recency survive a restart.
+// Capacity counts object bytes (not SST/blob file overhead); a put evicts
+// least recently used, unpinned objects until it fits. Pins live in memory
+// only. Every Get verifies size and checksum; a corrupt value is deleted and
+// reported as a miss.
+// Thread-safety: all methods are thread-safe; mu_ guards the index only,
+// RocksDB reads run outside it.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "pikv/storage/tier.h"
+
+namespace pikv::storage {
+
+struct DiskTierOptions {
+  std::string path;                        // RocksDB directory; created if missing
+  uint64_t capacity_bytes = 16ull << 30;   // object bytes kept before LRU eviction
+  uint64_t min_blob_bytes = 64u << 10;     // values at least this large go to blob files
+  bool sync_writes = false;                // fsync each put (durability vs throughput)
+};
+
+class DiskTier final : public Tier {
+ public:
+  static Result<std::unique_ptr<DiskTier>> Open(const DiskTierOptions& options, EventListener listener);
+  ~DiskTier() override;  // flushes memtables
+
+  TierKind kind() const override { return TierKind::kDisk; }
+  Status Put(const ChunkKey& key, const SharedBuffer& object) override;
+  Result<SharedBuffer> Get(const ChunkKey& key) override;
+  bool Contains(const ChunkKey& key) override;
+  Status Remove(const ChunkKey& key) override;
+  Status Pin(const ChunkKey& key) override;
+  Status Unpin(const ChunkKey& key) override;
+  TierStats Stats() const override;
+
+  // Persists memtables so a restart finds everything written so far.
+  Status Flush();
+  // Keys from most to least recently used.
+  std::vector<ChunkKey> LruOrder() const;
+
+ private:
+  struct Db;
+  struct Entry {
+    uint64_t size = 0;
+    uint64_t tick = 0;
+    uint32_t pins = 0;
+    std::list<ChunkKey>::iterator lru;
+  };
+
+  DiskTier(std::unique_ptr<Db> db, const DiskTierOptions& options, EventListener listener);
+  Status RebuildIndex();
+  // Deletes key's object and metadata; the caller reports the event.
+  Status DeleteFromDb(const ChunkKey& key);
+  void Emit(const std::vector<TierEvent>& events);
+
+  std::unique_ptr<Db> db_;
+  DiskTierOptions options_;
+  EventListener listener_;
+  mutable std::mutex mu_;
+  std::unordered_map<ChunkKey, Entry, ChunkKeyHash> index_;  // guarded by mu_
+  std::list<ChunkKey> lru_;                                  // front = most recent; guarded by mu_
+  uint64_t used_ = 0;                                        // guarded by mu_
+  uint64_t next_tick_ = 1;                                   // guarded by mu_
+  std::mutex write_mu_;  // serializes puts and removes (taken before mu_)
+  std::atomic<uint64_t> hits_{0}, misses_{0}, admits_{0}, evictions_{0}, rejects_{0}, corruptions_{0},
+      errors_{0};
+};
+
+}  // namespace pikv::storage

@@ -1,0 +1,80 @@
+// RemoteTier (L3): chunk objects in Redis, shared by the nodes of a cluster.
+//
+// Owns: one hiredis connection and the circuit breaker in front of it.
+// Keys are `pikv:<namespace>:<key-hex>`; values are chunk objects, verified
+// on every read (a corrupt value is deleted and is a miss). Batched calls are
+// pipelined: one round trip for N keys. Every I/O has a timeout; on failure
+// the connection is dropped and re-established on a later call, with the
+// breaker's backoff in between, so a dead Redis costs callers nothing but a
+// kUnavailable. Redis's own eviction (maxmemory) is invisible here: only
+// admits and our own deletes are reported.
+// Thread-safety: thread-safe; calls are serialized on the one connection.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "pikv/storage/circuit_breaker.h"
+#include "pikv/storage/tier.h"
+
+struct redisContext;
+
+namespace pikv::storage {
+
+struct RemoteTierOptions {
+  std::string host = "127.0.0.1";
+  int port = 6379;
+  std::string key_namespace = "default";  // separates clusters sharing one Redis
+  uint32_t ttl_seconds = 0;               // 0 = no expiry
+  std::chrono::milliseconds connect_timeout{200};
+  std::chrono::milliseconds io_timeout{2000};
+  CircuitBreaker::Options breaker;
+};
+
+// Parses "host:port" or "redis://host:port".
+Result<RemoteTierOptions> ParseRedisAddress(const std::string& address);
+
+class RemoteTier final : public Tier {
+ public:
+  // Never fails on a dead Redis: the tier starts disconnected and retries.
+  explicit RemoteTier(RemoteTierOptions options, EventListener listener);
+  ~RemoteTier() override;
+
+  TierKind kind() const override { return TierKind::kRemote; }
+  Status Put(const ChunkKey& key, const SharedBuffer& object) override;
+  Result<SharedBuffer> Get(const ChunkKey& key) override;
+  bool Contains(const ChunkKey& key) override;
+  Status Remove(const ChunkKey& key) override;
+  TierStats Stats() const override;
+
+  std::vector<Result<SharedBuffer>> GetMany(std::span<const ChunkKey> keys) override;
+  std::vector<Status> PutMany(std::span<const ChunkKey> keys, std::span<const SharedBuffer> objects) override;
+  std::vector<bool> ContainsMany(std::span<const ChunkKey> keys) override;
+
+  std::string RedisKey(const ChunkKey& key) const;
+  bool connected() const;
+  CircuitBreaker::State breaker_state() const;
+  uint64_t unavailable() const { return unavailable_; }
+
+ private:
+  struct Reply;
+  // Runs one pipelined batch of commands (argv form); replies in order, or
+  // an error Status when the connection failed or the breaker is open.
+  Result<std::vector<std::shared_ptr<Reply>>> Pipeline(const std::vector<std::vector<std::string_view>>& commands);
+  Status ConnectLocked();
+  void DisconnectLocked();
+  void Emit(const std::vector<TierEvent>& events);
+
+  RemoteTierOptions options_;
+  EventListener listener_;
+  mutable std::mutex mu_;
+  redisContext* ctx_ = nullptr;  // guarded by mu_
+  CircuitBreaker breaker_;       // guarded by mu_
+  std::atomic<uint64_t> hits_{0}, misses_{0}, admits_{0}, evictions_{0}, corruptions_{0}, errors_{0},
+      unavailable_{0};
+};
+
+}  // namespace pikv::storage

@@ -1,0 +1,86 @@
+// StorageManager: one node's tiers, ordered CPU -> disk -> remote.
+//
+// Put: verify the object (size, checksum, key), admit to CPU synchronously,
+// then write through to disk and remote on bounded background queues that
+// drop and count when full. Get: CPU, then disk, then remote (pipelined for
+// a batch); the first hit wins and a lower-tier hit is promoted to CPU (a
+// remote hit is also written through to disk, so the host keeps a copy).
+// Tier events (admit, evict, per tier) go to the listener given at Open.
+// Disk and remote are optional; CPU is always present.
+// Thread-safety: all methods are thread-safe.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "pikv/storage/cpu_tier.h"
+#include "pikv/storage/disk_tier.h"
+#include "pikv/storage/remote_tier.h"
+#include "pikv/storage/write_through_queue.h"
+
+namespace pikv::storage {
+
+struct StorageOptions {
+  CpuTierOptions cpu;
+  std::optional<DiskTierOptions> disk;      // absent: no disk tier
+  std::optional<RemoteTierOptions> remote;  // absent: no remote tier
+  WriteThroughQueue::Options write_queue;   // per lower tier
+  bool exists_checks_remote = true;         // Exists() asks Redis for keys not held locally
+};
+
+struct StorageStats {
+  std::array<std::optional<TierStats>, kNumTiers> tiers;  // by TierKind
+  std::optional<WriteThroughQueue::Stats> disk_queue, remote_queue;
+  uint64_t puts = 0;
+  uint64_t put_rejects = 0;  // objects that failed verification
+  uint64_t promotions = 0;
+  uint64_t hits = 0;
+  uint64_t misses = 0;
+};
+
+class StorageManager {
+ public:
+  static Result<std::unique_ptr<StorageManager>> Open(const StorageOptions& options, EventListener listener);
+  ~StorageManager();  // Shutdown()
+
+  // kCorruption / kInvalidArgument when the object does not verify; kRejected
+  // when no tier took it.
+  Status Put(const ChunkKey& key, SharedBuffer object);
+  std::vector<Result<SharedBuffer>> Get(std::span<const ChunkKey> keys);
+  Result<SharedBuffer> Get(const ChunkKey& key);
+  // Which tiers hold each key (0 = none).
+  std::vector<TierMask> Exists(std::span<const ChunkKey> keys);
+  // Removes from every tier; kNotFound if no tier held it.
+  Status Delete(const ChunkKey& key);
+  // Pins in CPU and disk, where held; kNotFound if neither holds it.
+  Status Pin(const ChunkKey& key);
+  Status Unpin(const ChunkKey& key);
+
+  // Blocks until queued write-through work is applied.
+  void WaitForWriteThrough();
+  // Stops taking writes, drains queues, flushes the disk tier. Idempotent.
+  void Shutdown();
+
+  StorageStats Stats() const;
+  CpuTier& cpu() { return *cpu_; }
+  DiskTier* disk() { return disk_.get(); }
+  RemoteTier* remote() { return remote_.get(); }
+
+ private:
+  StorageManager() = default;
+  void Promote(const ChunkKey& key, const SharedBuffer& object, bool to_disk);
+
+  StorageOptions options_;
+  std::unique_ptr<CpuTier> cpu_;
+  std::unique_ptr<DiskTier> disk_;
+  std::unique_ptr<RemoteTier> remote_;
+  std::unique_ptr<WriteThroughQueue> disk_queue_, remote_queue_;
+  std::atomic<bool> shut_down_{false};
+  std::atomic<uint64_t> puts_{0}, put_rejects_{0}, promotions_{0}, hits_{0}, misses_{0};
+};
+
+}  // namespace pikv::storage

@@ -1,0 +1,80 @@
+// The tier interface every storage level implements (CPU, disk, remote), and
+// the events and stats they report.
+//
+// Contract shared by all tiers:
+//   - Put stores the object's bytes under its key; kRejected when it cannot
+//     fit (capacity, pins). Storing an existing key refreshes it.
+//   - Get returns the object, verified against its checksum unless the tier
+//     holds only bytes it verified on admission, or kNotFound. A corrupt copy
+//     is deleted, counted, and reported as kNotFound: never served.
+//   - Remove deletes regardless of pins; readers' handles stay valid.
+//   - Every admit and evict (capacity eviction, removal, corruption) is
+//     reported to the EventListener, outside the tier's locks.
+// All methods are thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "pikv/proto/chunk_key.h"
+#include "pikv/proto/shared_buffer.h"
+#include "pikv/proto/status.h"
+
+namespace pikv::storage {
+
+enum class TierKind : uint8_t { kCpu = 0, kDisk = 1, kRemote = 2 };
+inline constexpr int kNumTiers = 3;
+std::string_view TierName(TierKind t);
+
+// Bit set of tiers, bit (1 << TierKind).
+using TierMask = uint8_t;
+inline constexpr TierMask Bit(TierKind t) { return static_cast<TierMask>(1u << static_cast<int>(t)); }
+
+enum class EventKind : uint8_t { kAdmit = 1, kEvict = 2 };
+
+struct TierEvent {
+  TierKind tier;
+  EventKind kind;
+  ChunkKey key;
+  uint64_t bytes;
+};
+
+// Receives events in batches; must be cheap and must not call back into the tier.
+using EventListener = std::function<void(std::span<const TierEvent>)>;
+
+struct TierStats {
+  uint64_t capacity_bytes = 0;  // 0 = not tracked (remote)
+  uint64_t used_bytes = 0;
+  uint64_t entries = 0;
+  uint64_t hits = 0;
+  uint64_t misses = 0;
+  uint64_t admits = 0;
+  uint64_t evictions = 0;
+  uint64_t rejects = 0;
+  uint64_t corruptions = 0;
+  uint64_t errors = 0;
+};
+
+class Tier {
+ public:
+  virtual ~Tier() = default;
+  virtual TierKind kind() const = 0;
+  virtual Status Put(const ChunkKey& key, const SharedBuffer& object) = 0;
+  virtual Result<SharedBuffer> Get(const ChunkKey& key) = 0;
+  virtual bool Contains(const ChunkKey& key) = 0;
+  virtual Status Remove(const ChunkKey& key) = 0;
+  // Pinned objects are never evicted for capacity. Counted: n pins need n unpins.
+  virtual Status Pin(const ChunkKey&) { return Unsupported("tier has no pins"); }
+  virtual Status Unpin(const ChunkKey&) { return Unsupported("tier has no pins"); }
+  virtual TierStats Stats() const = 0;
+
+  // Batched forms; a remote tier pipelines them, the default loops.
+  virtual std::vector<Result<SharedBuffer>> GetMany(std::span<const ChunkKey> keys);
+  virtual std::vector<Status> PutMany(std::span<const ChunkKey> keys, std::span<const SharedBuffer> objects);
+  virtual std::vector<bool> ContainsMany(std::span<const ChunkKey> keys);
+};
+
+}  // namespace pikv::storage

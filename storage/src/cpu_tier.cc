@@ -1,0 +1,182 @@
+#include "pikv/storage/cpu_tier.h"
+
+#include <cstring>
+
+#include "pikv/storage/arena.h"
+
+namespace pikv::storage {
+
+struct CpuTier::Shared {
+  std::unique_ptr<Arena> arena;
+  RangeAllocator allocator;
+  Shared(std::unique_ptr<Arena> a, uint64_t capacity) : arena(std::move(a)), allocator(capacity) {}
+};
+
+// One allocation in the arena; returns its range when the last owner drops it.
+struct CpuTier::Block {
+  std::shared_ptr<Shared> shared;
+  uint64_t offset;
+  uint64_t size;
+  Block(std::shared_ptr<Shared> s, uint64_t off, uint64_t n) : shared(std::move(s)), offset(off), size(n) {}
+  ~Block() { shared->allocator.Free(offset, size); }
+  uint8_t* data() const { return shared->arena->base() + offset; }
+};
+
+Result<std::unique_ptr<CpuTier>> CpuTier::Create(const CpuTierOptions& options, EventListener listener) {
+  auto arena = Arena::Create(options.capacity_bytes, options.prefault);
+  if (!arena.ok()) return arena.status();
+  auto shared = std::make_shared<Shared>(std::move(*arena), options.capacity_bytes);
+  return std::unique_ptr<CpuTier>(new CpuTier(std::move(shared), std::move(listener)));
+}
+
+CpuTier::CpuTier(std::shared_ptr<Shared> shared, EventListener listener)
+    : shared_(std::move(shared)), listener_(std::move(listener)) {}
+
+CpuTier::~CpuTier() = default;
+
+void CpuTier::Emit(const std::vector<TierEvent>& events) {
+  if (listener_ && !events.empty()) listener_(events);
+}
+
+bool CpuTier::EvictOneLocked(std::vector<TierEvent>& events, std::vector<std::shared_ptr<Block>>& released) {
+  for (auto it = lru_.rbegin(); it != lru_.rend(); ++it) {
+    auto e = index_.find(*it);
+    // use_count() > 1: a reader (or a write-through job) holds the object.
+    if (e->second.pins > 0 || e->second.block.use_count() > 1) continue;
+    events.push_back({TierKind::kCpu, EventKind::kEvict, e->first, e->second.size});
+    released.push_back(std::move(e->second.block));
+    lru_.erase(std::next(it).base());
+    index_.erase(e);
+    evictions_++;
+    return true;
+  }
+  return false;
+}
+
+Status CpuTier::Put(const ChunkKey& key, const SharedBuffer& object) {
+  return PutAndHold(key, object).status();
+}
+
+Result<SharedBuffer> CpuTier::HoldLocked(const ChunkKey& key) {
+  auto it = index_.find(key);
+  if (it == index_.end()) return NotFound();
+  lru_.splice(lru_.begin(), lru_, it->second.lru);
+  const auto& block = it->second.block;
+  return SharedBuffer(block->data(), it->second.size, block);
+}
+
+Result<SharedBuffer> CpuTier::PutAndHold(const ChunkKey& key, const SharedBuffer& object) {
+  std::vector<TierEvent> events;
+  std::vector<std::shared_ptr<Block>> released;  // dropped after mu_ is released
+  std::shared_ptr<Block> block;
+  Status status;
+  {
+    std::lock_guard lock(mu_);
+    if (auto held = HoldLocked(key); held.ok()) return held;
+    std::optional<uint64_t> offset;
+    if (RangeAllocator::RoundUp(object.size()) > shared_->allocator.capacity()) {
+      status = Rejected("object of " + std::to_string(object.size()) + " bytes exceeds the CPU tier");
+    } else {
+      while (!(offset = shared_->allocator.Allocate(object.size()))) {
+        if (!EvictOneLocked(events, released)) break;
+      }
+      if (!offset) status = Rejected("CPU tier is full of pinned or in-use objects");
+    }
+    if (offset) {
+      block = std::make_shared<Block>(shared_, *offset, object.size());
+    } else {
+      rejects_++;
+    }
+  }
+  Result<SharedBuffer> held = status;
+  if (block) {
+    // Copy outside the lock: other readers and writers proceed meanwhile.
+    std::memcpy(block->data(), object.data(), object.size());
+    std::lock_guard lock(mu_);
+    if (!index_.contains(key)) {  // a concurrent Put of the same key may have won
+      lru_.push_front(key);
+      index_.emplace(key, Entry{std::move(block), object.size(), 0, lru_.begin()});
+      admits_++;
+      events.push_back({TierKind::kCpu, EventKind::kAdmit, key, object.size()});
+    }
+    held = HoldLocked(key);
+  }
+  block.reset();
+  released.clear();
+  Emit(events);
+  return held;
+}
+
+Result<SharedBuffer> CpuTier::Get(const ChunkKey& key) {
+  std::lock_guard lock(mu_);
+  auto it = index_.find(key);
+  if (it == index_.end()) {
+    misses_++;
+    return NotFound();
+  }
+  hits_++;
+  return HoldLocked(key);
+}
+
+bool CpuTier::Contains(const ChunkKey& key) {
+  std::lock_guard lock(mu_);
+  return index_.contains(key);
+}
+
+Status CpuTier::Remove(const ChunkKey& key) {
+  std::shared_ptr<Block> released;
+  TierEvent event{};
+  {
+    std::lock_guard lock(mu_);
+    auto it = index_.find(key);
+    if (it == index_.end()) return NotFound();
+    event = {TierKind::kCpu, EventKind::kEvict, key, it->second.size};
+    released = std::move(it->second.block);
+    lru_.erase(it->second.lru);
+    index_.erase(it);
+    evictions_++;
+  }
+  released.reset();
+  Emit({event});
+  return Status::Ok();
+}
+
+Status CpuTier::Pin(const ChunkKey& key) {
+  std::lock_guard lock(mu_);
+  auto it = index_.find(key);
+  if (it == index_.end()) return NotFound();
+  it->second.pins++;
+  return Status::Ok();
+}
+
+Status CpuTier::Unpin(const ChunkKey& key) {
+  std::lock_guard lock(mu_);
+  auto it = index_.find(key);
+  if (it == index_.end()) return NotFound();
+  if (it->second.pins == 0) return InvalidArgument("object is not pinned");
+  it->second.pins--;
+  return Status::Ok();
+}
+
+TierStats CpuTier::Stats() const {
+  TierStats s;
+  s.capacity_bytes = shared_->allocator.capacity();
+  s.used_bytes = shared_->allocator.used();
+  {
+    std::lock_guard lock(mu_);
+    s.entries = index_.size();
+  }
+  s.hits = hits_;
+  s.misses = misses_;
+  s.admits = admits_;
+  s.evictions = evictions_;
+  s.rejects = rejects_;
+  return s;
+}
+
+std::vector<ChunkKey> CpuTier::LruOrder() const {
+  std::lock_guard lock(mu_);
+  return {lru_.begin(), lru_.end()};
+}
+
+}  // namespace pikv::storage

@@ -1,0 +1,166 @@
+#include "pikv/storage/storage_manager.h"
+
+#include <spdlog/spdlog.h>
+
+#include "pikv/proto/chunk_object.h"
+
+namespace pikv::storage {
+
+Result<std::unique_ptr<StorageManager>> StorageManager::Open(const StorageOptions& options,
+                                                             EventListener listener) {
+  std::unique_ptr<StorageManager> m(new StorageManager());
+  m->options_ = options;
+  auto cpu = CpuTier::Create(options.cpu, listener);
+  if (!cpu.ok()) return cpu.status();
+  m->cpu_ = std::move(*cpu);
+  if (options.disk) {
+    auto disk = DiskTier::Open(*options.disk, listener);
+    if (!disk.ok()) return disk.status();
+    m->disk_ = std::move(*disk);
+    m->disk_queue_ = std::make_unique<WriteThroughQueue>(m->disk_.get(), options.write_queue);
+  }
+  if (options.remote) {
+    m->remote_ = std::make_unique<RemoteTier>(*options.remote, listener);
+    m->remote_queue_ = std::make_unique<WriteThroughQueue>(m->remote_.get(), options.write_queue);
+  }
+  return m;
+}
+
+StorageManager::~StorageManager() { Shutdown(); }
+
+Status StorageManager::Put(const ChunkKey& key, SharedBuffer object) {
+  if (shut_down_) return Unavailable("storage is shutting down");
+  if (Status s = VerifyChunkObject(object.span(), &key); !s.ok()) {
+    put_rejects_++;
+    return s;
+  }
+  puts_++;
+  // Write through the arena copy when there is one, so the caller's buffer
+  // (often a network frame) is released now.
+  auto held = cpu_->PutAndHold(key, object);
+  Status cpu_status = held.status();
+  if (held.ok()) object = std::move(*held);
+  bool queued = false;
+  if (disk_queue_) queued |= disk_queue_->Offer(key, object);
+  if (remote_queue_) queued |= remote_queue_->Offer(key, object);
+  if (cpu_status.ok() || queued) return Status::Ok();
+  return cpu_status;
+}
+
+void StorageManager::Promote(const ChunkKey& key, const SharedBuffer& object, bool to_disk) {
+  promotions_++;
+  cpu_->Put(key, object).IgnoreError();  // a full CPU tier just serves from below
+  if (to_disk && disk_queue_) disk_queue_->Offer(key, object);
+}
+
+std::vector<Result<SharedBuffer>> StorageManager::Get(std::span<const ChunkKey> keys) {
+  std::vector<Result<SharedBuffer>> out;
+  out.reserve(keys.size());
+  std::vector<size_t> remote_idx;
+  std::vector<ChunkKey> remote_keys;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    auto r = cpu_->Get(keys[i]);
+    if (!r.ok() && disk_) {
+      r = disk_->Get(keys[i]);
+      if (r.ok()) Promote(keys[i], *r, /*to_disk=*/false);
+    }
+    if (!r.ok() && remote_) {
+      remote_idx.push_back(i);
+      remote_keys.push_back(keys[i]);
+    }
+    out.push_back(std::move(r));
+  }
+  if (!remote_keys.empty()) {
+    auto fetched = remote_->GetMany(remote_keys);
+    for (size_t j = 0; j < fetched.size(); ++j) {
+      if (fetched[j].ok()) Promote(remote_keys[j], *fetched[j], /*to_disk=*/true);
+      // Keep the local miss reason unless the remote found it.
+      if (fetched[j].ok()) out[remote_idx[j]] = std::move(fetched[j]);
+    }
+  }
+  for (auto& r : out) {
+    if (r.ok()) {
+      hits_++;
+    } else {
+      misses_++;
+      if (r.code() != ErrorCode::kNotFound) r = NotFound(r.status().message());
+    }
+  }
+  return out;
+}
+
+Result<SharedBuffer> StorageManager::Get(const ChunkKey& key) { return std::move(Get({&key, 1})[0]); }
+
+std::vector<TierMask> StorageManager::Exists(std::span<const ChunkKey> keys) {
+  std::vector<TierMask> out(keys.size(), 0);
+  std::vector<size_t> ask_remote;
+  std::vector<ChunkKey> remote_keys;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (cpu_->Contains(keys[i])) out[i] |= Bit(TierKind::kCpu);
+    if (disk_ && disk_->Contains(keys[i])) out[i] |= Bit(TierKind::kDisk);
+    if (out[i] == 0 && remote_ && options_.exists_checks_remote) {
+      ask_remote.push_back(i);
+      remote_keys.push_back(keys[i]);
+    }
+  }
+  if (!remote_keys.empty()) {
+    auto found = remote_->ContainsMany(remote_keys);
+    for (size_t j = 0; j < found.size(); ++j) {
+      if (found[j]) out[ask_remote[j]] |= Bit(TierKind::kRemote);
+    }
+  }
+  return out;
+}
+
+Status StorageManager::Delete(const ChunkKey& key) {
+  bool any = cpu_->Remove(key).ok();
+  if (disk_queue_) disk_queue_->Drain();  // a queued write must not resurrect it
+  if (disk_) any |= disk_->Remove(key).ok();
+  if (remote_queue_) remote_queue_->Drain();
+  if (remote_) any |= remote_->Remove(key).ok();
+  return any ? Status::Ok() : NotFound();
+}
+
+Status StorageManager::Pin(const ChunkKey& key) {
+  bool any = cpu_->Pin(key).ok();
+  if (disk_) any |= disk_->Pin(key).ok();
+  return any ? Status::Ok() : NotFound();
+}
+
+Status StorageManager::Unpin(const ChunkKey& key) {
+  Status cpu = cpu_->Unpin(key);
+  Status disk = disk_ ? disk_->Unpin(key) : NotFound();
+  if (cpu.ok() || disk.ok()) return Status::Ok();
+  return cpu.code() == ErrorCode::kNotFound ? disk : cpu;
+}
+
+void StorageManager::WaitForWriteThrough() {
+  if (disk_queue_) disk_queue_->Drain();
+  if (remote_queue_) remote_queue_->Drain();
+}
+
+void StorageManager::Shutdown() {
+  if (shut_down_.exchange(true)) return;
+  if (disk_queue_) disk_queue_->Shutdown();
+  if (remote_queue_) remote_queue_->Shutdown();
+  if (disk_) {
+    if (Status s = disk_->Flush(); !s.ok()) spdlog::error("disk tier flush at shutdown: {}", s.ToString());
+  }
+}
+
+StorageStats StorageManager::Stats() const {
+  StorageStats s;
+  s.tiers[static_cast<int>(TierKind::kCpu)] = cpu_->Stats();
+  if (disk_) s.tiers[static_cast<int>(TierKind::kDisk)] = disk_->Stats();
+  if (remote_) s.tiers[static_cast<int>(TierKind::kRemote)] = remote_->Stats();
+  if (disk_queue_) s.disk_queue = disk_queue_->GetStats();
+  if (remote_queue_) s.remote_queue = remote_queue_->GetStats();
+  s.puts = puts_;
+  s.put_rejects = put_rejects_;
+  s.promotions = promotions_;
+  s.hits = hits_;
+  s.misses = misses_;
+  return s;
+}
+
+}  // namespace pikv::storage
