@@ -1,0 +1,174 @@
+#include "pikv/node/request_handler.h"
+
+#include <spdlog/spdlog.h>
+
+namespace pikv::node {
+
+using storage::StorageManager;
+
+RequestHandler::RequestHandler(StorageManager& storage, std::string node_id)
+    : storage_(storage), node_id_(std::move(node_id)) {}
+
+Message RequestHandler::Reject(const Header* request, const Status& why) {
+  switch (why.code()) {
+    case ErrorCode::kTooLarge: too_large_++; break;
+    case ErrorCode::kUnsupported: unsupported_++; break;
+    case ErrorCode::kInvalidArgument: bad_requests_++; break;
+    default: malformed_++; break;
+  }
+  spdlog::debug("rejected request: {}", why.ToString());
+  Message reply;
+  if (request) {
+    reply.header = ReplyTo(*request, why.code(), why.message());
+  } else {
+    reply.header.type = MsgType::kError;
+    reply.header.status = why.code();
+    reply.header.reason = why.message();
+  }
+  return reply;
+}
+
+Message RequestHandler::Handle(Message& req) {
+  requests_++;
+  for (const auto& p : req.payloads) bytes_in_ += p.size();
+  const Header& h = req.header;
+  Message reply;
+  switch (h.type) {
+    case MsgType::kPing:
+      pings_++;
+      reply.header = ReplyTo(h);
+      reply.header.fields["node_id"] = node_id_;
+      return reply;
+    case MsgType::kExists: {
+      exists_++;
+      reply.header = ReplyTo(h);
+      for (auto mask : storage_.Exists(h.keys)) reply.header.values.push_back(mask);
+      return reply;
+    }
+    case MsgType::kGet: gets_++; return HandleGet(req);
+    case MsgType::kPut: puts_++; return HandlePut(req);
+    case MsgType::kDelete: deletes_++; return HandlePerKey(req, &StorageManager::Delete);
+    case MsgType::kPin: pins_++; return HandlePerKey(req, &StorageManager::Pin);
+    case MsgType::kUnpin: unpins_++; return HandlePerKey(req, &StorageManager::Unpin);
+    case MsgType::kStats:
+      stats_++;
+      reply.header = ReplyTo(h);
+      reply.header.fields = StatsFields();
+      return reply;
+    case MsgType::kError: break;
+  }
+  return Reject(&h, Unsupported("unknown message type " + std::to_string(static_cast<int>(h.type))));
+}
+
+Message RequestHandler::HandleGet(Message& req) {
+  if (!req.payloads.empty()) return Reject(&req.header, InvalidArgument("get carries no payload frames"));
+  Message reply;
+  reply.header = ReplyTo(req.header);
+  auto results = storage_.Get(req.header.keys);
+  for (auto& r : results) {
+    reply.header.values.push_back(static_cast<int64_t>(r.code()));
+    if (r.ok()) {
+      bytes_out_ += r->size();
+      reply.payloads.push_back(std::move(*r));
+    }
+  }
+  return reply;
+}
+
+Message RequestHandler::HandlePut(Message& req) {
+  if (req.payloads.size() != req.header.keys.size()) {
+    return Reject(&req.header, InvalidArgument("put has " + std::to_string(req.header.keys.size()) + " keys and " +
+                                               std::to_string(req.payloads.size()) + " payload frames"));
+  }
+  Message reply;
+  reply.header = ReplyTo(req.header);
+  for (size_t i = 0; i < req.payloads.size(); ++i) {
+    Status s = storage_.Put(req.header.keys[i], std::move(req.payloads[i]));
+    if (!s.ok() && reply.header.reason.empty()) reply.header.reason = s.ToString();
+    reply.header.values.push_back(static_cast<int64_t>(s.code()));
+  }
+  return reply;
+}
+
+Message RequestHandler::HandlePerKey(Message& req, Status (StorageManager::*op)(const ChunkKey&)) {
+  if (!req.payloads.empty()) return Reject(&req.header, InvalidArgument("request carries no payload frames"));
+  Message reply;
+  reply.header = ReplyTo(req.header);
+  for (const ChunkKey& k : req.header.keys) {
+    reply.header.values.push_back(static_cast<int64_t>((storage_.*op)(k).code()));
+  }
+  return reply;
+}
+
+NodeCounters RequestHandler::Counters() const {
+  NodeCounters c;
+  c.requests = requests_;
+  c.gets = gets_;
+  c.puts = puts_;
+  c.exists = exists_;
+  c.deletes = deletes_;
+  c.pins = pins_;
+  c.unpins = unpins_;
+  c.stats = stats_;
+  c.pings = pings_;
+  c.malformed = malformed_;
+  c.too_large = too_large_;
+  c.unsupported = unsupported_;
+  c.bad_requests = bad_requests_;
+  c.bytes_in = bytes_in_;
+  c.bytes_out = bytes_out_;
+  return c;
+}
+
+Fields RequestHandler::StatsFields() const {
+  Fields f;
+  auto put = [&f](const std::string& name, uint64_t v) { f[name] = static_cast<int64_t>(v); };
+  f["node_id"] = node_id_;
+  NodeCounters c = Counters();
+  put("requests", c.requests);
+  put("requests.get", c.gets);
+  put("requests.put", c.puts);
+  put("requests.exists", c.exists);
+  put("requests.delete", c.deletes);
+  put("requests.pin", c.pins);
+  put("requests.unpin", c.unpins);
+  put("errors.malformed", c.malformed);
+  put("errors.too_large", c.too_large);
+  put("errors.unsupported", c.unsupported);
+  put("errors.bad_request", c.bad_requests);
+  put("bytes_in", c.bytes_in);
+  put("bytes_out", c.bytes_out);
+  storage::StorageStats s = storage_.Stats();
+  put("storage.puts", s.puts);
+  put("storage.put_rejects", s.put_rejects);
+  put("storage.promotions", s.promotions);
+  put("storage.hits", s.hits);
+  put("storage.misses", s.misses);
+  for (int t = 0; t < storage::kNumTiers; ++t) {
+    if (!s.tiers[t]) continue;
+    const std::string p = std::string(storage::TierName(static_cast<storage::TierKind>(t))) + ".";
+    const storage::TierStats& ts = *s.tiers[t];
+    put(p + "capacity_bytes", ts.capacity_bytes);
+    put(p + "used_bytes", ts.used_bytes);
+    put(p + "entries", ts.entries);
+    put(p + "hits", ts.hits);
+    put(p + "misses", ts.misses);
+    put(p + "admits", ts.admits);
+    put(p + "evictions", ts.evictions);
+    put(p + "rejects", ts.rejects);
+    put(p + "corruptions", ts.corruptions);
+    put(p + "errors", ts.errors);
+  }
+  auto queue = [&](const std::string& p, const std::optional<storage::WriteThroughQueue::Stats>& q) {
+    if (!q) return;
+    put(p + "depth", q->depth);
+    put(p + "written", q->written);
+    put(p + "failed", q->failed);
+    put(p + "dropped", q->dropped);
+  };
+  queue("queue.disk.", s.disk_queue);
+  queue("queue.remote.", s.remote_queue);
+  return f;
+}
+
+}  // namespace pikv::node

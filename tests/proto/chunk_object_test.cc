@@ -1,0 +1,129 @@
+#include "pikv/proto/chunk_object.h"
+
+#include <gtest/gtest.h>
+
+#include "test_support.h"
+
+namespace pikv {
+namespace {
+
+ChunkHeader SmallHeader() {
+  ChunkHeader h;
+  h.key = ChunkKey{7, 9};
+  h.model_id = "m";
+  h.geometry = {2, 3, 2, 8, DType::kF16, KvFormat::kStandard};
+  h.rope_style = RopeStyle::kGptj;
+  h.rotary_dim = 4;
+  h.rope_offset = 2;
+  h.rope_theta = 500000.0;
+  h.rope_spec = "gptj;rotary_dim=4;theta=500000;scaling=llama3(8,1,4,8192)";
+  h.k_form = KForm::kRotated;
+  h.virtual_start = 4096;
+  h.tokens = {10, 20, 30};
+  return h;
+}
+
+std::vector<uint8_t> Payload(const ChunkHeader& h) {
+  std::vector<uint8_t> p(h.geometry.PayloadBytes());
+  for (size_t i = 0; i < p.size(); ++i) p[i] = static_cast<uint8_t>(i * 31 + 7);
+  return p;
+}
+
+TEST(ChunkObjectTest, RoundTripsEveryHeaderField) {
+  ChunkHeader h = SmallHeader();
+  auto payload = Payload(h);
+  auto obj = BuildChunkObject(h, payload);
+  ASSERT_TRUE(obj.ok()) << obj.status().ToString();
+  auto parsed = ParseChunkHeader(*obj);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->key, h.key);
+  EXPECT_EQ(parsed->model_id, "m");
+  EXPECT_EQ(parsed->geometry.num_layers, 2u);
+  EXPECT_EQ(parsed->geometry.num_tokens, 3u);
+  EXPECT_EQ(parsed->geometry.num_kv_heads, 2u);
+  EXPECT_EQ(parsed->geometry.head_dim, 8u);
+  EXPECT_EQ(parsed->geometry.dtype, DType::kF16);
+  EXPECT_EQ(parsed->rope_style, RopeStyle::kGptj);
+  EXPECT_EQ(parsed->rotary_dim, 4u);
+  EXPECT_EQ(parsed->rope_offset, 2u);
+  EXPECT_EQ(parsed->rope_theta, 500000.0);
+  EXPECT_EQ(parsed->rope_spec, h.rope_spec);
+  EXPECT_EQ(parsed->k_form, KForm::kRotated);
+  EXPECT_EQ(parsed->virtual_start, 4096);
+  EXPECT_EQ(parsed->tokens, h.tokens);
+  EXPECT_EQ(parsed->header_size % 64, 0u);
+  auto body = ChunkPayload(*obj, *parsed);
+  EXPECT_TRUE(std::equal(body.begin(), body.end(), payload.begin(), payload.end()));
+  EXPECT_TRUE(VerifyChunkObject(*obj, &h.key).ok());
+}
+
+TEST(ChunkObjectTest, MlaHasOnePlanePerLayer) {
+  ChunkHeader h = SmallHeader();
+  h.geometry = {2, 3, 1, 576, DType::kBF16, KvFormat::kMla};
+  h.rotary_dim = 64;
+  h.rope_offset = 512;
+  EXPECT_EQ(h.geometry.PayloadBytes(), 2u * 3 * 576 * 2);
+  EXPECT_TRUE(BuildChunkObject(h, Payload(h)).ok());
+}
+
+TEST(ChunkObjectTest, BuildRejectsInconsistentInput) {
+  ChunkHeader h = SmallHeader();
+  auto payload = Payload(h);
+  payload.pop_back();
+  EXPECT_EQ(BuildChunkObject(h, payload).code(), ErrorCode::kInvalidArgument);
+  h = SmallHeader();
+  h.tokens.pop_back();
+  EXPECT_EQ(BuildChunkObject(h, Payload(h)).code(), ErrorCode::kInvalidArgument);
+  h = SmallHeader();
+  h.rotary_dim = 8;  // offset 2 + 8 > head_dim 8
+  EXPECT_EQ(BuildChunkObject(h, Payload(h)).code(), ErrorCode::kInvalidArgument);
+}
+
+TEST(ChunkObjectTest, EveryFlippedByteIsDetected) {
+  ChunkHeader h = SmallHeader();
+  auto obj = *BuildChunkObject(h, Payload(h));
+  for (size_t i = 0; i < obj.size(); ++i) {
+    auto bad = obj;
+    bad[i] ^= 0x40;
+    EXPECT_FALSE(VerifyChunkObject(bad, &h.key).ok()) << "flip at byte " << i << " went unnoticed";
+  }
+}
+
+TEST(ChunkObjectTest, TruncatedOrExtendedObjectsAreCorrupt) {
+  ChunkHeader h = SmallHeader();
+  auto obj = *BuildChunkObject(h, Payload(h));
+  for (size_t len : {size_t{0}, size_t{10}, size_t{64}, obj.size() - 1}) {
+    std::span<const uint8_t> cut(obj.data(), len);
+    EXPECT_EQ(VerifyChunkObject(cut).code(), ErrorCode::kCorruption) << "length " << len;
+  }
+  auto longer = obj;
+  longer.push_back(0);
+  EXPECT_EQ(VerifyChunkObject(longer).code(), ErrorCode::kCorruption);
+}
+
+TEST(ChunkObjectTest, KeyMismatchIsCorruption) {
+  ChunkHeader h = SmallHeader();
+  auto obj = *BuildChunkObject(h, Payload(h));
+  ChunkKey other{1, 1};
+  EXPECT_EQ(VerifyChunkObject(obj, &other).code(), ErrorCode::kCorruption);
+}
+
+TEST(ChunkObjectTest, LimitsApplyBeforeSizing) {
+  ChunkHeader h = SmallHeader();
+  auto obj = *BuildChunkObject(h, Payload(h));
+  ChunkLimits tight;
+  tight.max_tokens = 2;
+  EXPECT_EQ(ParseChunkHeader(obj, tight).code(), ErrorCode::kCorruption);
+}
+
+TEST(ChunkObjectTest, TestObjectsHitTheirTargetSize) {
+  for (size_t target : {size_t{1} << 10, size_t{1} << 20, size_t{32} << 20}) {
+    auto o = testing::MakeObject(3, target);
+    EXPECT_GE(o.bytes.size(), target);
+    EXPECT_LE(o.bytes.size(), target + 4096);
+    EXPECT_TRUE(VerifyChunkObject(o.bytes.span(), &o.key).ok());
+  }
+}
+
+}  // namespace
+}  // namespace pikv
