@@ -38,13 +38,13 @@ void CpuTier::Emit(const std::vector<TierEvent>& events) {
   if (listener_ && !events.empty()) listener_(events);
 }
 
-bool CpuTier::EvictOneLocked(std::vector<TierEvent>& events, std::vector<std::shared_ptr<Block>>& released) {
+bool CpuTier::EvictOneLocked(std::vector<TierEvent>& events) {
   for (auto it = lru_.rbegin(); it != lru_.rend(); ++it) {
     auto e = index_.find(*it);
     // use_count() > 1: a reader (or a write-through job) holds the object.
     if (e->second.pins > 0 || e->second.block.use_count() > 1) continue;
     events.push_back({TierKind::kCpu, EventKind::kEvict, e->first, e->second.size});
-    released.push_back(std::move(e->second.block));
+    // Sole owner: erasing frees the range now (allocator lock nests inside mu_).
     lru_.erase(std::next(it).base());
     index_.erase(e);
     evictions_++;
@@ -67,7 +67,6 @@ Result<SharedBuffer> CpuTier::HoldLocked(const ChunkKey& key) {
 
 Result<SharedBuffer> CpuTier::PutAndHold(const ChunkKey& key, const SharedBuffer& object) {
   std::vector<TierEvent> events;
-  std::vector<std::shared_ptr<Block>> released;  // dropped after mu_ is released
   std::shared_ptr<Block> block;
   Status status;
   {
@@ -78,7 +77,7 @@ Result<SharedBuffer> CpuTier::PutAndHold(const ChunkKey& key, const SharedBuffer
       status = Rejected("object of " + std::to_string(object.size()) + " bytes exceeds the CPU tier");
     } else {
       while (!(offset = shared_->allocator.Allocate(object.size()))) {
-        if (!EvictOneLocked(events, released)) break;
+        if (!EvictOneLocked(events)) break;
       }
       if (!offset) status = Rejected("CPU tier is full of pinned or in-use objects");
     }
@@ -102,7 +101,6 @@ Result<SharedBuffer> CpuTier::PutAndHold(const ChunkKey& key, const SharedBuffer
     held = HoldLocked(key);
   }
   block.reset();
-  released.clear();
   Emit(events);
   return held;
 }

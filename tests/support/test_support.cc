@@ -126,6 +126,9 @@ void RedisServer::Kill() {
   process_.reset();
 }
 
+void RedisServer::Pause() { process_->Signal(SIGSTOP); }
+void RedisServer::Resume() { process_->Signal(SIGCONT); }
+
 void RedisServer::Start() {
   process_ = std::make_unique<ChildProcess>(
       "redis-server", std::vector<std::string>{"--port", std::to_string(port_), "--bind", "127.0.0.1", "--save", "",

@@ -63,6 +63,8 @@ class RedisServer {
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
   void Kill();   // SIGKILL
   void Start();  // again, on the same port
+  void Pause();  // SIGSTOP: connections hang instead of failing
+  void Resume();
   static bool Available();
 
  private:

@@ -10,7 +10,7 @@
 // Objects are verified before admission (by the StorageManager), so Get does
 // not re-hash them.
 // Thread-safety: all methods are thread-safe. Lock order: mu_ before the
-// allocator's own lock; allocations are released without holding mu_.
+// allocator's own lock (a block freed under mu_ takes only the allocator's).
 #pragma once
 
 #include <atomic>
@@ -61,7 +61,7 @@ class CpuTier final : public Tier {
 
   CpuTier(std::shared_ptr<Shared> shared, EventListener listener);
   // Evicts the least recently used evictable entry; false if there is none.
-  bool EvictOneLocked(std::vector<TierEvent>& events, std::vector<std::shared_ptr<Block>>& released);
+  bool EvictOneLocked(std::vector<TierEvent>& events);
   void Emit(const std::vector<TierEvent>& events);
   Result<SharedBuffer> HoldLocked(const ChunkKey& key);
 

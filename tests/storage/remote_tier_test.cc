@@ -1,0 +1,161 @@
+#include "pikv/storage/remote_tier.h"
+
+#include <gtest/gtest.h>
+#include <hiredis/hiredis.h>
+
+#include <thread>
+
+#include "test_support.h"
+
+namespace pikv::storage {
+namespace {
+
+using testing::MakeObject;
+using testing::RedisServer;
+
+class RemoteTierTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!RedisServer::Available()) GTEST_FAIL() << "redis-server is not installed (scripts/install-deps.sh)";
+    redis_ = std::make_unique<RedisServer>();
+    RemoteTierOptions o;
+    o.port = redis_->port();
+    o.key_namespace = "t";
+    o.io_timeout = std::chrono::milliseconds(500);
+    o.breaker = {2, std::chrono::milliseconds(100), std::chrono::milliseconds(400)};
+    tier_ = std::make_unique<RemoteTier>(o, nullptr);
+  }
+  // Runs one command on a fresh connection to the test Redis.
+  redisReply* Raw(const std::vector<std::string>& args) {
+    redisContext* c = redisConnect("127.0.0.1", redis_->port());
+    std::vector<const char*> argv;
+    std::vector<size_t> lens;
+    for (auto& a : args) {
+      argv.push_back(a.data());
+      lens.push_back(a.size());
+    }
+    auto* r = static_cast<redisReply*>(redisCommandArgv(c, static_cast<int>(argv.size()), argv.data(), lens.data()));
+    redisFree(c);
+    return r;
+  }
+
+  std::unique_ptr<RedisServer> redis_;
+  std::unique_ptr<RemoteTier> tier_;
+};
+
+TEST_F(RemoteTierTest, PutGetUnderNamespacedKey) {
+  auto o = MakeObject(1, 1 << 20);
+  ASSERT_TRUE(tier_->Put(o.key, o.bytes).ok());
+  auto r = tier_->Get(o.key);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(std::equal(r->data(), r->data() + r->size(), o.bytes.data(), o.bytes.data() + o.bytes.size()));
+  redisReply* raw = Raw({"EXISTS", "pikv:t:" + o.key.Hex()});
+  EXPECT_EQ(raw->integer, 1);
+  freeReplyObject(raw);
+  EXPECT_EQ(tier_->Get(MakeObject(2, 1024).key).code(), ErrorCode::kNotFound);
+}
+
+TEST_F(RemoteTierTest, BatchesArePipelined) {
+  std::vector<ChunkKey> keys;
+  std::vector<SharedBuffer> objs;
+  for (uint64_t i = 0; i < 20; ++i) {
+    auto o = MakeObject(i, 2048);
+    keys.push_back(o.key);
+    objs.push_back(o.bytes);
+  }
+  for (const Status& s : tier_->PutMany(keys, objs)) EXPECT_TRUE(s.ok());
+  keys.push_back(MakeObject(99, 1024).key);
+  auto got = tier_->GetMany(keys);
+  ASSERT_EQ(got.size(), 21u);
+  for (size_t i = 0; i < 20; ++i) EXPECT_TRUE(got[i].ok());
+  EXPECT_EQ(got[20].code(), ErrorCode::kNotFound);
+  auto has = tier_->ContainsMany(keys);
+  EXPECT_EQ(std::count(has.begin(), has.end(), true), 20);
+}
+
+TEST_F(RemoteTierTest, TtlIsApplied) {
+  RemoteTierOptions o;
+  o.port = redis_->port();
+  o.ttl_seconds = 100;
+  RemoteTier ttl_tier(o, nullptr);
+  auto obj = MakeObject(3, 1024);
+  ASSERT_TRUE(ttl_tier.Put(obj.key, obj.bytes).ok());
+  redisReply* r = Raw({"TTL", ttl_tier.RedisKey(obj.key)});
+  EXPECT_GT(r->integer, 0);
+  EXPECT_LE(r->integer, 100);
+  freeReplyObject(r);
+}
+
+TEST_F(RemoteTierTest, CorruptValueIsAMissAndDeleted) {
+  auto o = MakeObject(4, 4096);
+  std::string bad(reinterpret_cast<const char*>(o.bytes.data()), o.bytes.size());
+  bad[bad.size() - 1] ^= 0x10;
+  freeReplyObject(Raw({"SET", tier_->RedisKey(o.key), bad}));
+  EXPECT_EQ(tier_->Get(o.key).code(), ErrorCode::kNotFound);
+  EXPECT_EQ(tier_->Stats().corruptions, 1u);
+  redisReply* r = Raw({"EXISTS", tier_->RedisKey(o.key)});
+  EXPECT_EQ(r->integer, 0);
+  freeReplyObject(r);
+}
+
+TEST_F(RemoteTierTest, SurvivesRedisDeathAndRecoversWhenItReturns) {
+  auto o = MakeObject(5, 4096);
+  ASSERT_TRUE(tier_->Put(o.key, o.bytes).ok());
+  redis_->Kill();
+  // Fails (not hangs), counts errors, then the breaker opens and fails fast.
+  EXPECT_EQ(tier_->Get(o.key).code(), ErrorCode::kUnavailable);
+  EXPECT_EQ(tier_->Put(o.key, o.bytes).code(), ErrorCode::kUnavailable);
+  EXPECT_EQ(tier_->breaker_state(), CircuitBreaker::State::kOpen);
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(tier_->Get(o.key).code(), ErrorCode::kUnavailable);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(50));
+  EXPECT_GE(tier_->Stats().errors, 2u);
+  EXPECT_GE(tier_->unavailable(), 1u);
+
+  redis_->Start();  // empty again: nothing was persisted
+  // The same tier object reconnects after its backoff.
+  bool recovered = false;
+  for (int i = 0; i < 100 && !recovered; ++i) {
+    recovered = tier_->Put(o.key, o.bytes).ok();
+    if (!recovered) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(recovered);
+  EXPECT_EQ(tier_->breaker_state(), CircuitBreaker::State::kClosed);
+  EXPECT_TRUE(tier_->Get(o.key).ok());
+}
+
+TEST(RedisAddressTest, Parses) {
+  auto a = ParseRedisAddress("redis://10.0.0.1:6380");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->host, "10.0.0.1");
+  EXPECT_EQ(a->port, 6380);
+  EXPECT_EQ(ParseRedisAddress("localhost")->port, 6379);
+  EXPECT_FALSE(ParseRedisAddress("host:notaport").ok());
+  EXPECT_FALSE(ParseRedisAddress(":6379").ok());
+}
+
+TEST(CircuitBreakerTest, OpensHalfOpensAndBacksOff) {
+  using namespace std::chrono_literals;
+  CircuitBreaker b({2, 100ms, 300ms});
+  auto t = CircuitBreaker::Clock::now();
+  EXPECT_TRUE(b.Allow(t));
+  b.OnFailure(t);
+  EXPECT_EQ(b.state(), CircuitBreaker::State::kClosed);
+  b.OnFailure(t);
+  EXPECT_EQ(b.state(), CircuitBreaker::State::kOpen);
+  EXPECT_FALSE(b.Allow(t + 99ms));
+  EXPECT_TRUE(b.Allow(t + 100ms));   // one trial
+  EXPECT_FALSE(b.Allow(t + 100ms));  // only one
+  b.OnFailure(t + 100ms);            // trial failed: cooldown doubles to 200ms
+  EXPECT_FALSE(b.Allow(t + 299ms));
+  EXPECT_TRUE(b.Allow(t + 300ms));
+  b.OnFailure(t + 300ms);            // doubles again, capped at 300ms
+  EXPECT_FALSE(b.Allow(t + 599ms));
+  EXPECT_TRUE(b.Allow(t + 600ms));
+  b.OnSuccess();
+  EXPECT_EQ(b.state(), CircuitBreaker::State::kClosed);
+  EXPECT_TRUE(b.Allow(t + 600ms));
+}
+
+}  // namespace
+}  // namespace pikv::storage

@@ -1,0 +1,196 @@
+#include "pikv/storage/storage_manager.h"
+
+#include <gtest/gtest.h>
+
+#include "test_support.h"
+
+namespace pikv::storage {
+namespace {
+
+using testing::MakeObject;
+using testing::RedisServer;
+using testing::TestObject;
+
+class StorageManagerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!RedisServer::Available()) GTEST_FAIL() << "redis-server is not installed (scripts/install-deps.sh)";
+    redis_ = std::make_unique<RedisServer>();
+    options_.cpu.capacity_bytes = 1 << 20;
+    options_.disk = DiskTierOptions{dir_.str() + "/disk", 64 << 20, 4096, false};
+    RemoteTierOptions remote;
+    remote.port = redis_->port();
+    remote.io_timeout = std::chrono::milliseconds(300);
+    remote.breaker = {2, std::chrono::milliseconds(100), std::chrono::milliseconds(200)};
+    options_.remote = remote;
+  }
+  void Open() {
+    manager_.reset();
+    auto m = StorageManager::Open(options_, [this](std::span<const TierEvent> ev) {
+      std::lock_guard lock(mu_);
+      events_.insert(events_.end(), ev.begin(), ev.end());
+    });
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    manager_ = std::move(*m);
+  }
+  size_t Events(TierKind tier, EventKind kind, const ChunkKey& key) {
+    std::lock_guard lock(mu_);
+    return std::count_if(events_.begin(), events_.end(),
+                         [&](const TierEvent& e) { return e.tier == tier && e.kind == kind && e.key == key; });
+  }
+  static bool Same(const SharedBuffer& a, const SharedBuffer& b) {
+    return a.size() == b.size() && std::equal(a.data(), a.data() + a.size(), b.data());
+  }
+
+  testing::TempDir dir_;
+  std::unique_ptr<RedisServer> redis_;
+  StorageOptions options_;
+  std::unique_ptr<StorageManager> manager_;
+  std::mutex mu_;
+  std::vector<TierEvent> events_;
+};
+
+TEST_F(StorageManagerTest, PutWritesThroughEveryTierAndReportsEachAdmit) {
+  Open();
+  auto o = MakeObject(1, 16 << 10);
+  ASSERT_TRUE(manager_->Put(o.key, o.bytes).ok());
+  manager_->WaitForWriteThrough();
+  EXPECT_EQ(manager_->Exists({&o.key, 1})[0], Bit(TierKind::kCpu) | Bit(TierKind::kDisk));
+  EXPECT_TRUE(manager_->remote()->Contains(o.key));
+  EXPECT_EQ(Events(TierKind::kCpu, EventKind::kAdmit, o.key), 1u);
+  EXPECT_EQ(Events(TierKind::kDisk, EventKind::kAdmit, o.key), 1u);
+  EXPECT_EQ(Events(TierKind::kRemote, EventKind::kAdmit, o.key), 1u);
+}
+
+TEST_F(StorageManagerTest, CorruptPutIsRejectedAndStoredNowhere) {
+  Open();
+  auto o = MakeObject(2, 4096);
+  std::vector<uint8_t> bad(o.bytes.data(), o.bytes.data() + o.bytes.size());
+  bad[bad.size() / 2] ^= 1;
+  EXPECT_EQ(manager_->Put(o.key, SharedBuffer::FromVector(bad)).code(), ErrorCode::kCorruption);
+  auto other = MakeObject(3, 4096);
+  EXPECT_EQ(manager_->Put(other.key, o.bytes).code(), ErrorCode::kCorruption);  // wrong address
+  manager_->WaitForWriteThrough();
+  EXPECT_EQ(manager_->Exists({&o.key, 1})[0], 0);
+  EXPECT_EQ(manager_->Stats().put_rejects, 2u);
+}
+
+TEST_F(StorageManagerTest, DiskHitIsPromotedToCpu) {
+  Open();
+  auto o = MakeObject(4, 8192);
+  ASSERT_TRUE(manager_->Put(o.key, o.bytes).ok());
+  manager_->WaitForWriteThrough();
+  ASSERT_TRUE(manager_->cpu().Remove(o.key).ok());
+  auto r = manager_->Get(o.key);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(Same(*r, o.bytes));
+  EXPECT_TRUE(manager_->cpu().Contains(o.key));
+  EXPECT_EQ(manager_->Stats().promotions, 1u);
+  EXPECT_EQ(manager_->disk()->Stats().hits, 1u);
+  ASSERT_TRUE(manager_->Get(o.key).ok());
+  EXPECT_EQ(manager_->disk()->Stats().hits, 1u);  // second read served by CPU
+}
+
+TEST_F(StorageManagerTest, RedisHitIsPromotedToCpuAndDisk) {
+  Open();
+  auto o = MakeObject(5, 8192);
+  // Another node wrote it: only Redis has it.
+  ASSERT_TRUE(manager_->remote()->Put(o.key, o.bytes).ok());
+  EXPECT_EQ(manager_->Exists({&o.key, 1})[0], Bit(TierKind::kRemote));
+  auto r = manager_->Get(o.key);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(Same(*r, o.bytes));
+  manager_->WaitForWriteThrough();
+  EXPECT_TRUE(manager_->cpu().Contains(o.key));
+  EXPECT_TRUE(manager_->disk()->Contains(o.key));
+}
+
+TEST_F(StorageManagerTest, KeepsServingCpuAndDiskWithRedisDeadAndRecovers) {
+  Open();
+  auto before = MakeObject(6, 8192);
+  ASSERT_TRUE(manager_->Put(before.key, before.bytes).ok());
+  manager_->WaitForWriteThrough();
+  redis_->Kill();
+  auto during = MakeObject(7, 8192);
+  ASSERT_TRUE(manager_->Put(during.key, during.bytes).ok());
+  manager_->WaitForWriteThrough();
+  ASSERT_TRUE(manager_->cpu().Remove(before.key).ok());
+  EXPECT_TRUE(manager_->Get(before.key).ok());  // from disk
+  EXPECT_TRUE(manager_->Get(during.key).ok());  // from CPU
+  auto absent = MakeObject(8, 1024);
+  EXPECT_EQ(manager_->Get(absent.key).code(), ErrorCode::kNotFound);  // Redis down is a miss
+  EXPECT_GE(manager_->remote()->Stats().errors, 1u);
+  EXPECT_GE(manager_->Stats().remote_queue->failed, 1u);
+
+  redis_->Start();
+  bool back = false;
+  for (int i = 0; i < 100 && !back; ++i) {
+    auto o = MakeObject(100 + i, 1024);
+    ASSERT_TRUE(manager_->Put(o.key, o.bytes).ok());
+    manager_->WaitForWriteThrough();
+    back = manager_->remote()->Contains(o.key);
+    if (!back) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(back) << "remote tier did not recover";
+}
+
+TEST_F(StorageManagerTest, FullWriteThroughQueueDropsAndCounts) {
+  options_.write_queue.max_items = 1;
+  options_.write_queue.batch = 1;
+  options_.disk.reset();
+  options_.remote->io_timeout = std::chrono::milliseconds(2000);
+  Open();
+  redis_->Pause();  // the writer blocks on its first SET
+  std::vector<TestObject> objs;
+  auto t0 = std::chrono::steady_clock::now();
+  for (uint64_t i = 0; i < 10; ++i) {
+    objs.push_back(MakeObject(200 + i, 4096));
+    ASSERT_TRUE(manager_->Put(objs.back().key, objs.back().bytes).ok());  // CPU still takes it
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(500)) << "puts blocked on the queue";
+  auto q = manager_->Stats().remote_queue;
+  ASSERT_TRUE(q);
+  EXPECT_GE(q->dropped, 8u);  // one in flight, at most one queued
+  for (const auto& o : objs) EXPECT_TRUE(manager_->cpu().Contains(o.key));
+  redis_->Resume();
+  manager_->WaitForWriteThrough();
+  EXPECT_EQ(manager_->Stats().remote_queue->dropped, q->dropped);
+}
+
+TEST_F(StorageManagerTest, DeleteRemovesFromEveryTier) {
+  Open();
+  auto o = MakeObject(9, 4096);
+  ASSERT_TRUE(manager_->Put(o.key, o.bytes).ok());
+  ASSERT_TRUE(manager_->Delete(o.key).ok());
+  EXPECT_EQ(manager_->Exists({&o.key, 1})[0], 0);
+  EXPECT_EQ(manager_->Get(o.key).code(), ErrorCode::kNotFound);
+  EXPECT_EQ(manager_->Delete(o.key).code(), ErrorCode::kNotFound);
+  EXPECT_EQ(Events(TierKind::kCpu, EventKind::kEvict, o.key), 1u);
+  EXPECT_EQ(Events(TierKind::kDisk, EventKind::kEvict, o.key), 1u);
+  EXPECT_EQ(Events(TierKind::kRemote, EventKind::kEvict, o.key), 1u);
+}
+
+TEST_F(StorageManagerTest, PinReachesCpuAndDisk) {
+  Open();
+  auto o = MakeObject(10, 4096);
+  ASSERT_TRUE(manager_->Put(o.key, o.bytes).ok());
+  manager_->WaitForWriteThrough();
+  EXPECT_TRUE(manager_->Pin(o.key).ok());
+  EXPECT_TRUE(manager_->Unpin(o.key).ok());
+  EXPECT_EQ(manager_->Unpin(o.key).code(), ErrorCode::kInvalidArgument);
+  auto absent = MakeObject(11, 1024);
+  EXPECT_EQ(manager_->Pin(absent.key).code(), ErrorCode::kNotFound);
+}
+
+TEST_F(StorageManagerTest, DiskTierSurvivesManagerRestart) {
+  Open();
+  auto o = MakeObject(12, 8192);
+  ASSERT_TRUE(manager_->Put(o.key, o.bytes).ok());
+  manager_->Shutdown();  // drains and flushes
+  Open();
+  EXPECT_EQ(manager_->Exists({&o.key, 1})[0], Bit(TierKind::kDisk));
+  EXPECT_TRUE(manager_->Get(o.key).ok());
+}
+
+}  // namespace
+}  // namespace pikv::storage
