@@ -1,6 +1,6 @@
 // pikv-node: the per-host agent. Flags only for now; YAML and env follow the
-// configuration issue. Prints "endpoint <url>" per bound endpoint once ready,
-// then serves until SIGTERM or SIGINT, and exits 0 after a clean shutdown.
+// configuration issue. Prints "endpoint <url>" per bound endpoint, then
+// "pikv-node <id> ready", then serves until SIGTERM or SIGINT, and exits 0 after a clean shutdown.
 #include <malloc.h>
 #include <signal.h>
 
@@ -101,8 +101,8 @@ int main(int argc, char** argv) {
     spdlog::error("pikv-node failed to start: {}", server.status().ToString());
     return 1;
   }
-  std::cout << "pikv-node " << (*server)->node_id() << " ready\n";
   for (const auto& ep : (*server)->endpoints()) std::cout << "endpoint " << ep << "\n";
+  std::cout << "pikv-node " << (*server)->node_id() << " ready\n";
   std::cout << std::flush;
 
   int sig = 0;

@@ -113,6 +113,19 @@ std::optional<int> ChildProcess::Wait(std::chrono::milliseconds timeout) {
 
 bool ChildProcess::Running() { return pid_ > 0 && !Wait(std::chrono::milliseconds(0)).has_value(); }
 
+NodeProcess StartNode(const std::vector<std::string>& args) {
+  NodeProcess node;
+  node.process = std::make_unique<ChildProcess>(BinaryPath("pikv-node"), args);
+  // The node prints one "endpoint <url>" line per endpoint, then "... ready".
+  while (auto line = node.process->ReadLine(std::chrono::seconds(20))) {
+    if (line->rfind("endpoint tcp://", 0) == 0) node.tcp = line->substr(9);
+    if (line->rfind("endpoint ipc://", 0) == 0) node.ipc = line->substr(9);
+    if (line->ends_with(" ready")) return node;
+  }
+  ADD_FAILURE() << "pikv-node did not report ready";
+  return node;
+}
+
 bool RedisServer::Available() { return std::system("command -v redis-server >/dev/null 2>&1") == 0; }
 
 RedisServer::RedisServer() : port_(FreePort()) { Start(); }

@@ -54,6 +54,15 @@ class ChildProcess {
   std::optional<int> status_;
 };
 
+// A pikv-node child process, started and ready: its endpoints are parsed
+// from the "endpoint <url>" lines it prints.
+struct NodeProcess {
+  std::unique_ptr<ChildProcess> process;
+  std::string tcp;
+  std::string ipc;
+};
+NodeProcess StartNode(const std::vector<std::string>& args);
+
 // A real redis-server on a free loopback port, persisted nowhere.
 class RedisServer {
  public:
