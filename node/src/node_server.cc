@@ -4,6 +4,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
 #include <thread>
 
 #include "pikv/proto/zmq_frames.h"
@@ -12,24 +15,67 @@ namespace pikv::node {
 
 namespace {
 
+using Clock = std::chrono::steady_clock;
+constexpr char kRepliesEndpoint[] = "inproc://pikv-node-replies";
+constexpr auto kDrainTimeout = std::chrono::seconds(30);
+
 std::string HostName() {
   char buf[256] = {};
   if (gethostname(buf, sizeof buf - 1) != 0) return "node";
   return buf;
 }
 
+// A request waiting for a worker.
+struct Job {
+  zmq::message_t identity;
+  Message request;
+};
+
+// Unbounded hand-off from the server thread to the workers: the ROUTER's
+// receive high-water mark already bounds how much can arrive.
+class JobQueue {
+ public:
+  void Push(Job job) {
+    {
+      std::lock_guard lock(mu_);
+      jobs_.push_back(std::move(job));
+    }
+    cv_.notify_one();
+  }
+  // Blocks for a job; nullopt once closed and empty.
+  std::optional<Job> Pop() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return closed_ || !jobs_.empty(); });
+    if (jobs_.empty()) return std::nullopt;
+    Job job = std::move(jobs_.front());
+    jobs_.pop_front();
+    return job;
+  }
+  void Close() {
+    {
+      std::lock_guard lock(mu_);
+      closed_ = true;
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Job> jobs_;  // guarded by mu_
+  bool closed_ = false;   // guarded by mu_
+};
+
 }  // namespace
 
-struct NodeServer::Sockets {
+struct NodeServer::Loop {
   zmq::context_t context{1};
   zmq::socket_t frontend{context, zmq::socket_type::router};
-  zmq::socket_t backend{context, zmq::socket_type::dealer};
-  zmq::socket_t control_listen{context, zmq::socket_type::pair};
-  zmq::socket_t control{context, zmq::socket_type::pair};
-  std::string backend_endpoint;
-  std::thread proxy;
+  zmq::socket_t replies{context, zmq::socket_type::pull};
+  JobQueue jobs;
+  std::thread server;
   std::vector<std::thread> workers;
-  std::atomic<bool> stopping{false};
+  std::atomic<bool> draining{false};
 };
 
 Result<std::unique_ptr<NodeServer>> NodeServer::Start(NodeOptions options) {
@@ -38,45 +84,31 @@ Result<std::unique_ptr<NodeServer>> NodeServer::Start(NodeOptions options) {
   if (options.node_id.empty()) options.node_id = HostName();
   std::unique_ptr<NodeServer> server(new NodeServer());
   server->options_ = options;
-  NodeServer* self = server.get();
   auto storage = storage::StorageManager::Open(options.storage, /*listener=*/nullptr);
   if (!storage.ok()) return storage.status();
   server->storage_ = std::move(*storage);
   server->handler_ = std::make_unique<RequestHandler>(*server->storage_, options.node_id);
 
-  auto sockets = std::make_unique<Sockets>();
+  auto loop = std::make_unique<Loop>();
   try {
     // A frame past twice the payload limit is cut off by ZeroMQ itself (the
-    // peer is disconnected); up to that, the worker answers with kTooLarge.
-    sockets->frontend.set(zmq::sockopt::maxmsgsize,
-                          static_cast<int64_t>(std::max(options.limits.max_payload_bytes,
-                                                        uint64_t{options.limits.max_header_bytes}) * 2));
-    sockets->frontend.set(zmq::sockopt::linger, 0);
-    sockets->frontend.set(zmq::sockopt::router_mandatory, 0);
+    // peer is disconnected); up to that, the server answers kTooLarge.
+    loop->frontend.set(zmq::sockopt::maxmsgsize,
+                       static_cast<int64_t>(std::max(options.limits.max_payload_bytes,
+                                                     uint64_t{options.limits.max_header_bytes}) * 2));
+    loop->frontend.set(zmq::sockopt::linger, 0);
     for (const auto& ep : options.endpoints) {
-      sockets->frontend.bind(ep);
-      server->endpoints_.push_back(sockets->frontend.get(zmq::sockopt::last_endpoint));
+      loop->frontend.bind(ep);
+      server->endpoints_.push_back(loop->frontend.get(zmq::sockopt::last_endpoint));
     }
+    loop->replies.bind(kRepliesEndpoint);
   } catch (const zmq::error_t& e) {
     return IoError("bind " + options.endpoints.back() + ": " + e.what());
   }
-  sockets->backend_endpoint = "inproc://pikv-workers";
-  sockets->backend.bind(sockets->backend_endpoint);
-  sockets->control_listen.bind("inproc://pikv-control");
-  sockets->control.connect("inproc://pikv-control");
-  server->sockets_ = std::move(sockets);
-
-  Sockets* s = server->sockets_.get();
-  for (int i = 0; i < options.workers; ++i) {
-    s->workers.emplace_back([self, i] { self->WorkerLoop(i); });
-  }
-  s->proxy = std::thread([s] {
-    try {
-      zmq::proxy_steerable(s->frontend, s->backend, zmq::socket_ref(), s->control_listen);
-    } catch (const zmq::error_t& e) {
-      spdlog::error("node proxy stopped: {}", e.what());
-    }
-  });
+  server->loop_ = std::move(loop);
+  NodeServer* self = server.get();
+  for (int i = 0; i < options.workers; ++i) server->loop_->workers.emplace_back([self, i] { self->WorkerLoop(i); });
+  server->loop_->server = std::thread([self] { self->ServeLoop(); });
   spdlog::info("node {} serving on {} endpoint(s) with {} workers", options.node_id, server->endpoints_.size(),
                options.workers);
   return server;
@@ -84,73 +116,88 @@ Result<std::unique_ptr<NodeServer>> NodeServer::Start(NodeOptions options) {
 
 NodeServer::~NodeServer() { Stop(); }
 
-void NodeServer::WorkerLoop(int index) {
-  Sockets& s = *sockets_;
-  zmq::socket_t socket(s.context, zmq::socket_type::dealer);
-  socket.set(zmq::sockopt::linger, 0);
-  socket.connect(s.backend_endpoint);
+std::optional<Message> NodeServer::Dispatch(std::vector<zmq::message_t>& frames) {
+  // frames[0] is the client's identity (added by the ROUTER), then the header.
+  if (frames.size() < 2) return handler_->Reject(nullptr, ProtocolError("message has no header frame"));
+  auto header = DecodeHeader({static_cast<const uint8_t*>(frames[1].data()), frames[1].size()}, options_.limits);
+  if (!header.ok()) return handler_->Reject(nullptr, header.status());
+  std::vector<size_t> sizes;
+  for (size_t i = 2; i < frames.size(); ++i) sizes.push_back(frames[i].size());
+  if (Status limit = CheckPayloadLimits(sizes, options_.limits); !limit.ok()) return handler_->Reject(&*header, limit);
+  Message request{std::move(*header), {}};
+  for (size_t i = 2; i < frames.size(); ++i) request.payloads.push_back(FromFrame(std::move(frames[i])));
+  if (auto reply = handler_->TryHandleInline(request)) return reply;
+  loop_->jobs.Push(Job{std::move(frames[0]), std::move(request)});
+  return std::nullopt;
+}
+
+void NodeServer::ServeLoop() {
+  Loop& l = *loop_;
   std::vector<zmq::message_t> frames;
-  zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
+  std::vector<zmq::message_t> routing(1);
+  size_t in_flight = 0;  // requests handed to workers and not yet answered
+  Clock::time_point drain_deadline{};
+  zmq::pollitem_t items[] = {{l.frontend.handle(), 0, ZMQ_POLLIN, 0}, {l.replies.handle(), 0, ZMQ_POLLIN, 0}};
   while (true) {
-    int ready = 0;
+    if (l.draining) {
+      if (drain_deadline == Clock::time_point{}) drain_deadline = Clock::now() + kDrainTimeout;
+      if (in_flight == 0) break;
+      if (Clock::now() > drain_deadline) {
+        spdlog::warn("node stopping with {} request(s) unanswered", in_flight);
+        break;
+      }
+      items[0].events = 0;  // no new requests
+    }
     try {
-      ready = zmq::poll(&item, 1, std::chrono::milliseconds(50));
+      zmq::poll(items, 2, std::chrono::milliseconds(50));
     } catch (const zmq::error_t& e) {
-      spdlog::error("worker {} poll: {}", index, e.what());
+      spdlog::error("node poll: {}", e.what());
       return;
     }
-    if (ready == 0) {
-      if (s.stopping) return;
-      continue;
-    }
-    if (!RecvFrames(socket, frames, zmq::recv_flags::dontwait) || frames.empty()) continue;
-    // frames[0] is the client's identity (added by the ROUTER).
-    std::vector<zmq::message_t> routing;
-    routing.push_back(std::move(frames[0]));
-    Message reply;
-    if (frames.size() < 2) {
-      reply = handler_->Reject(nullptr, ProtocolError("message has no header frame"));
-    } else {
-      auto header = DecodeHeader({static_cast<const uint8_t*>(frames[1].data()), frames[1].size()}, options_.limits);
-      if (!header.ok()) {
-        reply = handler_->Reject(nullptr, header.status());
-      } else {
-        std::vector<size_t> sizes;
-        for (size_t i = 2; i < frames.size(); ++i) sizes.push_back(frames[i].size());
-        if (Status limit = CheckPayloadLimits(sizes, options_.limits); !limit.ok()) {
-          reply = handler_->Reject(&*header, limit);
-        } else {
-          Message request{std::move(*header), {}};
-          for (size_t i = 2; i < frames.size(); ++i) request.payloads.push_back(FromFrame(std::move(frames[i])));
-          reply = handler_->Handle(request);
-        }
+    // Worker replies are complete multipart messages: forward them as they are.
+    while ((items[1].revents & ZMQ_POLLIN) && RecvFrames(l.replies, frames, zmq::recv_flags::dontwait)) {
+      for (size_t i = 0; i < frames.size(); ++i) {
+        l.frontend.send(frames[i], i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
       }
+      in_flight--;
     }
-    frames.clear();
-    if (!SendMessage(socket, routing, reply.header, reply.payloads)) {
-      spdlog::warn("worker {}: reply could not be sent", index);
+    if ((items[0].revents & ZMQ_POLLIN) && RecvFrames(l.frontend, frames, zmq::recv_flags::dontwait)) {
+      routing[0] = std::move(frames[0]);
+      frames[0] = zmq::message_t(routing[0].data(), routing[0].size());  // Dispatch may keep it for a worker
+      if (auto reply = Dispatch(frames)) {
+        if (!SendMessage(l.frontend, routing, reply->header, reply->payloads)) spdlog::warn("reply could not be sent");
+      } else {
+        in_flight++;
+      }
+      frames.clear();
     }
   }
 }
 
-void NodeServer::Stop() {
-  if (stopped_ || !sockets_) return;
-  stopped_ = true;
-  Sockets& s = *sockets_;
-  // Workers finish what they hold (replies still flow through the proxy).
-  s.stopping = true;
-  for (auto& w : s.workers) w.join();
-  // Then stop the proxy, which closes the endpoints to new requests.
-  try {
-    s.control.send(zmq::str_buffer("TERMINATE"), zmq::send_flags::none);
-  } catch (const zmq::error_t& e) {
-    spdlog::error("stopping proxy: {}", e.what());
+void NodeServer::WorkerLoop(int index) {
+  Loop& l = *loop_;
+  zmq::socket_t out(l.context, zmq::socket_type::push);
+  out.set(zmq::sockopt::linger, 0);
+  out.connect(kRepliesEndpoint);
+  std::vector<zmq::message_t> routing(1);
+  while (auto job = l.jobs.Pop()) {
+    Message reply = handler_->Handle(job->request);
+    job->request.payloads.clear();  // release request frames before replying
+    routing[0] = std::move(job->identity);
+    if (!SendMessage(out, routing, reply.header, reply.payloads)) spdlog::warn("worker {}: reply lost", index);
   }
-  if (s.proxy.joinable()) s.proxy.join();
-  s.frontend.close();
-  s.backend.close();
-  s.control.close();
-  s.control_listen.close();
+}
+
+void NodeServer::Stop() {
+  if (stopped_ || !loop_) return;
+  stopped_ = true;
+  Loop& l = *loop_;
+  l.draining = true;  // the server thread answers what is in flight, then exits
+  if (l.server.joinable()) l.server.join();
+  l.jobs.Close();
+  for (auto& w : l.workers) w.join();
+  l.frontend.close();
+  l.replies.close();
   storage_->Shutdown();
   spdlog::info("node {} stopped", options_.node_id);
 }

@@ -60,6 +60,42 @@ Message RequestHandler::Handle(Message& req) {
   return Reject(&h, Unsupported("unknown message type " + std::to_string(static_cast<int>(h.type))));
 }
 
+std::optional<Message> RequestHandler::TryHandleInline(Message& req) {
+  const Header& h = req.header;
+  switch (h.type) {
+    case MsgType::kPing:
+    case MsgType::kPin:
+    case MsgType::kUnpin:
+    case MsgType::kStats:
+      return Handle(req);
+    case MsgType::kGet: {
+      if (!req.payloads.empty()) return std::nullopt;  // Handle() rejects it
+      auto objects = storage_.GetIfInCpu(h.keys);
+      if (!objects) return std::nullopt;
+      requests_++;
+      gets_++;
+      Message reply;
+      reply.header = ReplyTo(h);
+      reply.header.values.assign(objects->size(), static_cast<int64_t>(ErrorCode::kOk));
+      for (const auto& o : *objects) bytes_out_ += o.size();
+      reply.payloads = std::move(*objects);
+      return reply;
+    }
+    case MsgType::kExists: {
+      auto masks = storage_.ExistsIfLocal(h.keys);
+      if (!masks) return std::nullopt;
+      requests_++;
+      exists_++;
+      Message reply;
+      reply.header = ReplyTo(h);
+      reply.header.values.assign(masks->begin(), masks->end());
+      return reply;
+    }
+    default:
+      return std::nullopt;
+  }
+}
+
 Message RequestHandler::HandleGet(Message& req) {
   if (!req.payloads.empty()) return Reject(&req.header, InvalidArgument("get carries no payload frames"));
   Message reply;

@@ -112,6 +112,31 @@ std::vector<TierMask> StorageManager::Exists(std::span<const ChunkKey> keys) {
   return out;
 }
 
+std::optional<std::vector<SharedBuffer>> StorageManager::GetIfInCpu(std::span<const ChunkKey> keys) {
+  for (const ChunkKey& k : keys) {
+    if (!cpu_->Contains(k)) return std::nullopt;
+  }
+  std::vector<SharedBuffer> out;
+  out.reserve(keys.size());
+  for (const ChunkKey& k : keys) {
+    auto r = cpu_->Get(k);
+    if (!r.ok()) return std::nullopt;  // evicted since Contains: rare, the full Get retries
+    out.push_back(std::move(*r));
+  }
+  hits_ += keys.size();
+  return out;
+}
+
+std::optional<std::vector<TierMask>> StorageManager::ExistsIfLocal(std::span<const ChunkKey> keys) {
+  std::vector<TierMask> out(keys.size(), 0);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (cpu_->Contains(keys[i])) out[i] |= Bit(TierKind::kCpu);
+    if (disk_ && disk_->Contains(keys[i])) out[i] |= Bit(TierKind::kDisk);
+    if (out[i] == 0 && remote_ && options_.exists_checks_remote) return std::nullopt;
+  }
+  return out;
+}
+
 Status StorageManager::Delete(const ChunkKey& key) {
   bool any = cpu_->Remove(key).ok();
   if (disk_queue_) disk_queue_->Drain();  // a queued write must not resurrect it

@@ -15,8 +15,6 @@
 #include <stdexcept>
 #include <thread>
 
-#include <gtest/gtest.h>
-
 namespace pikv::testing {
 
 TempDir::TempDir() {
@@ -122,8 +120,7 @@ NodeProcess StartNode(const std::vector<std::string>& args) {
     if (line->rfind("endpoint ipc://", 0) == 0) node.ipc = line->substr(9);
     if (line->ends_with(" ready")) return node;
   }
-  ADD_FAILURE() << "pikv-node did not report ready";
-  return node;
+  throw std::runtime_error("pikv-node did not report ready");
 }
 
 bool RedisServer::Available() { return std::system("command -v redis-server >/dev/null 2>&1") == 0; }
@@ -146,7 +143,8 @@ void RedisServer::Start() {
   process_ = std::make_unique<ChildProcess>(
       "redis-server", std::vector<std::string>{"--port", std::to_string(port_), "--bind", "127.0.0.1", "--save", "",
                                                "--appendonly", "no", "--dir", dir_.str(), "--logfile", "",
-                                               "--loglevel", "warning", "--proto-max-bulk-len", "1gb"});
+                                               "--loglevel", "warning", "--proto-max-bulk-len", "1gb",
+                                               "--unixsocket", unix_socket(), "--unixsocketperm", "700"});
   // Ready when the port accepts connections.
   for (int i = 0; i < 500; ++i) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -159,7 +157,7 @@ void RedisServer::Start() {
     if (ok) return;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  ADD_FAILURE() << "redis-server did not start on port " << port_;
+  throw std::runtime_error("redis-server did not start on port " + std::to_string(port_));
 }
 
 TestObject MakeObject(uint64_t seed, size_t bytes) {

@@ -1,5 +1,6 @@
-// Helpers shared by pikv's tests: temp dirs, free ports, child processes, a
-// real redis-server, and chunk objects of a chosen size.
+// Helpers shared by pikv's tests and benchmarks: temp dirs, free ports, child
+// processes, a real redis-server, a real pikv-node, and chunk objects of a
+// chosen size. No gtest here: failures to start a process throw.
 #pragma once
 
 #include <sys/types.h>
@@ -66,15 +67,17 @@ NodeProcess StartNode(const std::vector<std::string>& args);
 // A real redis-server on a free loopback port, persisted nowhere.
 class RedisServer {
  public:
-  RedisServer();  // starts it; fails the test if redis-server is missing
+  RedisServer();  // starts it; throws if it does not come up
   ~RedisServer();
   int port() const { return port_; }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  std::string unix_socket() const { return dir_.str() + "/redis.sock"; }
   void Kill();   // SIGKILL
   void Start();  // again, on the same port
   void Pause();  // SIGSTOP: connections hang instead of failing
   void Resume();
   static bool Available();
+  pid_t pid() const { return process_ ? process_->pid() : -1; }
 
  private:
   int port_;

@@ -1,23 +1,32 @@
 // NodeServer: the pikv-node agent's serving loop.
 //
-// One ZeroMQ ROUTER socket bound to every configured endpoint (tcp for peers
-// and remote clients, ipc for local clients) feeds a pool of worker threads
-// through an in-process proxy. Workers decode each request with the wire
-// limits, hand it to the RequestHandler and send the reply; payloads leave
-// straight from the CPU arena without a copy. Clients are DEALER sockets:
-// frame 0 of what the ROUTER sees is the client's identity, then the header.
-// Stop() lets workers finish what they hold, closes the endpoints, drains the
-// write-through queues and flushes RocksDB.
+// One ZeroMQ ROUTER socket, bound to every configured endpoint (tcp for peers
+// and remote clients, ipc for local clients), is owned by the server thread.
+// It decodes each request under the wire limits and answers on the spot what
+// cannot block (CPU-tier GET hits, local EXISTS, pins, stats, ping): the hot
+// path has no thread hop beyond ZeroMQ's own I/O thread. Everything else
+// (disk or Redis reads, PUT verification and copy, DELETE) goes to a pool of
+// worker threads, whose replies come back over an inproc PULL socket for the
+// server thread to send. Payloads leave straight from the CPU arena without a
+// copy. Clients are DEALER sockets: frame 0 of what the ROUTER sees is the
+// client's identity, then the header.
+// Stop() stops reading requests, waits for in-flight ones to be answered,
+// stops the workers, drains the write-through queues and flushes RocksDB.
 // Thread-safety: Start/Stop from one thread; Stats and storage() from any.
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "pikv/node/request_handler.h"
 #include "pikv/proto/message.h"
 #include "pikv/storage/storage_manager.h"
+
+namespace zmq {
+class message_t;
+}
 
 namespace pikv::node {
 
@@ -43,15 +52,18 @@ class NodeServer {
   storage::StorageManager& storage() { return *storage_; }
 
  private:
-  struct Sockets;
+  struct Loop;
   NodeServer() = default;
+  void ServeLoop();
   void WorkerLoop(int index);
+  // Decodes one request; returns the reply now, or nullopt if it was queued.
+  std::optional<Message> Dispatch(std::vector<zmq::message_t>& frames);
 
   NodeOptions options_;
   std::vector<std::string> endpoints_;
   std::unique_ptr<storage::StorageManager> storage_;
   std::unique_ptr<RequestHandler> handler_;
-  std::unique_ptr<Sockets> sockets_;
+  std::unique_ptr<Loop> loop_;
   bool stopped_ = false;
 };
 

@@ -6,6 +6,7 @@
 
 #include <array>
 #include <atomic>
+#include <optional>
 #include <string>
 
 #include "pikv/proto/message.h"
@@ -28,6 +29,9 @@ class RequestHandler {
   RequestHandler(storage::StorageManager& storage, std::string node_id);
 
   Message Handle(Message& request);
+  // The reply when it can be produced without blocking on disk or network
+  // (CPU-tier hits, local exists, pins, stats, ping); nullopt otherwise.
+  std::optional<Message> TryHandleInline(Message& request);
   // The reply to a request that failed before it could be handled.
   Message Reject(const Header* request, const Status& why);
 

@@ -54,6 +54,12 @@ class StorageManager {
   Result<SharedBuffer> Get(const ChunkKey& key);
   // Which tiers hold each key (0 = none).
   std::vector<TierMask> Exists(std::span<const ChunkKey> keys);
+
+  // Non-blocking forms for a server's I/O thread; nullopt means "would have
+  // to touch disk or the network: use the full call". GetIfInCpu answers only
+  // when every key is in the CPU tier; ExistsIfLocal when no key needs Redis.
+  std::optional<std::vector<SharedBuffer>> GetIfInCpu(std::span<const ChunkKey> keys);
+  std::optional<std::vector<TierMask>> ExistsIfLocal(std::span<const ChunkKey> keys);
   // Removes from every tier; kNotFound if no tier held it.
   Status Delete(const ChunkKey& key);
   // Pins in CPU and disk, where held; kNotFound if neither holds it.

@@ -1,0 +1,101 @@
+#include "bench_util.h"
+
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+namespace pikv::bench {
+
+RunResult RunTimed(int threads, double seconds, uint64_t min_ops,
+                   const std::function<std::function<void()>(int thread)>& make_worker) {
+  std::vector<std::function<void()>> workers;
+  for (int i = 0; i < threads; ++i) workers.push_back(make_worker(i));
+  std::vector<uint64_t> counts(threads, 0);
+  std::atomic<bool> go{false};
+  std::vector<std::thread> pool;
+  using Clock = std::chrono::steady_clock;
+  const auto budget = std::chrono::duration<double>(seconds);
+  Clock::time_point start;
+  for (int i = 0; i < threads; ++i) {
+    pool.emplace_back([&, i] {
+      while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
+      uint64_t n = 0;
+      while (n < min_ops || Clock::now() - start < budget) {
+        workers[i]();
+        ++n;
+      }
+      counts[i] = n;
+    });
+  }
+  start = Clock::now();
+  go.store(true, std::memory_order_release);
+  for (auto& t : pool) t.join();
+  RunResult r;
+  r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  for (uint64_t c : counts) r.ops += c;
+  return r;
+}
+
+void Table::Print() const {
+  std::vector<size_t> width(columns_.size());
+  for (size_t c = 0; c < columns_.size(); ++c) {
+    width[c] = columns_[c].size();
+    for (const auto& row : rows_) width[c] = std::max(width[c], c < row.size() ? row[c].size() : 0);
+  }
+  auto line = [&](const std::vector<std::string>& cells) {
+    std::string out;
+    for (size_t c = 0; c < columns_.size(); ++c) {
+      std::string cell = c < cells.size() ? cells[c] : "";
+      out += c == 0 ? cell + std::string(width[c] - cell.size(), ' ')
+                    : "  " + std::string(width[c] - cell.size(), ' ') + cell;
+    }
+    std::cout << out << "\n";
+  };
+  line(columns_);
+  std::string rule;
+  for (size_t c = 0; c < columns_.size(); ++c) rule += std::string(width[c] + (c ? 2 : 0), '-');
+  std::cout << rule << "\n";
+  for (const auto& row : rows_) line(row);
+  std::cout << std::flush;
+}
+
+std::string Fixed(double v, int decimals) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
+
+void JsonLine::Add(const std::string& key, double value) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, std::isfinite(value) ? "%.4g" : "null", value);
+  items_.emplace_back(key, buf);
+}
+
+void JsonLine::Add(const std::string& key, const std::string& value) { items_.emplace_back(key, "\"" + value + "\""); }
+
+std::string JsonLine::str() const {
+  std::string out = "{";
+  for (size_t i = 0; i < items_.size(); ++i) {
+    out += (i ? ", \"" : "\"") + items_[i].first + "\": " + items_[i].second;
+  }
+  return out + "}";
+}
+
+uint64_t MinorFaults(int pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string content((std::istreambuf_iterator<char>(f)), {});
+  // Fields after the command name "(...)": state is field 3, minflt field 10.
+  auto close = content.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream rest(content.substr(close + 2));
+  std::string field;
+  for (int i = 3; i <= 10 && rest >> field; ++i) {
+  }
+  return std::stoull(field);
+}
+
+}  // namespace pikv::bench

@@ -1,0 +1,53 @@
+// Small helpers every pikv benchmark shares: a timed multi-threaded loop, a
+// readable table, and the final one-line JSON object of figures.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace pikv::bench {
+
+// Runs `make_worker(i)()` repeatedly on `threads` threads until `seconds`
+// have passed and every thread has done at least `min_ops`. Workers are made
+// before the clock starts (so connection setup is not timed). Returns total
+// operations and elapsed seconds.
+struct RunResult {
+  uint64_t ops = 0;
+  double seconds = 0;
+  double ops_per_second() const { return seconds > 0 ? ops / seconds : 0; }
+};
+RunResult RunTimed(int threads, double seconds, uint64_t min_ops,
+                   const std::function<std::function<void()>(int thread)>& make_worker);
+
+class Table {
+ public:
+  explicit Table(std::vector<std::string> columns) : columns_(std::move(columns)) {}
+  void Add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+  void Print() const;
+
+ private:
+  std::vector<std::string> columns_;
+  std::vector<std::vector<std::string>> rows_;
+};
+
+std::string Fixed(double v, int decimals = 1);
+
+// Builds the final JSON line: {"key": number, ...} in insertion order.
+class JsonLine {
+ public:
+  void Add(const std::string& key, double value);
+  void Add(const std::string& key, const std::string& value);
+  std::string str() const;
+
+ private:
+  std::vector<std::pair<std::string, std::string>> items_;
+};
+
+// Minor page faults of a process so far (from /proc/<pid>/stat).
+uint64_t MinorFaults(int pid);
+
+}  // namespace pikv::bench

@@ -1,0 +1,293 @@
+// node_bench: pikv-node GET/PUT throughput beside Redis and bare ZeroMQ.
+//
+// Starts, in this run, a real pikv-node (CPU tier only, arena prefaulted), a
+// real redis-server, and a bare ZeroMQ server (this binary with --serve-zmq)
+// that answers GETs zero-copy from preallocated buffers (as many as the GET
+// working set, so its cache behaviour matches) and PUTs with an ack: the
+// transport's ceiling. For 4 KiB, 1 MiB and 32 MiB objects, over tcp and
+// ipc (Redis: tcp and its unix socket), with 1 and 4 concurrent clients, it
+// measures PUT and GET ops/s and MiB/s. PUTs cycle through a pool larger
+// than the node's CPU tier, so each PUT really stores (no dedupe hits); GETs
+// read a resident set. Every cell is measured in several rounds, the three
+// systems interleaved within each round so machine noise hits them alike;
+// the table and JSON report the median round. Prints a table, then one JSON
+// line of figures.
+//
+//   build/bin/node_bench [--seconds 0.5] [--rounds 3]
+#include <hiredis/hiredis.h>
+#include <malloc.h>
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <iostream>
+#include <map>
+#include <random>
+#include <zmq.hpp>
+
+#include "bench_util.h"
+#include "pikv/node/node_client.h"
+#include "pikv/proto/units.h"
+#include "pikv/proto/zmq_frames.h"
+#include "test_support.h"
+
+namespace pikv::bench {
+namespace {
+
+using testing::MakeObject;
+using testing::TestObject;
+
+constexpr uint64_t kNodeCpuBytes = 192ull << 20;
+constexpr uint64_t kPutPoolBytes = 320ull << 20;  // > CPU tier: PUTs keep evicting
+constexpr uint64_t kResidentBytes = 128ull << 20;
+
+// ---- The bare ZeroMQ server (child process) --------------------------------
+
+int ServeZmq(const std::vector<std::string>& endpoints) {
+  // Same allocator setting as pikv-node, so the ceiling is not handicapped.
+  mallopt(M_MMAP_THRESHOLD, 1 << 30);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  zmq::context_t ctx(1);
+  zmq::socket_t router(ctx, zmq::socket_type::router);
+  router.set(zmq::sockopt::linger, 0);
+  std::vector<std::string> bound;
+  for (const auto& ep : endpoints) {
+    router.bind(ep);
+    bound.push_back(router.get(zmq::sockopt::last_endpoint));
+  }
+  for (const auto& ep : bound) std::cout << "endpoint " << ep << "\n";
+  std::cout << "zmq-echo ready" << std::endl;
+  // (size, index) -> a preallocated buffer, made on first use.
+  std::map<std::pair<uint64_t, uint64_t>, std::vector<uint8_t>> payloads;
+  std::vector<zmq::message_t> frames;
+  while (RecvFrames(router, frames)) {
+    if (frames.size() < 2 || frames[1].size() < 1) continue;
+    const char op = *static_cast<const char*>(frames[1].data());
+    router.send(frames[0], zmq::send_flags::sndmore);
+    if (op == 'G' && frames[1].size() == 17) {
+      uint64_t size = 0, index = 0;
+      std::memcpy(&size, static_cast<const char*>(frames[1].data()) + 1, 8);
+      std::memcpy(&index, static_cast<const char*>(frames[1].data()) + 9, 8);
+      auto& buf = payloads[{size, index}];
+      if (buf.empty()) buf.assign(size, 0x5a);
+      router.send(zmq::str_buffer("h"), zmq::send_flags::sndmore);
+      zmq::message_t body(buf.data(), buf.size(), nullptr);  // zero-copy, never freed
+      router.send(body, zmq::send_flags::none);
+    } else {
+      router.send(zmq::str_buffer("ok"), zmq::send_flags::none);
+    }
+  }
+  return 0;
+}
+
+// ---- Workers ----------------------------------------------------------------
+
+struct Setup {
+  std::string pikv_tcp, pikv_ipc, zmq_tcp, zmq_ipc;
+  int redis_port = 0;
+  std::string redis_unix;
+};
+
+struct Pools {
+  std::vector<TestObject> objects;  // PUT pool; the first `resident` are the GET set
+  size_t resident = 0;
+};
+
+std::atomic<uint64_t> g_errors{0};
+
+redisContext* ConnectRedis(const Setup& s, bool unix_socket) {
+  redisContext* c = unix_socket ? redisConnectUnix(s.redis_unix.c_str()) : redisConnect("127.0.0.1", s.redis_port);
+  if (!c || c->err) throw std::runtime_error("cannot connect to redis");
+  return c;
+}
+
+std::function<void()> PikvWorker(const std::string& ep, const Pools& pools, bool put, int thread) {
+  auto client = std::make_shared<node::NodeClient>(ep, std::chrono::seconds(60));
+  auto rng = std::make_shared<std::mt19937>(thread + 1);
+  auto next = std::make_shared<size_t>(thread * pools.objects.size() / 4);
+  return [client, rng, next, &pools, put] {
+    if (put) {
+      const TestObject& o = pools.objects[(*next)++ % pools.objects.size()];
+      auto r = client->Put({&o.key, 1}, {&o.bytes, 1});
+      if (!r.ok() || !(*r)[0].ok()) g_errors++;
+    } else {
+      const TestObject& o = pools.objects[(*rng)() % pools.resident];
+      auto r = client->Get({&o.key, 1});
+      if (!r.ok() || !(*r)[0].ok() || (*r)[0]->size() != o.bytes.size()) g_errors++;
+    }
+  };
+}
+
+std::function<void()> RedisWorker(const Setup& s, bool unix_socket, const Pools& pools, bool put, int thread) {
+  std::shared_ptr<redisContext> c(ConnectRedis(s, unix_socket), redisFree);
+  auto rng = std::make_shared<std::mt19937>(thread + 1);
+  auto next = std::make_shared<size_t>(thread * pools.objects.size() / 4);
+  return [c, rng, next, &pools, put] {
+    const TestObject& o = put ? pools.objects[(*next)++ % pools.objects.size()] : pools.objects[(*rng)() % pools.resident];
+    std::string key = o.key.Hex();
+    redisReply* r = put ? static_cast<redisReply*>(redisCommand(c.get(), "SET %b %b", key.data(), key.size(),
+                                                                o.bytes.data(), o.bytes.size()))
+                        : static_cast<redisReply*>(redisCommand(c.get(), "GET %b", key.data(), key.size()));
+    if (!r || r->type == REDIS_REPLY_ERROR || (!put && static_cast<size_t>(r->len) != o.bytes.size())) g_errors++;
+    if (r) freeReplyObject(r);
+  };
+}
+
+std::function<void()> ZmqWorker(const std::string& ep, const Pools& pools, bool put, int thread) {
+  auto sock = std::make_shared<zmq::socket_t>(ClientContext(), zmq::socket_type::dealer);
+  sock->set(zmq::sockopt::linger, 0);
+  sock->connect(ep);
+  auto frames = std::make_shared<std::vector<zmq::message_t>>();
+  auto rng = std::make_shared<std::mt19937>(thread + 1);
+  auto next = std::make_shared<size_t>(thread * pools.objects.size() / 4);
+  const uint64_t size = pools.objects[0].bytes.size();
+  return [sock, frames, rng, next, &pools, put, size] {
+    if (put) {
+      const TestObject& o = pools.objects[(*next)++ % pools.objects.size()];
+      sock->send(zmq::str_buffer("P"), zmq::send_flags::sndmore);
+      zmq::message_t body = ToFrame(o.bytes);
+      sock->send(body, zmq::send_flags::none);
+    } else {
+      const uint64_t index = (*rng)() % pools.resident;
+      char req[17] = {'G'};
+      std::memcpy(req + 1, &size, 8);
+      std::memcpy(req + 9, &index, 8);
+      sock->send(zmq::buffer(req, 17), zmq::send_flags::none);
+    }
+    if (!RecvFrames(*sock, *frames) || (!put && (frames->size() != 2 || (*frames)[1].size() != size))) g_errors++;
+  };
+}
+
+// ---- The matrix ---------------------------------------------------------------
+
+struct Cell {
+  double ops = 0, mibps = 0;
+};
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+std::string SizeName(uint64_t size) { return size >= (1 << 20) ? std::to_string(size >> 20) + "mib" : std::to_string(size >> 10) + "kib"; }
+
+int Run(double seconds, int num_rounds) {
+  // Large frames are malloc'd by ZeroMQ and hiredis on receive; keep freed
+  // ones in the heap so no system's numbers include mmap/page-fault churn.
+  mallopt(M_MMAP_THRESHOLD, 1 << 30);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+
+  testing::TempDir dir;
+  testing::RedisServer redis;
+  auto node = testing::StartNode({"--endpoint", "tcp://127.0.0.1:*", "--endpoint", "ipc://" + dir.str() + "/node.sock",
+                                  "--data-dir", dir.str(), "--no-disk", "--prefault", "--cpu-capacity",
+                                  std::to_string(kNodeCpuBytes), "--log-level", "warn"});
+  testing::ChildProcess echo("/proc/self/exe", {"--serve-zmq", "tcp://127.0.0.1:*", "ipc://" + dir.str() + "/echo.sock"});
+  Setup s{node.tcp, node.ipc, "", "", redis.port(), redis.unix_socket()};
+  while (auto line = echo.ReadLine(std::chrono::seconds(10))) {
+    if (line->rfind("endpoint tcp://", 0) == 0) s.zmq_tcp = line->substr(9);
+    if (line->rfind("endpoint ipc://", 0) == 0) s.zmq_ipc = line->substr(9);
+    if (*line == "zmq-echo ready") break;
+  }
+  if (s.zmq_tcp.empty() || s.zmq_ipc.empty()) throw std::runtime_error("zmq echo server did not start");
+
+  std::map<std::string, Cell> cells;  // "<system>_<op>_<transport>_<size>_c<clients>"
+  Table table({"system", "op", "transport", "size", "clients", "ops/s", "MiB/s"});
+  uint64_t faults_get_32mib = 0, gets_32mib = 0;
+  for (uint64_t target : {4ull << 10, 1ull << 20, 32ull << 20}) {
+    Pools pools;
+    const size_t pool_n = std::max<uint64_t>(8, kPutPoolBytes / target);
+    for (size_t i = 0; i < pool_n; ++i) pools.objects.push_back(MakeObject(target * 131 + i, target));
+    pools.resident = std::max<size_t>(2, kResidentBytes / pools.objects[0].bytes.size());
+    const uint64_t size = pools.objects[0].bytes.size();
+    const uint64_t min_ops = target >= (32u << 20) ? 8 : 32;
+    std::cerr << "objects of " << FormatBytes(size) << ": " << pool_n << " in the PUT pool, " << pools.resident
+              << " resident for GET\n";
+    for (const std::string transport : {"tcp", "ipc"}) {
+      for (int clients : {1, 4}) {
+        for (bool put : {true, false}) {
+          if (!put) {  // make the GET set resident everywhere (untimed)
+            node::NodeClient c(s.pikv_tcp, std::chrono::seconds(60));
+            for (size_t i = 0; i < pools.resident; ++i) {
+              auto r = c.Put({&pools.objects[i].key, 1}, {&pools.objects[i].bytes, 1});
+              if (!r.ok()) g_errors++;
+            }
+            redisContext* rc = ConnectRedis(s, false);
+            for (size_t i = 0; i < pools.resident; ++i) {
+              std::string key = pools.objects[i].key.Hex();
+              freeReplyObject(redisCommand(rc, "SET %b %b", key.data(), key.size(), pools.objects[i].bytes.data(),
+                                           pools.objects[i].bytes.size()));
+            }
+            redisFree(rc);
+          }
+          const std::string op = put ? "put" : "get";
+          const std::string& pikv_ep = transport == "tcp" ? s.pikv_tcp : s.pikv_ipc;
+          const std::string& zmq_ep = transport == "tcp" ? s.zmq_tcp : s.zmq_ipc;
+          const bool fault_cell = !put && target == (32u << 20) && transport == "tcp" && clients == 1;
+          std::map<std::string, std::vector<double>> rounds;  // system -> ops/s per round
+          for (int round = 0; round < num_rounds; ++round) {
+            uint64_t faults_before = MinorFaults(node.process->pid());
+            RunResult pr = RunTimed(clients, seconds, min_ops, [&](int t) { return PikvWorker(pikv_ep, pools, put, t); });
+            if (fault_cell) {
+              faults_get_32mib += MinorFaults(node.process->pid()) - faults_before;
+              gets_32mib += pr.ops;
+            }
+            rounds["pikv"].push_back(pr.ops_per_second());
+            rounds["redis"].push_back(RunTimed(clients, seconds, min_ops, [&](int t) {
+                                        return RedisWorker(s, transport == "ipc", pools, put, t);
+                                      }).ops_per_second());
+            rounds["zmq"].push_back(
+                RunTimed(clients, seconds, min_ops, [&](int t) { return ZmqWorker(zmq_ep, pools, put, t); })
+                    .ops_per_second());
+          }
+          for (const std::string system : {"pikv", "redis", "zmq"}) {
+            const double ops = Median(rounds[system]);
+            Cell c{ops, ops * size / (1 << 20)};
+            cells[system + "_" + op + "_" + transport + "_" + SizeName(target) + "_c" + std::to_string(clients)] = c;
+            table.Add({system, op, system == "redis" && transport == "ipc" ? "unix" : transport, FormatBytes(size),
+                       std::to_string(clients), Fixed(c.ops, 0), Fixed(c.mibps, 1)});
+          }
+        }
+      }
+    }
+  }
+  table.Print();
+
+  auto ratio = [&](const std::string& a, const std::string& b) { return cells[a].mibps / cells[b].mibps; };
+  JsonLine json;
+  json.Add("bench", std::string("node"));
+  json.Add("seconds_per_cell", seconds);
+  json.Add("rounds", num_rounds);
+  for (const std::string sz : {"1mib", "32mib"}) {
+    json.Add("get_" + sz + "_vs_redis", ratio("pikv_get_tcp_" + sz + "_c1", "redis_get_tcp_" + sz + "_c1"));
+    json.Add("get_" + sz + "_vs_zmq", ratio("pikv_get_tcp_" + sz + "_c1", "zmq_get_tcp_" + sz + "_c1"));
+    json.Add("get_" + sz + "_vs_redis_c4", ratio("pikv_get_tcp_" + sz + "_c4", "redis_get_tcp_" + sz + "_c4"));
+    json.Add("get_" + sz + "_vs_zmq_c4", ratio("pikv_get_tcp_" + sz + "_c4", "zmq_get_tcp_" + sz + "_c4"));
+    json.Add("get_" + sz + "_ipc_vs_redis_unix", ratio("pikv_get_ipc_" + sz + "_c1", "redis_get_ipc_" + sz + "_c1"));
+    json.Add("get_" + sz + "_ipc_vs_zmq", ratio("pikv_get_ipc_" + sz + "_c1", "zmq_get_ipc_" + sz + "_c1"));
+    json.Add("put_" + sz + "_vs_redis", ratio("pikv_put_tcp_" + sz + "_c1", "redis_put_tcp_" + sz + "_c1"));
+  }
+  json.Add("node_minor_faults_per_get_32mib", gets_32mib ? static_cast<double>(faults_get_32mib) / gets_32mib : -1);
+  json.Add("errors", static_cast<double>(g_errors.load()));
+  for (const auto& [name, c] : cells) {
+    json.Add(name + "_mibps", c.mibps);
+    json.Add(name + "_ops", c.ops);
+  }
+  std::cout << json.str() << std::endl;
+  return g_errors == 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace pikv::bench
+
+int main(int argc, char** argv) {
+  CLI::App app{"pikv-node throughput beside Redis and bare ZeroMQ"};
+  double seconds = 0.5;
+  int rounds = 3;
+  std::vector<std::string> serve;
+  app.add_option("--seconds", seconds, "Measured seconds per cell and round")->capture_default_str();
+  app.add_option("--rounds", rounds, "Interleaved rounds per cell; the median is reported")->capture_default_str();
+  app.add_option("--serve-zmq", serve, "(internal) run the bare ZeroMQ server on these endpoints");
+  CLI11_PARSE(app, argc, argv);
+  if (!serve.empty()) return pikv::bench::ServeZmq(serve);
+  return pikv::bench::Run(seconds, rounds);
+}

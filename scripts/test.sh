@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Installs dependencies, builds, and runs every test (unit, multi-process).
+# Tests start their own redis-server and pikv-node processes on free
+# loopback ports and clean up after themselves.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/build.sh
+build_dir="${PIKV_BUILD_DIR:-build}"
+ctest --test-dir "$build_dir" --output-on-failure --parallel 2 --timeout 600
