@@ -170,7 +170,7 @@ double Median(std::vector<double> v) {
 
 std::string SizeName(uint64_t size) { return size >= (1 << 20) ? std::to_string(size >> 20) + "mib" : std::to_string(size >> 10) + "kib"; }
 
-int Run(double seconds, int num_rounds) {
+int Run(double seconds, int num_rounds, const std::vector<uint64_t>& sizes) {
   // Large frames are malloc'd by ZeroMQ and hiredis on receive; keep freed
   // ones in the heap so no system's numbers include mmap/page-fault churn.
   mallopt(M_MMAP_THRESHOLD, 1 << 30);
@@ -193,7 +193,7 @@ int Run(double seconds, int num_rounds) {
   std::map<std::string, Cell> cells;  // "<system>_<op>_<transport>_<size>_c<clients>"
   Table table({"system", "op", "transport", "size", "clients", "ops/s", "MiB/s"});
   uint64_t faults_get_32mib = 0, gets_32mib = 0;
-  for (uint64_t target : {4ull << 10, 1ull << 20, 32ull << 20}) {
+  for (uint64_t target : sizes) {
     Pools pools;
     const size_t pool_n = std::max<uint64_t>(8, kPutPoolBytes / target);
     for (size_t i = 0; i < pool_n; ++i) pools.objects.push_back(MakeObject(target * 131 + i, target));
@@ -286,8 +286,19 @@ int main(int argc, char** argv) {
   std::vector<std::string> serve;
   app.add_option("--seconds", seconds, "Measured seconds per cell and round")->capture_default_str();
   app.add_option("--rounds", rounds, "Interleaved rounds per cell; the median is reported")->capture_default_str();
+  std::vector<std::string> size_names = {"4KiB", "1MiB", "32MiB"};
+  app.add_option("--sizes", size_names, "Object sizes to measure")->capture_default_str();
   app.add_option("--serve-zmq", serve, "(internal) run the bare ZeroMQ server on these endpoints");
   CLI11_PARSE(app, argc, argv);
   if (!serve.empty()) return pikv::bench::ServeZmq(serve);
-  return pikv::bench::Run(seconds, rounds);
+  std::vector<uint64_t> sizes;
+  for (const auto& name : size_names) {
+    auto v = pikv::ParseByteSize(name);
+    if (!v.ok()) {
+      std::cerr << "--sizes: " << v.status().message() << "\n";
+      return 2;
+    }
+    sizes.push_back(*v);
+  }
+  return pikv::bench::Run(seconds, rounds, sizes);
 }
