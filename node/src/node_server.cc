@@ -81,6 +81,7 @@ struct NodeServer::Loop {
 Result<std::unique_ptr<NodeServer>> NodeServer::Start(NodeOptions options) {
   if (options.endpoints.empty()) return InvalidArgument("node needs at least one endpoint");
   if (options.workers < 1) return InvalidArgument("node needs at least one worker");
+  if (options.max_in_flight < 1) return InvalidArgument("node needs max_in_flight >= 1");
   if (options.node_id.empty()) options.node_id = HostName();
   std::unique_ptr<NodeServer> server(new NodeServer());
   server->options_ = options;
@@ -97,6 +98,7 @@ Result<std::unique_ptr<NodeServer>> NodeServer::Start(NodeOptions options) {
                        static_cast<int64_t>(std::max(options.limits.max_payload_bytes,
                                                      uint64_t{options.limits.max_header_bytes}) * 2));
     loop->frontend.set(zmq::sockopt::linger, 0);
+    loop->frontend.set(zmq::sockopt::rcvhwm, 16);
     for (const auto& ep : options.endpoints) {
       loop->frontend.bind(ep);
       server->endpoints_.push_back(loop->frontend.get(zmq::sockopt::last_endpoint));
@@ -146,8 +148,9 @@ void NodeServer::ServeLoop() {
         spdlog::warn("node stopping with {} request(s) unanswered", in_flight);
         break;
       }
-      items[0].events = 0;  // no new requests
     }
+    // Read new requests unless stopping or the workers are saturated.
+    items[0].events = !l.draining && in_flight < static_cast<size_t>(options_.max_in_flight) ? ZMQ_POLLIN : 0;
     try {
       zmq::poll(items, 2, std::chrono::milliseconds(50));
     } catch (const zmq::error_t& e) {

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "pikv/storage/arena.h"
+#include "tier_internal.h"
 
 namespace pikv::storage {
 
@@ -30,7 +31,7 @@ Result<std::unique_ptr<CpuTier>> CpuTier::Create(const CpuTierOptions& options, 
 }
 
 CpuTier::CpuTier(std::shared_ptr<Shared> shared, EventListener listener)
-    : shared_(std::move(shared)), listener_(std::move(listener)) {}
+    : shared_(std::move(shared)), listener_(std::move(listener)), counters_(std::make_unique<TierCounters>()) {}
 
 CpuTier::~CpuTier() = default;
 
@@ -47,7 +48,7 @@ bool CpuTier::EvictOneLocked(std::vector<TierEvent>& events) {
     // Sole owner: erasing frees the range now (allocator lock nests inside mu_).
     lru_.erase(std::next(it).base());
     index_.erase(e);
-    evictions_++;
+    counters_->evictions++;
     return true;
   }
   return false;
@@ -84,7 +85,7 @@ Result<SharedBuffer> CpuTier::PutAndHold(const ChunkKey& key, const SharedBuffer
     if (offset) {
       block = std::make_shared<Block>(shared_, *offset, object.size());
     } else {
-      rejects_++;
+      counters_->rejects++;
     }
   }
   Result<SharedBuffer> held = status;
@@ -95,7 +96,7 @@ Result<SharedBuffer> CpuTier::PutAndHold(const ChunkKey& key, const SharedBuffer
     if (!index_.contains(key)) {  // a concurrent Put of the same key may have won
       lru_.push_front(key);
       index_.emplace(key, Entry{std::move(block), object.size(), 0, lru_.begin()});
-      admits_++;
+      counters_->admits++;
       events.push_back({TierKind::kCpu, EventKind::kAdmit, key, object.size()});
     }
     held = HoldLocked(key);
@@ -109,10 +110,10 @@ Result<SharedBuffer> CpuTier::Get(const ChunkKey& key) {
   std::lock_guard lock(mu_);
   auto it = index_.find(key);
   if (it == index_.end()) {
-    misses_++;
+    counters_->misses++;
     return NotFound();
   }
-  hits_++;
+  counters_->hits++;
   return HoldLocked(key);
 }
 
@@ -132,7 +133,7 @@ Status CpuTier::Remove(const ChunkKey& key) {
     released = std::move(it->second.block);
     lru_.erase(it->second.lru);
     index_.erase(it);
-    evictions_++;
+    counters_->evictions++;
   }
   released.reset();
   Emit({event});
@@ -141,19 +142,12 @@ Status CpuTier::Remove(const ChunkKey& key) {
 
 Status CpuTier::Pin(const ChunkKey& key) {
   std::lock_guard lock(mu_);
-  auto it = index_.find(key);
-  if (it == index_.end()) return NotFound();
-  it->second.pins++;
-  return Status::Ok();
+  return PinLocked(index_, key);
 }
 
 Status CpuTier::Unpin(const ChunkKey& key) {
   std::lock_guard lock(mu_);
-  auto it = index_.find(key);
-  if (it == index_.end()) return NotFound();
-  if (it->second.pins == 0) return InvalidArgument("object is not pinned");
-  it->second.pins--;
-  return Status::Ok();
+  return UnpinLocked(index_, key);
 }
 
 TierStats CpuTier::Stats() const {
@@ -164,11 +158,7 @@ TierStats CpuTier::Stats() const {
     std::lock_guard lock(mu_);
     s.entries = index_.size();
   }
-  s.hits = hits_;
-  s.misses = misses_;
-  s.admits = admits_;
-  s.evictions = evictions_;
-  s.rejects = rejects_;
+  counters_->CopyTo(s);
   return s;
 }
 

@@ -10,6 +10,7 @@
 
 #include "pikv/proto/chunk_object.h"
 #include "pikv/proto/endian.h"
+#include "tier_internal.h"
 
 namespace pikv::storage {
 
@@ -92,7 +93,10 @@ Result<std::unique_ptr<DiskTier>> DiskTier::Open(const DiskTierOptions& options,
 }
 
 DiskTier::DiskTier(std::unique_ptr<Db> db, const DiskTierOptions& options, EventListener listener)
-    : db_(std::move(db)), options_(options), listener_(std::move(listener)) {}
+    : db_(std::move(db)),
+      options_(options),
+      listener_(std::move(listener)),
+      counters_(std::make_unique<TierCounters>()) {}
 
 DiskTier::~DiskTier() = default;
 
@@ -150,7 +154,7 @@ Status DiskTier::Put(const ChunkKey& key, const SharedBuffer& object) {
       return Status::Ok();
     }
     if (object.size() > options_.capacity_bytes) {
-      rejects_++;
+      counters_->rejects++;
       return Rejected("object exceeds the disk tier's capacity");
     }
     uint64_t freed = 0;
@@ -162,7 +166,7 @@ Status DiskTier::Put(const ChunkKey& key, const SharedBuffer& object) {
       freed += e.size;
     }
     if (used_ - freed + object.size() > options_.capacity_bytes) {
-      rejects_++;
+      counters_->rejects++;
       return Rejected("disk tier is full of pinned objects");
     }
     tick = next_tick_++;
@@ -180,7 +184,7 @@ Status DiskTier::Put(const ChunkKey& key, const SharedBuffer& object) {
       .PermitUncheckedError();
   batch.Put(db_->lru, KeySlice(kb), MetaValue(object.size(), tick)).PermitUncheckedError();
   if (Status s = FromRocks(db_->db->Write(db_->write_options, &batch)); !s.ok()) {
-    errors_++;
+    counters_->errors++;
     spdlog::error("disk tier: put {} failed: {}", key.Hex(), s.ToString());
     return s;
   }
@@ -193,12 +197,12 @@ Status DiskTier::Put(const ChunkKey& key, const SharedBuffer& object) {
       used_ -= it->second.size;
       lru_.erase(it->second.lru);
       index_.erase(it);
-      evictions_++;
+      counters_->evictions++;
     }
     lru_.push_front(key);
     index_.emplace(key, Entry{object.size(), tick, 0, lru_.begin()});
     used_ += object.size();
-    admits_++;
+    counters_->admits++;
   }
   events.push_back({TierKind::kDisk, EventKind::kAdmit, key, object.size()});
   Emit(events);
@@ -212,7 +216,7 @@ Result<SharedBuffer> DiskTier::Get(const ChunkKey& key) {
     std::lock_guard lock(mu_);
     auto it = index_.find(key);
     if (it == index_.end()) {
-      misses_++;
+      counters_->misses++;
       return NotFound();
     }
     lru_.splice(lru_.begin(), lru_, it->second.lru);
@@ -227,24 +231,24 @@ Result<SharedBuffer> DiskTier::Get(const ChunkKey& key) {
     SharedBuffer buf(reinterpret_cast<const uint8_t*>(value->data()), value->size(), value);
     s = VerifyChunkObject(buf.span(), &key);
     if (s.ok()) {
-      hits_++;
+      counters_->hits++;
       db_->db->Put(db_->touch_options, db_->lru, KeySlice(kb), MetaValue(size, tick)).PermitUncheckedError();
       return buf;
     }
   }
   if (s.code() == ErrorCode::kNotFound) {
     // Index and database disagree (e.g. removed concurrently): a plain miss.
-    misses_++;
+    counters_->misses++;
     return NotFound();
   }
   if (s.code() == ErrorCode::kIoError) {
-    errors_++;
-    misses_++;
+    counters_->errors++;
+    counters_->misses++;
     spdlog::error("disk tier: read {} failed: {}", key.Hex(), s.ToString());
     return s;
   }
-  corruptions_++;
-  misses_++;
+  counters_->corruptions++;
+  counters_->misses++;
   spdlog::warn("disk tier: corrupt object {} deleted: {}", key.Hex(), s.ToString());
   Remove(key).IgnoreError();
   return NotFound("corrupt copy deleted");
@@ -265,7 +269,7 @@ Status DiskTier::Remove(const ChunkKey& key) {
     size = it->second.size;
   }
   if (Status s = DeleteFromDb(key); !s.ok()) {
-    errors_++;
+    counters_->errors++;
     return s;
   }
   {
@@ -275,7 +279,7 @@ Status DiskTier::Remove(const ChunkKey& key) {
       used_ -= it->second.size;
       lru_.erase(it->second.lru);
       index_.erase(it);
-      evictions_++;
+      counters_->evictions++;
     }
   }
   Emit({{TierKind::kDisk, EventKind::kEvict, key, size}});
@@ -284,19 +288,12 @@ Status DiskTier::Remove(const ChunkKey& key) {
 
 Status DiskTier::Pin(const ChunkKey& key) {
   std::lock_guard lock(mu_);
-  auto it = index_.find(key);
-  if (it == index_.end()) return NotFound();
-  it->second.pins++;
-  return Status::Ok();
+  return PinLocked(index_, key);
 }
 
 Status DiskTier::Unpin(const ChunkKey& key) {
   std::lock_guard lock(mu_);
-  auto it = index_.find(key);
-  if (it == index_.end()) return NotFound();
-  if (it->second.pins == 0) return InvalidArgument("object is not pinned");
-  it->second.pins--;
-  return Status::Ok();
+  return UnpinLocked(index_, key);
 }
 
 TierStats DiskTier::Stats() const {
@@ -307,13 +304,7 @@ TierStats DiskTier::Stats() const {
     s.used_bytes = used_;
     s.entries = index_.size();
   }
-  s.hits = hits_;
-  s.misses = misses_;
-  s.admits = admits_;
-  s.evictions = evictions_;
-  s.rejects = rejects_;
-  s.corruptions = corruptions_;
-  s.errors = errors_;
+  counters_->CopyTo(s);
   return s;
 }
 

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include "pikv/proto/chunk_object.h"
+#include "tier_internal.h"
 
 namespace pikv::storage {
 
@@ -43,7 +44,10 @@ Result<RemoteTierOptions> ParseRedisAddress(const std::string& address) {
 }
 
 RemoteTier::RemoteTier(RemoteTierOptions options, EventListener listener)
-    : options_(std::move(options)), listener_(std::move(listener)), breaker_(options_.breaker) {}
+    : options_(std::move(options)),
+      listener_(std::move(listener)),
+      breaker_(options_.breaker),
+      counters_(std::make_unique<TierCounters>()) {}
 
 RemoteTier::~RemoteTier() {
   std::lock_guard lock(mu_);
@@ -89,7 +93,7 @@ Result<std::vector<std::shared_ptr<RemoteTier::Reply>>> RemoteTier::Pipeline(
   std::lock_guard lock(mu_);
   const auto now = CircuitBreaker::Clock::now();
   if (!breaker_.Allow(now)) {
-    unavailable_ += commands.size();
+    counters_->rejects += commands.size();
     return Unavailable("Redis circuit open");
   }
   Status s = ConnectLocked();
@@ -119,7 +123,7 @@ Result<std::vector<std::shared_ptr<RemoteTier::Reply>>> RemoteTier::Pipeline(
     }
   }
   if (!s.ok()) {
-    errors_++;
+    counters_->errors++;
     DisconnectLocked();
     breaker_.OnFailure(now);
     spdlog::warn("remote tier: {}", s.ToString());
@@ -127,6 +131,17 @@ Result<std::vector<std::shared_ptr<RemoteTier::Reply>>> RemoteTier::Pipeline(
   }
   breaker_.OnSuccess();
   return replies;
+}
+
+Result<std::vector<std::shared_ptr<RemoteTier::Reply>>> RemoteTier::PerKey(std::string_view verb,
+                                                                           std::span<const ChunkKey> keys) {
+  std::vector<std::string> names;
+  names.reserve(keys.size());
+  for (const auto& k : keys) names.push_back(RedisKey(k));
+  std::vector<std::vector<std::string_view>> cmds;
+  cmds.reserve(keys.size());
+  for (const auto& n : names) cmds.push_back({verb, n});
+  return Pipeline(cmds);
 }
 
 void RemoteTier::Emit(const std::vector<TierEvent>& events) {
@@ -154,10 +169,10 @@ std::vector<Status> RemoteTier::PutMany(std::span<const ChunkKey> keys, std::spa
   for (size_t i = 0; i < keys.size(); ++i) {
     const redisReply* r = (*replies)[i]->r;
     if (r->type == REDIS_REPLY_ERROR) {
-      errors_++;
+      counters_->errors++;
       out.push_back(IoError(std::string("Redis SET: ") + r->str));
     } else {
-      admits_++;
+      counters_->admits++;
       out.push_back(Status::Ok());
       events.push_back({TierKind::kRemote, EventKind::kAdmit, keys[i], objects[i].size()});
     }
@@ -167,15 +182,10 @@ std::vector<Status> RemoteTier::PutMany(std::span<const ChunkKey> keys, std::spa
 }
 
 std::vector<Result<SharedBuffer>> RemoteTier::GetMany(std::span<const ChunkKey> keys) {
-  std::vector<std::string> names;
-  std::vector<std::vector<std::string_view>> cmds;
-  names.reserve(keys.size());
-  for (const auto& k : keys) names.push_back(RedisKey(k));
-  for (const auto& n : names) cmds.push_back({"GET", n});
-  auto replies = Pipeline(cmds);
+  auto replies = PerKey("GET", keys);
   std::vector<Result<SharedBuffer>> out;
   if (!replies.ok()) {
-    misses_ += keys.size();
+    counters_->misses += keys.size();
     for (size_t i = 0; i < keys.size(); ++i) out.emplace_back(replies.status());
     return out;
   }
@@ -184,20 +194,20 @@ std::vector<Result<SharedBuffer>> RemoteTier::GetMany(std::span<const ChunkKey> 
     std::shared_ptr<Reply> reply = (*replies)[i];
     const redisReply* r = reply->r;
     if (r->type != REDIS_REPLY_STRING) {
-      misses_++;
+      counters_->misses++;
       out.emplace_back(r->type == REDIS_REPLY_NIL ? NotFound() : IoError("unexpected Redis reply"));
       continue;
     }
     SharedBuffer buf(reinterpret_cast<const uint8_t*>(r->str), r->len, reply);
     if (Status s = VerifyChunkObject(buf.span(), &keys[i]); !s.ok()) {
-      corruptions_++;
-      misses_++;
+      counters_->corruptions++;
+      counters_->misses++;
       spdlog::warn("remote tier: corrupt object {} deleted: {}", keys[i].Hex(), s.ToString());
       corrupt.push_back(keys[i]);
       out.emplace_back(NotFound("corrupt copy deleted"));
       continue;
     }
-    hits_++;
+    counters_->hits++;
     out.emplace_back(std::move(buf));
   }
   for (const auto& k : corrupt) Remove(k).IgnoreError();
@@ -205,12 +215,7 @@ std::vector<Result<SharedBuffer>> RemoteTier::GetMany(std::span<const ChunkKey> 
 }
 
 std::vector<bool> RemoteTier::ContainsMany(std::span<const ChunkKey> keys) {
-  std::vector<std::string> names;
-  std::vector<std::vector<std::string_view>> cmds;
-  names.reserve(keys.size());
-  for (const auto& k : keys) names.push_back(RedisKey(k));
-  for (const auto& n : names) cmds.push_back({"EXISTS", n});
-  auto replies = Pipeline(cmds);
+  auto replies = PerKey("EXISTS", keys);
   std::vector<bool> out(keys.size(), false);
   if (!replies.ok()) return out;
   for (size_t i = 0; i < keys.size(); ++i) {
@@ -229,26 +234,21 @@ Result<SharedBuffer> RemoteTier::Get(const ChunkKey& key) { return std::move(Get
 bool RemoteTier::Contains(const ChunkKey& key) { return ContainsMany({&key, 1})[0]; }
 
 Status RemoteTier::Remove(const ChunkKey& key) {
-  std::string name = RedisKey(key);
-  auto replies = Pipeline({{"DEL", name}});
+  auto replies = PerKey("DEL", {&key, 1});
   if (!replies.ok()) return replies.status();
   const redisReply* r = (*replies)[0]->r;
   if (r->type != REDIS_REPLY_INTEGER || r->integer == 0) return NotFound();
-  evictions_++;
+  counters_->evictions++;
   Emit({{TierKind::kRemote, EventKind::kEvict, key, 0}});
   return Status::Ok();
 }
 
 TierStats RemoteTier::Stats() const {
   TierStats s;
-  s.hits = hits_;
-  s.misses = misses_;
-  s.admits = admits_;
-  s.evictions = evictions_;
-  s.corruptions = corruptions_;
-  s.errors = errors_;
-  s.rejects = unavailable_;
+  counters_->CopyTo(s);
   return s;
 }
+
+uint64_t RemoteTier::unavailable() const { return counters_->rejects; }
 
 }  // namespace pikv::storage

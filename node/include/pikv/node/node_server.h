@@ -10,6 +10,8 @@
 // server thread to send. Payloads leave straight from the CPU arena without a
 // copy. Clients are DEALER sockets: frame 0 of what the ROUTER sees is the
 // client's identity, then the header.
+// With max_in_flight requests at the workers the server stops reading, so a
+// flood of large PUTs backs up into the senders instead of node memory.
 // Stop() stops reading requests, waits for in-flight ones to be answered,
 // stops the workers, drains the write-through queues and flushes RocksDB.
 // Thread-safety: Start/Stop from one thread; Stats and storage() from any.
@@ -34,6 +36,10 @@ struct NodeOptions {
   std::string node_id;                 // default: host name
   std::vector<std::string> endpoints;  // e.g. tcp://0.0.0.0:7400, ipc:///run/pikv/node.sock
   int workers = 2;
+  // Requests queued for or held by workers before the server stops reading
+  // new ones (backpressure through ZeroMQ to the sender). Bounds memory to
+  // about (max_in_flight + receive HWM) x the largest object.
+  int max_in_flight = 8;
   WireLimits limits;
   storage::StorageOptions storage;
 };

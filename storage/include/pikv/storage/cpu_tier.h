@@ -70,7 +70,7 @@ class CpuTier final : public Tier {
   mutable std::mutex mu_;
   std::unordered_map<ChunkKey, Entry, ChunkKeyHash> index_;  // guarded by mu_
   std::list<ChunkKey> lru_;                                  // front = most recent; guarded by mu_
-  std::atomic<uint64_t> hits_{0}, misses_{0}, admits_{0}, evictions_{0}, rejects_{0};
+  std::unique_ptr<TierCounters> counters_;
 };
 
 }  // namespace pikv::storage

@@ -77,8 +77,7 @@ class DiskTier final : public Tier {
   uint64_t used_ = 0;                                        // guarded by mu_
   uint64_t next_tick_ = 1;                                   // guarded by mu_
   std::mutex write_mu_;  // serializes puts and removes (taken before mu_)
-  std::atomic<uint64_t> hits_{0}, misses_{0}, admits_{0}, evictions_{0}, rejects_{0}, corruptions_{0},
-      errors_{0};
+  std::unique_ptr<TierCounters> counters_;
 };
 
 }  // namespace pikv::storage

@@ -57,13 +57,16 @@ class RemoteTier final : public Tier {
   std::string RedisKey(const ChunkKey& key) const;
   bool connected() const;
   CircuitBreaker::State breaker_state() const;
-  uint64_t unavailable() const { return unavailable_; }
+  // Operations refused because the circuit was open.
+  uint64_t unavailable() const;
 
  private:
   struct Reply;
   // Runs one pipelined batch of commands (argv form); replies in order, or
   // an error Status when the connection failed or the breaker is open.
   Result<std::vector<std::shared_ptr<Reply>>> Pipeline(const std::vector<std::vector<std::string_view>>& commands);
+  // One pipelined `verb <redis key>` per key.
+  Result<std::vector<std::shared_ptr<Reply>>> PerKey(std::string_view verb, std::span<const ChunkKey> keys);
   Status ConnectLocked();
   void DisconnectLocked();
   void Emit(const std::vector<TierEvent>& events);
@@ -73,8 +76,7 @@ class RemoteTier final : public Tier {
   mutable std::mutex mu_;
   redisContext* ctx_ = nullptr;  // guarded by mu_
   CircuitBreaker breaker_;       // guarded by mu_
-  std::atomic<uint64_t> hits_{0}, misses_{0}, admits_{0}, evictions_{0}, corruptions_{0}, errors_{0},
-      unavailable_{0};
+  std::unique_ptr<TierCounters> counters_;  // rejects = ops refused by the open breaker
 };
 
 }  // namespace pikv::storage

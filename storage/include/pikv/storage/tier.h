@@ -58,6 +58,8 @@ struct TierStats {
   uint64_t errors = 0;
 };
 
+struct TierCounters;  // storage-internal counters behind TierStats
+
 class Tier {
  public:
   virtual ~Tier() = default;
