@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <thread>
 #include <zmq.hpp>
 
 #include "pikv/node/node_client.h"
@@ -190,6 +191,47 @@ TEST_F(NodeProcessTest, PinDeleteAndMissesOverTheWire) {
   EXPECT_TRUE((*client.Delete({&o.key, 1}))[0].ok());
   EXPECT_EQ((*client.Exists({&o.key, 1}))[0], 0);
   EXPECT_EQ((*client.Get({&o.key, 1}))[0].code(), ErrorCode::kNotFound);
+  EXPECT_EQ(StopWithSigterm(), 0);
+}
+
+TEST_F(NodeProcessTest, KeepsServingWithRedisDeadAndRecoversWhenItReturns) {
+  testing::RedisServer redis;
+  auto args = Args();
+  args.insert(args.end(), {"--redis", redis.address()});
+  node_ = StartNode(args);
+  NodeClient client(node_.tcp, kTimeout);
+  auto stat = [&](const char* name) { return std::get<int64_t>(client.Stats()->at(name)); };
+  auto before = MakeObject(20, 64 << 10);
+  ASSERT_TRUE((*client.Put({&before.key, 1}, {&before.bytes, 1}))[0].ok());
+  // Written through to Redis: another node could read it there.
+  for (int i = 0; i < 100 && stat("remote.admits") < 1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_EQ(stat("remote.admits"), 1);
+
+  redis.Kill();
+  auto during = MakeObject(21, 64 << 10);
+  auto put = client.Put({&during.key, 1}, {&during.bytes, 1});
+  ASSERT_TRUE(put.ok() && (*put)[0].ok()) << "a put must not fail because Redis is down";
+  for (const auto& o : {before, during}) {
+    auto got = client.Get({&o.key, 1});
+    ASSERT_TRUE(got.ok() && (*got)[0].ok());
+    EXPECT_TRUE(Same(*(*got)[0], o.bytes));
+  }
+  auto absent = MakeObject(22, 1024);
+  auto miss = client.Get({&absent.key, 1});  // asks Redis, which is down: a miss, not an error
+  ASSERT_TRUE(miss.ok());
+  EXPECT_EQ((*miss)[0].code(), ErrorCode::kNotFound);
+  for (int i = 0; i < 100 && stat("remote.errors") < 1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_GE(stat("remote.errors"), 1);
+
+  redis.Start();  // same port, empty
+  bool recovered = false;
+  for (int i = 0; i < 100 && !recovered; ++i) {
+    auto o = MakeObject(100 + i, 4096);
+    ASSERT_TRUE((*client.Put({&o.key, 1}, {&o.bytes, 1}))[0].ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    recovered = stat("remote.admits") > 1;
+  }
+  EXPECT_TRUE(recovered) << "the node did not resume writing to Redis";
   EXPECT_EQ(StopWithSigterm(), 0);
 }
 
