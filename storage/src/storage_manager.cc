@@ -35,9 +35,13 @@ Status StorageManager::Put(const ChunkKey& key, SharedBuffer object) {
     return s;
   }
   puts_++;
+  // A repeat put of a cached object was written through the first time; do
+  // not send its bytes to Redis again.
+  const bool already_cached = cpu_->Contains(key);
   // Write through the arena copy when there is one, so the caller's buffer
   // (often a network frame) is released now.
   auto held = cpu_->PutAndHold(key, object);
+  if (already_cached && held.ok()) return Status::Ok();
   Status cpu_status = held.status();
   if (held.ok()) object = std::move(*held);
   bool queued = false;
@@ -73,9 +77,9 @@ std::vector<Result<SharedBuffer>> StorageManager::Get(std::span<const ChunkKey> 
   if (!remote_keys.empty()) {
     auto fetched = remote_->GetMany(remote_keys);
     for (size_t j = 0; j < fetched.size(); ++j) {
-      if (fetched[j].ok()) Promote(remote_keys[j], *fetched[j], /*to_disk=*/true);
-      // Keep the local miss reason unless the remote found it.
-      if (fetched[j].ok()) out[remote_idx[j]] = std::move(fetched[j]);
+      if (!fetched[j].ok()) continue;  // keep the local miss
+      Promote(remote_keys[j], *fetched[j], /*to_disk=*/true);
+      out[remote_idx[j]] = std::move(fetched[j]);
     }
   }
   for (auto& r : out) {

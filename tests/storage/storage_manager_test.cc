@@ -62,6 +62,15 @@ TEST_F(StorageManagerTest, PutWritesThroughEveryTierAndReportsEachAdmit) {
   EXPECT_EQ(Events(TierKind::kRemote, EventKind::kAdmit, o.key), 1u);
 }
 
+TEST_F(StorageManagerTest, RepeatPutDoesNotWriteThroughAgain) {
+  Open();
+  auto o = MakeObject(13, 16 << 10);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(manager_->Put(o.key, o.bytes).ok());
+  manager_->WaitForWriteThrough();
+  EXPECT_EQ(manager_->remote()->Stats().admits, 1u);
+  EXPECT_EQ(manager_->Stats().remote_queue->written, 1u);
+}
+
 TEST_F(StorageManagerTest, CorruptPutIsRejectedAndStoredNowhere) {
   Open();
   auto o = MakeObject(2, 4096);

@@ -2,7 +2,7 @@
 //
 // Put: verify the object (size, checksum, key), admit to CPU synchronously,
 // then write through to disk and remote on bounded background queues that
-// drop and count when full. Get: CPU, then disk, then remote (pipelined for
+// drop and count when full (not again for an object already in CPU). Get: CPU, then disk, then remote (pipelined for
 // a batch); the first hit wins and a lower-tier hit is promoted to CPU (a
 // remote hit is also written through to disk, so the host keeps a copy).
 // Tier events (admit, evict, per tier) go to the listener given at Open.
