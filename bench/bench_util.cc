@@ -75,7 +75,9 @@ void JsonLine::Add(const std::string& key, double value) {
   items_.emplace_back(key, buf);
 }
 
-void JsonLine::Add(const std::string& key, const std::string& value) { items_.emplace_back(key, "\"" + value + "\""); }
+void JsonLine::Add(const std::string& key, const std::string& value) {
+  items_.emplace_back(key, "\"" + value + "\"");
+}
 
 std::string JsonLine::str() const {
   std::string out = "{";

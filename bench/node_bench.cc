@@ -95,7 +95,8 @@ struct Pools {
 std::atomic<uint64_t> g_errors{0};
 
 redisContext* ConnectRedis(const Setup& s, bool unix_socket) {
-  redisContext* c = unix_socket ? redisConnectUnix(s.redis_unix.c_str()) : redisConnect("127.0.0.1", s.redis_port);
+  redisContext* c = unix_socket ? redisConnectUnix(s.redis_unix.c_str())
+                                : redisConnect("127.0.0.1", s.redis_port);
   if (!c || c->err) throw std::runtime_error("cannot connect to redis");
   return c;
 }
@@ -117,17 +118,22 @@ std::function<void()> PikvWorker(const std::string& ep, const Pools& pools, bool
   };
 }
 
-std::function<void()> RedisWorker(const Setup& s, bool unix_socket, const Pools& pools, bool put, int thread) {
+std::function<void()> RedisWorker(const Setup& s, bool unix_socket, const Pools& pools, bool put,
+                                  int thread) {
   std::shared_ptr<redisContext> c(ConnectRedis(s, unix_socket), redisFree);
   auto rng = std::make_shared<std::mt19937>(thread + 1);
   auto next = std::make_shared<size_t>(thread * pools.objects.size() / 4);
   return [c, rng, next, &pools, put] {
-    const TestObject& o = put ? pools.objects[(*next)++ % pools.objects.size()] : pools.objects[(*rng)() % pools.resident];
+    const TestObject& o = put ? pools.objects[(*next)++ % pools.objects.size()]
+                              : pools.objects[(*rng)() % pools.resident];
     std::string key = o.key.Hex();
-    redisReply* r = put ? static_cast<redisReply*>(redisCommand(c.get(), "SET %b %b", key.data(), key.size(),
-                                                                o.bytes.data(), o.bytes.size()))
-                        : static_cast<redisReply*>(redisCommand(c.get(), "GET %b", key.data(), key.size()));
-    if (!r || r->type == REDIS_REPLY_ERROR || (!put && static_cast<size_t>(r->len) != o.bytes.size())) g_errors++;
+    redisReply* r =
+        put ? static_cast<redisReply*>(redisCommand(c.get(), "SET %b %b", key.data(), key.size(),
+                                                    o.bytes.data(), o.bytes.size()))
+            : static_cast<redisReply*>(redisCommand(c.get(), "GET %b", key.data(), key.size()));
+    if (!r || r->type == REDIS_REPLY_ERROR ||
+        (!put && static_cast<size_t>(r->len) != o.bytes.size()))
+      g_errors++;
     if (r) freeReplyObject(r);
   };
 }
@@ -153,7 +159,9 @@ std::function<void()> ZmqWorker(const std::string& ep, const Pools& pools, bool 
       std::memcpy(req + 9, &index, 8);
       sock->send(zmq::buffer(req, 17), zmq::send_flags::none);
     }
-    if (!RecvFrames(*sock, *frames) || (!put && (frames->size() != 2 || (*frames)[1].size() != size))) g_errors++;
+    if (!RecvFrames(*sock, *frames) ||
+        (!put && (frames->size() != 2 || (*frames)[1].size() != size)))
+      g_errors++;
   };
 }
 
@@ -168,7 +176,10 @@ double Median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-std::string SizeName(uint64_t size) { return size >= (1 << 20) ? std::to_string(size >> 20) + "mib" : std::to_string(size >> 10) + "kib"; }
+std::string SizeName(uint64_t size) {
+  return size >= (1 << 20) ? std::to_string(size >> 20) + "mib"
+                           : std::to_string(size >> 10) + "kib";
+}
 
 int Run(double seconds, int num_rounds, const std::vector<uint64_t>& sizes) {
   // Large frames are malloc'd by ZeroMQ and hiredis on receive; keep freed
@@ -178,17 +189,20 @@ int Run(double seconds, int num_rounds, const std::vector<uint64_t>& sizes) {
 
   testing::TempDir dir;
   testing::RedisServer redis;
-  auto node = testing::StartNode({"--endpoint", "tcp://127.0.0.1:*", "--endpoint", "ipc://" + dir.str() + "/node.sock",
-                                  "--data-dir", dir.str(), "--no-disk", "--prefault", "--cpu-capacity",
+  auto node = testing::StartNode({"--endpoint", "tcp://127.0.0.1:*", "--endpoint",
+                                  "ipc://" + dir.str() + "/node.sock", "--data-dir", dir.str(),
+                                  "--no-disk", "--prefault", "--cpu-capacity",
                                   std::to_string(kNodeCpuBytes), "--log-level", "warn"});
-  testing::ChildProcess echo("/proc/self/exe", {"--serve-zmq", "tcp://127.0.0.1:*", "ipc://" + dir.str() + "/echo.sock"});
+  testing::ChildProcess echo(
+      "/proc/self/exe", {"--serve-zmq", "tcp://127.0.0.1:*", "ipc://" + dir.str() + "/echo.sock"});
   Setup s{node.tcp, node.ipc, "", "", redis.port(), redis.unix_socket()};
   while (auto line = echo.ReadLine(std::chrono::seconds(10))) {
     if (line->rfind("endpoint tcp://", 0) == 0) s.zmq_tcp = line->substr(9);
     if (line->rfind("endpoint ipc://", 0) == 0) s.zmq_ipc = line->substr(9);
     if (*line == "zmq-echo ready") break;
   }
-  if (s.zmq_tcp.empty() || s.zmq_ipc.empty()) throw std::runtime_error("zmq echo server did not start");
+  if (s.zmq_tcp.empty() || s.zmq_ipc.empty())
+    throw std::runtime_error("zmq echo server did not start");
 
   std::map<std::string, Cell> cells;  // "<system>_<op>_<transport>_<size>_c<clients>"
   Table table({"system", "op", "transport", "size", "clients", "ops/s", "MiB/s"});
@@ -196,12 +210,13 @@ int Run(double seconds, int num_rounds, const std::vector<uint64_t>& sizes) {
   for (uint64_t target : sizes) {
     Pools pools;
     const size_t pool_n = std::max<uint64_t>(8, kPutPoolBytes / target);
-    for (size_t i = 0; i < pool_n; ++i) pools.objects.push_back(MakeObject(target * 131 + i, target));
+    for (size_t i = 0; i < pool_n; ++i)
+      pools.objects.push_back(MakeObject(target * 131 + i, target));
     pools.resident = std::max<size_t>(2, kResidentBytes / pools.objects[0].bytes.size());
     const uint64_t size = pools.objects[0].bytes.size();
     const uint64_t min_ops = target >= (32u << 20) ? 8 : 32;
-    std::cerr << "objects of " << FormatBytes(size) << ": " << pool_n << " in the PUT pool, " << pools.resident
-              << " resident for GET\n";
+    std::cerr << "objects of " << FormatBytes(size) << ": " << pool_n << " in the PUT pool, "
+              << pools.resident << " resident for GET\n";
     for (const std::string transport : {"tcp", "ipc"}) {
       for (int clients : {1, 4}) {
         for (bool put : {true, false}) {
@@ -214,7 +229,8 @@ int Run(double seconds, int num_rounds, const std::vector<uint64_t>& sizes) {
             redisContext* rc = ConnectRedis(s, false);
             for (size_t i = 0; i < pools.resident; ++i) {
               std::string key = pools.objects[i].key.Hex();
-              freeReplyObject(redisCommand(rc, "SET %b %b", key.data(), key.size(), pools.objects[i].bytes.data(),
+              freeReplyObject(redisCommand(rc, "SET %b %b", key.data(), key.size(),
+                                           pools.objects[i].bytes.data(),
                                            pools.objects[i].bytes.size()));
             }
             redisFree(rc);
@@ -222,11 +238,13 @@ int Run(double seconds, int num_rounds, const std::vector<uint64_t>& sizes) {
           const std::string op = put ? "put" : "get";
           const std::string& pikv_ep = transport == "tcp" ? s.pikv_tcp : s.pikv_ipc;
           const std::string& zmq_ep = transport == "tcp" ? s.zmq_tcp : s.zmq_ipc;
-          const bool fault_cell = !put && target == (32u << 20) && transport == "tcp" && clients == 1;
+          const bool fault_cell =
+              !put && target == (32u << 20) && transport == "tcp" && clients == 1;
           std::map<std::string, std::vector<double>> rounds;  // system -> ops/s per round
           for (int round = 0; round < num_rounds; ++round) {
             uint64_t faults_before = MinorFaults(node.process->pid());
-            RunResult pr = RunTimed(clients, seconds, min_ops, [&](int t) { return PikvWorker(pikv_ep, pools, put, t); });
+            RunResult pr = RunTimed(clients, seconds, min_ops,
+                                    [&](int t) { return PikvWorker(pikv_ep, pools, put, t); });
             if (fault_cell) {
               faults_get_32mib += MinorFaults(node.process->pid()) - faults_before;
               gets_32mib += pr.ops;
@@ -235,16 +253,18 @@ int Run(double seconds, int num_rounds, const std::vector<uint64_t>& sizes) {
             rounds["redis"].push_back(RunTimed(clients, seconds, min_ops, [&](int t) {
                                         return RedisWorker(s, transport == "ipc", pools, put, t);
                                       }).ops_per_second());
-            rounds["zmq"].push_back(
-                RunTimed(clients, seconds, min_ops, [&](int t) { return ZmqWorker(zmq_ep, pools, put, t); })
-                    .ops_per_second());
+            rounds["zmq"].push_back(RunTimed(clients, seconds, min_ops, [&](int t) {
+                                      return ZmqWorker(zmq_ep, pools, put, t);
+                                    }).ops_per_second());
           }
           for (const std::string system : {"pikv", "redis", "zmq"}) {
             const double ops = Median(rounds[system]);
             Cell c{ops, ops * size / (1 << 20)};
-            cells[system + "_" + op + "_" + transport + "_" + SizeName(target) + "_c" + std::to_string(clients)] = c;
-            table.Add({system, op, system == "redis" && transport == "ipc" ? "unix" : transport, FormatBytes(size),
-                       std::to_string(clients), Fixed(c.ops, 0), Fixed(c.mibps, 1)});
+            cells[system + "_" + op + "_" + transport + "_" + SizeName(target) + "_c" +
+                  std::to_string(clients)] = c;
+            table.Add({system, op, system == "redis" && transport == "ipc" ? "unix" : transport,
+                       FormatBytes(size), std::to_string(clients), Fixed(c.ops, 0),
+                       Fixed(c.mibps, 1)});
           }
         }
       }
@@ -252,21 +272,31 @@ int Run(double seconds, int num_rounds, const std::vector<uint64_t>& sizes) {
   }
   table.Print();
 
-  auto ratio = [&](const std::string& a, const std::string& b) { return cells[a].mibps / cells[b].mibps; };
+  auto ratio = [&](const std::string& a, const std::string& b) {
+    return cells[a].mibps / cells[b].mibps;
+  };
   JsonLine json;
   json.Add("bench", std::string("node"));
   json.Add("seconds_per_cell", seconds);
   json.Add("rounds", num_rounds);
   for (const std::string sz : {"1mib", "32mib"}) {
-    json.Add("get_" + sz + "_vs_redis", ratio("pikv_get_tcp_" + sz + "_c1", "redis_get_tcp_" + sz + "_c1"));
-    json.Add("get_" + sz + "_vs_zmq", ratio("pikv_get_tcp_" + sz + "_c1", "zmq_get_tcp_" + sz + "_c1"));
-    json.Add("get_" + sz + "_vs_redis_c4", ratio("pikv_get_tcp_" + sz + "_c4", "redis_get_tcp_" + sz + "_c4"));
-    json.Add("get_" + sz + "_vs_zmq_c4", ratio("pikv_get_tcp_" + sz + "_c4", "zmq_get_tcp_" + sz + "_c4"));
-    json.Add("get_" + sz + "_ipc_vs_redis_unix", ratio("pikv_get_ipc_" + sz + "_c1", "redis_get_ipc_" + sz + "_c1"));
-    json.Add("get_" + sz + "_ipc_vs_zmq", ratio("pikv_get_ipc_" + sz + "_c1", "zmq_get_ipc_" + sz + "_c1"));
-    json.Add("put_" + sz + "_vs_redis", ratio("pikv_put_tcp_" + sz + "_c1", "redis_put_tcp_" + sz + "_c1"));
+    json.Add("get_" + sz + "_vs_redis",
+             ratio("pikv_get_tcp_" + sz + "_c1", "redis_get_tcp_" + sz + "_c1"));
+    json.Add("get_" + sz + "_vs_zmq",
+             ratio("pikv_get_tcp_" + sz + "_c1", "zmq_get_tcp_" + sz + "_c1"));
+    json.Add("get_" + sz + "_vs_redis_c4",
+             ratio("pikv_get_tcp_" + sz + "_c4", "redis_get_tcp_" + sz + "_c4"));
+    json.Add("get_" + sz + "_vs_zmq_c4",
+             ratio("pikv_get_tcp_" + sz + "_c4", "zmq_get_tcp_" + sz + "_c4"));
+    json.Add("get_" + sz + "_ipc_vs_redis_unix",
+             ratio("pikv_get_ipc_" + sz + "_c1", "redis_get_ipc_" + sz + "_c1"));
+    json.Add("get_" + sz + "_ipc_vs_zmq",
+             ratio("pikv_get_ipc_" + sz + "_c1", "zmq_get_ipc_" + sz + "_c1"));
+    json.Add("put_" + sz + "_vs_redis",
+             ratio("pikv_put_tcp_" + sz + "_c1", "redis_put_tcp_" + sz + "_c1"));
   }
-  json.Add("node_minor_faults_per_get_32mib", gets_32mib ? static_cast<double>(faults_get_32mib) / gets_32mib : -1);
+  json.Add("node_minor_faults_per_get_32mib",
+           gets_32mib ? static_cast<double>(faults_get_32mib) / gets_32mib : -1);
   json.Add("errors", static_cast<double>(g_errors.load()));
   for (const auto& [name, c] : cells) {
     json.Add(name + "_mibps", c.mibps);
@@ -284,8 +314,10 @@ int main(int argc, char** argv) {
   double seconds = 0.5;
   int rounds = 3;
   std::vector<std::string> serve;
-  app.add_option("--seconds", seconds, "Measured seconds per cell and round")->capture_default_str();
-  app.add_option("--rounds", rounds, "Interleaved rounds per cell; the median is reported")->capture_default_str();
+  app.add_option("--seconds", seconds, "Measured seconds per cell and round")
+      ->capture_default_str();
+  app.add_option("--rounds", rounds, "Interleaved rounds per cell; the median is reported")
+      ->capture_default_str();
   std::vector<std::string> size_names = {"4KiB", "1MiB", "32MiB"};
   app.add_option("--sizes", size_names, "Object sizes to measure")->capture_default_str();
   app.add_option("--serve-zmq", serve, "(internal) run the bare ZeroMQ server on these endpoints");

@@ -3,13 +3,13 @@
 // "pikv-node <id> ready", then serves until SIGTERM or SIGINT, and exits 0 after a clean shutdown.
 #include <malloc.h>
 #include <signal.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/spdlog.h>
 
 #include "pikv/node/node_server.h"
 #include "pikv/proto/units.h"
@@ -34,19 +34,26 @@ int main(int argc, char** argv) {
   uint32_t redis_ttl = 0;
   bool no_disk = false, prefault = false;
   app.add_option("--endpoint", endpoints,
-                 "Endpoint to serve (repeatable). Default: tcp://127.0.0.1:7400 and ipc://<data-dir>/node.sock");
+                 "Endpoint to serve (repeatable). Default: tcp://127.0.0.1:7400 and "
+                 "ipc://<data-dir>/node.sock");
   app.add_option("--node-id", options.node_id, "Node id (default: host name)");
-  app.add_option("--data-dir", data_dir, "Directory for the disk tier and the ipc socket")->capture_default_str();
-  app.add_option("--cpu-capacity", cpu_capacity, "CPU tier bytes, e.g. 8GiB")->capture_default_str();
-  app.add_option("--disk-capacity", disk_capacity, "Disk tier bytes, e.g. 500GiB")->capture_default_str();
+  app.add_option("--data-dir", data_dir, "Directory for the disk tier and the ipc socket")
+      ->capture_default_str();
+  app.add_option("--cpu-capacity", cpu_capacity, "CPU tier bytes, e.g. 8GiB")
+      ->capture_default_str();
+  app.add_option("--disk-capacity", disk_capacity, "Disk tier bytes, e.g. 500GiB")
+      ->capture_default_str();
   app.add_flag("--no-disk", no_disk, "Run without the disk tier");
   app.add_flag("--prefault", prefault, "Fault in the CPU arena at start (no page faults later)");
   app.add_option("--redis", redis, "Redis address host:port for the shared tier (default: none)");
-  app.add_option("--redis-namespace", redis_namespace, "Key namespace in Redis")->capture_default_str();
+  app.add_option("--redis-namespace", redis_namespace, "Key namespace in Redis")
+      ->capture_default_str();
   app.add_option("--redis-ttl", redis_ttl, "Seconds before Redis expires an object (0 = never)");
   app.add_option("--workers", options.workers, "Worker threads")->capture_default_str();
-  app.add_option("--max-object-size", max_object, "Largest chunk object accepted")->capture_default_str();
-  app.add_option("--log-level", log_level, "trace, debug, info, warn, error")->capture_default_str();
+  app.add_option("--max-object-size", max_object, "Largest chunk object accepted")
+      ->capture_default_str();
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
     options.storage.cpu.capacity_bytes = SizeOrDie("--cpu-capacity", cpu_capacity);

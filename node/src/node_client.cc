@@ -5,14 +5,16 @@ namespace pikv::node {
 NodeClient::NodeClient(std::string endpoint, std::chrono::milliseconds timeout, WireLimits limits)
     : rpc_(std::move(endpoint), limits), timeout_(timeout) {}
 
-Result<Message> NodeClient::Call(MsgType type, std::span<const ChunkKey> keys, std::vector<SharedBuffer> payloads) {
+Result<Message> NodeClient::Call(MsgType type, std::span<const ChunkKey> keys,
+                                 std::vector<SharedBuffer> payloads) {
   Message req;
   req.header.type = type;
   req.header.keys.assign(keys.begin(), keys.end());
   req.payloads = std::move(payloads);
   auto reply = rpc_.Call(std::move(req), timeout_);
   if (!reply.ok()) return reply.status();
-  if (reply->header.status != ErrorCode::kOk) return Status(reply->header.status, reply->header.reason);
+  if (reply->header.status != ErrorCode::kOk)
+    return Status(reply->header.status, reply->header.reason);
   return reply;
 }
 
@@ -20,7 +22,8 @@ Result<std::vector<Status>> NodeClient::PerKey(MsgType type, std::span<const Chu
                                                std::vector<SharedBuffer> payloads) {
   auto reply = Call(type, keys, std::move(payloads));
   if (!reply.ok()) return reply.status();
-  if (reply->header.values.size() != keys.size()) return ProtocolError("reply has the wrong number of results");
+  if (reply->header.values.size() != keys.size())
+    return ProtocolError("reply has the wrong number of results");
   std::vector<Status> out;
   for (int64_t code : reply->header.values) {
     out.emplace_back(static_cast<ErrorCode>(code), code == 0 ? "" : reply->header.reason);
@@ -33,7 +36,8 @@ Status NodeClient::Ping() { return Call(MsgType::kPing, {}).status(); }
 Result<std::vector<uint8_t>> NodeClient::Exists(std::span<const ChunkKey> keys) {
   auto reply = Call(MsgType::kExists, keys);
   if (!reply.ok()) return reply.status();
-  if (reply->header.values.size() != keys.size()) return ProtocolError("reply has the wrong number of results");
+  if (reply->header.values.size() != keys.size())
+    return ProtocolError("reply has the wrong number of results");
   return std::vector<uint8_t>(reply->header.values.begin(), reply->header.values.end());
 }
 
@@ -56,13 +60,20 @@ Result<std::vector<Result<SharedBuffer>>> NodeClient::Get(std::span<const ChunkK
   return out;
 }
 
-Result<std::vector<Status>> NodeClient::Put(std::span<const ChunkKey> keys, std::span<const SharedBuffer> objects) {
+Result<std::vector<Status>> NodeClient::Put(std::span<const ChunkKey> keys,
+                                            std::span<const SharedBuffer> objects) {
   return PerKey(MsgType::kPut, keys, std::vector<SharedBuffer>(objects.begin(), objects.end()));
 }
 
-Result<std::vector<Status>> NodeClient::Delete(std::span<const ChunkKey> keys) { return PerKey(MsgType::kDelete, keys); }
-Result<std::vector<Status>> NodeClient::Pin(std::span<const ChunkKey> keys) { return PerKey(MsgType::kPin, keys); }
-Result<std::vector<Status>> NodeClient::Unpin(std::span<const ChunkKey> keys) { return PerKey(MsgType::kUnpin, keys); }
+Result<std::vector<Status>> NodeClient::Delete(std::span<const ChunkKey> keys) {
+  return PerKey(MsgType::kDelete, keys);
+}
+Result<std::vector<Status>> NodeClient::Pin(std::span<const ChunkKey> keys) {
+  return PerKey(MsgType::kPin, keys);
+}
+Result<std::vector<Status>> NodeClient::Unpin(std::span<const ChunkKey> keys) {
+  return PerKey(MsgType::kUnpin, keys);
+}
 
 Result<Fields> NodeClient::Stats() {
   auto reply = Call(MsgType::kStats, {});

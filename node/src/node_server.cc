@@ -96,7 +96,8 @@ Result<std::unique_ptr<NodeServer>> NodeServer::Start(NodeOptions options) {
     // peer is disconnected); up to that, the server answers kTooLarge.
     loop->frontend.set(zmq::sockopt::maxmsgsize,
                        static_cast<int64_t>(std::max(options.limits.max_payload_bytes,
-                                                     uint64_t{options.limits.max_header_bytes}) * 2));
+                                                     uint64_t{options.limits.max_header_bytes}) *
+                                            2));
     loop->frontend.set(zmq::sockopt::linger, 0);
     loop->frontend.set(zmq::sockopt::rcvhwm, 16);
     for (const auto& ep : options.endpoints) {
@@ -109,10 +110,11 @@ Result<std::unique_ptr<NodeServer>> NodeServer::Start(NodeOptions options) {
   }
   server->loop_ = std::move(loop);
   NodeServer* self = server.get();
-  for (int i = 0; i < options.workers; ++i) server->loop_->workers.emplace_back([self, i] { self->WorkerLoop(i); });
+  for (int i = 0; i < options.workers; ++i)
+    server->loop_->workers.emplace_back([self, i] { self->WorkerLoop(i); });
   server->loop_->server = std::thread([self] { self->ServeLoop(); });
-  spdlog::info("node {} serving on {} endpoint(s) with {} workers", options.node_id, server->endpoints_.size(),
-               options.workers);
+  spdlog::info("node {} serving on {} endpoint(s) with {} workers", options.node_id,
+               server->endpoints_.size(), options.workers);
   return server;
 }
 
@@ -120,14 +122,18 @@ NodeServer::~NodeServer() { Stop(); }
 
 std::optional<Message> NodeServer::Dispatch(std::vector<zmq::message_t>& frames) {
   // frames[0] is the client's identity (added by the ROUTER), then the header.
-  if (frames.size() < 2) return handler_->Reject(nullptr, ProtocolError("message has no header frame"));
-  auto header = DecodeHeader({static_cast<const uint8_t*>(frames[1].data()), frames[1].size()}, options_.limits);
+  if (frames.size() < 2)
+    return handler_->Reject(nullptr, ProtocolError("message has no header frame"));
+  auto header = DecodeHeader({static_cast<const uint8_t*>(frames[1].data()), frames[1].size()},
+                             options_.limits);
   if (!header.ok()) return handler_->Reject(nullptr, header.status());
   std::vector<size_t> sizes;
   for (size_t i = 2; i < frames.size(); ++i) sizes.push_back(frames[i].size());
-  if (Status limit = CheckPayloadLimits(sizes, options_.limits); !limit.ok()) return handler_->Reject(&*header, limit);
+  if (Status limit = CheckPayloadLimits(sizes, options_.limits); !limit.ok())
+    return handler_->Reject(&*header, limit);
   Message request{std::move(*header), {}};
-  for (size_t i = 2; i < frames.size(); ++i) request.payloads.push_back(FromFrame(std::move(frames[i])));
+  for (size_t i = 2; i < frames.size(); ++i)
+    request.payloads.push_back(FromFrame(std::move(frames[i])));
   if (auto reply = handler_->TryHandleInline(request)) return reply;
   loop_->jobs.Push(Job{std::move(frames[0]), std::move(request)});
   return std::nullopt;
@@ -139,7 +145,8 @@ void NodeServer::ServeLoop() {
   std::vector<zmq::message_t> routing(1);
   size_t in_flight = 0;  // requests handed to workers and not yet answered
   Clock::time_point drain_deadline{};
-  zmq::pollitem_t items[] = {{l.frontend.handle(), 0, ZMQ_POLLIN, 0}, {l.replies.handle(), 0, ZMQ_POLLIN, 0}};
+  zmq::pollitem_t items[] = {{l.frontend.handle(), 0, ZMQ_POLLIN, 0},
+                             {l.replies.handle(), 0, ZMQ_POLLIN, 0}};
   while (true) {
     if (l.draining) {
       if (drain_deadline == Clock::time_point{}) drain_deadline = Clock::now() + kDrainTimeout;
@@ -150,7 +157,8 @@ void NodeServer::ServeLoop() {
       }
     }
     // Read new requests unless stopping or the workers are saturated.
-    items[0].events = !l.draining && in_flight < static_cast<size_t>(options_.max_in_flight) ? ZMQ_POLLIN : 0;
+    items[0].events =
+        !l.draining && in_flight < static_cast<size_t>(options_.max_in_flight) ? ZMQ_POLLIN : 0;
     try {
       zmq::poll(items, 2, std::chrono::milliseconds(50));
     } catch (const zmq::error_t& e) {
@@ -158,17 +166,22 @@ void NodeServer::ServeLoop() {
       return;
     }
     // Worker replies are complete multipart messages: forward them as they are.
-    while ((items[1].revents & ZMQ_POLLIN) && RecvFrames(l.replies, frames, zmq::recv_flags::dontwait)) {
+    while ((items[1].revents & ZMQ_POLLIN) &&
+           RecvFrames(l.replies, frames, zmq::recv_flags::dontwait)) {
       for (size_t i = 0; i < frames.size(); ++i) {
-        l.frontend.send(frames[i], i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+        l.frontend.send(frames[i],
+                        i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
       }
       in_flight--;
     }
-    if ((items[0].revents & ZMQ_POLLIN) && RecvFrames(l.frontend, frames, zmq::recv_flags::dontwait)) {
+    if ((items[0].revents & ZMQ_POLLIN) &&
+        RecvFrames(l.frontend, frames, zmq::recv_flags::dontwait)) {
       routing[0] = std::move(frames[0]);
-      frames[0] = zmq::message_t(routing[0].data(), routing[0].size());  // Dispatch may keep it for a worker
+      frames[0] = zmq::message_t(routing[0].data(),
+                                 routing[0].size());  // Dispatch may keep it for a worker
       if (auto reply = Dispatch(frames)) {
-        if (!SendMessage(l.frontend, routing, reply->header, reply->payloads)) spdlog::warn("reply could not be sent");
+        if (!SendMessage(l.frontend, routing, reply->header, reply->payloads))
+          spdlog::warn("reply could not be sent");
       } else {
         in_flight++;
       }
@@ -187,7 +200,8 @@ void NodeServer::WorkerLoop(int index) {
     Message reply = handler_->Handle(job->request);
     job->request.payloads.clear();  // release request frames before replying
     routing[0] = std::move(job->identity);
-    if (!SendMessage(out, routing, reply.header, reply.payloads)) spdlog::warn("worker {}: reply lost", index);
+    if (!SendMessage(out, routing, reply.header, reply.payloads))
+      spdlog::warn("worker {}: reply lost", index);
   }
 }
 

@@ -11,10 +11,18 @@ RequestHandler::RequestHandler(StorageManager& storage, std::string node_id)
 
 Message RequestHandler::Reject(const Header* request, const Status& why) {
   switch (why.code()) {
-    case ErrorCode::kTooLarge: too_large_++; break;
-    case ErrorCode::kUnsupported: unsupported_++; break;
-    case ErrorCode::kInvalidArgument: bad_requests_++; break;
-    default: malformed_++; break;
+    case ErrorCode::kTooLarge:
+      too_large_++;
+      break;
+    case ErrorCode::kUnsupported:
+      unsupported_++;
+      break;
+    case ErrorCode::kInvalidArgument:
+      bad_requests_++;
+      break;
+    default:
+      malformed_++;
+      break;
   }
   spdlog::debug("rejected request: {}", why.ToString());
   Message reply;
@@ -45,19 +53,31 @@ Message RequestHandler::Handle(Message& req) {
       for (auto mask : storage_.Exists(h.keys)) reply.header.values.push_back(mask);
       return reply;
     }
-    case MsgType::kGet: gets_++; return HandleGet(req);
-    case MsgType::kPut: puts_++; return HandlePut(req);
-    case MsgType::kDelete: deletes_++; return HandlePerKey(req, &StorageManager::Delete);
-    case MsgType::kPin: pins_++; return HandlePerKey(req, &StorageManager::Pin);
-    case MsgType::kUnpin: unpins_++; return HandlePerKey(req, &StorageManager::Unpin);
+    case MsgType::kGet:
+      gets_++;
+      return HandleGet(req);
+    case MsgType::kPut:
+      puts_++;
+      return HandlePut(req);
+    case MsgType::kDelete:
+      deletes_++;
+      return HandlePerKey(req, &StorageManager::Delete);
+    case MsgType::kPin:
+      pins_++;
+      return HandlePerKey(req, &StorageManager::Pin);
+    case MsgType::kUnpin:
+      unpins_++;
+      return HandlePerKey(req, &StorageManager::Unpin);
     case MsgType::kStats:
       stats_++;
       reply.header = ReplyTo(h);
       reply.header.fields = StatsFields();
       return reply;
-    case MsgType::kError: break;
+    case MsgType::kError:
+      break;
   }
-  return Reject(&h, Unsupported("unknown message type " + std::to_string(static_cast<int>(h.type))));
+  return Reject(&h,
+                Unsupported("unknown message type " + std::to_string(static_cast<int>(h.type))));
 }
 
 std::optional<Message> RequestHandler::TryHandleInline(Message& req) {
@@ -97,7 +117,8 @@ std::optional<Message> RequestHandler::TryHandleInline(Message& req) {
 }
 
 Message RequestHandler::HandleGet(Message& req) {
-  if (!req.payloads.empty()) return Reject(&req.header, InvalidArgument("get carries no payload frames"));
+  if (!req.payloads.empty())
+    return Reject(&req.header, InvalidArgument("get carries no payload frames"));
   Message reply;
   reply.header = ReplyTo(req.header);
   auto results = storage_.Get(req.header.keys);
@@ -113,8 +134,9 @@ Message RequestHandler::HandleGet(Message& req) {
 
 Message RequestHandler::HandlePut(Message& req) {
   if (req.payloads.size() != req.header.keys.size()) {
-    return Reject(&req.header, InvalidArgument("put has " + std::to_string(req.header.keys.size()) + " keys and " +
-                                               std::to_string(req.payloads.size()) + " payload frames"));
+    return Reject(&req.header, InvalidArgument("put has " + std::to_string(req.header.keys.size()) +
+                                               " keys and " + std::to_string(req.payloads.size()) +
+                                               " payload frames"));
   }
   Message reply;
   reply.header = ReplyTo(req.header);
@@ -127,7 +149,8 @@ Message RequestHandler::HandlePut(Message& req) {
 }
 
 Message RequestHandler::HandlePerKey(Message& req, Status (StorageManager::*op)(const ChunkKey&)) {
-  if (!req.payloads.empty()) return Reject(&req.header, InvalidArgument("request carries no payload frames"));
+  if (!req.payloads.empty())
+    return Reject(&req.header, InvalidArgument("request carries no payload frames"));
   Message reply;
   reply.header = ReplyTo(req.header);
   for (const ChunkKey& k : req.header.keys) {
@@ -195,7 +218,8 @@ Fields RequestHandler::StatsFields() const {
     put(p + "corruptions", ts.corruptions);
     put(p + "errors", ts.errors);
   }
-  auto queue = [&](const std::string& p, const std::optional<storage::WriteThroughQueue::Stats>& q) {
+  auto queue = [&](const std::string& p,
+                   const std::optional<storage::WriteThroughQueue::Stats>& q) {
     if (!q) return;
     put(p + "depth", q->depth);
     put(p + "written", q->written);

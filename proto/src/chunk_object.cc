@@ -27,14 +27,21 @@ bool KnownStyle(uint8_t v) { return v == 1 || v == 2; }
 
 Status CheckGeometry(const ChunkHeader& h, const ChunkLimits& lim) {
   const ChunkGeometry& g = h.geometry;
-  if (g.num_layers == 0 || g.num_layers > lim.max_layers) return InvalidArgument("num_layers out of range");
-  if (g.num_tokens == 0 || g.num_tokens > lim.max_tokens) return InvalidArgument("num_tokens out of range");
-  if (g.num_kv_heads == 0 || g.num_kv_heads > lim.max_kv_heads) return InvalidArgument("num_kv_heads out of range");
-  if (g.head_dim == 0 || g.head_dim > lim.max_head_dim) return InvalidArgument("head_dim out of range");
-  if (g.kv_format == KvFormat::kMla && g.num_kv_heads != 1) return InvalidArgument("MLA chunks have one KV head");
-  if (h.rotary_dim > g.head_dim || h.rope_offset > g.head_dim - h.rotary_dim) return InvalidArgument("rotary dims exceed head_dim");
+  if (g.num_layers == 0 || g.num_layers > lim.max_layers)
+    return InvalidArgument("num_layers out of range");
+  if (g.num_tokens == 0 || g.num_tokens > lim.max_tokens)
+    return InvalidArgument("num_tokens out of range");
+  if (g.num_kv_heads == 0 || g.num_kv_heads > lim.max_kv_heads)
+    return InvalidArgument("num_kv_heads out of range");
+  if (g.head_dim == 0 || g.head_dim > lim.max_head_dim)
+    return InvalidArgument("head_dim out of range");
+  if (g.kv_format == KvFormat::kMla && g.num_kv_heads != 1)
+    return InvalidArgument("MLA chunks have one KV head");
+  if (h.rotary_dim > g.head_dim || h.rope_offset > g.head_dim - h.rotary_dim)
+    return InvalidArgument("rotary dims exceed head_dim");
   if (h.rotary_dim % 2 != 0) return InvalidArgument("rotary_dim must be even");
-  if (h.tokens.size() != g.num_tokens) return InvalidArgument("token id count differs from num_tokens");
+  if (h.tokens.size() != g.num_tokens)
+    return InvalidArgument("token id count differs from num_tokens");
   if (h.model_id.size() > lim.max_model_id) return InvalidArgument("model_id too long");
   if (h.rope_spec.size() > lim.max_rope_spec) return InvalidArgument("rope_spec too long");
   if (h.layout != kLayoutLayerKvTokenHeadDim) return Unsupported("unknown payload layout");
@@ -55,8 +62,8 @@ uint64_t PayloadChecksum(std::span<const uint8_t> payload) {
 Result<std::vector<uint8_t>> BuildChunkObject(ChunkHeader h, std::span<const uint8_t> payload) {
   if (Status s = CheckGeometry(h, ChunkLimits{}); !s.ok()) return s;
   if (payload.size() != h.geometry.PayloadBytes()) {
-    return InvalidArgument("payload is " + std::to_string(payload.size()) + " bytes, geometry needs " +
-                           std::to_string(h.geometry.PayloadBytes()));
+    return InvalidArgument("payload is " + std::to_string(payload.size()) +
+                           " bytes, geometry needs " + std::to_string(h.geometry.PayloadBytes()));
   }
   const size_t header_size = HeaderSizeFor(h.model_id.size(), h.rope_spec.size(), h.tokens.size());
   std::vector<uint8_t> out(header_size + payload.size());
@@ -102,13 +109,16 @@ Result<ChunkHeader> ParseChunkHeader(std::span<const uint8_t> obj, const ChunkLi
   if (obj.size() < kFixedBytes + kChecksumBytes) return Corruption("object shorter than a header");
   const uint8_t* p = obj.data();
   if (std::memcmp(p, kMagic, 8) != 0) return Corruption("bad magic");
-  if (LoadLE<uint16_t>(p + 8) != kChunkFormatVersion) return Unsupported("unknown chunk format version");
+  if (LoadLE<uint16_t>(p + 8) != kChunkFormatVersion)
+    return Unsupported("unknown chunk format version");
   ChunkHeader h;
   h.header_size = LoadLE<uint32_t>(p + 12);
-  if (h.header_size % kAlign != 0 || h.header_size < kFixedBytes + kChecksumBytes || h.header_size > obj.size()) {
+  if (h.header_size % kAlign != 0 || h.header_size < kFixedBytes + kChecksumBytes ||
+      h.header_size > obj.size()) {
     return Corruption("bad header size");
   }
-  if (LoadLE<uint64_t>(p + h.header_size - kChecksumBytes) != XXH3_64bits(p, h.header_size - kChecksumBytes)) {
+  if (LoadLE<uint64_t>(p + h.header_size - kChecksumBytes) !=
+      XXH3_64bits(p, h.header_size - kChecksumBytes)) {
     return Corruption("header checksum mismatch");
   }
   if (!KnownDType(p[32]) || !KnownFormat(p[33]) || !KnownKForm(p[34]) || !KnownStyle(p[35])) {
@@ -132,7 +142,8 @@ Result<ChunkHeader> ParseChunkHeader(std::span<const uint8_t> obj, const ChunkLi
   h.payload_checksum = LoadLE<uint64_t>(p + 88);
   const size_t model_len = LoadLE<uint16_t>(p + 96);
   const size_t spec_len = LoadLE<uint16_t>(p + 98);
-  if (model_len > lim.max_model_id || spec_len > lim.max_rope_spec || h.geometry.num_tokens > lim.max_tokens) {
+  if (model_len > lim.max_model_id || spec_len > lim.max_rope_spec ||
+      h.geometry.num_tokens > lim.max_tokens) {
     return Corruption("header field over its limit");
   }
   if (HeaderSizeFor(model_len, spec_len, h.geometry.num_tokens) != h.header_size) {
@@ -149,7 +160,8 @@ Result<ChunkHeader> ParseChunkHeader(std::span<const uint8_t> obj, const ChunkLi
     off += 4;
   }
   if (Status s = CheckGeometry(h, lim); !s.ok()) return Corruption(s.message());
-  if (h.payload_size != h.geometry.PayloadBytes()) return Corruption("payload size disagrees with geometry");
+  if (h.payload_size != h.geometry.PayloadBytes())
+    return Corruption("payload size disagrees with geometry");
   if (obj.size() != h.header_size + h.payload_size) {
     return Corruption("object is " + std::to_string(obj.size()) + " bytes, header says " +
                       std::to_string(h.header_size + h.payload_size));
@@ -157,11 +169,14 @@ Result<ChunkHeader> ParseChunkHeader(std::span<const uint8_t> obj, const ChunkLi
   return h;
 }
 
-Status VerifyChunkObject(std::span<const uint8_t> obj, const ChunkKey* expected_key, const ChunkLimits& lim) {
+Status VerifyChunkObject(std::span<const uint8_t> obj, const ChunkKey* expected_key,
+                         const ChunkLimits& lim) {
   auto h = ParseChunkHeader(obj, lim);
   if (!h.ok()) return h.status();
-  if (expected_key && h->key != *expected_key) return Corruption("object key differs from its address");
-  if (PayloadChecksum(ChunkPayload(obj, *h)) != h->payload_checksum) return Corruption("payload checksum mismatch");
+  if (expected_key && h->key != *expected_key)
+    return Corruption("object key differs from its address");
+  if (PayloadChecksum(ChunkPayload(obj, *h)) != h->payload_checksum)
+    return Corruption("payload checksum mismatch");
   return Status::Ok();
 }
 

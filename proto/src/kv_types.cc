@@ -4,18 +4,24 @@ namespace pikv {
 
 size_t DTypeSize(DType d) {
   switch (d) {
-    case DType::kF32: return 4;
-    case DType::kF16: return 2;
-    case DType::kBF16: return 2;
+    case DType::kF32:
+      return 4;
+    case DType::kF16:
+      return 2;
+    case DType::kBF16:
+      return 2;
   }
   return 0;
 }
 
 std::string_view DTypeName(DType d) {
   switch (d) {
-    case DType::kF32: return "f32";
-    case DType::kF16: return "f16";
-    case DType::kBF16: return "bf16";
+    case DType::kF32:
+      return "f32";
+    case DType::kF16:
+      return "f16";
+    case DType::kBF16:
+      return "bf16";
   }
   return "?";
 }
@@ -27,9 +33,7 @@ std::optional<DType> ParseDType(std::string_view name) {
   return std::nullopt;
 }
 
-std::string_view KvFormatName(KvFormat f) {
-  return f == KvFormat::kMla ? "mla" : "standard";
-}
+std::string_view KvFormatName(KvFormat f) { return f == KvFormat::kMla ? "mla" : "standard"; }
 
 std::string_view AttentionModeName(AttentionMode m) {
   return m == AttentionMode::kSysPrefixed ? "sys-prefixed" : "isolated";

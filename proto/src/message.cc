@@ -33,15 +33,24 @@ bool AsUint(const msgpack::object& o, uint64_t& out) {
 
 std::string_view MsgTypeName(MsgType t) {
   switch (t) {
-    case MsgType::kError: return "error";
-    case MsgType::kPing: return "ping";
-    case MsgType::kExists: return "exists";
-    case MsgType::kGet: return "get";
-    case MsgType::kPut: return "put";
-    case MsgType::kDelete: return "delete";
-    case MsgType::kPin: return "pin";
-    case MsgType::kUnpin: return "unpin";
-    case MsgType::kStats: return "stats";
+    case MsgType::kError:
+      return "error";
+    case MsgType::kPing:
+      return "ping";
+    case MsgType::kExists:
+      return "exists";
+    case MsgType::kGet:
+      return "get";
+    case MsgType::kPut:
+      return "put";
+    case MsgType::kDelete:
+      return "delete";
+    case MsgType::kPin:
+      return "pin";
+    case MsgType::kUnpin:
+      return "unpin";
+    case MsgType::kStats:
+      return "stats";
   }
   return "unknown";
 }
@@ -121,7 +130,8 @@ Result<Header> DecodeHeader(std::span<const uint8_t> bytes, const WireLimits& li
   if (nkeys > lim.max_batch) return TooLarge("batch of " + std::to_string(nkeys) + " keys");
   h.keys.reserve(nkeys);
   for (size_t k = 0; k < nkeys; ++k) {
-    h.keys.push_back(ChunkKey::FromBytes(reinterpret_cast<const uint8_t*>(e[5].via.bin.ptr) + 16 * k));
+    h.keys.push_back(
+        ChunkKey::FromBytes(reinterpret_cast<const uint8_t*>(e[5].via.bin.ptr) + 16 * k));
   }
   if (e[6].type != msgpack::type::ARRAY) return Malformed("values");
   h.values.reserve(e[6].via.array.size);
@@ -147,7 +157,8 @@ Result<Header> DecodeHeader(std::span<const uint8_t> bytes, const WireLimits& li
 
 Status CheckPayloadLimits(std::span<const size_t> sizes, const WireLimits& lim) {
   if (sizes.size() > lim.max_batch) {
-    return TooLarge(std::to_string(sizes.size()) + " payload frames exceed " + std::to_string(lim.max_batch));
+    return TooLarge(std::to_string(sizes.size()) + " payload frames exceed " +
+                    std::to_string(lim.max_batch));
   }
   uint64_t total = 0;
   for (size_t s : sizes) {

@@ -43,7 +43,8 @@ Result<Message> RpcClient::Call(Message request, std::chrono::milliseconds timeo
     return IoError(e.what());
   }
   std::vector<zmq::message_t> no_routing;
-  if (!SendMessage(impl_->socket, no_routing, request.header, request.payloads, /*dontwait=*/true)) {
+  if (!SendMessage(impl_->socket, no_routing, request.header, request.payloads,
+                   /*dontwait=*/true)) {
     return Unavailable("send to " + endpoint_ + " failed");
   }
   zmq::pollitem_t in_item{impl_->socket.handle(), 0, ZMQ_POLLIN, 0};
@@ -51,7 +52,8 @@ Result<Message> RpcClient::Call(Message request, std::chrono::milliseconds timeo
     long left = remaining();
     try {
       if (left == 0 || zmq::poll(&in_item, 1, std::chrono::milliseconds(left)) == 0) {
-        return Timeout("no reply from " + endpoint_ + " within " + std::to_string(timeout.count()) + " ms");
+        return Timeout("no reply from " + endpoint_ + " within " + std::to_string(timeout.count()) +
+                       " ms");
       }
     } catch (const zmq::error_t& e) {
       return IoError(e.what());

@@ -12,7 +12,8 @@ namespace {
 // Splits "12.5GiB" into 12.5 and "GiB"; false if there is no number.
 bool SplitNumber(std::string_view text, double& number, std::string& unit) {
   size_t i = 0;
-  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
+  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.'))
+    ++i;
   if (i == 0) return false;
   try {
     size_t used = 0;
@@ -30,13 +31,24 @@ bool SplitNumber(std::string_view text, double& number, std::string& unit) {
 }  // namespace
 
 Result<uint64_t> ParseByteSize(std::string_view text) {
-  static const std::pair<const char*, double> kUnits[] = {
-      {"", 1},          {"B", 1},          {"K", 1024.0},     {"KiB", 1024.0},  {"M", 1048576.0},
-      {"MiB", 1048576.0}, {"G", 1073741824.0}, {"GiB", 1073741824.0}, {"T", 1099511627776.0},
-      {"TiB", 1099511627776.0}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}};
+  static const std::pair<const char*, double> kUnits[] = {{"", 1},
+                                                          {"B", 1},
+                                                          {"K", 1024.0},
+                                                          {"KiB", 1024.0},
+                                                          {"M", 1048576.0},
+                                                          {"MiB", 1048576.0},
+                                                          {"G", 1073741824.0},
+                                                          {"GiB", 1073741824.0},
+                                                          {"T", 1099511627776.0},
+                                                          {"TiB", 1099511627776.0},
+                                                          {"KB", 1e3},
+                                                          {"MB", 1e6},
+                                                          {"GB", 1e9},
+                                                          {"TB", 1e12}};
   double number = 0;
   std::string unit;
-  if (!SplitNumber(text, number, unit)) return InvalidArgument("'" + std::string(text) + "' is not a size");
+  if (!SplitNumber(text, number, unit))
+    return InvalidArgument("'" + std::string(text) + "' is not a size");
   for (const auto& [name, factor] : kUnits) {
     if (unit == name) {
       double bytes = std::round(number * factor);
@@ -53,10 +65,13 @@ Result<std::chrono::milliseconds> ParseDuration(std::string_view text) {
       {"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}};
   double number = 0;
   std::string unit;
-  if (!SplitNumber(text, number, unit)) return InvalidArgument("'" + std::string(text) + "' is not a duration");
-  if (unit.empty()) return InvalidArgument("duration '" + std::string(text) + "' needs a unit (ms, s, m, h)");
+  if (!SplitNumber(text, number, unit))
+    return InvalidArgument("'" + std::string(text) + "' is not a duration");
+  if (unit.empty())
+    return InvalidArgument("duration '" + std::string(text) + "' needs a unit (ms, s, m, h)");
   for (const auto& [name, factor] : kUnits) {
-    if (unit == name) return std::chrono::milliseconds(static_cast<int64_t>(std::round(number * factor)));
+    if (unit == name)
+      return std::chrono::milliseconds(static_cast<int64_t>(std::round(number * factor)));
   }
   return InvalidArgument("unknown duration unit '" + unit + "' (use ms, s, m, h)");
 }

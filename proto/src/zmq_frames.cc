@@ -10,9 +10,9 @@ zmq::context_t& ClientContext() {
 zmq::message_t ToFrame(const SharedBuffer& buf) {
   if (buf.size() < 256) return zmq::message_t(buf.data(), buf.size());  // small: copying is cheaper
   auto* keep = new std::shared_ptr<const void>(buf.owner());
-  return zmq::message_t(const_cast<uint8_t*>(buf.data()), buf.size(),
-                        [](void*, void* hint) { delete static_cast<std::shared_ptr<const void>*>(hint); },
-                        keep);
+  return zmq::message_t(
+      const_cast<uint8_t*>(buf.data()), buf.size(),
+      [](void*, void* hint) { delete static_cast<std::shared_ptr<const void>*>(hint); }, keep);
 }
 
 SharedBuffer FromFrame(zmq::message_t&& frame) {
@@ -22,7 +22,8 @@ SharedBuffer FromFrame(zmq::message_t&& frame) {
 
 bool SendMessage(zmq::socket_t& socket, std::vector<zmq::message_t>& routing, const Header& header,
                  const std::vector<SharedBuffer>& payloads, bool dontwait) {
-  const auto more = dontwait ? zmq::send_flags::sndmore | zmq::send_flags::dontwait : zmq::send_flags::sndmore;
+  const auto more =
+      dontwait ? zmq::send_flags::sndmore | zmq::send_flags::dontwait : zmq::send_flags::sndmore;
   const auto last = dontwait ? zmq::send_flags::dontwait : zmq::send_flags::none;
   try {
     for (auto& r : routing) {
@@ -55,17 +56,20 @@ bool RecvFrames(zmq::socket_t& socket, std::vector<zmq::message_t>& frames, zmq:
   return true;
 }
 
-Result<Message> ParseFrames(std::vector<zmq::message_t>& frames, size_t first, const WireLimits& limits) {
+Result<Message> ParseFrames(std::vector<zmq::message_t>& frames, size_t first,
+                            const WireLimits& limits) {
   if (frames.size() <= first) return ProtocolError("message has no header frame");
   std::vector<size_t> sizes;
   sizes.reserve(frames.size() - first - 1);
   for (size_t i = first + 1; i < frames.size(); ++i) sizes.push_back(frames[i].size());
   if (Status s = CheckPayloadLimits(sizes, limits); !s.ok()) return s;
-  auto header = DecodeHeader({static_cast<const uint8_t*>(frames[first].data()), frames[first].size()}, limits);
+  auto header = DecodeHeader(
+      {static_cast<const uint8_t*>(frames[first].data()), frames[first].size()}, limits);
   if (!header.ok()) return header.status();
   Message msg{std::move(*header), {}};
   msg.payloads.reserve(sizes.size());
-  for (size_t i = first + 1; i < frames.size(); ++i) msg.payloads.push_back(FromFrame(std::move(frames[i])));
+  for (size_t i = first + 1; i < frames.size(); ++i)
+    msg.payloads.push_back(FromFrame(std::move(frames[i])));
   return msg;
 }
 

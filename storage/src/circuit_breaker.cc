@@ -6,8 +6,10 @@ namespace pikv::storage {
 
 bool CircuitBreaker::Allow(Clock::time_point now) {
   switch (state_) {
-    case State::kClosed: return true;
-    case State::kHalfOpen: return false;  // one trial at a time
+    case State::kClosed:
+      return true;
+    case State::kHalfOpen:
+      return false;  // one trial at a time
     case State::kOpen:
       if (now < reopen_at_) return false;
       state_ = State::kHalfOpen;

@@ -18,12 +18,14 @@ struct CpuTier::Block {
   std::shared_ptr<Shared> shared;
   uint64_t offset;
   uint64_t size;
-  Block(std::shared_ptr<Shared> s, uint64_t off, uint64_t n) : shared(std::move(s)), offset(off), size(n) {}
+  Block(std::shared_ptr<Shared> s, uint64_t off, uint64_t n)
+      : shared(std::move(s)), offset(off), size(n) {}
   ~Block() { shared->allocator.Free(offset, size); }
   uint8_t* data() const { return shared->arena->base() + offset; }
 };
 
-Result<std::unique_ptr<CpuTier>> CpuTier::Create(const CpuTierOptions& options, EventListener listener) {
+Result<std::unique_ptr<CpuTier>> CpuTier::Create(const CpuTierOptions& options,
+                                                 EventListener listener) {
   auto arena = Arena::Create(options.capacity_bytes, options.prefault);
   if (!arena.ok()) return arena.status();
   auto shared = std::make_shared<Shared>(std::move(*arena), options.capacity_bytes);
@@ -31,7 +33,9 @@ Result<std::unique_ptr<CpuTier>> CpuTier::Create(const CpuTierOptions& options, 
 }
 
 CpuTier::CpuTier(std::shared_ptr<Shared> shared, EventListener listener)
-    : shared_(std::move(shared)), listener_(std::move(listener)), counters_(std::make_unique<TierCounters>()) {}
+    : shared_(std::move(shared)),
+      listener_(std::move(listener)),
+      counters_(std::make_unique<TierCounters>()) {}
 
 CpuTier::~CpuTier() = default;
 
@@ -75,7 +79,8 @@ Result<SharedBuffer> CpuTier::PutAndHold(const ChunkKey& key, const SharedBuffer
     if (auto held = HoldLocked(key); held.ok()) return held;
     std::optional<uint64_t> offset;
     if (RangeAllocator::RoundUp(object.size()) > shared_->allocator.capacity()) {
-      status = Rejected("object of " + std::to_string(object.size()) + " bytes exceeds the CPU tier");
+      status =
+          Rejected("object of " + std::to_string(object.size()) + " bytes exceeds the CPU tier");
     } else {
       while (!(offset = shared_->allocator.Allocate(object.size()))) {
         if (!EvictOneLocked(events)) break;

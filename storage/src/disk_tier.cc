@@ -55,7 +55,8 @@ struct DiskTier::Db {
   }
 };
 
-Result<std::unique_ptr<DiskTier>> DiskTier::Open(const DiskTierOptions& options, EventListener listener) {
+Result<std::unique_ptr<DiskTier>> DiskTier::Open(const DiskTierOptions& options,
+                                                 EventListener listener) {
   if (options.path.empty()) return InvalidArgument("disk tier needs a path");
   std::error_code ec;
   std::filesystem::create_directories(options.path, ec);
@@ -113,10 +114,12 @@ Status DiskTier::RebuildIndex() {
       continue;
     }
     items.push_back({ChunkKey::FromBytes(reinterpret_cast<const uint8_t*>(it->key().data())),
-                     LoadLE<uint64_t>(it->value().data()), LoadLE<uint64_t>(it->value().data() + 8)});
+                     LoadLE<uint64_t>(it->value().data()),
+                     LoadLE<uint64_t>(it->value().data() + 8)});
   }
   if (!it->status().ok()) return FromRocks(it->status());
-  std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.tick > b.tick; });
+  std::sort(items.begin(), items.end(),
+            [](const Item& a, const Item& b) { return a.tick > b.tick; });
   std::lock_guard lock(mu_);
   for (const Item& item : items) {
     lru_.push_back(item.key);
@@ -125,7 +128,8 @@ Status DiskTier::RebuildIndex() {
     next_tick_ = std::max(next_tick_, item.tick + 1);
   }
   if (!items.empty()) {
-    spdlog::info("disk tier: {} objects, {} bytes recovered from {}", items.size(), used_, options_.path);
+    spdlog::info("disk tier: {} objects, {} bytes recovered from {}", items.size(), used_,
+                 options_.path);
   }
   return Status::Ok();
 }
@@ -158,8 +162,8 @@ Status DiskTier::Put(const ChunkKey& key, const SharedBuffer& object) {
       return Rejected("object exceeds the disk tier's capacity");
     }
     uint64_t freed = 0;
-    for (auto it = lru_.rbegin(); it != lru_.rend() && used_ - freed + object.size() > options_.capacity_bytes;
-         ++it) {
+    for (auto it = lru_.rbegin();
+         it != lru_.rend() && used_ - freed + object.size() > options_.capacity_bytes; ++it) {
       const Entry& e = index_.at(*it);
       if (e.pins > 0) continue;
       victims.push_back(*it);
@@ -179,8 +183,9 @@ Status DiskTier::Put(const ChunkKey& key, const SharedBuffer& object) {
     batch.Delete(db_->objects, KeySlice(vb)).PermitUncheckedError();
     batch.Delete(db_->lru, KeySlice(vb)).PermitUncheckedError();
   }
-  batch.Put(db_->objects, KeySlice(kb),
-            rocksdb::Slice(reinterpret_cast<const char*>(object.data()), object.size()))
+  batch
+      .Put(db_->objects, KeySlice(kb),
+           rocksdb::Slice(reinterpret_cast<const char*>(object.data()), object.size()))
       .PermitUncheckedError();
   batch.Put(db_->lru, KeySlice(kb), MetaValue(object.size(), tick)).PermitUncheckedError();
   if (Status s = FromRocks(db_->db->Write(db_->write_options, &batch)); !s.ok()) {
@@ -225,14 +230,16 @@ Result<SharedBuffer> DiskTier::Get(const ChunkKey& key) {
   }
   auto kb = key.Bytes();
   auto value = std::make_shared<rocksdb::PinnableSlice>();
-  rocksdb::Status rs = db_->db->Get(rocksdb::ReadOptions(), db_->objects, KeySlice(kb), value.get());
+  rocksdb::Status rs =
+      db_->db->Get(rocksdb::ReadOptions(), db_->objects, KeySlice(kb), value.get());
   Status s = FromRocks(rs);
   if (s.ok()) {
     SharedBuffer buf(reinterpret_cast<const uint8_t*>(value->data()), value->size(), value);
     s = VerifyChunkObject(buf.span(), &key);
     if (s.ok()) {
       counters_->hits++;
-      db_->db->Put(db_->touch_options, db_->lru, KeySlice(kb), MetaValue(size, tick)).PermitUncheckedError();
+      db_->db->Put(db_->touch_options, db_->lru, KeySlice(kb), MetaValue(size, tick))
+          .PermitUncheckedError();
       return buf;
     }
   }

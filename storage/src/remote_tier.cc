@@ -11,7 +11,8 @@ namespace pikv::storage {
 namespace {
 
 timeval ToTimeval(std::chrono::milliseconds ms) {
-  return {static_cast<time_t>(ms.count() / 1000), static_cast<suseconds_t>((ms.count() % 1000) * 1000)};
+  return {static_cast<time_t>(ms.count() / 1000),
+          static_cast<suseconds_t>((ms.count() % 1000) * 1000)};
 }
 
 }  // namespace
@@ -34,7 +35,8 @@ Result<RemoteTierOptions> ParseRedisAddress(const std::string& address) {
     try {
       size_t used = 0;
       o.port = std::stoi(rest.substr(colon + 1), &used);
-      if (used != rest.size() - colon - 1 || o.port <= 0 || o.port > 65535) throw std::out_of_range("port");
+      if (used != rest.size() - colon - 1 || o.port <= 0 || o.port > 65535)
+        throw std::out_of_range("port");
     } catch (const std::exception&) {
       return InvalidArgument("bad Redis port in '" + address + "'");
     }
@@ -65,11 +67,13 @@ void RemoteTier::DisconnectLocked() {
 
 Status RemoteTier::ConnectLocked() {
   if (ctx_) return Status::Ok();
-  redisContext* c = redisConnectWithTimeout(options_.host.c_str(), options_.port, ToTimeval(options_.connect_timeout));
+  redisContext* c = redisConnectWithTimeout(options_.host.c_str(), options_.port,
+                                            ToTimeval(options_.connect_timeout));
   if (!c || c->err) {
     std::string why = c ? c->errstr : "out of memory";
     if (c) redisFree(c);
-    return Unavailable("connect to Redis " + options_.host + ":" + std::to_string(options_.port) + ": " + why);
+    return Unavailable("connect to Redis " + options_.host + ":" + std::to_string(options_.port) +
+                       ": " + why);
   }
   redisSetTimeout(c, ToTimeval(options_.io_timeout));
   redisEnableKeepAlive(c);
@@ -108,7 +112,8 @@ Result<std::vector<std::shared_ptr<RemoteTier::Reply>>> RemoteTier::Pipeline(
         argv.push_back(part.data());
         lens.push_back(part.size());
       }
-      if (redisAppendCommandArgv(ctx_, static_cast<int>(argv.size()), argv.data(), lens.data()) != REDIS_OK) {
+      if (redisAppendCommandArgv(ctx_, static_cast<int>(argv.size()), argv.data(), lens.data()) !=
+          REDIS_OK) {
         s = IoError(std::string("Redis append: ") + ctx_->errstr);
         break;
       }
@@ -133,8 +138,8 @@ Result<std::vector<std::shared_ptr<RemoteTier::Reply>>> RemoteTier::Pipeline(
   return replies;
 }
 
-Result<std::vector<std::shared_ptr<RemoteTier::Reply>>> RemoteTier::PerKey(std::string_view verb,
-                                                                           std::span<const ChunkKey> keys) {
+Result<std::vector<std::shared_ptr<RemoteTier::Reply>>> RemoteTier::PerKey(
+    std::string_view verb, std::span<const ChunkKey> keys) {
   std::vector<std::string> names;
   names.reserve(keys.size());
   for (const auto& k : keys) names.push_back(RedisKey(k));
@@ -148,7 +153,8 @@ void RemoteTier::Emit(const std::vector<TierEvent>& events) {
   if (listener_ && !events.empty()) listener_(events);
 }
 
-std::vector<Status> RemoteTier::PutMany(std::span<const ChunkKey> keys, std::span<const SharedBuffer> objects) {
+std::vector<Status> RemoteTier::PutMany(std::span<const ChunkKey> keys,
+                                        std::span<const SharedBuffer> objects) {
   std::vector<std::string> names;
   names.reserve(keys.size());
   for (const auto& k : keys) names.push_back(RedisKey(k));
@@ -229,7 +235,9 @@ Status RemoteTier::Put(const ChunkKey& key, const SharedBuffer& object) {
   return PutMany({&key, 1}, {&object, 1})[0];
 }
 
-Result<SharedBuffer> RemoteTier::Get(const ChunkKey& key) { return std::move(GetMany({&key, 1})[0]); }
+Result<SharedBuffer> RemoteTier::Get(const ChunkKey& key) {
+  return std::move(GetMany({&key, 1})[0]);
+}
 
 bool RemoteTier::Contains(const ChunkKey& key) { return ContainsMany({&key, 1})[0]; }
 

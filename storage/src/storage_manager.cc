@@ -93,7 +93,9 @@ std::vector<Result<SharedBuffer>> StorageManager::Get(std::span<const ChunkKey> 
   return out;
 }
 
-Result<SharedBuffer> StorageManager::Get(const ChunkKey& key) { return std::move(Get({&key, 1})[0]); }
+Result<SharedBuffer> StorageManager::Get(const ChunkKey& key) {
+  return std::move(Get({&key, 1})[0]);
+}
 
 std::vector<TierMask> StorageManager::Exists(std::span<const ChunkKey> keys) {
   std::vector<TierMask> out(keys.size(), 0);
@@ -116,7 +118,8 @@ std::vector<TierMask> StorageManager::Exists(std::span<const ChunkKey> keys) {
   return out;
 }
 
-std::optional<std::vector<SharedBuffer>> StorageManager::GetIfInCpu(std::span<const ChunkKey> keys) {
+std::optional<std::vector<SharedBuffer>> StorageManager::GetIfInCpu(
+    std::span<const ChunkKey> keys) {
   for (const ChunkKey& k : keys) {
     if (!cpu_->Contains(k)) return std::nullopt;
   }
@@ -173,7 +176,8 @@ void StorageManager::Shutdown() {
   if (disk_queue_) disk_queue_->Shutdown();
   if (remote_queue_) remote_queue_->Shutdown();
   if (disk_) {
-    if (Status s = disk_->Flush(); !s.ok()) spdlog::error("disk tier flush at shutdown: {}", s.ToString());
+    if (Status s = disk_->Flush(); !s.ok())
+      spdlog::error("disk tier flush at shutdown: {}", s.ToString());
   }
 }
 

@@ -4,9 +4,12 @@ namespace pikv::storage {
 
 std::string_view TierName(TierKind t) {
   switch (t) {
-    case TierKind::kCpu: return "cpu";
-    case TierKind::kDisk: return "disk";
-    case TierKind::kRemote: return "remote";
+    case TierKind::kCpu:
+      return "cpu";
+    case TierKind::kDisk:
+      return "disk";
+    case TierKind::kRemote:
+      return "remote";
   }
   return "?";
 }
@@ -18,7 +21,8 @@ std::vector<Result<SharedBuffer>> Tier::GetMany(std::span<const ChunkKey> keys) 
   return out;
 }
 
-std::vector<Status> Tier::PutMany(std::span<const ChunkKey> keys, std::span<const SharedBuffer> objects) {
+std::vector<Status> Tier::PutMany(std::span<const ChunkKey> keys,
+                                  std::span<const SharedBuffer> objects) {
   std::vector<Status> out;
   out.reserve(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) out.push_back(Put(keys[i], objects[i]));

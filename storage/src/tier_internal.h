@@ -10,7 +10,8 @@ namespace pikv::storage {
 
 // The counters behind TierStats, updated lock-free.
 struct TierCounters {
-  std::atomic<uint64_t> hits{0}, misses{0}, admits{0}, evictions{0}, rejects{0}, corruptions{0}, errors{0};
+  std::atomic<uint64_t> hits{0}, misses{0}, admits{0}, evictions{0}, rejects{0}, corruptions{0},
+      errors{0};
 
   void CopyTo(TierStats& s) const {
     s.hits = hits;

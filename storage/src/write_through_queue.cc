@@ -12,7 +12,8 @@ WriteThroughQueue::~WriteThroughQueue() { Shutdown(); }
 bool WriteThroughQueue::Offer(const ChunkKey& key, SharedBuffer object) {
   {
     std::lock_guard lock(mu_);
-    if (stopping_ || jobs_.size() >= options_.max_items || bytes_ + object.size() > options_.max_bytes) {
+    if (stopping_ || jobs_.size() >= options_.max_items ||
+        bytes_ + object.size() > options_.max_bytes) {
       stats_.dropped++;
       return false;
     }

@@ -1,7 +1,6 @@
 // Black-box tests of the real pikv-node binary over tcp and ipc.
-#include <signal.h>
-
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <cmath>
 #include <thread>
@@ -26,9 +25,12 @@ constexpr auto kTimeout = std::chrono::seconds(30);
 class NodeProcessTest : public ::testing::Test {
  protected:
   std::vector<std::string> Args() {
-    return {"--endpoint", "tcp://127.0.0.1:*", "--endpoint", "ipc://" + dir_.str() + "/node.sock",
-            "--data-dir", dir_.str(), "--cpu-capacity", "3GiB", "--max-object-size", "80MiB",
-            "--log-level", "warn"};
+    return {"--endpoint",        "tcp://127.0.0.1:*",
+            "--endpoint",        "ipc://" + dir_.str() + "/node.sock",
+            "--data-dir",        dir_.str(),
+            "--cpu-capacity",    "3GiB",
+            "--max-object-size", "80MiB",
+            "--log-level",       "warn"};
   }
   void Start() {
     node_ = StartNode(Args());
@@ -51,13 +53,15 @@ class NodeProcessTest : public ::testing::Test {
     s.set(zmq::sockopt::rcvtimeo, 10000);
     s.connect(node_.tcp);
     for (size_t i = 0; i < frames.size(); ++i) {
-      s.send(zmq::buffer(frames[i]), i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+      s.send(zmq::buffer(frames[i]),
+             i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
     }
     std::vector<zmq::message_t> reply;
     if (!RecvFrames(s, reply)) return Timeout("no reply");
     return DecodeHeader({static_cast<const uint8_t*>(reply[0].data()), reply[0].size()});
   }
-  std::string Encoded(MsgType type, uint64_t id, std::vector<ChunkKey> keys = {}, uint16_t version = kProtocolVersion) {
+  std::string Encoded(MsgType type, uint64_t id, std::vector<ChunkKey> keys = {},
+                      uint16_t version = kProtocolVersion) {
     Header h;
     h.version = version;
     h.type = type;
@@ -123,10 +127,14 @@ TEST_F(NodeProcessTest, EveryBadMessageGetsAnErrorReplyAndTheNodeKeepsServing) {
       {"empty header frame", {""}, ErrorCode::kProtocol},
       {"truncated header", {valid.substr(0, valid.size() / 2)}, ErrorCode::kProtocol},
       {"header over its limit", {std::string(2 << 20, '\x90')}, ErrorCode::kTooLarge},
-      {"payload over its limit", {Encoded(MsgType::kPut, 8, {good.key}), std::string(81 << 20, 'x')}, ErrorCode::kTooLarge},
+      {"payload over its limit",
+       {Encoded(MsgType::kPut, 8, {good.key}), std::string(81 << 20, 'x')},
+       ErrorCode::kTooLarge},
       {"unknown type", {Encoded(static_cast<MsgType>(999), 9)}, ErrorCode::kUnsupported},
       {"wrong version", {Encoded(MsgType::kGet, 10, {}, 99)}, ErrorCode::kUnsupported},
-      {"keys without payloads", {Encoded(MsgType::kPut, 11, {good.key, good.key}), obj}, ErrorCode::kInvalidArgument},
+      {"keys without payloads",
+       {Encoded(MsgType::kPut, 11, {good.key, good.key}), obj},
+       ErrorCode::kInvalidArgument},
       {"payload on a get", {valid, obj}, ErrorCode::kInvalidArgument},
   };
   for (const Case& c : cases) {
@@ -204,7 +212,8 @@ TEST_F(NodeProcessTest, KeepsServingWithRedisDeadAndRecoversWhenItReturns) {
   auto before = MakeObject(20, 64 << 10);
   ASSERT_TRUE((*client.Put({&before.key, 1}, {&before.bytes, 1}))[0].ok());
   // Written through to Redis: another node could read it there.
-  for (int i = 0; i < 100 && stat("remote.admits") < 1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  for (int i = 0; i < 100 && stat("remote.admits") < 1; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   ASSERT_EQ(stat("remote.admits"), 1);
 
   redis.Kill();
@@ -220,7 +229,8 @@ TEST_F(NodeProcessTest, KeepsServingWithRedisDeadAndRecoversWhenItReturns) {
   auto miss = client.Get({&absent.key, 1});  // asks Redis, which is down: a miss, not an error
   ASSERT_TRUE(miss.ok());
   EXPECT_EQ((*miss)[0].code(), ErrorCode::kNotFound);
-  for (int i = 0; i < 100 && stat("remote.errors") < 1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  for (int i = 0; i < 100 && stat("remote.errors") < 1; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_GE(stat("remote.errors"), 1);
 
   redis.Start();  // same port, empty

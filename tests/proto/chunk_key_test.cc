@@ -5,7 +5,10 @@
 namespace pikv {
 namespace {
 
-KeyNamespace Ns() { return {"llama-3-8b", KvFormat::kStandard, DType::kBF16, "neox;128;500000", AttentionMode::kIsolated, {}}; }
+KeyNamespace Ns() {
+  return {"llama-3-8b",      KvFormat::kStandard,      DType::kBF16,
+          "neox;128;500000", AttentionMode::kIsolated, {}};
+}
 
 TEST(ChunkKeyTest, HexRoundTrips) {
   ChunkKey k{0x0123456789abcdefULL, 0xfedcba9876543210ULL};

@@ -7,7 +7,9 @@
 namespace pikv {
 namespace {
 
-std::span<const uint8_t> Bytes(const std::string& s) { return {reinterpret_cast<const uint8_t*>(s.data()), s.size()}; }
+std::span<const uint8_t> Bytes(const std::string& s) {
+  return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
+}
 
 TEST(MessageTest, HeaderRoundTrips) {
   Header h;

@@ -1,11 +1,11 @@
 #include "pikv/storage/cpu_tier.h"
-#include "pikv/storage/arena.h"
 
 #include <gtest/gtest.h>
 
 #include <map>
 #include <random>
 
+#include "pikv/storage/arena.h"
 #include "test_support.h"
 
 namespace pikv::storage {
@@ -30,7 +30,8 @@ class CpuTierTest : public ::testing::Test {
   void Put(const TestObject& o) { ASSERT_TRUE(tier_->Put(o.key, o.bytes).ok()); }
   size_t Count(EventKind kind) {
     std::lock_guard lock(events_mu_);
-    return std::count_if(events_.begin(), events_.end(), [&](const TierEvent& e) { return e.kind == kind; });
+    return std::count_if(events_.begin(), events_.end(),
+                         [&](const TierEvent& e) { return e.kind == kind; });
   }
 
   std::unique_ptr<CpuTier> tier_;
@@ -90,7 +91,8 @@ TEST_F(CpuTierTest, HeldObjectSurvivesRemovalUntilReleased) {
   Put(c);  // evicts b: a's range is still taken
   EXPECT_FALSE(tier_->Contains(b.key));
   EXPECT_EQ(tier_->Stats().used_bytes, 2 * ObjSize());
-  EXPECT_TRUE(std::equal(held->data(), held->data() + held->size(), a.bytes.data(), a.bytes.data() + a.bytes.size()));
+  EXPECT_TRUE(std::equal(held->data(), held->data() + held->size(), a.bytes.data(),
+                         a.bytes.data() + a.bytes.size()));
   held = NotFound();  // release
   EXPECT_EQ(tier_->Stats().used_bytes, ObjSize());
   Put(b);  // fits beside c now
@@ -102,7 +104,7 @@ TEST_F(CpuTierTest, HeldObjectIsNotEvictedForCapacity) {
   auto a = Obj(1), b = Obj(2), c = Obj(3);
   Put(a);
   Put(b);
-  auto held = tier_->Get(b.key);  // b is now most recent but a reader holds it
+  auto held = tier_->Get(b.key);        // b is now most recent but a reader holds it
   ASSERT_TRUE(tier_->Get(a.key).ok());  // a most recent; b is the LRU victim but in use
   Put(c);
   EXPECT_TRUE(tier_->Contains(b.key));
@@ -135,7 +137,8 @@ TEST_F(CpuTierTest, RandomWorkloadNeverExceedsCapacity) {
       case 2: {
         auto r = tier_->Get(o.key);
         if (r.ok()) {
-          ASSERT_TRUE(std::equal(r->data(), r->data() + r->size(), o.bytes.data(), o.bytes.data() + o.bytes.size()));
+          ASSERT_TRUE(std::equal(r->data(), r->data() + r->size(), o.bytes.data(),
+                                 o.bytes.data() + o.bytes.size()));
           if (readers.size() < 4) readers.push_back(*r);
         }
         break;

@@ -19,7 +19,9 @@ class DiskTierTest : public ::testing::Test {
     o.path = dir_.str() + "/disk";
     o.capacity_bytes = capacity;
     o.min_blob_bytes = 4096;
-    auto t = DiskTier::Open(o, [this](std::span<const TierEvent> ev) { events_.insert(events_.end(), ev.begin(), ev.end()); });
+    auto t = DiskTier::Open(o, [this](std::span<const TierEvent> ev) {
+      events_.insert(events_.end(), ev.begin(), ev.end());
+    });
     ASSERT_TRUE(t.ok()) << t.status().ToString();
     tier_ = std::move(*t);
   }
@@ -71,7 +73,8 @@ TEST_F(DiskTierTest, ContentsAndLruOrderSurviveRestart) {
 TEST_F(DiskTierTest, EvictsLeastRecentlyUsedToStayUnderCapacity) {
   auto probe = MakeObject(0, 8192);
   Open(probe.bytes.size() * 3);
-  auto a = MakeObject(1, 8192), b = MakeObject(2, 8192), c = MakeObject(3, 8192), d = MakeObject(4, 8192);
+  auto a = MakeObject(1, 8192), b = MakeObject(2, 8192), c = MakeObject(3, 8192),
+       d = MakeObject(4, 8192);
   Put(a);
   Put(b);
   Put(c);
@@ -96,7 +99,8 @@ TEST_F(DiskTierTest, CorruptValueIsAMissAndDeleted) {
     rocksdb::Options opts;
     opts.enable_blob_files = true;
     opts.min_blob_size = 4096;
-    std::vector<rocksdb::ColumnFamilyDescriptor> cfs = {{rocksdb::kDefaultColumnFamilyName, opts}, {"lru", {}}};
+    std::vector<rocksdb::ColumnFamilyDescriptor> cfs = {{rocksdb::kDefaultColumnFamilyName, opts},
+                                                        {"lru", {}}};
     std::vector<rocksdb::ColumnFamilyHandle*> handles;
     rocksdb::DB* raw = nullptr;
     ASSERT_TRUE(rocksdb::DB::Open(opts, dir_.str() + "/disk", cfs, &handles, &raw).ok());

@@ -16,7 +16,8 @@ using testing::RedisServer;
 class RemoteTierTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!RedisServer::Available()) GTEST_FAIL() << "redis-server is not installed (scripts/install-deps.sh)";
+    if (!RedisServer::Available())
+      GTEST_FAIL() << "redis-server is not installed (scripts/install-deps.sh)";
     redis_ = std::make_unique<RedisServer>();
     RemoteTierOptions o;
     o.port = redis_->port();
@@ -34,7 +35,8 @@ class RemoteTierTest : public ::testing::Test {
       argv.push_back(a.data());
       lens.push_back(a.size());
     }
-    auto* r = static_cast<redisReply*>(redisCommandArgv(c, static_cast<int>(argv.size()), argv.data(), lens.data()));
+    auto* r = static_cast<redisReply*>(
+        redisCommandArgv(c, static_cast<int>(argv.size()), argv.data(), lens.data()));
     redisFree(c);
     return r;
   }
@@ -48,7 +50,8 @@ TEST_F(RemoteTierTest, PutGetUnderNamespacedKey) {
   ASSERT_TRUE(tier_->Put(o.key, o.bytes).ok());
   auto r = tier_->Get(o.key);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_TRUE(std::equal(r->data(), r->data() + r->size(), o.bytes.data(), o.bytes.data() + o.bytes.size()));
+  EXPECT_TRUE(std::equal(r->data(), r->data() + r->size(), o.bytes.data(),
+                         o.bytes.data() + o.bytes.size()));
   redisReply* raw = Raw({"EXISTS", "pikv:t:" + o.key.Hex()});
   EXPECT_EQ(raw->integer, 1);
   freeReplyObject(raw);
@@ -149,7 +152,7 @@ TEST(CircuitBreakerTest, OpensHalfOpensAndBacksOff) {
   b.OnFailure(t + 100ms);            // trial failed: cooldown doubles to 200ms
   EXPECT_FALSE(b.Allow(t + 299ms));
   EXPECT_TRUE(b.Allow(t + 300ms));
-  b.OnFailure(t + 300ms);            // doubles again, capped at 300ms
+  b.OnFailure(t + 300ms);  // doubles again, capped at 300ms
   EXPECT_FALSE(b.Allow(t + 599ms));
   EXPECT_TRUE(b.Allow(t + 600ms));
   b.OnSuccess();

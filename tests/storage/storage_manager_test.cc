@@ -14,7 +14,8 @@ using testing::TestObject;
 class StorageManagerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!RedisServer::Available()) GTEST_FAIL() << "redis-server is not installed (scripts/install-deps.sh)";
+    if (!RedisServer::Available())
+      GTEST_FAIL() << "redis-server is not installed (scripts/install-deps.sh)";
     redis_ = std::make_unique<RedisServer>();
     options_.cpu.capacity_bytes = 1 << 20;
     options_.disk = DiskTierOptions{dir_.str() + "/disk", 64 << 20, 4096, false};
@@ -35,8 +36,9 @@ class StorageManagerTest : public ::testing::Test {
   }
   size_t Events(TierKind tier, EventKind kind, const ChunkKey& key) {
     std::lock_guard lock(mu_);
-    return std::count_if(events_.begin(), events_.end(),
-                         [&](const TierEvent& e) { return e.tier == tier && e.kind == kind && e.key == key; });
+    return std::count_if(events_.begin(), events_.end(), [&](const TierEvent& e) {
+      return e.tier == tier && e.kind == kind && e.key == key;
+    });
   }
   static bool Same(const SharedBuffer& a, const SharedBuffer& b) {
     return a.size() == b.size() && std::equal(a.data(), a.data() + a.size(), b.data());
@@ -156,7 +158,8 @@ TEST_F(StorageManagerTest, FullWriteThroughQueueDropsAndCounts) {
     objs.push_back(MakeObject(200 + i, 4096));
     ASSERT_TRUE(manager_->Put(objs.back().key, objs.back().bytes).ok());  // CPU still takes it
   }
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(500)) << "puts blocked on the queue";
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(500))
+      << "puts blocked on the queue";
   auto q = manager_->Stats().remote_queue;
   ASSERT_TRUE(q);
   EXPECT_GE(q->dropped, 8u);  // one in flight, at most one queued

@@ -79,7 +79,8 @@ std::optional<std::string> ChildProcess::ReadLine(std::chrono::milliseconds time
       buffer_.erase(0, nl + 1);
       return line;
     }
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) return std::nullopt;
     pollfd pfd{out_fd_, POLLIN, 0};
     if (poll(&pfd, 1, static_cast<int>(left.count())) <= 0) return std::nullopt;
@@ -123,7 +124,9 @@ NodeProcess StartNode(const std::vector<std::string>& args) {
   throw std::runtime_error("pikv-node did not report ready");
 }
 
-bool RedisServer::Available() { return std::system("command -v redis-server >/dev/null 2>&1") == 0; }
+bool RedisServer::Available() {
+  return std::system("command -v redis-server >/dev/null 2>&1") == 0;
+}
 
 RedisServer::RedisServer() : port_(FreePort()) { Start(); }
 
@@ -140,11 +143,27 @@ void RedisServer::Pause() { process_->Signal(SIGSTOP); }
 void RedisServer::Resume() { process_->Signal(SIGCONT); }
 
 void RedisServer::Start() {
-  process_ = std::make_unique<ChildProcess>(
-      "redis-server", std::vector<std::string>{"--port", std::to_string(port_), "--bind", "127.0.0.1", "--save", "",
-                                               "--appendonly", "no", "--dir", dir_.str(), "--logfile", "",
-                                               "--loglevel", "warning", "--proto-max-bulk-len", "1gb",
-                                               "--unixsocket", unix_socket(), "--unixsocketperm", "700"});
+  process_ = std::make_unique<ChildProcess>("redis-server",
+                                            std::vector<std::string>{"--port",
+                                                                     std::to_string(port_),
+                                                                     "--bind",
+                                                                     "127.0.0.1",
+                                                                     "--save",
+                                                                     "",
+                                                                     "--appendonly",
+                                                                     "no",
+                                                                     "--dir",
+                                                                     dir_.str(),
+                                                                     "--logfile",
+                                                                     "",
+                                                                     "--loglevel",
+                                                                     "warning",
+                                                                     "--proto-max-bulk-len",
+                                                                     "1gb",
+                                                                     "--unixsocket",
+                                                                     unix_socket(),
+                                                                     "--unixsocketperm",
+                                                                     "700"});
   // Ready when the port accepts connections.
   for (int i = 0; i < 500; ++i) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -171,7 +190,8 @@ TestObject MakeObject(uint64_t seed, size_t bytes) {
   h.rotary_dim = 128;
   h.rope_spec = "neox;rotary_dim=128;theta=10000";
   for (uint32_t t = 0; t < tokens; ++t) h.tokens.push_back(static_cast<int32_t>(seed * 7919 + t));
-  KeyNamespace ns{"test-model", KvFormat::kStandard, DType::kF32, h.rope_spec, AttentionMode::kIsolated, {}};
+  KeyNamespace ns{"test-model", KvFormat::kStandard,      DType::kF32,
+                  h.rope_spec,  AttentionMode::kIsolated, {}};
   h.key = MakeChunkKey(ns, h.tokens);
   std::vector<uint8_t> payload(h.geometry.PayloadBytes());
   std::mt19937_64 rng(seed);

@@ -16,7 +16,8 @@ namespace pikv::node {
 
 class NodeClient {
  public:
-  explicit NodeClient(std::string endpoint, std::chrono::milliseconds timeout = std::chrono::seconds(5),
+  explicit NodeClient(std::string endpoint,
+                      std::chrono::milliseconds timeout = std::chrono::seconds(5),
                       WireLimits limits = {});
 
   Status Ping();
@@ -24,7 +25,8 @@ class NodeClient {
   Result<std::vector<uint8_t>> Exists(std::span<const ChunkKey> keys);
   // Per key: the object, or why not (kNotFound for a miss).
   Result<std::vector<Result<SharedBuffer>>> Get(std::span<const ChunkKey> keys);
-  Result<std::vector<Status>> Put(std::span<const ChunkKey> keys, std::span<const SharedBuffer> objects);
+  Result<std::vector<Status>> Put(std::span<const ChunkKey> keys,
+                                  std::span<const SharedBuffer> objects);
   Result<std::vector<Status>> Delete(std::span<const ChunkKey> keys);
   Result<std::vector<Status>> Pin(std::span<const ChunkKey> keys);
   Result<std::vector<Status>> Unpin(std::span<const ChunkKey> keys);
@@ -33,7 +35,8 @@ class NodeClient {
   void set_timeout(std::chrono::milliseconds t) { timeout_ = t; }
 
  private:
-  Result<Message> Call(MsgType type, std::span<const ChunkKey> keys, std::vector<SharedBuffer> payloads = {});
+  Result<Message> Call(MsgType type, std::span<const ChunkKey> keys,
+                       std::vector<SharedBuffer> payloads = {});
   Result<std::vector<Status>> PerKey(MsgType type, std::span<const ChunkKey> keys,
                                      std::vector<SharedBuffer> payloads = {});
 

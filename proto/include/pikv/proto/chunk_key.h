@@ -36,7 +36,9 @@ struct ChunkKey {
 };
 
 struct ChunkKeyHash {
-  size_t operator()(const ChunkKey& k) const { return static_cast<size_t>(k.lo ^ (k.hi * 0x9e3779b97f4a7c15ULL)); }
+  size_t operator()(const ChunkKey& k) const {
+    return static_cast<size_t>(k.lo ^ (k.hi * 0x9e3779b97f4a7c15ULL));
+  }
 };
 
 // What a chunk's KV depends on besides its tokens.

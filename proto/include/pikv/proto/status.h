@@ -72,7 +72,7 @@ inline Status ProtocolError(std::string m) { return {ErrorCode::kProtocol, std::
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : value_(std::move(value)) {}          // NOLINT: implicit by design
   Result(Status status) : status_(std::move(status)) {}  // NOLINT
 
   bool ok() const { return value_.has_value(); }

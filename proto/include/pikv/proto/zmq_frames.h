@@ -32,6 +32,7 @@ bool RecvFrames(zmq::socket_t& socket, std::vector<zmq::message_t>& frames,
                 zmq::recv_flags flags = zmq::recv_flags::none);
 
 // Decodes frames[first] as the header and the rest as payloads, with limits.
-Result<Message> ParseFrames(std::vector<zmq::message_t>& frames, size_t first, const WireLimits& limits);
+Result<Message> ParseFrames(std::vector<zmq::message_t>& frames, size_t first,
+                            const WireLimits& limits);
 
 }  // namespace pikv

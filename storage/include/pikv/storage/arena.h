@@ -59,9 +59,9 @@ class RangeAllocator {
 
   const uint64_t capacity_;
   mutable std::mutex mu_;
-  uint64_t used_ = 0;                             // guarded by mu_
-  std::map<uint64_t, uint64_t> by_offset_;        // offset -> size; guarded by mu_
-  std::multimap<uint64_t, uint64_t> by_size_;     // size -> offset; guarded by mu_
+  uint64_t used_ = 0;                          // guarded by mu_
+  std::map<uint64_t, uint64_t> by_offset_;     // offset -> size; guarded by mu_
+  std::multimap<uint64_t, uint64_t> by_size_;  // size -> offset; guarded by mu_
 };
 
 }  // namespace pikv::storage

@@ -31,7 +31,8 @@ struct CpuTierOptions {
 
 class CpuTier final : public Tier {
  public:
-  static Result<std::unique_ptr<CpuTier>> Create(const CpuTierOptions& options, EventListener listener);
+  static Result<std::unique_ptr<CpuTier>> Create(const CpuTierOptions& options,
+                                                 EventListener listener);
   ~CpuTier() override;
 
   TierKind kind() const override { return TierKind::kCpu; }

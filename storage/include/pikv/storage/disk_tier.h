@@ -28,15 +28,16 @@
 namespace pikv::storage {
 
 struct DiskTierOptions {
-  std::string path;                        // RocksDB directory; created if missing
-  uint64_t capacity_bytes = 16ull << 30;   // object bytes kept before LRU eviction
-  uint64_t min_blob_bytes = 64u << 10;     // values at least this large go to blob files
-  bool sync_writes = false;                // fsync each put (durability vs throughput)
+  std::string path;                       // RocksDB directory; created if missing
+  uint64_t capacity_bytes = 16ull << 30;  // object bytes kept before LRU eviction
+  uint64_t min_blob_bytes = 64u << 10;    // values at least this large go to blob files
+  bool sync_writes = false;               // fsync each put (durability vs throughput)
 };
 
 class DiskTier final : public Tier {
  public:
-  static Result<std::unique_ptr<DiskTier>> Open(const DiskTierOptions& options, EventListener listener);
+  static Result<std::unique_ptr<DiskTier>> Open(const DiskTierOptions& options,
+                                                EventListener listener);
   ~DiskTier() override;  // flushes memtables
 
   TierKind kind() const override { return TierKind::kDisk; }

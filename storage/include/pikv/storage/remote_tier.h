@@ -51,7 +51,8 @@ class RemoteTier final : public Tier {
   TierStats Stats() const override;
 
   std::vector<Result<SharedBuffer>> GetMany(std::span<const ChunkKey> keys) override;
-  std::vector<Status> PutMany(std::span<const ChunkKey> keys, std::span<const SharedBuffer> objects) override;
+  std::vector<Status> PutMany(std::span<const ChunkKey> keys,
+                              std::span<const SharedBuffer> objects) override;
   std::vector<bool> ContainsMany(std::span<const ChunkKey> keys) override;
 
   std::string RedisKey(const ChunkKey& key) const;
@@ -64,9 +65,11 @@ class RemoteTier final : public Tier {
   struct Reply;
   // Runs one pipelined batch of commands (argv form); replies in order, or
   // an error Status when the connection failed or the breaker is open.
-  Result<std::vector<std::shared_ptr<Reply>>> Pipeline(const std::vector<std::vector<std::string_view>>& commands);
+  Result<std::vector<std::shared_ptr<Reply>>> Pipeline(
+      const std::vector<std::vector<std::string_view>>& commands);
   // One pipelined `verb <redis key>` per key.
-  Result<std::vector<std::shared_ptr<Reply>>> PerKey(std::string_view verb, std::span<const ChunkKey> keys);
+  Result<std::vector<std::shared_ptr<Reply>>> PerKey(std::string_view verb,
+                                                     std::span<const ChunkKey> keys);
   Status ConnectLocked();
   void DisconnectLocked();
   void Emit(const std::vector<TierEvent>& events);
@@ -74,8 +77,8 @@ class RemoteTier final : public Tier {
   RemoteTierOptions options_;
   EventListener listener_;
   mutable std::mutex mu_;
-  redisContext* ctx_ = nullptr;  // guarded by mu_
-  CircuitBreaker breaker_;       // guarded by mu_
+  redisContext* ctx_ = nullptr;             // guarded by mu_
+  CircuitBreaker breaker_;                  // guarded by mu_
   std::unique_ptr<TierCounters> counters_;  // rejects = ops refused by the open breaker
 };
 

@@ -2,8 +2,8 @@
 //
 // Put: verify the object (size, checksum, key), admit to CPU synchronously,
 // then write through to disk and remote on bounded background queues that
-// drop and count when full (not again for an object already in CPU). Get: CPU, then disk, then remote (pipelined for
-// a batch); the first hit wins and a lower-tier hit is promoted to CPU (a
+// drop and count when full (not again for an object already in CPU). Get: CPU, then disk, then
+// remote (pipelined for a batch); the first hit wins and a lower-tier hit is promoted to CPU (a
 // remote hit is also written through to disk, so the host keeps a copy).
 // Tier events (admit, evict, per tier) go to the listener given at Open.
 // Disk and remote are optional; CPU is always present.
@@ -44,7 +44,8 @@ struct StorageStats {
 
 class StorageManager {
  public:
-  static Result<std::unique_ptr<StorageManager>> Open(const StorageOptions& options, EventListener listener);
+  static Result<std::unique_ptr<StorageManager>> Open(const StorageOptions& options,
+                                                      EventListener listener);
   ~StorageManager();  // Shutdown()
 
   // kCorruption / kInvalidArgument when the object does not verify; kRejected

@@ -31,7 +31,9 @@ std::string_view TierName(TierKind t);
 
 // Bit set of tiers, bit (1 << TierKind).
 using TierMask = uint8_t;
-inline constexpr TierMask Bit(TierKind t) { return static_cast<TierMask>(1u << static_cast<int>(t)); }
+inline constexpr TierMask Bit(TierKind t) {
+  return static_cast<TierMask>(1u << static_cast<int>(t));
+}
 
 enum class EventKind : uint8_t { kAdmit = 1, kEvict = 2 };
 
@@ -75,7 +77,8 @@ class Tier {
 
   // Batched forms; a remote tier pipelines them, the default loops.
   virtual std::vector<Result<SharedBuffer>> GetMany(std::span<const ChunkKey> keys);
-  virtual std::vector<Status> PutMany(std::span<const ChunkKey> keys, std::span<const SharedBuffer> objects);
+  virtual std::vector<Status> PutMany(std::span<const ChunkKey> keys,
+                                      std::span<const SharedBuffer> objects);
   virtual std::vector<bool> ContainsMany(std::span<const ChunkKey> keys);
 };
 
