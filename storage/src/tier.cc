@@ -2,18 +2,6 @@
 
 namespace pikv::storage {
 
-std::string_view TierName(TierKind t) {
-  switch (t) {
-    case TierKind::kCpu:
-      return "cpu";
-    case TierKind::kDisk:
-      return "disk";
-    case TierKind::kRemote:
-      return "remote";
-  }
-  return "?";
-}
-
 std::vector<Result<SharedBuffer>> Tier::GetMany(std::span<const ChunkKey> keys) {
   std::vector<Result<SharedBuffer>> out;
   out.reserve(keys.size());

@@ -22,18 +22,15 @@
 #include "pikv/proto/chunk_key.h"
 #include "pikv/proto/shared_buffer.h"
 #include "pikv/proto/status.h"
+#include "pikv/proto/tier_kind.h"
 
 namespace pikv::storage {
 
-enum class TierKind : uint8_t { kCpu = 0, kDisk = 1, kRemote = 2 };
-inline constexpr int kNumTiers = 3;
-std::string_view TierName(TierKind t);
-
-// Bit set of tiers, bit (1 << TierKind).
-using TierMask = uint8_t;
-inline constexpr TierMask Bit(TierKind t) {
-  return static_cast<TierMask>(1u << static_cast<int>(t));
-}
+using ::pikv::Bit;
+using ::pikv::kNumTiers;
+using ::pikv::TierKind;
+using ::pikv::TierMask;
+using ::pikv::TierName;
 
 enum class EventKind : uint8_t { kAdmit = 1, kEvict = 2 };
 
