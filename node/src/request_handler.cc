@@ -73,7 +73,12 @@ Message RequestHandler::Handle(Message& req) {
       reply.header = ReplyTo(h);
       reply.header.fields = StatsFields();
       return reply;
-    case MsgType::kError:
+    case MsgType::kClear:
+      clears_++;
+      reply.header = ReplyTo(h);
+      reply.header.values.push_back(static_cast<int64_t>(storage_.Clear()));
+      return reply;
+    default:
       break;
   }
   return Reject(&h,
@@ -170,6 +175,7 @@ NodeCounters RequestHandler::Counters() const {
   c.unpins = unpins_;
   c.stats = stats_;
   c.pings = pings_;
+  c.clears = clears_;
   c.malformed = malformed_;
   c.too_large = too_large_;
   c.unsupported = unsupported_;
@@ -191,6 +197,7 @@ Fields RequestHandler::StatsFields() const {
   put("requests.delete", c.deletes);
   put("requests.pin", c.pins);
   put("requests.unpin", c.unpins);
+  put("requests.clear", c.clears);
   put("errors.malformed", c.malformed);
   put("errors.too_large", c.too_large);
   put("errors.unsupported", c.unsupported);

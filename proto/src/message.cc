@@ -51,6 +51,36 @@ std::string_view MsgTypeName(MsgType t) {
       return "unpin";
     case MsgType::kStats:
       return "stats";
+    case MsgType::kClear:
+      return "clear";
+    case MsgType::kRegister:
+      return "register";
+    case MsgType::kHeartbeat:
+      return "heartbeat";
+    case MsgType::kEvents:
+      return "events";
+    case MsgType::kInventory:
+      return "inventory";
+    case MsgType::kDeregister:
+      return "deregister";
+    case MsgType::kResync:
+      return "resync";
+    case MsgType::kLocate:
+      return "locate";
+    case MsgType::kAdminNodes:
+      return "admin.nodes";
+    case MsgType::kAdminStats:
+      return "admin.stats";
+    case MsgType::kAdminHealth:
+      return "admin.health";
+    case MsgType::kAdminClear:
+      return "admin.clear";
+    case MsgType::kAdminPin:
+      return "admin.pin";
+    case MsgType::kAdminUnpin:
+      return "admin.unpin";
+    case MsgType::kAdminEvict:
+      return "admin.evict";
   }
   return "unknown";
 }

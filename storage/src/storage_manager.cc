@@ -153,6 +153,16 @@ Status StorageManager::Delete(const ChunkKey& key) {
   return any ? Status::Ok() : NotFound();
 }
 
+uint64_t StorageManager::Clear() {
+  uint64_t dropped = 0;
+  for (const ChunkKey& k : cpu_->LruOrder()) dropped += cpu_->Remove(k).ok() ? 1 : 0;
+  if (disk_queue_) disk_queue_->Drain();  // nothing queued may land after the clear
+  if (disk_) {
+    for (const ChunkKey& k : disk_->LruOrder()) dropped += disk_->Remove(k).ok() ? 1 : 0;
+  }
+  return dropped;
+}
+
 Status StorageManager::Pin(const ChunkKey& key) {
   bool any = cpu_->Pin(key).ok();
   if (disk_) any |= disk_->Pin(key).ok();

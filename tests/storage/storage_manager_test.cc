@@ -182,6 +182,20 @@ TEST_F(StorageManagerTest, DeleteRemovesFromEveryTier) {
   EXPECT_EQ(Events(TierKind::kRemote, EventKind::kEvict, o.key), 1u);
 }
 
+TEST_F(StorageManagerTest, ClearDropsCpuAndDiskButNotTheSharedTier) {
+  Open();
+  auto a = MakeObject(30, 4096), b = MakeObject(31, 4096);
+  ASSERT_TRUE(manager_->Put(a.key, a.bytes).ok());
+  ASSERT_TRUE(manager_->Put(b.key, b.bytes).ok());
+  manager_->WaitForWriteThrough();
+  ASSERT_TRUE(manager_->cpu().Remove(b.key).ok());  // b now on disk only
+  EXPECT_EQ(manager_->Clear(), 3u);                 // a in CPU and disk, b on disk
+  EXPECT_EQ(manager_->cpu().Stats().entries, 0u);
+  EXPECT_EQ(manager_->disk()->Stats().entries, 0u);
+  EXPECT_EQ(Events(TierKind::kDisk, EventKind::kEvict, a.key), 1u);
+  EXPECT_TRUE(manager_->remote()->Contains(a.key));  // Redis is the cluster's, not the node's
+}
+
 TEST_F(StorageManagerTest, PinReachesCpuAndDisk) {
   Open();
   auto o = MakeObject(10, 4096);

@@ -42,6 +42,24 @@ enum class MsgType : uint16_t {
   kPin = 14,
   kUnpin = 15,
   kStats = 16,  // fields: counters
+  kClear = 17,  // drop every object this node holds; values: [objects dropped]
+  // 30-49: node <-> controller. Events and inventory get no reply; the
+  // controller asks for a resync when it sees a gap.
+  kRegister = 30,    // fields: node_id, host, tcp, ipc, incarnation, *_capacity; reply: epoch, node_index
+  kHeartbeat = 31,   // fields: node_id, incarnation, usage; reply: epoch (kNotFound: register again)
+  kEvents = 32,      // fields: node_id, incarnation, seq; keys; values: tier | kind << 4
+  kInventory = 33,   // fields: node_id, incarnation, seq, part, final; keys; values: tier
+  kDeregister = 34,  // fields: node_id, incarnation
+  kResync = 35,      // controller -> node: send a full inventory
+  // 50-69: queries and admin. Admin replies carry fields["json"].
+  kLocate = 50,  // keys; fields: host. reply values per key: n, then n x (node_index * 4 + tier)
+  kAdminNodes = 51,
+  kAdminStats = 52,
+  kAdminHealth = 53,
+  kAdminClear = 54,  // fields: node_id (absent: every node)
+  kAdminPin = 55,    // keys
+  kAdminUnpin = 56,  // keys
+  kAdminEvict = 57,  // keys
 };
 
 std::string_view MsgTypeName(MsgType t);

@@ -67,6 +67,10 @@ class StorageManager {
   Status Pin(const ChunkKey& key);
   Status Unpin(const ChunkKey& key);
 
+  // Drops every object from the CPU and disk tiers (not the shared remote
+  // tier), reporting each evict. Returns how many objects were dropped.
+  uint64_t Clear();
+
   // Blocks until queued write-through work is applied.
   void WaitForWriteThrough();
   // Stops taking writes, drains queues, flushes the disk tier. Idempotent.
