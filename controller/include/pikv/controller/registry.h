@@ -1,0 +1,68 @@
+// Registry: which node holds which chunk in which tier, for tens of millions
+// of chunks.
+//
+// The tree cluster -> node -> tier -> keys is kept as its inverted index: a
+// table from key to locations, sharded by key hash, each shard an
+// open-addressing table (linear probing, backward-shift deletion) of 24-byte
+// slots: the 16-byte key, up to three inline 16-bit location codes and a
+// count. A key with more locations spills to a per-shard side map, the only
+// place a key costs a heap allocation. Per-(node, tier) counts are kept
+// incrementally; the keys of one node (inventory, node removal) are found by
+// scanning, which is rare and runs one shard lock at a time.
+// Thread-safety: all methods are thread-safe; each takes one shard lock at a
+// time, never two.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "pikv/proto/chunk_key.h"
+#include "pikv/proto/tier_kind.h"
+
+namespace pikv::controller {
+
+struct Location {
+  uint16_t node = 0;  // index into the controller's node table
+  TierKind tier = TierKind::kCpu;
+
+  uint16_t Code() const { return static_cast<uint16_t>(node << 2 | static_cast<uint16_t>(tier)); }
+  static Location FromCode(uint16_t code) { return {static_cast<uint16_t>(code >> 2), static_cast<TierKind>(code & 3)}; }
+  friend bool operator==(const Location&, const Location&) = default;
+};
+
+class Registry {
+ public:
+  static constexpr uint16_t kMaxNodes = (1 << 14) - 1;  // location codes keep 14 bits of node
+
+  explicit Registry(size_t num_shards = 64);
+  ~Registry();
+
+  // True if the location was new.
+  bool Admit(const ChunkKey& key, Location location);
+  // True if the location was there.
+  bool Evict(const ChunkKey& key, Location location);
+  // Appends key's locations to `out` (unordered).
+  void Locate(const ChunkKey& key, std::vector<Location>& out) const;
+  // Drops every location on `node`; returns how many.
+  uint64_t RemoveNode(uint16_t node);
+  // Every key `node` holds in `tier`.
+  std::vector<ChunkKey> Inventory(uint16_t node, TierKind tier) const;
+  uint64_t CountOn(uint16_t node, TierKind tier) const;
+
+  uint64_t keys() const { return keys_.load(std::memory_order_relaxed); }
+  uint64_t locations() const { return locations_.load(std::memory_order_relaxed); }
+  // Bytes held by the tables and side maps.
+  uint64_t MemoryBytes() const;
+
+ private:
+  class Shard;
+  Shard& ShardOf(const ChunkKey& key) const;
+
+  std::vector<std::unique_ptr<Shard>> shards_;
+  std::unique_ptr<std::atomic<uint64_t>[]> counts_;  // [node * kNumTiers + tier]
+  std::atomic<uint64_t> keys_{0}, locations_{0};
+};
+
+}  // namespace pikv::controller
