@@ -1,0 +1,146 @@
+// ClusterState: the controller's whole model of the cluster, without sockets.
+//
+// Owns the node table (id, endpoints, incarnation, lifecycle state, last
+// heartbeat, last applied event sequence, reported usage) and the Registry of
+// chunk locations. It applies what nodes send and says what the server must
+// do in return:
+//   - Register: a new incarnation of a known id drops the old subtree; the
+//     node then sends its full inventory.
+//   - Events: batches carry a per-incarnation sequence number. A duplicate or
+//     old batch is ignored; a gap marks the node as needing a resync (the
+//     server sends kResync) and its events are ignored until the inventory
+//     arrives. Admit/evict are idempotent, so a replayed batch changes nothing.
+//   - Inventory: replaces the node's subtree (parts 0..final); after it the
+//     node's events continue from the inventory's sequence number.
+//   - Tick: alive -> suspect after `suspect_after` without a heartbeat, dead
+//     after `dead_after` (its subtree removed).
+// Remote-tier (Redis) locations belong to the cluster, not to the node that
+// wrote them, so they are kept under the reserved node index 0 and survive
+// that node's death.
+// Thread-safety: all methods are thread-safe (one mutex for the node table;
+// the registry has its own shard locks; lock order: table, then registry).
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "pikv/controller/registry.h"
+#include "pikv/proto/message.h"
+
+namespace pikv::controller {
+
+using Clock = std::chrono::steady_clock;
+
+enum class NodeState : uint8_t { kAlive = 1, kSuspect = 2, kDead = 3, kGone = 4 };  // gone: deregistered
+std::string_view NodeStateName(NodeState s);
+
+inline constexpr uint16_t kSharedTierNode = 0;  // owner of remote-tier locations
+
+struct NodeRegistration {
+  std::string id;
+  std::string host;
+  std::string tcp;
+  std::string ipc;
+  uint64_t incarnation = 0;
+  uint64_t cpu_capacity = 0;
+  uint64_t disk_capacity = 0;
+};
+
+struct NodeView {
+  uint16_t index = 0;
+  NodeRegistration reg;
+  NodeState state = NodeState::kAlive;
+  bool resync_pending = false;
+  uint64_t last_seq = 0;
+  uint64_t events_applied = 0;
+  double seconds_since_heartbeat = 0;
+  Fields usage;  // the node's last heartbeat fields
+  std::array<uint64_t, kNumTiers> chunks{};  // from the registry
+};
+
+struct Replica {
+  Location location;
+  std::string node_id;
+  std::string host;
+  std::string tcp;
+  std::string ipc;
+};
+
+struct ClusterStats {
+  size_t nodes_alive = 0, nodes_suspect = 0, nodes_dead = 0;
+  uint64_t keys = 0, locations = 0, registry_bytes = 0;
+  uint64_t events_applied = 0, events_ignored = 0, gaps = 0, resyncs = 0, deaths = 0;
+  double events_per_second = 0;
+};
+
+class ClusterState {
+ public:
+  struct Options {
+    std::chrono::milliseconds suspect_after{2500};
+    std::chrono::milliseconds dead_after{5000};
+  };
+  enum class Outcome { kApplied, kIgnored, kNeedResync, kUnknownNode };
+
+  ClusterState(Options options, uint64_t epoch);
+
+  uint64_t epoch() const { return epoch_; }
+  Result<uint16_t> Register(const NodeRegistration& reg, Clock::time_point now);
+  // kNotFound when the node (this incarnation) is unknown: it must register.
+  Status Heartbeat(const std::string& id, uint64_t incarnation, Fields usage, Clock::time_point now);
+  Outcome ApplyEvents(const std::string& id, uint64_t incarnation, uint64_t seq, std::span<const ChunkKey> keys,
+                      std::span<const int64_t> values, Clock::time_point now);
+  Outcome ApplyInventory(const std::string& id, uint64_t incarnation, uint64_t seq, uint64_t part, bool final,
+                         std::span<const ChunkKey> keys, std::span<const int64_t> values, Clock::time_point now);
+  Status Deregister(const std::string& id, uint64_t incarnation);
+  // Ages nodes; returns the ids that died in this tick.
+  std::vector<std::string> Tick(Clock::time_point now);
+
+  // Replicas of key, cheapest first for a client on `host`: suspect nodes
+  // last; then the same host; then CPU, disk, remote; then lighter nodes.
+  std::vector<Replica> Locate(const ChunkKey& key, const std::string& host) const;
+  std::vector<NodeView> Nodes(Clock::time_point now) const;
+  // Node indexes to forward an admin command to: one id, or every live node.
+  std::vector<std::pair<uint16_t, std::string>> LiveNodes(const std::string& only_id = {}) const;
+  ClusterStats Stats(Clock::time_point now) const;
+  Registry& registry() { return registry_; }
+
+ private:
+  struct Node {
+    NodeRegistration reg;
+    NodeState state = NodeState::kAlive;
+    Clock::time_point last_seen;
+    uint64_t last_seq = 0;
+    bool resync_pending = false;
+    uint64_t events_applied = 0;
+    Fields usage;
+    double load = 0;  // requests/s from heartbeats
+    int64_t last_requests = -1;
+    Clock::time_point last_requests_at;
+  };
+  // Requires mu_. The node's record if id and incarnation match a live node.
+  Node* LiveLocked(const std::string& id, uint64_t incarnation);
+  void ApplyLocked(uint16_t index, std::span<const ChunkKey> keys, std::span<const int64_t> values, bool admit_only);
+  void KillLocked(uint16_t index);
+
+  const Options options_;
+  const uint64_t epoch_;
+  mutable std::mutex mu_;
+  std::vector<Node> nodes_;             // by index; index 0 is the shared tier; guarded by mu_
+  std::map<std::string, uint16_t> ids_;  // guarded by mu_
+  Registry registry_;
+  uint64_t events_applied_ = 0, events_ignored_ = 0, gaps_ = 0, resyncs_ = 0, deaths_ = 0;  // guarded by mu_
+  mutable uint64_t rate_events_ = 0;                                                         // guarded by mu_
+  mutable Clock::time_point rate_at_{};                                                      // guarded by mu_
+  mutable double rate_ = 0;                                                                  // guarded by mu_
+};
+
+// Event values on the wire: tier | kind << 4 (kind 1 = admit, 2 = evict).
+inline int64_t EncodeEvent(TierKind tier, bool admit) { return static_cast<int64_t>(tier) | (admit ? 1 : 2) << 4; }
+
+}  // namespace pikv::controller

@@ -1,0 +1,233 @@
+#include "pikv/controller/cluster_state.h"
+
+#include <gtest/gtest.h>
+
+#include <deque>
+#include <map>
+#include <random>
+#include <set>
+
+namespace pikv::controller {
+namespace {
+
+using namespace std::chrono_literals;
+
+ChunkKey Key(uint64_t i) { return {i * 0x9e3779b97f4a7c15ULL + 3, i * 0xc2b2ae3d27d4eb4fULL + 5}; }
+
+class ClusterStateTest : public ::testing::Test {
+ protected:
+  ClusterState state_{{2500ms, 5000ms}, 77};
+  Clock::time_point now_ = Clock::now();
+
+  NodeRegistration Reg(const std::string& id, uint64_t incarnation) {
+    return {id, "host-" + id, "tcp://" + id, "ipc://" + id, incarnation, 1 << 30, 1ull << 34};
+  }
+  ClusterState::Outcome Events(const std::string& id, uint64_t inc, uint64_t seq,
+                               std::vector<std::pair<ChunkKey, int64_t>> ev) {
+    std::vector<ChunkKey> keys;
+    std::vector<int64_t> values;
+    for (auto& [k, v] : ev) {
+      keys.push_back(k);
+      values.push_back(v);
+    }
+    return state_.ApplyEvents(id, inc, seq, keys, values, now_);
+  }
+  void Inventory(const std::string& id, uint64_t inc, uint64_t seq, std::vector<std::pair<ChunkKey, TierKind>> inv) {
+    std::vector<ChunkKey> keys;
+    std::vector<int64_t> values;
+    for (auto& [k, t] : inv) {
+      keys.push_back(k);
+      values.push_back(static_cast<int64_t>(t));
+    }
+    ASSERT_EQ(state_.ApplyInventory(id, inc, seq, 0, true, keys, values, now_), ClusterState::Outcome::kApplied);
+  }
+  std::set<std::pair<std::string, TierKind>> Where(const ChunkKey& k) {
+    std::set<std::pair<std::string, TierKind>> out;
+    for (const auto& r : state_.Locate(k, "")) out.insert({r.node_id, r.location.tier});
+    return out;
+  }
+};
+
+TEST_F(ClusterStateTest, EventsApplyInOrderAndDuplicatesAreIgnored) {
+  ASSERT_TRUE(state_.Register(Reg("a", 1), now_).ok());
+  Inventory("a", 1, 0, {});
+  EXPECT_EQ(Events("a", 1, 1, {{Key(1), EncodeEvent(TierKind::kCpu, true)}}), ClusterState::Outcome::kApplied);
+  EXPECT_EQ(Events("a", 1, 1, {{Key(2), EncodeEvent(TierKind::kCpu, true)}}), ClusterState::Outcome::kIgnored);
+  EXPECT_EQ(Where(Key(1)).size(), 1u);
+  EXPECT_TRUE(Where(Key(2)).empty());
+  EXPECT_EQ(Events("a", 1, 2, {{Key(1), EncodeEvent(TierKind::kCpu, false)}}), ClusterState::Outcome::kApplied);
+  EXPECT_TRUE(Where(Key(1)).empty());
+}
+
+TEST_F(ClusterStateTest, AGapAsksForAResyncAndTheInventoryReplacesTheSubtree) {
+  ASSERT_TRUE(state_.Register(Reg("a", 1), now_).ok());
+  Inventory("a", 1, 0, {{Key(1), TierKind::kCpu}});
+  EXPECT_EQ(Events("a", 1, 3, {{Key(2), EncodeEvent(TierKind::kCpu, true)}}), ClusterState::Outcome::kNeedResync);
+  EXPECT_EQ(Events("a", 1, 4, {{Key(3), EncodeEvent(TierKind::kCpu, true)}}), ClusterState::Outcome::kIgnored);
+  Inventory("a", 1, 4, {{Key(2), TierKind::kDisk}, {Key(3), TierKind::kCpu}});
+  EXPECT_TRUE(Where(Key(1)).empty());
+  EXPECT_EQ(Where(Key(2)), (std::set<std::pair<std::string, TierKind>>{{"a", TierKind::kDisk}}));
+  EXPECT_EQ(Events("a", 1, 5, {{Key(4), EncodeEvent(TierKind::kCpu, true)}}), ClusterState::Outcome::kApplied);
+}
+
+TEST_F(ClusterStateTest, SilentNodesBecomeSuspectThenDeadAndLoseTheirSubtree) {
+  ASSERT_TRUE(state_.Register(Reg("a", 1), now_).ok());
+  ASSERT_TRUE(state_.Register(Reg("b", 1), now_).ok());
+  Inventory("a", 1, 0, {{Key(1), TierKind::kCpu}});
+  Inventory("b", 1, 0, {{Key(1), TierKind::kCpu}});
+  now_ += 3s;
+  ASSERT_TRUE(state_.Heartbeat("b", 1, {}, now_).ok());
+  EXPECT_TRUE(state_.Tick(now_).empty());
+  EXPECT_EQ(state_.Nodes(now_)[0].state, NodeState::kSuspect);
+  EXPECT_EQ(state_.Locate(Key(1), "host-a").front().node_id, "b");  // suspect ranks last
+  now_ += 3s;
+  ASSERT_TRUE(state_.Heartbeat("b", 1, {}, now_).ok());
+  EXPECT_EQ(state_.Tick(now_), std::vector<std::string>{"a"});
+  EXPECT_EQ(Where(Key(1)), (std::set<std::pair<std::string, TierKind>>{{"b", TierKind::kCpu}}));
+  EXPECT_EQ(state_.Heartbeat("a", 1, {}, now_).code(), ErrorCode::kNotFound);  // must register again
+}
+
+TEST_F(ClusterStateTest, LocateOrdersByHostTierAndLoad) {
+  for (const char* id : {"a", "b", "c"}) ASSERT_TRUE(state_.Register(Reg(id, 1), now_).ok());
+  Inventory("a", 1, 0, {{Key(1), TierKind::kDisk}});
+  Inventory("b", 1, 0, {{Key(1), TierKind::kCpu}});
+  Inventory("c", 1, 0, {{Key(1), TierKind::kCpu}});
+  ASSERT_TRUE(state_.Heartbeat("b", 1, {{"requests", int64_t{0}}}, now_).ok());
+  ASSERT_TRUE(state_.Heartbeat("c", 1, {{"requests", int64_t{0}}}, now_).ok());
+  ASSERT_TRUE(state_.Heartbeat("b", 1, {{"requests", int64_t{5000}}}, now_ + 1s).ok());
+  ASSERT_TRUE(state_.Heartbeat("c", 1, {{"requests", int64_t{10}}}, now_ + 1s).ok());
+  auto r = state_.Locate(Key(1), "host-a");
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(r[0].node_id, "a");  // same host wins even from disk
+  EXPECT_EQ(r[1].node_id, "c");  // then CPU, the lighter node first
+  EXPECT_EQ(r[2].node_id, "b");
+}
+
+TEST_F(ClusterStateTest, RemoteTierLocationsOutliveTheWriter) {
+  ASSERT_TRUE(state_.Register(Reg("a", 1), now_).ok());
+  Inventory("a", 1, 0, {});
+  ASSERT_EQ(Events("a", 1, 1, {{Key(1), EncodeEvent(TierKind::kRemote, true)}}), ClusterState::Outcome::kApplied);
+  now_ += 6s;
+  state_.Tick(now_);
+  ASSERT_EQ(state_.Locate(Key(1), "").size(), 1u);
+  EXPECT_EQ(state_.Locate(Key(1), "")[0].location.tier, TierKind::kRemote);
+}
+
+// The acceptance's shadow model: random admits, evicts, node deaths and
+// restarts, duplicated, reordered and dropped batches, and resyncs; at the
+// end locate for every key equals the nodes' real inventories.
+TEST_F(ClusterStateTest, LocateMatchesRealInventoriesAfterRandomChaos) {
+  struct SimNode {
+    std::string id;
+    uint64_t incarnation = 1;
+    uint64_t seq = 0;
+    std::map<ChunkKey, std::set<TierKind>> truth;
+    std::deque<std::pair<uint64_t, std::vector<std::pair<ChunkKey, int64_t>>>> wire;  // (seq, events) in flight
+    bool silent = false;
+  };
+  std::mt19937_64 rng(2024);
+  std::vector<SimNode> nodes(5);
+  for (size_t i = 0; i < nodes.size(); ++i) nodes[i].id = "n" + std::to_string(i);
+  auto resync = [&](SimNode& n) {
+    std::vector<std::pair<ChunkKey, TierKind>> inv;
+    for (auto& [k, tiers] : n.truth) {
+      for (TierKind t : tiers) inv.emplace_back(k, t);
+    }
+    Inventory(n.id, n.incarnation, n.seq, inv);
+  };
+  for (auto& n : nodes) {
+    ASSERT_TRUE(state_.Register(Reg(n.id, n.incarnation), now_).ok());
+    resync(n);
+  }
+  const uint64_t key_space = 400;
+  uint64_t gaps = 0, deaths = 0;
+  for (int step = 0; step < 20000; ++step) {
+    SimNode& n = nodes[rng() % nodes.size()];
+    const int action = static_cast<int>(rng() % 100);
+    if (action < 60) {  // the node's tiers change: one batch of events
+      std::vector<std::pair<ChunkKey, int64_t>> batch;
+      for (int e = 0; e < 1 + static_cast<int>(rng() % 4); ++e) {
+        ChunkKey k = Key(rng() % key_space);
+        TierKind t = rng() % 2 ? TierKind::kCpu : TierKind::kDisk;
+        bool admit = rng() % 3 != 0;
+        if (admit) {
+          n.truth[k].insert(t);
+        } else if (n.truth.count(k)) {
+          n.truth[k].erase(t);
+          if (n.truth[k].empty()) n.truth.erase(k);
+        }
+        batch.emplace_back(k, EncodeEvent(t, admit));
+      }
+      n.wire.emplace_back(++n.seq, std::move(batch));
+    } else if (action < 90) {  // the network delivers, duplicates, reorders or drops
+      if (n.wire.empty()) continue;
+      const int fate = static_cast<int>(rng() % 20);
+      if (fate == 0) {
+        n.wire.pop_front();  // lost
+        continue;
+      }
+      if (fate == 1 && n.wire.size() > 1) std::swap(n.wire[0], n.wire[1]);
+      auto [seq, batch] = n.wire.front();
+      if (fate != 2) n.wire.pop_front();  // fate 2: delivered now and again later
+      auto outcome = Events(n.id, n.incarnation, seq, batch);
+      if (outcome == ClusterState::Outcome::kNeedResync) {
+        gaps++;
+        resync(n);  // what the reporter does on kResync
+      }
+    } else if (action < 97) {  // heartbeats from everyone who is not silent
+      now_ += 100ms;
+      for (auto& m : nodes) {
+        if (!m.silent) state_.Heartbeat(m.id, m.incarnation, {}, now_).IgnoreError();
+      }
+      state_.Tick(now_);
+    } else if (action < 99) {  // a node crashes: silent until the controller declares it dead
+      n.silent = true;
+      now_ += 6s;
+      for (auto& m : nodes) {
+        if (!m.silent) state_.Heartbeat(m.id, m.incarnation, {}, now_).IgnoreError();
+      }
+      auto died = state_.Tick(now_);
+      ASSERT_NE(std::find(died.begin(), died.end(), n.id), died.end());
+      deaths++;
+      // It restarts with a new incarnation: the CPU tier is gone, disk survives.
+      for (auto it = n.truth.begin(); it != n.truth.end();) {
+        it->second.erase(TierKind::kCpu);
+        it = it->second.empty() ? n.truth.erase(it) : std::next(it);
+      }
+      n.incarnation++;
+      n.seq = 0;
+      n.wire.clear();
+      n.silent = false;
+      ASSERT_TRUE(state_.Register(Reg(n.id, n.incarnation), now_).ok());
+      resync(n);
+    }
+    // Everyone alive keeps heartbeating often enough not to die by accident.
+    if (step % 50 == 0) {
+      for (auto& m : nodes) state_.Heartbeat(m.id, m.incarnation, {}, now_).IgnoreError();
+    }
+  }
+  // Drain the wire; a lost batch left at the end shows up as a gap only if a
+  // later batch arrives, so nodes finish with one more (empty) batch each.
+  for (auto& n : nodes) {
+    n.wire.emplace_back(++n.seq, std::vector<std::pair<ChunkKey, int64_t>>{});
+    while (!n.wire.empty()) {
+      auto [seq, batch] = n.wire.front();
+      n.wire.pop_front();
+      if (Events(n.id, n.incarnation, seq, batch) == ClusterState::Outcome::kNeedResync) resync(n);
+    }
+  }
+  EXPECT_GT(gaps, 10u);
+  EXPECT_GT(deaths, 0u);
+  for (uint64_t i = 0; i < key_space; ++i) {
+    std::set<std::pair<std::string, TierKind>> truth;
+    for (auto& n : nodes) {
+      auto it = n.truth.find(Key(i));
+      if (it == n.truth.end()) continue;
+      for (TierKind t : it->second) truth.insert({n.id, t});
+    }
+    ASSERT_EQ(Where(Key(i)), truth) << "key " << i;
+  }
+}
+
+}  // namespace
+}  // namespace pikv::controller
