@@ -40,29 +40,6 @@ RunResult RunTimed(int threads, double seconds, uint64_t min_ops,
   return r;
 }
 
-void Table::Print() const {
-  std::vector<size_t> width(columns_.size());
-  for (size_t c = 0; c < columns_.size(); ++c) {
-    width[c] = columns_[c].size();
-    for (const auto& row : rows_) width[c] = std::max(width[c], c < row.size() ? row[c].size() : 0);
-  }
-  auto line = [&](const std::vector<std::string>& cells) {
-    std::string out;
-    for (size_t c = 0; c < columns_.size(); ++c) {
-      std::string cell = c < cells.size() ? cells[c] : "";
-      out += c == 0 ? cell + std::string(width[c] - cell.size(), ' ')
-                    : "  " + std::string(width[c] - cell.size(), ' ') + cell;
-    }
-    std::cout << out << "\n";
-  };
-  line(columns_);
-  std::string rule;
-  for (size_t c = 0; c < columns_.size(); ++c) rule += std::string(width[c] + (c ? 2 : 0), '-');
-  std::cout << rule << "\n";
-  for (const auto& row : rows_) line(row);
-  std::cout << std::flush;
-}
-
 std::string Fixed(double v, int decimals) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", decimals, v);

@@ -8,6 +8,9 @@
 #include <map>
 #include <string>
 #include <vector>
+#include <iostream>
+
+#include "pikv/proto/text_table.h"
 
 namespace pikv::bench {
 
@@ -23,15 +26,11 @@ struct RunResult {
 RunResult RunTimed(int threads, double seconds, uint64_t min_ops,
                    const std::function<std::function<void()>(int thread)>& make_worker);
 
-class Table {
+// Benchmark tables print to stdout.
+class Table : public TextTable {
  public:
-  explicit Table(std::vector<std::string> columns) : columns_(std::move(columns)) {}
-  void Add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
-  void Print() const;
-
- private:
-  std::vector<std::string> columns_;
-  std::vector<std::vector<std::string>> rows_;
+  using TextTable::TextTable;
+  void Print() const { TextTable::Print(std::cout); }
 };
 
 std::string Fixed(double v, int decimals = 1);

@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
   std::string redis, redis_namespace = "default", log_level = "info";
   uint32_t redis_ttl = 0;
   bool no_disk = false, prefault = false;
+  std::string controller, heartbeat = "1s", host;
   app.add_option("--endpoint", endpoints,
                  "Endpoint to serve (repeatable). Default: tcp://127.0.0.1:7400 and "
                  "ipc://<data-dir>/node.sock");
@@ -52,6 +53,9 @@ int main(int argc, char** argv) {
   app.add_option("--workers", options.workers, "Worker threads")->capture_default_str();
   app.add_option("--max-object-size", max_object, "Largest chunk object accepted")
       ->capture_default_str();
+  app.add_option("--controller", controller, "Controller endpoint to report to, e.g. tcp://10.0.0.1:7300");
+  app.add_option("--heartbeat-interval", heartbeat, "Heartbeat period, e.g. 1s")->capture_default_str();
+  app.add_option("--host", host, "Host name reported to the controller (default: this machine's)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->capture_default_str();
   try {
@@ -71,6 +75,15 @@ int main(int argc, char** argv) {
       remote->key_namespace = redis_namespace;
       remote->ttl_seconds = redis_ttl;
       options.storage.remote = *remote;
+    }
+    if (!controller.empty()) {
+      pikv::node::ReporterOptions r;
+      r.controller = controller;
+      r.host = host;
+      auto interval = pikv::ParseDuration(heartbeat);
+      if (!interval.ok()) throw CLI::ValidationError("--heartbeat-interval", interval.status().message());
+      r.heartbeat_interval = *interval;
+      options.reporter = r;
     }
   } catch (const CLI::ParseError& e) {
     return app.exit(e);

@@ -85,7 +85,12 @@ Result<std::unique_ptr<NodeServer>> NodeServer::Start(NodeOptions options) {
   if (options.node_id.empty()) options.node_id = HostName();
   std::unique_ptr<NodeServer> server(new NodeServer());
   server->options_ = options;
-  auto storage = storage::StorageManager::Open(options.storage, /*listener=*/nullptr);
+  storage::EventListener listener;
+  if (options.reporter) {
+    server->events_ = std::make_unique<EventQueue>(options.reporter->queue_capacity);
+    listener = [q = server->events_.get()](std::span<const storage::TierEvent> ev) { q->Push(ev); };
+  }
+  auto storage = storage::StorageManager::Open(options.storage, std::move(listener));
   if (!storage.ok()) return storage.status();
   server->storage_ = std::move(*storage);
   server->handler_ = std::make_unique<RequestHandler>(*server->storage_, options.node_id);
@@ -109,6 +114,19 @@ Result<std::unique_ptr<NodeServer>> NodeServer::Start(NodeOptions options) {
     return IoError("bind " + options.endpoints.back() + ": " + e.what());
   }
   server->loop_ = std::move(loop);
+  if (options.reporter) {
+    ReporterOptions r = *options.reporter;
+    if (r.node_id.empty()) r.node_id = options.node_id;
+    if (r.host.empty()) r.host = HostName();
+    for (const auto& ep : server->endpoints_) {
+      if (r.tcp.empty() && ep.rfind("tcp://", 0) == 0) r.tcp = ep;
+      if (r.ipc.empty() && ep.rfind("ipc://", 0) == 0) r.ipc = ep;
+    }
+    const uint64_t disk = options.storage.disk ? options.storage.disk->capacity_bytes : 0;
+    server->reporter_ = std::make_unique<Reporter>(r, *server->events_, *server->storage_, *server->handler_,
+                                                   options.storage.cpu.capacity_bytes, disk);
+    server->reporter_->Start();
+  }
   NodeServer* self = server.get();
   for (int i = 0; i < options.workers; ++i)
     server->loop_->workers.emplace_back([self, i] { self->WorkerLoop(i); });
@@ -215,6 +233,7 @@ void NodeServer::Stop() {
   for (auto& w : l.workers) w.join();
   l.frontend.close();
   l.replies.close();
+  if (reporter_) reporter_->Stop();  // sends what is queued, then deregisters
   storage_->Shutdown();
   spdlog::info("node {} stopped", options_.node_id);
 }

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "pikv/node/reporter.h"
 #include "pikv/node/request_handler.h"
 #include "pikv/proto/message.h"
 #include "pikv/storage/storage_manager.h"
@@ -42,6 +43,9 @@ struct NodeOptions {
   int max_in_flight = 8;
   WireLimits limits;
   storage::StorageOptions storage;
+  // Set to report to a controller. Empty tcp/ipc/node_id/host are filled in
+  // from the bound endpoints and the node's own id and host name.
+  std::optional<ReporterOptions> reporter;
 };
 
 class NodeServer {
@@ -56,6 +60,7 @@ class NodeServer {
 
   RequestHandler& handler() { return *handler_; }
   storage::StorageManager& storage() { return *storage_; }
+  Reporter* reporter() { return reporter_.get(); }
 
  private:
   struct Loop;
@@ -69,6 +74,8 @@ class NodeServer {
   std::vector<std::string> endpoints_;
   std::unique_ptr<storage::StorageManager> storage_;
   std::unique_ptr<RequestHandler> handler_;
+  std::unique_ptr<EventQueue> events_;
+  std::unique_ptr<Reporter> reporter_;
   std::unique_ptr<Loop> loop_;
   bool stopped_ = false;
 };

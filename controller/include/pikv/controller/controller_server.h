@@ -1,0 +1,53 @@
+// ControllerServer: the pikv-controller process's serving loop.
+//
+// One thread owns a ZeroMQ ROUTER socket on which nodes register, heartbeat
+// and report events, and clients and the CLI locate and administer. Every
+// message is decoded under the wire limits; malformed ones get an error reply
+// and are counted. The same thread ticks node lifecycles every 100 ms and
+// sends commands to nodes over the connections they opened (kResync after a
+// sequence gap; clear, pin, unpin, evict for admin requests), so the
+// controller never dials a node and never sits on the data path. A separate
+// thread serves read-only HTTP (/metrics, /healthz, /nodes, /stats, /locate).
+// Thread-safety: Start/Stop from one thread; state() is thread-safe.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "pikv/controller/cluster_state.h"
+
+namespace pikv::controller {
+
+struct ControllerOptions {
+  std::string endpoint = "tcp://127.0.0.1:7300";
+  std::string http = "127.0.0.1:7380";  // host:port for HTTP; empty = off; port 0 = any
+  ClusterState::Options lifecycle;
+  WireLimits limits;
+};
+
+class ControllerServer {
+ public:
+  static Result<std::unique_ptr<ControllerServer>> Start(ControllerOptions options);
+  ~ControllerServer();  // Stop()
+
+  const std::string& endpoint() const { return endpoint_; }
+  const std::string& http_address() const { return http_address_; }  // empty when off
+  ClusterState& state() { return *state_; }
+  uint64_t rejected() const { return rejected_; }
+  void Stop();
+
+ private:
+  struct Loop;
+  ControllerServer() = default;
+  void Run();
+
+  ControllerOptions options_;
+  std::string endpoint_;
+  std::string http_address_;
+  std::unique_ptr<ClusterState> state_;
+  std::unique_ptr<Loop> loop_;
+  std::atomic<uint64_t> rejected_{0};
+};
+
+}  // namespace pikv::controller

@@ -1,0 +1,162 @@
+#include "pikv/controller/views.h"
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace pikv::controller {
+
+namespace {
+
+using nlohmann::json;
+
+int64_t Usage(const NodeView& n, const std::string& name) {
+  auto it = n.usage.find(name);
+  if (it == n.usage.end()) return 0;
+  const auto* v = std::get_if<int64_t>(&it->second);
+  return v ? *v : 0;
+}
+
+json TierTotals(const std::vector<NodeView>& nodes) {
+  json tiers = json::object();
+  for (int t = 0; t < kNumTiers; ++t) {
+    const std::string name(TierName(static_cast<TierKind>(t)));
+    int64_t hits = 0, misses = 0, used = 0, capacity = 0;
+    uint64_t chunks = 0;
+    for (const auto& n : nodes) {
+      if (n.state != NodeState::kAlive && n.state != NodeState::kSuspect) continue;
+      hits += Usage(n, name + ".hits");
+      misses += Usage(n, name + ".misses");
+      used += Usage(n, name + ".used_bytes");
+      capacity += Usage(n, name + ".capacity_bytes");
+      chunks += n.chunks[t];
+    }
+    tiers[name] = {{"chunks", chunks},
+                   {"used_bytes", used},
+                   {"capacity_bytes", capacity},
+                   {"hits", hits},
+                   {"misses", misses},
+                   {"hit_rate", hits + misses > 0 ? static_cast<double>(hits) / (hits + misses) : 0.0}};
+  }
+  return tiers;
+}
+
+}  // namespace
+
+std::string NodesJson(const ClusterState& state, Clock::time_point now) {
+  json nodes = json::array();
+  for (const auto& n : state.Nodes(now)) {
+    json tiers = json::object();
+    for (int t = 0; t < kNumTiers; ++t) {
+      const std::string name(TierName(static_cast<TierKind>(t)));
+      tiers[name] = {{"chunks", n.chunks[t]},
+                     {"used_bytes", Usage(n, name + ".used_bytes")},
+                     {"capacity_bytes", Usage(n, name + ".capacity_bytes")}};
+    }
+    nodes.push_back({{"id", n.reg.id},
+                     {"index", n.index},
+                     {"state", std::string(NodeStateName(n.state))},
+                     {"host", n.reg.host},
+                     {"tcp", n.reg.tcp},
+                     {"ipc", n.reg.ipc},
+                     {"incarnation", std::to_string(n.reg.incarnation)},
+                     {"resync_pending", n.resync_pending},
+                     {"last_seq", n.last_seq},
+                     {"events_applied", n.events_applied},
+                     {"seconds_since_heartbeat", n.seconds_since_heartbeat},
+                     {"requests", Usage(n, "requests")},
+                     {"tiers", tiers}});
+  }
+  return json{{"nodes", nodes}}.dump();
+}
+
+std::string StatsJson(const ClusterState& state, Clock::time_point now) {
+  ClusterStats s = state.Stats(now);
+  auto nodes = state.Nodes(now);
+  json per_node = json::array();
+  for (const auto& n : nodes) {
+    per_node.push_back({{"id", n.reg.id},
+                        {"state", std::string(NodeStateName(n.state))},
+                        {"cpu_chunks", n.chunks[0]},
+                        {"disk_chunks", n.chunks[1]},
+                        {"cpu_used_bytes", Usage(n, "cpu.used_bytes")},
+                        {"disk_used_bytes", Usage(n, "disk.used_bytes")},
+                        {"hits", Usage(n, "storage.hits")},
+                        {"misses", Usage(n, "storage.misses")}});
+  }
+  json out = {{"nodes_alive", s.nodes_alive},
+              {"nodes_suspect", s.nodes_suspect},
+              {"nodes_dead", s.nodes_dead},
+              {"keys", s.keys},
+              {"locations", s.locations},
+              {"registry_bytes", s.registry_bytes},
+              {"events_applied", s.events_applied},
+              {"events_ignored", s.events_ignored},
+              {"events_per_second", s.events_per_second},
+              {"sequence_gaps", s.gaps},
+              {"resyncs", s.resyncs},
+              {"node_deaths", s.deaths},
+              {"tiers", TierTotals(nodes)},
+              {"per_node", per_node}};
+  return out.dump();
+}
+
+std::string HealthJson(const ClusterState& state, Clock::time_point now) {
+  ClusterStats s = state.Stats(now);
+  const bool degraded = s.nodes_suspect > 0 || s.nodes_alive == 0;
+  return json{{"status", degraded ? "degraded" : "ok"},
+              {"epoch", std::to_string(state.epoch())},
+              {"nodes_alive", s.nodes_alive},
+              {"nodes_suspect", s.nodes_suspect},
+              {"nodes_dead", s.nodes_dead}}
+      .dump();
+}
+
+std::string LocateJson(const std::vector<ChunkKey>& keys, const std::vector<std::vector<Replica>>& replicas) {
+  json out = json::array();
+  for (size_t i = 0; i < keys.size(); ++i) {
+    json locs = json::array();
+    for (const auto& r : replicas[i]) {
+      locs.push_back({{"node", r.node_id},
+                      {"tier", std::string(TierName(r.location.tier))},
+                      {"host", r.host},
+                      {"tcp", r.tcp},
+                      {"ipc", r.ipc}});
+    }
+    out.push_back({{"key", keys[i].Hex()}, {"locations", locs}});
+  }
+  return json{{"keys", out}}.dump();
+}
+
+std::string MetricsText(const ClusterState& state, Clock::time_point now) {
+  ClusterStats s = state.Stats(now);
+  std::ostringstream m;
+  auto gauge = [&](const char* name, const char* help, double v, const std::string& labels = "") {
+    m << "# HELP " << name << " " << help << "\n# TYPE " << name << " gauge\n" << name << labels << " " << v << "\n";
+  };
+  auto counter = [&](const char* name, const char* help, double v) {
+    m << "# HELP " << name << " " << help << "\n# TYPE " << name << " counter\n" << name << " " << v << "\n";
+  };
+  m << "# HELP pikv_controller_nodes Nodes by lifecycle state.\n# TYPE pikv_controller_nodes gauge\n";
+  m << "pikv_controller_nodes{state=\"alive\"} " << s.nodes_alive << "\n";
+  m << "pikv_controller_nodes{state=\"suspect\"} " << s.nodes_suspect << "\n";
+  m << "pikv_controller_nodes{state=\"dead\"} " << s.nodes_dead << "\n";
+  gauge("pikv_controller_registry_keys", "Distinct chunk keys in the registry.", s.keys);
+  gauge("pikv_controller_registry_locations", "(key, node, tier) locations in the registry.", s.locations);
+  gauge("pikv_controller_registry_bytes", "Memory held by the registry tables.", s.registry_bytes);
+  gauge("pikv_controller_events_per_second", "Admit/evict events applied per second.", s.events_per_second);
+  counter("pikv_controller_events_applied_total", "Admit/evict events applied.", s.events_applied);
+  counter("pikv_controller_events_ignored_total", "Events ignored (duplicates, awaiting resync).", s.events_ignored);
+  counter("pikv_controller_sequence_gaps_total", "Event sequence gaps that triggered a resync.", s.gaps);
+  counter("pikv_controller_resyncs_total", "Full node inventories applied.", s.resyncs);
+  counter("pikv_controller_node_deaths_total", "Nodes declared dead.", s.deaths);
+  m << "# HELP pikv_controller_chunks Chunks per node and tier.\n# TYPE pikv_controller_chunks gauge\n";
+  for (const auto& n : state.Nodes(now)) {
+    for (int t = 0; t < kNumTiers; ++t) {
+      m << "pikv_controller_chunks{node=\"" << n.reg.id << "\",tier=\"" << TierName(static_cast<TierKind>(t))
+        << "\"} " << n.chunks[t] << "\n";
+    }
+  }
+  return m.str();
+}
+
+}  // namespace pikv::controller

@@ -1,0 +1,96 @@
+// Reporter: keeps the controller's picture of this node current.
+//
+// Tier events land in a bounded queue through OnEvents, which never blocks
+// and never allocates beyond the bound: on overflow the queue is marked dirty
+// and the reporter sends a full inventory instead. A thread with one DEALER
+// socket to the controller:
+//   - registers (node id, endpoints, capacities, this process's incarnation)
+//     and then sends the full inventory (CPU and disk keys, in parts);
+//   - sends queued events in batches, when `batch_events` are waiting or the
+//     oldest has waited `batch_delay`, each batch with the next sequence number;
+//   - heartbeats every `heartbeat_interval` with the node's stats; a reply
+//     saying "unknown node" or carrying a new controller epoch makes it
+//     register again after a random jitter (so a controller restart does not
+//     draw every node at once) and resend its inventory;
+//   - executes what the controller sends: kResync, kClear, kPin, kUnpin,
+//     kDelete.
+// Remote-tier (Redis) keys are reported as events but not inventoried: the
+// shared tier is the cluster's. Thread-safety: OnEvents from any thread;
+// Start/Stop from the owner.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "pikv/node/request_handler.h"
+#include "pikv/storage/storage_manager.h"
+
+namespace pikv::node {
+
+struct ReporterOptions {
+  std::string controller;  // endpoint, e.g. tcp://10.0.0.1:7300
+  std::string node_id;
+  std::string host;  // for same-host ordering in locate
+  std::string tcp;   // advertised endpoints
+  std::string ipc;
+  std::chrono::milliseconds heartbeat_interval{1000};
+  std::chrono::milliseconds register_jitter{500};  // upper bound of the random delay before re-registering
+  size_t batch_events = 1024;
+  std::chrono::milliseconds batch_delay{20};
+  size_t queue_capacity = 1 << 16;  // events held before overflowing to a full resync
+  size_t inventory_part = 16384;    // keys per inventory message
+};
+
+// The bounded event queue between the tiers and the reporter thread.
+class EventQueue {
+ public:
+  explicit EventQueue(size_t capacity) : capacity_(capacity) {}
+  void Push(std::span<const storage::TierEvent> events);
+  // Moves up to `max` events into `out`; returns whether the queue overflowed
+  // since the last call (the caller then resyncs in full).
+  bool Take(size_t max, std::vector<storage::TierEvent>& out);
+  void Clear();
+  size_t size() const;
+  uint64_t overflows() const { return overflows_; }
+
+ private:
+  const size_t capacity_;
+  mutable std::mutex mu_;
+  std::deque<storage::TierEvent> events_;  // guarded by mu_
+  bool dirty_ = false;                     // guarded by mu_
+  std::atomic<uint64_t> overflows_{0};
+};
+
+class Reporter {
+ public:
+  Reporter(ReporterOptions options, EventQueue& queue, storage::StorageManager& storage, RequestHandler& handler,
+           uint64_t capacity_cpu, uint64_t capacity_disk);
+  ~Reporter();  // Stop()
+
+  void Start();
+  // Sends what is queued, deregisters, and stops the thread.
+  void Stop();
+  uint64_t incarnation() const { return incarnation_; }
+  bool registered() const { return registered_; }
+
+ private:
+  struct Impl;
+  void Run();
+
+  ReporterOptions options_;
+  EventQueue& queue_;
+  storage::StorageManager& storage_;
+  RequestHandler& handler_;
+  uint64_t capacity_cpu_, capacity_disk_;
+  const uint64_t incarnation_;
+  std::atomic<bool> registered_{false};
+  std::atomic<bool> stopping_{false};
+  std::thread thread_;
+};
+
+}  // namespace pikv::node
