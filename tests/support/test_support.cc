@@ -124,6 +124,17 @@ NodeProcess StartNode(const std::vector<std::string>& args) {
   throw std::runtime_error("pikv-node did not report ready");
 }
 
+ControllerProcess StartController(const std::vector<std::string>& args) {
+  ControllerProcess c;
+  c.process = std::make_unique<ChildProcess>(BinaryPath("pikv-controller"), args);
+  while (auto line = c.process->ReadLine(std::chrono::seconds(20))) {
+    if (line->rfind("endpoint ", 0) == 0) c.endpoint = line->substr(9);
+    if (line->rfind("http ", 0) == 0) c.http = line->substr(5);
+    if (*line == "pikv-controller ready") return c;
+  }
+  throw std::runtime_error("pikv-controller did not report ready");
+}
+
 bool RedisServer::Available() {
   return std::system("command -v redis-server >/dev/null 2>&1") == 0;
 }

@@ -64,6 +64,14 @@ struct NodeProcess {
 };
 NodeProcess StartNode(const std::vector<std::string>& args);
 
+// A pikv-controller child process, ready, with its endpoints parsed.
+struct ControllerProcess {
+  std::unique_ptr<ChildProcess> process;
+  std::string endpoint;
+  std::string http;  // host:port, empty when off
+};
+ControllerProcess StartController(const std::vector<std::string>& args);
+
 // A real redis-server on a free loopback port, persisted nowhere.
 class RedisServer {
  public:
