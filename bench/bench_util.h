@@ -5,10 +5,10 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <iostream>
 #include <map>
 #include <string>
 #include <vector>
-#include <iostream>
 
 #include "pikv/proto/text_table.h"
 

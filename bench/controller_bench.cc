@@ -11,6 +11,8 @@
 //  3. locate of 32-key batches: p50/p99 latency beside a bare ZeroMQ round trip
 //     of the same request to the sink.
 // Prints a table, then one JSON line.
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
@@ -19,7 +21,6 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
-#include <unistd.h>
 #include <zmq.hpp>
 
 #include "bench_util.h"
@@ -61,12 +62,14 @@ int ServeSink(const std::string& endpoint) {
   zmq::context_t ctx(1);
   zmq::socket_t router(ctx, zmq::socket_type::router);
   router.bind(endpoint);
-  std::cout << "endpoint " << router.get(zmq::sockopt::last_endpoint) << "\nsink ready" << std::endl;
+  std::cout << "endpoint " << router.get(zmq::sockopt::last_endpoint) << "\nsink ready"
+            << std::endl;
   std::vector<zmq::message_t> frames;
   uint64_t messages = 0;
   while (RecvFrames(router, frames)) {
     // Frame 1 starting with 'Q' asks for a reply (count or round trip).
-    if (frames.size() >= 2 && frames[1].size() > 0 && *static_cast<const char*>(frames[1].data()) == 'Q') {
+    if (frames.size() >= 2 && frames[1].size() > 0 &&
+        *static_cast<const char*>(frames[1].data()) == 'Q') {
       router.send(frames[0], zmq::send_flags::sndmore);
       std::string count = std::to_string(messages);
       router.send(zmq::buffer(count), zmq::send_flags::none);
@@ -86,7 +89,9 @@ RegistryFigures BenchRegistry(uint64_t keys, uint64_t ops) {
   RegistryFigures f;
   const uint64_t rss0 = ResidentBytes();
   auto reg = std::make_unique<Registry>(64);
-  auto loc_of = [](uint64_t i) { return Location{static_cast<uint16_t>(1 + i % 64), TierKind::kCpu}; };
+  auto loc_of = [](uint64_t i) {
+    return Location{static_cast<uint16_t>(1 + i % 64), TierKind::kCpu};
+  };
   for (uint64_t i = 0; i < keys; ++i) reg->Admit(Key(i), loc_of(i));
   const uint64_t rss1 = ResidentBytes();
   f.bytes_per_entry_rss = static_cast<double>(rss1 - rss0) / reg->locations();
@@ -120,7 +125,8 @@ RegistryFigures BenchRegistry(uint64_t keys, uint64_t ops) {
 Header Batch(const std::string& node_id, uint64_t seq, uint64_t first_key, size_t n) {
   Header h;
   h.type = MsgType::kEvents;
-  h.fields = {{"node_id", node_id}, {"incarnation", int64_t{1}}, {"seq", static_cast<int64_t>(seq)}};
+  h.fields = {
+      {"node_id", node_id}, {"incarnation", int64_t{1}}, {"seq", static_cast<int64_t>(seq)}};
   for (size_t i = 0; i < n; ++i) {
     h.keys.push_back(Key(first_key + i));
     h.values.push_back(controller::EncodeEvent(TierKind::kCpu, true));
@@ -136,13 +142,15 @@ int64_t EventsApplied(const std::string& endpoint) {
 
 // Each sender sends `batches` batches of `batch` events (pre-encoded, so the
 // timed loop is the transport and the receiver). Returns events/s.
-double SendEvents(const std::string& endpoint, int senders, int batches, size_t batch, bool to_controller) {
+double SendEvents(const std::string& endpoint, int senders, int batches, size_t batch,
+                  bool to_controller) {
   std::vector<std::vector<std::string>> encoded(senders);
   std::vector<std::string> ids;
   for (int s = 0; s < senders; ++s) {
     ids.push_back("sim-" + std::to_string(s));
     for (int b = 0; b < batches; ++b) {
-      encoded[s].push_back(EncodeHeader(Batch(ids[s], b + 1, (uint64_t(s) << 40) + b * batch, batch)));
+      encoded[s].push_back(
+          EncodeHeader(Batch(ids[s], b + 1, (uint64_t(s) << 40) + b * batch, batch)));
     }
   }
   std::vector<std::unique_ptr<zmq::socket_t>> socks;
@@ -153,14 +161,18 @@ double SendEvents(const std::string& endpoint, int senders, int batches, size_t 
     if (to_controller) {  // register and send an empty inventory, as a node does
       Header reg;
       reg.type = MsgType::kRegister;
-      reg.fields = {{"node_id", ids[s]}, {"incarnation", int64_t{1}}, {"host", std::string("bench")}};
+      reg.fields = {
+          {"node_id", ids[s]}, {"incarnation", int64_t{1}}, {"host", std::string("bench")}};
       std::vector<zmq::message_t> none;
       SendMessage(*socks.back(), none, reg, {});
       std::vector<zmq::message_t> reply;
       RecvFrames(*socks.back(), reply);
       Header inv;
       inv.type = MsgType::kInventory;
-      inv.fields = {{"node_id", ids[s]}, {"incarnation", int64_t{1}}, {"seq", int64_t{0}}, {"final", int64_t{1}}};
+      inv.fields = {{"node_id", ids[s]},
+                    {"incarnation", int64_t{1}},
+                    {"seq", int64_t{0}},
+                    {"final", int64_t{1}}};
       SendMessage(*socks.back(), none, inv, {});
     }
   }
@@ -175,7 +187,8 @@ double SendEvents(const std::string& endpoint, int senders, int batches, size_t 
   for (auto& t : threads) t.join();
   const int64_t total = int64_t{senders} * batches * static_cast<int64_t>(batch);
   if (to_controller) {
-    while (EventsApplied(endpoint) - before < total) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    while (EventsApplied(endpoint) - before < total)
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
   } else {
     // The sink counts messages; ask until all have arrived (a DEALER keeps order).
     zmq::socket_t q(ClientContext(), zmq::socket_type::dealer);
@@ -192,7 +205,8 @@ double SendEvents(const std::string& endpoint, int senders, int batches, size_t 
 }
 
 // ---- 3. Locate latency -------------------------------------------------------------
-std::vector<double> LocateLatencies(const std::string& endpoint, uint64_t key_space, int calls, uint64_t& found) {
+std::vector<double> LocateLatencies(const std::string& endpoint, uint64_t key_space, int calls,
+                                    uint64_t& found) {
   controller::AdminClient admin(endpoint, std::chrono::seconds(5));
   std::mt19937_64 rng(7);
   std::vector<double> ms;
@@ -234,8 +248,9 @@ int Run(uint64_t keys, uint64_t ops, int senders, int batches) {
 
   testing::TempDir dir;
   // The simulated senders do not heartbeat: keep them alive for the run.
-  auto ctl = testing::StartController({"--endpoint", "tcp://127.0.0.1:*", "--http", "", "--suspect-after", "10m",
-                                       "--dead-after", "20m", "--log-level", "warn"});
+  auto ctl =
+      testing::StartController({"--endpoint", "tcp://127.0.0.1:*", "--http", "", "--suspect-after",
+                                "10m", "--dead-after", "20m", "--log-level", "warn"});
   testing::ChildProcess sink("/proc/self/exe", {"--serve-sink", "tcp://127.0.0.1:*"});
   std::string sink_ep;
   while (auto line = sink.ReadLine(std::chrono::seconds(10))) {
@@ -247,21 +262,26 @@ int Run(uint64_t keys, uint64_t ops, int senders, int batches) {
   double sink_events = SendEvents(sink_ep, senders, batches, batch, false);
   uint64_t found = 0;
   const int calls = 20000;
-  auto locate_ms = LocateLatencies(ctl.endpoint, static_cast<uint64_t>(batches) * batch, calls, found);
+  auto locate_ms =
+      LocateLatencies(ctl.endpoint, static_cast<uint64_t>(batches) * batch, calls, found);
   auto rtt_ms = ZmqRoundTrips(sink_ep, 20000);
 
   Table table({"figure", "value", "baseline", "ratio"});
-  table.Add({"registry admit+evict ops/s (1 thread)", Fixed(reg.admit_evict_ops / 1e6, 2) + " M", "", ""});
+  table.Add({"registry admit+evict ops/s (1 thread)", Fixed(reg.admit_evict_ops / 1e6, 2) + " M",
+             "", ""});
   table.Add({"registry locate ops/s (1 thread)", Fixed(reg.locate_ops / 1e6, 2) + " M", "", ""});
   table.Add({"resident bytes per (key, location)", Fixed(reg.bytes_per_entry_rss, 1),
              "tables: " + Fixed(reg.bytes_per_entry_tables, 1), ""});
-  table.Add({"events/s over the wire (" + std::to_string(senders) + " senders)", Fixed(wire_events / 1e3, 0) + " k",
-             "zmq sink " + Fixed(sink_events / 1e3, 0) + " k", Fixed(wire_events / sink_events, 2)});
+  table.Add({"events/s over the wire (" + std::to_string(senders) + " senders)",
+             Fixed(wire_events / 1e3, 0) + " k", "zmq sink " + Fixed(sink_events / 1e3, 0) + " k",
+             Fixed(wire_events / sink_events, 2)});
   table.Add({"locate: keys found", Fixed(100.0 * found / (32.0 * calls), 1) + " %", "", ""});
   table.Add({"locate 32 keys p50 (ms)", Fixed(Percentile(locate_ms, 0.5), 3),
-             "zmq rtt " + Fixed(Percentile(rtt_ms, 0.5), 3), Fixed(Percentile(locate_ms, 0.5) / Percentile(rtt_ms, 0.5), 2)});
+             "zmq rtt " + Fixed(Percentile(rtt_ms, 0.5), 3),
+             Fixed(Percentile(locate_ms, 0.5) / Percentile(rtt_ms, 0.5), 2)});
   table.Add({"locate 32 keys p99 (ms)", Fixed(Percentile(locate_ms, 0.99), 3),
-             "zmq rtt " + Fixed(Percentile(rtt_ms, 0.99), 3), Fixed(Percentile(locate_ms, 0.99) / Percentile(rtt_ms, 0.99), 2)});
+             "zmq rtt " + Fixed(Percentile(rtt_ms, 0.99), 3),
+             Fixed(Percentile(locate_ms, 0.99) / Percentile(rtt_ms, 0.99), 2)});
   table.Print();
 
   JsonLine json;
@@ -295,7 +315,8 @@ int main(int argc, char** argv) {
   app.add_option("--keys", keys, "Keys in the in-process registry")->capture_default_str();
   app.add_option("--ops", ops, "Timed registry operations")->capture_default_str();
   app.add_option("--senders", senders, "Simulated nodes sending events")->capture_default_str();
-  app.add_option("--batches", batches, "Event batches (1024 events) per sender")->capture_default_str();
+  app.add_option("--batches", batches, "Event batches (1024 events) per sender")
+      ->capture_default_str();
   app.add_option("--serve-sink", sink, "(internal) run the bare ZeroMQ sink");
   CLI11_PARSE(app, argc, argv);
   if (!sink.empty()) return pikv::bench::ServeSink(sink);

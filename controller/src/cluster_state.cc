@@ -9,21 +9,18 @@ namespace {
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-int64_t IntField(const Fields& f, const std::string& name) {
-  auto it = f.find(name);
-  if (it == f.end()) return -1;
-  const auto* v = std::get_if<int64_t>(&it->second);
-  return v ? *v : -1;
-}
-
 }  // namespace
 
 std::string_view NodeStateName(NodeState s) {
   switch (s) {
-    case NodeState::kAlive: return "alive";
-    case NodeState::kSuspect: return "suspect";
-    case NodeState::kDead: return "dead";
-    case NodeState::kGone: return "gone";
+    case NodeState::kAlive:
+      return "alive";
+    case NodeState::kSuspect:
+      return "suspect";
+    case NodeState::kDead:
+      return "dead";
+    case NodeState::kGone:
+      return "gone";
   }
   return "?";
 }
@@ -38,7 +35,9 @@ ClusterState::Node* ClusterState::LiveLocked(const std::string& id, uint64_t inc
   auto it = ids_.find(id);
   if (it == ids_.end()) return nullptr;
   Node& n = nodes_[it->second];
-  if (n.reg.incarnation != incarnation || n.state == NodeState::kDead || n.state == NodeState::kGone) return nullptr;
+  if (n.reg.incarnation != incarnation || n.state == NodeState::kDead ||
+      n.state == NodeState::kGone)
+    return nullptr;
   return &n;
 }
 
@@ -66,13 +65,14 @@ Result<uint16_t> ClusterState::Register(const NodeRegistration& reg, Clock::time
   return index;
 }
 
-Status ClusterState::Heartbeat(const std::string& id, uint64_t incarnation, Fields usage, Clock::time_point now) {
+Status ClusterState::Heartbeat(const std::string& id, uint64_t incarnation, Fields usage,
+                               Clock::time_point now) {
   std::lock_guard lock(mu_);
   Node* n = LiveLocked(id, incarnation);
   if (!n) return NotFound("unknown node " + id + ": register again");
   n->last_seen = now;
   n->state = NodeState::kAlive;
-  int64_t requests = IntField(usage, "requests");
+  int64_t requests = FieldInt(usage, "requests", -1);
   if (requests >= 0 && n->last_requests >= 0 && now > n->last_requests_at) {
     n->load = (requests - n->last_requests) / Seconds(now - n->last_requests_at);
   }
@@ -82,8 +82,8 @@ Status ClusterState::Heartbeat(const std::string& id, uint64_t incarnation, Fiel
   return Status::Ok();
 }
 
-void ClusterState::ApplyLocked(uint16_t index, std::span<const ChunkKey> keys, std::span<const int64_t> values,
-                               bool admit_only) {
+void ClusterState::ApplyLocked(uint16_t index, std::span<const ChunkKey> keys,
+                               std::span<const int64_t> values, bool admit_only) {
   for (size_t i = 0; i < keys.size() && i < values.size(); ++i) {
     const auto tier = static_cast<TierKind>(values[i] & 0xf);
     if (static_cast<int>(tier) >= kNumTiers) continue;
@@ -97,8 +97,9 @@ void ClusterState::ApplyLocked(uint16_t index, std::span<const ChunkKey> keys, s
   }
 }
 
-ClusterState::Outcome ClusterState::ApplyEvents(const std::string& id, uint64_t incarnation, uint64_t seq,
-                                                std::span<const ChunkKey> keys, std::span<const int64_t> values,
+ClusterState::Outcome ClusterState::ApplyEvents(const std::string& id, uint64_t incarnation,
+                                                uint64_t seq, std::span<const ChunkKey> keys,
+                                                std::span<const int64_t> values,
                                                 Clock::time_point now) {
   std::lock_guard lock(mu_);
   Node* n = LiveLocked(id, incarnation);
@@ -121,9 +122,11 @@ ClusterState::Outcome ClusterState::ApplyEvents(const std::string& id, uint64_t 
   return Outcome::kApplied;
 }
 
-ClusterState::Outcome ClusterState::ApplyInventory(const std::string& id, uint64_t incarnation, uint64_t seq,
-                                                   uint64_t part, bool final, std::span<const ChunkKey> keys,
-                                                   std::span<const int64_t> values, Clock::time_point now) {
+ClusterState::Outcome ClusterState::ApplyInventory(const std::string& id, uint64_t incarnation,
+                                                   uint64_t seq, uint64_t part, bool final,
+                                                   std::span<const ChunkKey> keys,
+                                                   std::span<const int64_t> values,
+                                                   Clock::time_point now) {
   std::lock_guard lock(mu_);
   Node* n = LiveLocked(id, incarnation);
   if (!n) return Outcome::kUnknownNode;
@@ -189,7 +192,8 @@ std::vector<Replica> ClusterState::Locate(const ChunkKey& key, const std::string
     const bool other_host = shared || n.reg.host != host;
     ranked.push_back({{suspect, other_host, static_cast<int>(loc.tier), n.load}, std::move(r)});
   }
-  std::sort(ranked.begin(), ranked.end(), [](const Ranked& a, const Ranked& b) { return a.cost < b.cost; });
+  std::sort(ranked.begin(), ranked.end(),
+            [](const Ranked& a, const Ranked& b) { return a.cost < b.cost; });
   std::vector<Replica> out;
   for (auto& r : ranked) out.push_back(std::move(r.replica));
   return out;
@@ -209,13 +213,15 @@ std::vector<NodeView> ClusterState::Nodes(Clock::time_point now) const {
     v.events_applied = n.events_applied;
     v.seconds_since_heartbeat = Seconds(now - n.last_seen);
     v.usage = n.usage;
-    for (int t = 0; t < kNumTiers; ++t) v.chunks[t] = registry_.CountOn(v.index, static_cast<TierKind>(t));
+    for (int t = 0; t < kNumTiers; ++t)
+      v.chunks[t] = registry_.CountOn(v.index, static_cast<TierKind>(t));
     out.push_back(std::move(v));
   }
   return out;
 }
 
-std::vector<std::pair<uint16_t, std::string>> ClusterState::LiveNodes(const std::string& only_id) const {
+std::vector<std::pair<uint16_t, std::string>> ClusterState::LiveNodes(
+    const std::string& only_id) const {
   std::lock_guard lock(mu_);
   std::vector<std::pair<uint16_t, std::string>> out;
   for (size_t i = 1; i < nodes_.size(); ++i) {
@@ -232,10 +238,17 @@ ClusterStats ClusterState::Stats(Clock::time_point now) const {
   ClusterStats s;
   for (size_t i = 1; i < nodes_.size(); ++i) {
     switch (nodes_[i].state) {
-      case NodeState::kAlive: s.nodes_alive++; break;
-      case NodeState::kSuspect: s.nodes_suspect++; break;
-      case NodeState::kDead: s.nodes_dead++; break;
-      case NodeState::kGone: break;
+      case NodeState::kAlive:
+        s.nodes_alive++;
+        break;
+      case NodeState::kSuspect:
+        s.nodes_suspect++;
+        break;
+      case NodeState::kDead:
+        s.nodes_dead++;
+        break;
+      case NodeState::kGone:
+        break;
     }
   }
   s.keys = registry_.keys();

@@ -16,20 +16,6 @@ namespace {
 
 constexpr auto kTick = std::chrono::milliseconds(100);
 
-std::string StrField(const Fields& f, const std::string& name) {
-  auto it = f.find(name);
-  if (it == f.end()) return {};
-  const auto* s = std::get_if<std::string>(&it->second);
-  return s ? *s : std::string{};
-}
-
-int64_t IntField(const Fields& f, const std::string& name) {
-  auto it = f.find(name);
-  if (it == f.end()) return 0;
-  const auto* v = std::get_if<int64_t>(&it->second);
-  return v ? *v : 0;
-}
-
 }  // namespace
 
 struct ControllerServer::Loop {
@@ -41,7 +27,8 @@ struct ControllerServer::Loop {
   httplib::Server http;
   std::thread http_thread;
 
-  void Send(const std::string& identity, const Header& header, const std::vector<SharedBuffer>& payloads = {}) {
+  void Send(const std::string& identity, const Header& header,
+            const std::vector<SharedBuffer>& payloads = {}) {
     std::vector<zmq::message_t> routing;
     routing.emplace_back(identity.data(), identity.size());
     if (!SendMessage(router, routing, header, payloads, /*dontwait=*/true)) {
@@ -59,7 +46,8 @@ Result<std::unique_ptr<ControllerServer>> ControllerServer::Start(ControllerOpti
   auto loop = std::make_unique<Loop>();
   try {
     loop->router.set(zmq::sockopt::linger, 0);
-    loop->router.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(options.limits.max_header_bytes * 2));
+    loop->router.set(zmq::sockopt::maxmsgsize,
+                     static_cast<int64_t>(options.limits.max_header_bytes * 2));
     loop->router.bind(options.endpoint);
     server->endpoint_ = loop->router.get(zmq::sockopt::last_endpoint);
   } catch (const zmq::error_t& e) {
@@ -73,7 +61,9 @@ Result<std::unique_ptr<ControllerServer>> ControllerServer::Start(ControllerOpti
     const std::string host = options.http.substr(0, colon);
     const int port = std::atoi(options.http.c_str() + colon + 1);
     auto& http = loop->http;
-    auto json = [](httplib::Response& res, const std::string& body) { res.set_content(body, "application/json"); };
+    auto json = [](httplib::Response& res, const std::string& body) {
+      res.set_content(body, "application/json");
+    };
     http.Get("/healthz", [state, json](const httplib::Request&, httplib::Response& res) {
       json(res, HealthJson(*state, Clock::now()));
     });
@@ -85,7 +75,9 @@ Result<std::unique_ptr<ControllerServer>> ControllerServer::Start(ControllerOpti
     });
     http.Get("/metrics", [state, self](const httplib::Request&, httplib::Response& res) {
       std::string text = MetricsText(*state, Clock::now());
-      text += "# HELP pikv_controller_rejected_requests_total Malformed, oversized or unknown requests.\n";
+      text +=
+          "# HELP pikv_controller_rejected_requests_total Malformed, oversized or unknown "
+          "requests.\n";
       text += "# TYPE pikv_controller_rejected_requests_total counter\n";
       text += "pikv_controller_rejected_requests_total " + std::to_string(self->rejected()) + "\n";
       res.set_content(text, "text/plain; version=0.0.4");
@@ -108,7 +100,8 @@ Result<std::unique_ptr<ControllerServer>> ControllerServer::Start(ControllerOpti
       for (const auto& k : keys) replicas.push_back(state->Locate(k, req.get_param_value("host")));
       json(res, LocateJson(keys, replicas));
     });
-    int bound = port == 0 ? http.bind_to_any_port(host) : (http.bind_to_port(host, port) ? port : -1);
+    int bound =
+        port == 0 ? http.bind_to_any_port(host) : (http.bind_to_port(host, port) ? port : -1);
     if (bound < 0) return IoError("cannot bind HTTP to " + options.http);
     server->http_address_ = host + ":" + std::to_string(bound);
     loop->http_thread = std::thread([&http] { http.listen_after_bind(); });
@@ -144,11 +137,13 @@ void ControllerServer::Run() {
     }
     const auto now = Clock::now();
     if (now >= next_tick) {
-      for (const auto& id : state.Tick(now)) spdlog::warn("node {} is dead: its entries were removed", id);
+      for (const auto& id : state.Tick(now))
+        spdlog::warn("node {} is dead: its entries were removed", id);
       next_tick = now + kTick;
     }
     // Drain what is ready, then tick again.
-    for (int burst = 0; burst < 256 && RecvFrames(l.router, frames, zmq::recv_flags::dontwait); ++burst) {
+    for (int burst = 0; burst < 256 && RecvFrames(l.router, frames, zmq::recv_flags::dontwait);
+         ++burst) {
       const std::string identity(static_cast<const char*>(frames[0].data()), frames[0].size());
       auto reject = [&](const Header* req, const Status& why) {
         rejected_++;
@@ -164,7 +159,8 @@ void ControllerServer::Run() {
         reject(nullptr, ProtocolError("message has no header frame"));
         continue;
       }
-      auto decoded = DecodeHeader({static_cast<const uint8_t*>(frames[1].data()), frames[1].size()}, options_.limits);
+      auto decoded = DecodeHeader({static_cast<const uint8_t*>(frames[1].data()), frames[1].size()},
+                                  options_.limits);
       if (!decoded.ok()) {
         reject(nullptr, decoded.status());
         continue;
@@ -174,18 +170,18 @@ void ControllerServer::Run() {
         reject(&h, InvalidArgument("the controller takes no payload frames"));
         continue;
       }
-      const std::string node_id = StrField(h.fields, "node_id");
-      const uint64_t incarnation = static_cast<uint64_t>(IntField(h.fields, "incarnation"));
+      const std::string node_id = FieldString(h.fields, "node_id");
+      const uint64_t incarnation = static_cast<uint64_t>(FieldInt(h.fields, "incarnation"));
       Header reply = ReplyTo(h);
       switch (h.type) {
         case MsgType::kRegister: {
           NodeRegistration reg{node_id,
-                               StrField(h.fields, "host"),
-                               StrField(h.fields, "tcp"),
-                               StrField(h.fields, "ipc"),
+                               FieldString(h.fields, "host"),
+                               FieldString(h.fields, "tcp"),
+                               FieldString(h.fields, "ipc"),
                                incarnation,
-                               static_cast<uint64_t>(IntField(h.fields, "cpu_capacity")),
-                               static_cast<uint64_t>(IntField(h.fields, "disk_capacity"))};
+                               static_cast<uint64_t>(FieldInt(h.fields, "cpu_capacity")),
+                               static_cast<uint64_t>(FieldInt(h.fields, "disk_capacity"))};
           auto index = state.Register(reg, now);
           if (!index.ok()) {
             reject(&h, index.status());
@@ -206,7 +202,7 @@ void ControllerServer::Run() {
           break;
         }
         case MsgType::kEvents: {
-          auto seq = static_cast<uint64_t>(IntField(h.fields, "seq"));
+          auto seq = static_cast<uint64_t>(FieldInt(h.fields, "seq"));
           if (state.ApplyEvents(node_id, incarnation, seq, h.keys, h.values, now) ==
               ClusterState::Outcome::kNeedResync) {
             spdlog::warn("node {}: event sequence gap at {}, asking for a resync", node_id, seq);
@@ -217,9 +213,10 @@ void ControllerServer::Run() {
           continue;  // events get no reply
         }
         case MsgType::kInventory:
-          state.ApplyInventory(node_id, incarnation, static_cast<uint64_t>(IntField(h.fields, "seq")),
-                               static_cast<uint64_t>(IntField(h.fields, "part")), IntField(h.fields, "final") != 0,
-                               h.keys, h.values, now);
+          state.ApplyInventory(node_id, incarnation,
+                               static_cast<uint64_t>(FieldInt(h.fields, "seq")),
+                               static_cast<uint64_t>(FieldInt(h.fields, "part")),
+                               FieldInt(h.fields, "final") != 0, h.keys, h.values, now);
           continue;
         case MsgType::kDeregister: {
           Status s = state.Deregister(node_id, incarnation);
@@ -231,7 +228,7 @@ void ControllerServer::Run() {
         case MsgType::kLocate: {
           std::map<uint16_t, const Replica*> referenced;
           std::vector<std::vector<Replica>> all;
-          const std::string host = StrField(h.fields, "host");
+          const std::string host = FieldString(h.fields, "host");
           for (const auto& k : h.keys) all.push_back(state.Locate(k, host));
           for (const auto& replicas : all) {
             reply.values.push_back(static_cast<int64_t>(replicas.size()));
@@ -247,25 +244,32 @@ void ControllerServer::Run() {
             reply.fields[p + "tcp"] = r->tcp;
             reply.fields[p + "ipc"] = r->ipc;
           }
-          if (IntField(h.fields, "json")) reply.fields["json"] = LocateJson(h.keys, all);
+          if (FieldInt(h.fields, "json")) reply.fields["json"] = LocateJson(h.keys, all);
           break;
         }
-        case MsgType::kAdminNodes: reply.fields["json"] = NodesJson(state, now); break;
-        case MsgType::kAdminStats: reply.fields["json"] = StatsJson(state, now); break;
-        case MsgType::kAdminHealth: reply.fields["json"] = HealthJson(state, now); break;
+        case MsgType::kAdminNodes:
+          reply.fields["json"] = NodesJson(state, now);
+          break;
+        case MsgType::kAdminStats:
+          reply.fields["json"] = StatsJson(state, now);
+          break;
+        case MsgType::kAdminHealth:
+          reply.fields["json"] = HealthJson(state, now);
+          break;
         case MsgType::kAdminClear:
         case MsgType::kAdminPin:
         case MsgType::kAdminUnpin:
         case MsgType::kAdminEvict: {
           Header command;
-          command.type = h.type == MsgType::kAdminClear ? MsgType::kClear
-                         : h.type == MsgType::kAdminPin ? MsgType::kPin
+          command.type = h.type == MsgType::kAdminClear   ? MsgType::kClear
+                         : h.type == MsgType::kAdminPin   ? MsgType::kPin
                          : h.type == MsgType::kAdminUnpin ? MsgType::kUnpin
                                                           : MsgType::kDelete;
           command.keys = h.keys;
           std::string list;
           int sent = 0;
-          for (const auto& [index, id] : state.LiveNodes(h.type == MsgType::kAdminClear ? node_id : "")) {
+          for (const auto& [index, id] :
+               state.LiveNodes(h.type == MsgType::kAdminClear ? node_id : "")) {
             auto it = l.identities.find(id);
             if (it == l.identities.end()) continue;
             l.Send(it->second, command);
@@ -275,11 +279,13 @@ void ControllerServer::Run() {
             reject(&h, NotFound("no live node " + node_id));
             continue;
           }
-          reply.fields["json"] = "{\"forwarded_to\":[" + list + "],\"keys\":" + std::to_string(h.keys.size()) + "}";
+          reply.fields["json"] =
+              "{\"forwarded_to\":[" + list + "],\"keys\":" + std::to_string(h.keys.size()) + "}";
           break;
         }
         default:
-          reject(&h, Unsupported("the controller does not serve " + std::string(MsgTypeName(h.type))));
+          reject(&h,
+                 Unsupported("the controller does not serve " + std::string(MsgTypeName(h.type))));
           continue;
       }
       l.Send(identity, reply);

@@ -29,29 +29,30 @@ std::string Num(const json& v) {
 std::string Bytes(const json& v) { return pikv::FormatBytes(v.get<uint64_t>()); }
 
 void PrintNodes(const json& j) {
-  TextTable t({"node", "state", "host", "tcp", "cpu chunks", "cpu used", "disk chunks", "disk used", "heartbeat"});
+  TextTable t({"node", "state", "host", "tcp", "cpu chunks", "cpu used", "disk chunks", "disk used",
+               "heartbeat"});
   for (const auto& n : j["nodes"]) {
     const auto& tiers = n["tiers"];
     t.Add({n["id"].get<std::string>(), n["state"].get<std::string>(), n["host"].get<std::string>(),
-           n["tcp"].get<std::string>(), Num(tiers["cpu"]["chunks"]), Bytes(tiers["cpu"]["used_bytes"]),
-           Num(tiers["disk"]["chunks"]), Bytes(tiers["disk"]["used_bytes"]),
-           Num(n["seconds_since_heartbeat"]) + "s ago"});
+           n["tcp"].get<std::string>(), Num(tiers["cpu"]["chunks"]),
+           Bytes(tiers["cpu"]["used_bytes"]), Num(tiers["disk"]["chunks"]),
+           Bytes(tiers["disk"]["used_bytes"]), Num(n["seconds_since_heartbeat"]) + "s ago"});
   }
   t.Print(std::cout);
 }
 
 void PrintStats(const json& j) {
-  std::cout << "nodes: " << j["nodes_alive"] << " alive, " << j["nodes_suspect"] << " suspect, " << j["nodes_dead"]
-            << " dead\n"
+  std::cout << "nodes: " << j["nodes_alive"] << " alive, " << j["nodes_suspect"] << " suspect, "
+            << j["nodes_dead"] << " dead\n"
             << "registry: " << j["keys"] << " keys, " << j["locations"] << " locations, "
             << Bytes(j["registry_bytes"]) << "\n"
-            << "events: " << j["events_applied"] << " applied, " << Num(j["events_per_second"]) << "/s, "
-            << j["sequence_gaps"] << " gaps, " << j["resyncs"] << " resyncs\n\n";
+            << "events: " << j["events_applied"] << " applied, " << Num(j["events_per_second"])
+            << "/s, " << j["sequence_gaps"] << " gaps, " << j["resyncs"] << " resyncs\n\n";
   TextTable t({"tier", "chunks", "used", "capacity", "hits", "misses", "hit rate"});
   for (const char* tier : {"cpu", "disk", "remote"}) {
     const auto& x = j["tiers"][tier];
-    t.Add({tier, Num(x["chunks"]), Bytes(x["used_bytes"]), Bytes(x["capacity_bytes"]), Num(x["hits"]),
-           Num(x["misses"]), Num(x["hit_rate"])});
+    t.Add({tier, Num(x["chunks"]), Bytes(x["used_bytes"]), Bytes(x["capacity_bytes"]),
+           Num(x["hits"]), Num(x["misses"]), Num(x["hit_rate"])});
   }
   t.Print(std::cout);
 }
@@ -61,8 +62,9 @@ void PrintLocate(const json& j) {
   for (const auto& k : j["keys"]) {
     if (k["locations"].empty()) t.Add({k["key"].get<std::string>(), "-", "-", "-", "-"});
     for (const auto& l : k["locations"]) {
-      t.Add({k["key"].get<std::string>(), l["node"].get<std::string>(), l["tier"].get<std::string>(),
-             l["host"].get<std::string>(), l["tcp"].get<std::string>()});
+      t.Add({k["key"].get<std::string>(), l["node"].get<std::string>(),
+             l["tier"].get<std::string>(), l["host"].get<std::string>(),
+             l["tcp"].get<std::string>()});
     }
   }
   t.Print(std::cout);
@@ -82,16 +84,20 @@ int main(int argc, char** argv) {
   std::string controller = env_controller ? env_controller : "tcp://127.0.0.1:7300";
   std::string timeout = "2s";
   bool as_json = false;
-  CLI::App* admin = app.add_subcommand("admin", "Query and administer the cluster through its controller");
+  CLI::App* admin =
+      app.add_subcommand("admin", "Query and administer the cluster through its controller");
   admin->require_subcommand(1);
-  admin->add_option("--controller", controller, "Controller endpoint (env PIKV_CONTROLLER)")->capture_default_str();
-  admin->add_option("--timeout", timeout, "How long to wait for the controller")->capture_default_str();
+  admin->add_option("--controller", controller, "Controller endpoint (env PIKV_CONTROLLER)")
+      ->capture_default_str();
+  admin->add_option("--timeout", timeout, "How long to wait for the controller")
+      ->capture_default_str();
   admin->add_flag("--json", as_json, "Print the controller's JSON instead of a table");
 
   std::vector<std::string> hex_keys;
   std::string node, tokens, model, dtype = "bf16", rope, mode = "isolated", host;
   auto* nodes = admin->add_subcommand("nodes", "Nodes, their state and tier usage");
-  auto* stats = admin->add_subcommand("stats", "Cluster-wide hits, misses, bytes and chunks per tier; event rates");
+  auto* stats = admin->add_subcommand(
+      "stats", "Cluster-wide hits, misses, bytes and chunks per tier; event rates");
   auto* health = admin->add_subcommand("health", "Is the cluster healthy");
   auto* locate = admin->add_subcommand("locate", "Where chunks are, by key or by token ids");
   locate->add_option("keys", hex_keys, "Chunk keys (32 hex digits)");
@@ -101,12 +107,14 @@ int main(int argc, char** argv) {
   locate->add_option("--rope", rope, "RoPE signature of the key namespace");
   locate->add_option("--mode", mode, "isolated or sys-prefixed")->capture_default_str();
   locate->add_option("--host", host, "Rank replicas for a client on this host");
-  auto* clear = admin->add_subcommand("clear", "Drop every chunk from one node's CPU and disk tiers, or all nodes'");
+  auto* clear = admin->add_subcommand(
+      "clear", "Drop every chunk from one node's CPU and disk tiers, or all nodes'");
   clear->add_option("--node", node, "Only this node");
   auto* pin = admin->add_subcommand("pin", "Pin chunks on every node holding them");
   auto* unpin = admin->add_subcommand("unpin", "Unpin chunks on every node");
   auto* evict = admin->add_subcommand("evict", "Delete chunks from every node and the shared tier");
-  for (auto* sub : {pin, unpin, evict}) sub->add_option("keys", hex_keys, "Chunk keys (32 hex digits)")->required();
+  for (auto* sub : {pin, unpin, evict})
+    sub->add_option("keys", hex_keys, "Chunk keys (32 hex digits)")->required();
   // --controller, --timeout and --json may follow the operation too.
   for (auto* sub : {nodes, stats, health, locate, clear, pin, unpin, evict}) sub->fallthrough();
   CLI11_PARSE(app, argc, argv);
@@ -141,9 +149,13 @@ int main(int argc, char** argv) {
         return 2;
       }
     }
-    pikv::KeyNamespace ns{model, pikv::KvFormat::kStandard, *d, rope,
-                          mode == "isolated" ? pikv::AttentionMode::kIsolated : pikv::AttentionMode::kSysPrefixed,
-                          {}};
+    pikv::KeyNamespace ns{
+        model,
+        pikv::KvFormat::kStandard,
+        *d,
+        rope,
+        mode == "isolated" ? pikv::AttentionMode::kIsolated : pikv::AttentionMode::kSysPrefixed,
+        {}};
     keys.push_back(pikv::MakeChunkKey(ns, ids));
   }
   if (locate->parsed() && keys.empty()) {
@@ -165,7 +177,8 @@ int main(int argc, char** argv) {
   pikv::controller::AdminClient client(controller, *wait);
   auto reply = client.Json(type, keys, fields);
   if (!reply.ok()) {
-    if (reply.code() == pikv::ErrorCode::kTimeout || reply.code() == pikv::ErrorCode::kUnavailable) {
+    if (reply.code() == pikv::ErrorCode::kTimeout ||
+        reply.code() == pikv::ErrorCode::kUnavailable) {
       return Fail("controller " + controller + " did not answer within " + timeout);
     }
     return Fail(reply.status().ToString());
@@ -181,8 +194,8 @@ int main(int argc, char** argv) {
   } else if (stats->parsed()) {
     PrintStats(j);
   } else if (health->parsed()) {
-    std::cout << "status: " << j["status"].get<std::string>() << " (" << j["nodes_alive"] << " alive, "
-              << j["nodes_suspect"] << " suspect, " << j["nodes_dead"] << " dead)\n";
+    std::cout << "status: " << j["status"].get<std::string>() << " (" << j["nodes_alive"]
+              << " alive, " << j["nodes_suspect"] << " suspect, " << j["nodes_dead"] << " dead)\n";
     return j["status"] == "ok" ? 0 : 1;
   } else if (locate->parsed()) {
     PrintLocate(j);

@@ -133,7 +133,8 @@ class Registry::Shard {
   // The slot holding key, or the empty slot where it would go.
   size_t Find(const ChunkKey& key) const {
     size_t i = Home(key);
-    while (slots_[i].n != kEmpty && (slots_[i].lo != key.lo || slots_[i].hi != key.hi)) i = (i + 1) & Mask();
+    while (slots_[i].n != kEmpty && (slots_[i].lo != key.lo || slots_[i].hi != key.hi))
+      i = (i + 1) & Mask();
     return i;
   }
 
@@ -176,7 +177,9 @@ Registry::Registry(size_t num_shards)
 
 Registry::~Registry() = default;
 
-Registry::Shard& Registry::ShardOf(const ChunkKey& key) const { return *shards_[key.hi & (shards_.size() - 1)]; }
+Registry::Shard& Registry::ShardOf(const ChunkKey& key) const {
+  return *shards_[key.hi & (shards_.size() - 1)];
+}
 
 bool Registry::Admit(const ChunkKey& key, Location location) {
   if (location.node > kMaxNodes) return false;
@@ -189,7 +192,8 @@ bool Registry::Admit(const ChunkKey& key, Location location) {
   }
   if (added) {
     locations_.fetch_add(1, std::memory_order_relaxed);
-    counts_[location.node * kNumTiers + static_cast<int>(location.tier)].fetch_add(1, std::memory_order_relaxed);
+    counts_[location.node * kNumTiers + static_cast<int>(location.tier)].fetch_add(
+        1, std::memory_order_relaxed);
   }
   if (new_key) keys_.fetch_add(1, std::memory_order_relaxed);
   return added;
@@ -206,7 +210,8 @@ bool Registry::Evict(const ChunkKey& key, Location location) {
   }
   if (removed) {
     locations_.fetch_sub(1, std::memory_order_relaxed);
-    counts_[location.node * kNumTiers + static_cast<int>(location.tier)].fetch_sub(1, std::memory_order_relaxed);
+    counts_[location.node * kNumTiers + static_cast<int>(location.tier)].fetch_sub(
+        1, std::memory_order_relaxed);
   }
   if (key_gone) keys_.fetch_sub(1, std::memory_order_relaxed);
   return removed;
@@ -233,7 +238,8 @@ uint64_t Registry::RemoveNode(uint16_t node) {
       removed++;
       Location loc = Location::FromCode(code);
       locations_.fetch_sub(1, std::memory_order_relaxed);
-      counts_[loc.node * kNumTiers + static_cast<int>(loc.tier)].fetch_sub(1, std::memory_order_relaxed);
+      counts_[loc.node * kNumTiers + static_cast<int>(loc.tier)].fetch_sub(
+          1, std::memory_order_relaxed);
       if (key_gone) keys_.fetch_sub(1, std::memory_order_relaxed);
     }
   }

@@ -9,12 +9,7 @@ namespace {
 
 using nlohmann::json;
 
-int64_t Usage(const NodeView& n, const std::string& name) {
-  auto it = n.usage.find(name);
-  if (it == n.usage.end()) return 0;
-  const auto* v = std::get_if<int64_t>(&it->second);
-  return v ? *v : 0;
-}
+int64_t Usage(const NodeView& n, const std::string& name) { return FieldInt(n.usage, name); }
 
 json TierTotals(const std::vector<NodeView>& nodes) {
   json tiers = json::object();
@@ -30,12 +25,13 @@ json TierTotals(const std::vector<NodeView>& nodes) {
       capacity += Usage(n, name + ".capacity_bytes");
       chunks += n.chunks[t];
     }
-    tiers[name] = {{"chunks", chunks},
-                   {"used_bytes", used},
-                   {"capacity_bytes", capacity},
-                   {"hits", hits},
-                   {"misses", misses},
-                   {"hit_rate", hits + misses > 0 ? static_cast<double>(hits) / (hits + misses) : 0.0}};
+    tiers[name] = {
+        {"chunks", chunks},
+        {"used_bytes", used},
+        {"capacity_bytes", capacity},
+        {"hits", hits},
+        {"misses", misses},
+        {"hit_rate", hits + misses > 0 ? static_cast<double>(hits) / (hits + misses) : 0.0}};
   }
   return tiers;
 }
@@ -111,7 +107,8 @@ std::string HealthJson(const ClusterState& state, Clock::time_point now) {
       .dump();
 }
 
-std::string LocateJson(const std::vector<ChunkKey>& keys, const std::vector<std::vector<Replica>>& replicas) {
+std::string LocateJson(const std::vector<ChunkKey>& keys,
+                       const std::vector<std::vector<Replica>>& replicas) {
   json out = json::array();
   for (size_t i = 0; i < keys.size(); ++i) {
     json locs = json::array();
@@ -131,29 +128,37 @@ std::string MetricsText(const ClusterState& state, Clock::time_point now) {
   ClusterStats s = state.Stats(now);
   std::ostringstream m;
   auto gauge = [&](const char* name, const char* help, double v, const std::string& labels = "") {
-    m << "# HELP " << name << " " << help << "\n# TYPE " << name << " gauge\n" << name << labels << " " << v << "\n";
+    m << "# HELP " << name << " " << help << "\n# TYPE " << name << " gauge\n"
+      << name << labels << " " << v << "\n";
   };
   auto counter = [&](const char* name, const char* help, double v) {
-    m << "# HELP " << name << " " << help << "\n# TYPE " << name << " counter\n" << name << " " << v << "\n";
+    m << "# HELP " << name << " " << help << "\n# TYPE " << name << " counter\n"
+      << name << " " << v << "\n";
   };
-  m << "# HELP pikv_controller_nodes Nodes by lifecycle state.\n# TYPE pikv_controller_nodes gauge\n";
+  m << "# HELP pikv_controller_nodes Nodes by lifecycle state.\n# TYPE pikv_controller_nodes "
+       "gauge\n";
   m << "pikv_controller_nodes{state=\"alive\"} " << s.nodes_alive << "\n";
   m << "pikv_controller_nodes{state=\"suspect\"} " << s.nodes_suspect << "\n";
   m << "pikv_controller_nodes{state=\"dead\"} " << s.nodes_dead << "\n";
   gauge("pikv_controller_registry_keys", "Distinct chunk keys in the registry.", s.keys);
-  gauge("pikv_controller_registry_locations", "(key, node, tier) locations in the registry.", s.locations);
+  gauge("pikv_controller_registry_locations", "(key, node, tier) locations in the registry.",
+        s.locations);
   gauge("pikv_controller_registry_bytes", "Memory held by the registry tables.", s.registry_bytes);
-  gauge("pikv_controller_events_per_second", "Admit/evict events applied per second.", s.events_per_second);
+  gauge("pikv_controller_events_per_second", "Admit/evict events applied per second.",
+        s.events_per_second);
   counter("pikv_controller_events_applied_total", "Admit/evict events applied.", s.events_applied);
-  counter("pikv_controller_events_ignored_total", "Events ignored (duplicates, awaiting resync).", s.events_ignored);
-  counter("pikv_controller_sequence_gaps_total", "Event sequence gaps that triggered a resync.", s.gaps);
+  counter("pikv_controller_events_ignored_total", "Events ignored (duplicates, awaiting resync).",
+          s.events_ignored);
+  counter("pikv_controller_sequence_gaps_total", "Event sequence gaps that triggered a resync.",
+          s.gaps);
   counter("pikv_controller_resyncs_total", "Full node inventories applied.", s.resyncs);
   counter("pikv_controller_node_deaths_total", "Nodes declared dead.", s.deaths);
-  m << "# HELP pikv_controller_chunks Chunks per node and tier.\n# TYPE pikv_controller_chunks gauge\n";
+  m << "# HELP pikv_controller_chunks Chunks per node and tier.\n# TYPE pikv_controller_chunks "
+       "gauge\n";
   for (const auto& n : state.Nodes(now)) {
     for (int t = 0; t < kNumTiers; ++t) {
-      m << "pikv_controller_chunks{node=\"" << n.reg.id << "\",tier=\"" << TierName(static_cast<TierKind>(t))
-        << "\"} " << n.chunks[t] << "\n";
+      m << "pikv_controller_chunks{node=\"" << n.reg.id << "\",tier=\""
+        << TierName(static_cast<TierKind>(t)) << "\"} " << n.chunks[t] << "\n";
     }
   }
   return m.str();

@@ -12,6 +12,7 @@
 #include <iostream>
 
 #include "pikv/node/node_server.h"
+#include "pikv/proto/stop_signal.h"
 #include "pikv/proto/units.h"
 
 namespace {
@@ -53,8 +54,10 @@ int main(int argc, char** argv) {
   app.add_option("--workers", options.workers, "Worker threads")->capture_default_str();
   app.add_option("--max-object-size", max_object, "Largest chunk object accepted")
       ->capture_default_str();
-  app.add_option("--controller", controller, "Controller endpoint to report to, e.g. tcp://10.0.0.1:7300");
-  app.add_option("--heartbeat-interval", heartbeat, "Heartbeat period, e.g. 1s")->capture_default_str();
+  app.add_option("--controller", controller,
+                 "Controller endpoint to report to, e.g. tcp://10.0.0.1:7300");
+  app.add_option("--heartbeat-interval", heartbeat, "Heartbeat period, e.g. 1s")
+      ->capture_default_str();
   app.add_option("--host", host, "Host name reported to the controller (default: this machine's)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->capture_default_str();
@@ -81,7 +84,8 @@ int main(int argc, char** argv) {
       r.controller = controller;
       r.host = host;
       auto interval = pikv::ParseDuration(heartbeat);
-      if (!interval.ok()) throw CLI::ValidationError("--heartbeat-interval", interval.status().message());
+      if (!interval.ok())
+        throw CLI::ValidationError("--heartbeat-interval", interval.status().message());
       r.heartbeat_interval = *interval;
       options.reporter = r;
     }
@@ -109,12 +113,7 @@ int main(int argc, char** argv) {
   mallopt(M_MMAP_THRESHOLD, 1 << 30);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
 
-  // Block the stop signals in every thread; main waits for them below.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  const sigset_t stop_signals = pikv::BlockStopSignals();  // before any thread starts
 
   auto server = pikv::node::NodeServer::Start(options);
   if (!server.ok()) {
@@ -125,8 +124,7 @@ int main(int argc, char** argv) {
   std::cout << "pikv-node " << (*server)->node_id() << " ready\n";
   std::cout << std::flush;
 
-  int sig = 0;
-  sigwait(&stop_signals, &sig);
+  const int sig = pikv::WaitForStopSignal(stop_signals);
   spdlog::info("signal {}: shutting down", sig);
   (*server)->Stop();
   return 0;

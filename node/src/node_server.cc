@@ -123,8 +123,9 @@ Result<std::unique_ptr<NodeServer>> NodeServer::Start(NodeOptions options) {
       if (r.ipc.empty() && ep.rfind("ipc://", 0) == 0) r.ipc = ep;
     }
     const uint64_t disk = options.storage.disk ? options.storage.disk->capacity_bytes : 0;
-    server->reporter_ = std::make_unique<Reporter>(r, *server->events_, *server->storage_, *server->handler_,
-                                                   options.storage.cpu.capacity_bytes, disk);
+    server->reporter_ =
+        std::make_unique<Reporter>(r, *server->events_, *server->storage_, *server->handler_,
+                                   options.storage.cpu.capacity_bytes, disk);
     server->reporter_->Start();
   }
   NodeServer* self = server.get();

@@ -17,13 +17,6 @@ uint64_t RandomIncarnation() {
   return (uint64_t{rd()} << 32 | rd()) & INT64_MAX;
 }
 
-std::string StrField(const Fields& f, const std::string& name) {
-  auto it = f.find(name);
-  if (it == f.end()) return {};
-  const auto* s = std::get_if<std::string>(&it->second);
-  return s ? *s : std::string{};
-}
-
 }  // namespace
 
 void EventQueue::Push(std::span<const storage::TierEvent> events) {
@@ -80,7 +73,9 @@ Reporter::Reporter(ReporterOptions options, EventQueue& queue, storage::StorageM
 
 Reporter::~Reporter() { Stop(); }
 
-void Reporter::Start() { thread_ = std::thread([this] { Run(); }); }
+void Reporter::Start() {
+  thread_ = std::thread([this] { Run(); });
+}
 
 void Reporter::Stop() {
   if (!thread_.joinable()) return;
@@ -190,7 +185,7 @@ void Reporter::Run() {
       switch (h.type) {
         case MsgType::kRegister:
           if (h.status == ErrorCode::kOk) {
-            impl.epoch = StrField(h.fields, "epoch");
+            impl.epoch = FieldString(h.fields, "epoch");
             impl.seq = 0;
             registered_ = true;
             register_at = Clock::time_point::max();
@@ -200,14 +195,16 @@ void Reporter::Run() {
           }
           break;
         case MsgType::kHeartbeat: {
-          const std::string epoch = StrField(h.fields, "epoch");
+          const std::string epoch = FieldString(h.fields, "epoch");
           if (h.status == ErrorCode::kNotFound || (!epoch.empty() && epoch != impl.epoch)) {
             // The controller restarted or forgot us: register again, jittered.
             registered_ = false;
-            const auto jitter = std::chrono::milliseconds(impl.rng() % (options_.register_jitter.count() + 1));
+            const auto jitter =
+                std::chrono::milliseconds(impl.rng() % (options_.register_jitter.count() + 1));
             register_at = Clock::now() + jitter;
             spdlog::info("reporter: controller {} (epoch {}), registering again in {} ms",
-                         h.status == ErrorCode::kNotFound ? "does not know us" : "restarted", epoch, jitter.count());
+                         h.status == ErrorCode::kNotFound ? "does not know us" : "restarted", epoch,
+                         jitter.count());
           }
           break;
         }

@@ -185,6 +185,20 @@ Result<Header> DecodeHeader(std::span<const uint8_t> bytes, const WireLimits& li
   return h;
 }
 
+std::string FieldString(const Fields& fields, const std::string& name, std::string fallback) {
+  auto it = fields.find(name);
+  if (it == fields.end()) return fallback;
+  const auto* s = std::get_if<std::string>(&it->second);
+  return s ? *s : fallback;
+}
+
+int64_t FieldInt(const Fields& fields, const std::string& name, int64_t fallback) {
+  auto it = fields.find(name);
+  if (it == fields.end()) return fallback;
+  const auto* v = std::get_if<int64_t>(&it->second);
+  return v ? *v : fallback;
+}
+
 Status CheckPayloadLimits(std::span<const size_t> sizes, const WireLimits& lim) {
   if (sizes.size() > lim.max_batch) {
     return TooLarge(std::to_string(sizes.size()) + " payload frames exceed " +

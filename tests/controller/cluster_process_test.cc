@@ -1,9 +1,8 @@
 // A real controller and three real pikv-node processes: registration, event
 // reporting, node death and return, controller crash and recovery, admin
 // operations through the real CLI, and garbage on the controller's port.
-#include <signal.h>
-
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <nlohmann/json.hpp>
 #include <set>
@@ -39,14 +38,16 @@ class ClusterTest : public ::testing::Test {
   }
 
   void StartControllerProcess() {
-    controller_ = testing::StartController({"--endpoint", Endpoint(), "--http", "127.0.0.1:0", "--suspect-after",
-                                            "600ms", "--dead-after", "1500ms", "--log-level", "warn"});
+    controller_ = testing::StartController({"--endpoint", Endpoint(), "--http", "127.0.0.1:0",
+                                            "--suspect-after", "600ms", "--dead-after", "1500ms",
+                                            "--log-level", "warn"});
   }
   std::string Endpoint() const { return "tcp://127.0.0.1:" + std::to_string(controller_port_); }
   void StartNodeProcess(int i) {
-    nodes_[i] = testing::StartNode({"--endpoint", "tcp://127.0.0.1:*", "--data-dir", dirs_[i].str(), "--node-id",
-                                    Id(i), "--host", "host-" + Id(i), "--controller", Endpoint(),
-                                    "--heartbeat-interval", "200ms", "--log-level", "warn"});
+    nodes_[i] =
+        testing::StartNode({"--endpoint", "tcp://127.0.0.1:*", "--data-dir", dirs_[i].str(),
+                            "--node-id", Id(i), "--host", "host-" + Id(i), "--controller",
+                            Endpoint(), "--heartbeat-interval", "200ms", "--log-level", "warn"});
   }
   static std::string Id(int i) { return "node-" + std::string(1, static_cast<char>('a' + i)); }
 
@@ -75,7 +76,8 @@ class ClusterTest : public ::testing::Test {
   }
   // Polls `cond` until it holds; returns how long that took.
   template <typename Cond>
-  std::chrono::milliseconds WaitFor(Cond cond, std::chrono::milliseconds limit, const std::string& what) {
+  std::chrono::milliseconds WaitFor(Cond cond, std::chrono::milliseconds limit,
+                                    const std::string& what) {
     auto t0 = std::chrono::steady_clock::now();
     while (!cond()) {
       if (std::chrono::steady_clock::now() - t0 > limit) {
@@ -84,7 +86,8 @@ class ClusterTest : public ::testing::Test {
       }
       std::this_thread::sleep_for(20ms);
     }
-    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                 t0);
   }
   // Runs the real CLI; returns (exit code, stdout).
   std::pair<int, std::string> Cli(std::vector<std::string> args) {
@@ -105,10 +108,17 @@ class ClusterTest : public ::testing::Test {
 TEST_F(ClusterTest, APutChunkIsLocatedWithinOneSecond) {
   auto o = MakeObject(1, 64 << 10);
   Put(0, o);
-  auto took = WaitFor([&] { return Locate(o.key).count({"node-a", TierKind::kCpu}) == 1; }, 5s, "locate");
+  auto took = WaitFor(
+      [&] {
+        return Locate(o.key).count({"node-a", TierKind::kCpu}) == 1;
+      },
+      5s, "locate");
   EXPECT_LT(took, 1000ms);
-  WaitFor([&] { return Locate(o.key) == Where{{"node-a", TierKind::kCpu}, {"node-a", TierKind::kDisk}}; }, 5s,
-          "the disk copy too");
+  WaitFor(
+      [&] {
+        return Locate(o.key) == Where{{"node-a", TierKind::kCpu}, {"node-a", TierKind::kDisk}};
+      },
+      5s, "the disk copy too");
 }
 
 TEST_F(ClusterTest, AKilledNodeVanishesAndReturnsWithANewIncarnationAndItsDisk) {
@@ -117,12 +127,17 @@ TEST_F(ClusterTest, AKilledNodeVanishesAndReturnsWithANewIncarnationAndItsDisk) 
     objs.push_back(MakeObject(10 + i, 16 << 10));
     Put(1, objs.back());
   }
-  WaitFor([&] { return Locate(objs.back().key).count({"node-b", TierKind::kDisk}) == 1; }, 5s, "node-b's disk copy");
+  WaitFor(
+      [&] {
+        return Locate(objs.back().key).count({"node-b", TierKind::kDisk}) == 1;
+      },
+      5s, "node-b's disk copy");
   auto incarnation = [&] {
     const json all = Admin(MsgType::kAdminNodes);  // keep it alive for the loop
     if (all.is_null()) return std::make_pair(std::string(), std::string());
     for (const auto& n : all["nodes"]) {
-      if (n["id"] == "node-b") return std::make_pair(n["incarnation"].get<std::string>(), n["state"].get<std::string>());
+      if (n["id"] == "node-b")
+        return std::make_pair(n["incarnation"].get<std::string>(), n["state"].get<std::string>());
     }
     return std::make_pair(std::string(), std::string());
   };
@@ -136,7 +151,11 @@ TEST_F(ClusterTest, AKilledNodeVanishesAndReturnsWithANewIncarnationAndItsDisk) 
   WaitFor([&] { return incarnation().second == "alive"; }, 5s, "node-b alive again");
   EXPECT_NE(incarnation().first, first);
   for (const auto& o : objs) {
-    WaitFor([&] { return Locate(o.key) == Where{{"node-b", TierKind::kDisk}}; }, 5s, "node-b's disk inventory");
+    WaitFor(
+        [&] {
+          return Locate(o.key) == Where{{"node-b", TierKind::kDisk}};
+        },
+        5s, "node-b's disk inventory");
   }
 }
 
@@ -171,17 +190,29 @@ TEST_F(ClusterTest, ClearPinAndEvictTakeEffectOnTheNodes) {
   Put(0, shared);
   Put(1, shared);
   Put(2, only_c);
-  WaitFor([&] { return Locate(shared.key).size() == 4 && Locate(only_c.key).size() == 2; }, 5s, "located");
+  WaitFor([&] { return Locate(shared.key).size() == 4 && Locate(only_c.key).size() == 2; }, 5s,
+          "located");
 
   ASSERT_FALSE(Admin(MsgType::kAdminPin, {shared.key}).is_null());
   // A pinned object can be unpinned once per pin: the node says so.
   NodeClient a(nodes_[0].tcp, 5s), b(nodes_[1].tcp, 5s), c(nodes_[2].tcp, 5s);
-  WaitFor([&] { return (*a.Unpin({&shared.key, 1}))[0].ok(); }, 3s, "node-a pinned by the controller");
-  WaitFor([&] { return (*b.Unpin({&shared.key, 1}))[0].ok(); }, 3s, "node-b pinned by the controller");
+  WaitFor(
+      [&] {
+        return (*a.Unpin({&shared.key, 1}))[0].ok();
+      },
+      3s, "node-a pinned by the controller");
+  WaitFor(
+      [&] {
+        return (*b.Unpin({&shared.key, 1}))[0].ok();
+      },
+      3s, "node-b pinned by the controller");
 
   ASSERT_FALSE(Admin(MsgType::kAdminEvict, {shared.key}).is_null());
-  WaitFor([&] { return (*a.Exists({&shared.key, 1}))[0] == 0 && (*b.Exists({&shared.key, 1}))[0] == 0; }, 3s,
-          "evicted on the nodes");
+  WaitFor(
+      [&] {
+        return (*a.Exists({&shared.key, 1}))[0] == 0 && (*b.Exists({&shared.key, 1}))[0] == 0;
+      },
+      3s, "evicted on the nodes");
   WaitFor([&] { return Locate(shared.key).empty(); }, 3s, "evict reported to the registry");
 
   json cleared = Admin(MsgType::kAdminClear, {}, {{"node_id", std::string("node-c")}});
@@ -224,8 +255,8 @@ TEST_F(ClusterTest, EveryAdminCommandThroughTheCliAsTableAndJson) {
   // By token ids: the test objects' namespace and tokens give the same key.
   std::string tokens;
   for (int t = 0; t < 8; ++t) tokens += (t ? "," : "") + std::to_string(40 * 7919 + t);
-  std::tie(code, out) = Cli({"locate", "--tokens", tokens, "--model", "test-model", "--dtype", "f32", "--rope",
-                             "neox;rotary_dim=128;theta=10000", "--json"});
+  std::tie(code, out) = Cli({"locate", "--tokens", tokens, "--model", "test-model", "--dtype",
+                             "f32", "--rope", "neox;rotary_dim=128;theta=10000", "--json"});
   EXPECT_EQ(json::parse(out)["keys"][0]["key"], hex) << out;
 
   for (const char* op : {"pin", "unpin"}) {
@@ -273,17 +304,18 @@ TEST_F(ClusterTest, GarbageGetsErrorRepliesAndChangesNothing) {
   forged.type = MsgType::kEvents;
   forged.keys = {o.key};
   forged.values = {EncodeEvent(TierKind::kCpu, false)};
-  forged.fields = {{"node_id", std::string("node-a")}, {"incarnation", int64_t{1}}, {"seq", int64_t{1}}};
+  forged.fields = {
+      {"node_id", std::string("node-a")}, {"incarnation", int64_t{1}}, {"seq", int64_t{1}}};
   const std::vector<std::pair<std::vector<std::string>, bool>> cases = {
-      {{"\xc1 not msgpack"}, true},
-      {{""}, true},
-      {{EncodeHeader(unknown)}, true},
-      {{EncodeHeader(with_payload), "payload"}, true},
-      {{EncodeHeader(forged)}, false},  // events get no reply, and a wrong incarnation changes nothing
+      {{"\xc1 not msgpack"}, true},    {{""}, true},
+      {{EncodeHeader(unknown)}, true}, {{EncodeHeader(with_payload), "payload"}, true},
+      {{EncodeHeader(forged)}, false},  // events get no reply, and a wrong incarnation changes
+                                        // nothing
   };
   for (const auto& [frames, replies] : cases) {
     for (size_t i = 0; i < frames.size(); ++i) {
-      s.send(zmq::buffer(frames[i]), i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+      s.send(zmq::buffer(frames[i]),
+             i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
     }
     if (!replies) continue;
     std::vector<zmq::message_t> reply;

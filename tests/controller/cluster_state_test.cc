@@ -32,14 +32,16 @@ class ClusterStateTest : public ::testing::Test {
     }
     return state_.ApplyEvents(id, inc, seq, keys, values, now_);
   }
-  void Inventory(const std::string& id, uint64_t inc, uint64_t seq, std::vector<std::pair<ChunkKey, TierKind>> inv) {
+  void Inventory(const std::string& id, uint64_t inc, uint64_t seq,
+                 std::vector<std::pair<ChunkKey, TierKind>> inv) {
     std::vector<ChunkKey> keys;
     std::vector<int64_t> values;
     for (auto& [k, t] : inv) {
       keys.push_back(k);
       values.push_back(static_cast<int64_t>(t));
     }
-    ASSERT_EQ(state_.ApplyInventory(id, inc, seq, 0, true, keys, values, now_), ClusterState::Outcome::kApplied);
+    ASSERT_EQ(state_.ApplyInventory(id, inc, seq, 0, true, keys, values, now_),
+              ClusterState::Outcome::kApplied);
   }
   std::set<std::pair<std::string, TierKind>> Where(const ChunkKey& k) {
     std::set<std::pair<std::string, TierKind>> out;
@@ -51,23 +53,29 @@ class ClusterStateTest : public ::testing::Test {
 TEST_F(ClusterStateTest, EventsApplyInOrderAndDuplicatesAreIgnored) {
   ASSERT_TRUE(state_.Register(Reg("a", 1), now_).ok());
   Inventory("a", 1, 0, {});
-  EXPECT_EQ(Events("a", 1, 1, {{Key(1), EncodeEvent(TierKind::kCpu, true)}}), ClusterState::Outcome::kApplied);
-  EXPECT_EQ(Events("a", 1, 1, {{Key(2), EncodeEvent(TierKind::kCpu, true)}}), ClusterState::Outcome::kIgnored);
+  EXPECT_EQ(Events("a", 1, 1, {{Key(1), EncodeEvent(TierKind::kCpu, true)}}),
+            ClusterState::Outcome::kApplied);
+  EXPECT_EQ(Events("a", 1, 1, {{Key(2), EncodeEvent(TierKind::kCpu, true)}}),
+            ClusterState::Outcome::kIgnored);
   EXPECT_EQ(Where(Key(1)).size(), 1u);
   EXPECT_TRUE(Where(Key(2)).empty());
-  EXPECT_EQ(Events("a", 1, 2, {{Key(1), EncodeEvent(TierKind::kCpu, false)}}), ClusterState::Outcome::kApplied);
+  EXPECT_EQ(Events("a", 1, 2, {{Key(1), EncodeEvent(TierKind::kCpu, false)}}),
+            ClusterState::Outcome::kApplied);
   EXPECT_TRUE(Where(Key(1)).empty());
 }
 
 TEST_F(ClusterStateTest, AGapAsksForAResyncAndTheInventoryReplacesTheSubtree) {
   ASSERT_TRUE(state_.Register(Reg("a", 1), now_).ok());
   Inventory("a", 1, 0, {{Key(1), TierKind::kCpu}});
-  EXPECT_EQ(Events("a", 1, 3, {{Key(2), EncodeEvent(TierKind::kCpu, true)}}), ClusterState::Outcome::kNeedResync);
-  EXPECT_EQ(Events("a", 1, 4, {{Key(3), EncodeEvent(TierKind::kCpu, true)}}), ClusterState::Outcome::kIgnored);
+  EXPECT_EQ(Events("a", 1, 3, {{Key(2), EncodeEvent(TierKind::kCpu, true)}}),
+            ClusterState::Outcome::kNeedResync);
+  EXPECT_EQ(Events("a", 1, 4, {{Key(3), EncodeEvent(TierKind::kCpu, true)}}),
+            ClusterState::Outcome::kIgnored);
   Inventory("a", 1, 4, {{Key(2), TierKind::kDisk}, {Key(3), TierKind::kCpu}});
   EXPECT_TRUE(Where(Key(1)).empty());
   EXPECT_EQ(Where(Key(2)), (std::set<std::pair<std::string, TierKind>>{{"a", TierKind::kDisk}}));
-  EXPECT_EQ(Events("a", 1, 5, {{Key(4), EncodeEvent(TierKind::kCpu, true)}}), ClusterState::Outcome::kApplied);
+  EXPECT_EQ(Events("a", 1, 5, {{Key(4), EncodeEvent(TierKind::kCpu, true)}}),
+            ClusterState::Outcome::kApplied);
 }
 
 TEST_F(ClusterStateTest, SilentNodesBecomeSuspectThenDeadAndLoseTheirSubtree) {
@@ -84,7 +92,8 @@ TEST_F(ClusterStateTest, SilentNodesBecomeSuspectThenDeadAndLoseTheirSubtree) {
   ASSERT_TRUE(state_.Heartbeat("b", 1, {}, now_).ok());
   EXPECT_EQ(state_.Tick(now_), std::vector<std::string>{"a"});
   EXPECT_EQ(Where(Key(1)), (std::set<std::pair<std::string, TierKind>>{{"b", TierKind::kCpu}}));
-  EXPECT_EQ(state_.Heartbeat("a", 1, {}, now_).code(), ErrorCode::kNotFound);  // must register again
+  EXPECT_EQ(state_.Heartbeat("a", 1, {}, now_).code(),
+            ErrorCode::kNotFound);  // must register again
 }
 
 TEST_F(ClusterStateTest, LocateOrdersByHostTierAndLoad) {
@@ -106,7 +115,8 @@ TEST_F(ClusterStateTest, LocateOrdersByHostTierAndLoad) {
 TEST_F(ClusterStateTest, RemoteTierLocationsOutliveTheWriter) {
   ASSERT_TRUE(state_.Register(Reg("a", 1), now_).ok());
   Inventory("a", 1, 0, {});
-  ASSERT_EQ(Events("a", 1, 1, {{Key(1), EncodeEvent(TierKind::kRemote, true)}}), ClusterState::Outcome::kApplied);
+  ASSERT_EQ(Events("a", 1, 1, {{Key(1), EncodeEvent(TierKind::kRemote, true)}}),
+            ClusterState::Outcome::kApplied);
   now_ += 6s;
   state_.Tick(now_);
   ASSERT_EQ(state_.Locate(Key(1), "").size(), 1u);
@@ -122,7 +132,8 @@ TEST_F(ClusterStateTest, LocateMatchesRealInventoriesAfterRandomChaos) {
     uint64_t incarnation = 1;
     uint64_t seq = 0;
     std::map<ChunkKey, std::set<TierKind>> truth;
-    std::deque<std::pair<uint64_t, std::vector<std::pair<ChunkKey, int64_t>>>> wire;  // (seq, events) in flight
+    std::deque<std::pair<uint64_t, std::vector<std::pair<ChunkKey, int64_t>>>>
+        wire;  // (seq, events) in flight
     bool silent = false;
   };
   std::mt19937_64 rng(2024);

@@ -75,12 +75,19 @@ TEST(RegistryTest, MatchesAShadowModelUnderRandomOperations) {
     ChunkKey k = Key(rng() % key_space);
     Location l = Loc(1 + rng() % 12, static_cast<TierKind>(rng() % 3));
     switch (rng() % 10) {
-      case 0: case 1: case 2: case 3: case 4: {
+      case 0:
+      case 1:
+      case 2:
+      case 3:
+      case 4: {
         bool added = model[k].insert(l.Code()).second;
         ASSERT_EQ(r.Admit(k, l), added);
         break;
       }
-      case 5: case 6: case 7: case 8: {
+      case 5:
+      case 6:
+      case 7:
+      case 8: {
         auto it = model.find(k);
         bool had = it != model.end() && it->second.erase(l.Code()) > 0;
         if (it != model.end() && it->second.empty()) model.erase(it);
@@ -110,7 +117,8 @@ TEST(RegistryTest, MatchesAShadowModelUnderRandomOperations) {
   uint64_t locations = 0;
   for (uint64_t i = 0; i < key_space; ++i) {
     auto it = model.find(Key(i));
-    ASSERT_EQ(Codes(r, Key(i)), it == model.end() ? std::set<uint16_t>{} : it->second) << "key " << i;
+    ASSERT_EQ(Codes(r, Key(i)), it == model.end() ? std::set<uint16_t>{} : it->second)
+        << "key " << i;
     if (it != model.end()) locations += it->second.size();
   }
   EXPECT_EQ(r.keys(), model.size());
@@ -118,7 +126,8 @@ TEST(RegistryTest, MatchesAShadowModelUnderRandomOperations) {
   for (uint16_t node = 1; node <= 12; ++node) {
     for (int t = 0; t < kNumTiers; ++t) {
       uint64_t expect = 0;
-      for (auto& [k, codes] : model) expect += codes.count(Loc(node, static_cast<TierKind>(t)).Code());
+      for (auto& [k, codes] : model)
+        expect += codes.count(Loc(node, static_cast<TierKind>(t)).Code());
       EXPECT_EQ(r.CountOn(node, static_cast<TierKind>(t)), expect);
       EXPECT_EQ(r.Inventory(node, static_cast<TierKind>(t)).size(), expect);
     }

@@ -14,12 +14,15 @@ namespace pikv::controller {
 
 class AdminClient {
  public:
-  explicit AdminClient(std::string endpoint, std::chrono::milliseconds timeout = std::chrono::seconds(2));
+  explicit AdminClient(std::string endpoint,
+                       std::chrono::milliseconds timeout = std::chrono::seconds(2));
 
   // Replicas per key, cheapest first for a client on `host`.
-  Result<std::vector<std::vector<Replica>>> Locate(const std::vector<ChunkKey>& keys, const std::string& host = {});
+  Result<std::vector<std::vector<Replica>>> Locate(const std::vector<ChunkKey>& keys,
+                                                   const std::string& host = {});
   // An admin request (kAdmin*, kLocate with json); returns the reply's JSON.
-  Result<std::string> Json(MsgType type, const std::vector<ChunkKey>& keys = {}, Fields fields = {});
+  Result<std::string> Json(MsgType type, const std::vector<ChunkKey>& keys = {},
+                           Fields fields = {});
 
  private:
   RpcClient rpc_;

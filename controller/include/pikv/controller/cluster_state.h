@@ -37,7 +37,12 @@ namespace pikv::controller {
 
 using Clock = std::chrono::steady_clock;
 
-enum class NodeState : uint8_t { kAlive = 1, kSuspect = 2, kDead = 3, kGone = 4 };  // gone: deregistered
+enum class NodeState : uint8_t {
+  kAlive = 1,
+  kSuspect = 2,
+  kDead = 3,
+  kGone = 4
+};  // gone: deregistered
 std::string_view NodeStateName(NodeState s);
 
 inline constexpr uint16_t kSharedTierNode = 0;  // owner of remote-tier locations
@@ -60,7 +65,7 @@ struct NodeView {
   uint64_t last_seq = 0;
   uint64_t events_applied = 0;
   double seconds_since_heartbeat = 0;
-  Fields usage;  // the node's last heartbeat fields
+  Fields usage;                              // the node's last heartbeat fields
   std::array<uint64_t, kNumTiers> chunks{};  // from the registry
 };
 
@@ -92,11 +97,14 @@ class ClusterState {
   uint64_t epoch() const { return epoch_; }
   Result<uint16_t> Register(const NodeRegistration& reg, Clock::time_point now);
   // kNotFound when the node (this incarnation) is unknown: it must register.
-  Status Heartbeat(const std::string& id, uint64_t incarnation, Fields usage, Clock::time_point now);
-  Outcome ApplyEvents(const std::string& id, uint64_t incarnation, uint64_t seq, std::span<const ChunkKey> keys,
-                      std::span<const int64_t> values, Clock::time_point now);
-  Outcome ApplyInventory(const std::string& id, uint64_t incarnation, uint64_t seq, uint64_t part, bool final,
-                         std::span<const ChunkKey> keys, std::span<const int64_t> values, Clock::time_point now);
+  Status Heartbeat(const std::string& id, uint64_t incarnation, Fields usage,
+                   Clock::time_point now);
+  Outcome ApplyEvents(const std::string& id, uint64_t incarnation, uint64_t seq,
+                      std::span<const ChunkKey> keys, std::span<const int64_t> values,
+                      Clock::time_point now);
+  Outcome ApplyInventory(const std::string& id, uint64_t incarnation, uint64_t seq, uint64_t part,
+                         bool final, std::span<const ChunkKey> keys,
+                         std::span<const int64_t> values, Clock::time_point now);
   Status Deregister(const std::string& id, uint64_t incarnation);
   // Ages nodes; returns the ids that died in this tick.
   std::vector<std::string> Tick(Clock::time_point now);
@@ -125,22 +133,26 @@ class ClusterState {
   };
   // Requires mu_. The node's record if id and incarnation match a live node.
   Node* LiveLocked(const std::string& id, uint64_t incarnation);
-  void ApplyLocked(uint16_t index, std::span<const ChunkKey> keys, std::span<const int64_t> values, bool admit_only);
+  void ApplyLocked(uint16_t index, std::span<const ChunkKey> keys, std::span<const int64_t> values,
+                   bool admit_only);
   void KillLocked(uint16_t index);
 
   const Options options_;
   const uint64_t epoch_;
   mutable std::mutex mu_;
-  std::vector<Node> nodes_;             // by index; index 0 is the shared tier; guarded by mu_
+  std::vector<Node> nodes_;              // by index; index 0 is the shared tier; guarded by mu_
   std::map<std::string, uint16_t> ids_;  // guarded by mu_
   Registry registry_;
-  uint64_t events_applied_ = 0, events_ignored_ = 0, gaps_ = 0, resyncs_ = 0, deaths_ = 0;  // guarded by mu_
-  mutable uint64_t rate_events_ = 0;                                                         // guarded by mu_
-  mutable Clock::time_point rate_at_{};                                                      // guarded by mu_
-  mutable double rate_ = 0;                                                                  // guarded by mu_
+  uint64_t events_applied_ = 0, events_ignored_ = 0, gaps_ = 0, resyncs_ = 0,
+           deaths_ = 0;                  // guarded by mu_
+  mutable uint64_t rate_events_ = 0;     // guarded by mu_
+  mutable Clock::time_point rate_at_{};  // guarded by mu_
+  mutable double rate_ = 0;              // guarded by mu_
 };
 
 // Event values on the wire: tier | kind << 4 (kind 1 = admit, 2 = evict).
-inline int64_t EncodeEvent(TierKind tier, bool admit) { return static_cast<int64_t>(tier) | (admit ? 1 : 2) << 4; }
+inline int64_t EncodeEvent(TierKind tier, bool admit) {
+  return static_cast<int64_t>(tier) | (admit ? 1 : 2) << 4;
+}
 
 }  // namespace pikv::controller

@@ -28,7 +28,9 @@ struct Location {
   TierKind tier = TierKind::kCpu;
 
   uint16_t Code() const { return static_cast<uint16_t>(node << 2 | static_cast<uint16_t>(tier)); }
-  static Location FromCode(uint16_t code) { return {static_cast<uint16_t>(code >> 2), static_cast<TierKind>(code & 3)}; }
+  static Location FromCode(uint16_t code) {
+    return {static_cast<uint16_t>(code >> 2), static_cast<TierKind>(code & 3)};
+  }
   friend bool operator==(const Location&, const Location&) = default;
 };
 

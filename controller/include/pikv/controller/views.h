@@ -13,7 +13,8 @@ namespace pikv::controller {
 std::string NodesJson(const ClusterState& state, Clock::time_point now);
 std::string StatsJson(const ClusterState& state, Clock::time_point now);
 std::string HealthJson(const ClusterState& state, Clock::time_point now);
-std::string LocateJson(const std::vector<ChunkKey>& keys, const std::vector<std::vector<Replica>>& replicas);
+std::string LocateJson(const std::vector<ChunkKey>& keys,
+                       const std::vector<std::vector<Replica>>& replicas);
 std::string MetricsText(const ClusterState& state, Clock::time_point now);
 
 }  // namespace pikv::controller

@@ -39,7 +39,8 @@ struct ReporterOptions {
   std::string tcp;   // advertised endpoints
   std::string ipc;
   std::chrono::milliseconds heartbeat_interval{1000};
-  std::chrono::milliseconds register_jitter{500};  // upper bound of the random delay before re-registering
+  std::chrono::milliseconds register_jitter{
+      500};  // upper bound of the random delay before re-registering
   size_t batch_events = 1024;
   std::chrono::milliseconds batch_delay{20};
   size_t queue_capacity = 1 << 16;  // events held before overflowing to a full resync
@@ -68,8 +69,8 @@ class EventQueue {
 
 class Reporter {
  public:
-  Reporter(ReporterOptions options, EventQueue& queue, storage::StorageManager& storage, RequestHandler& handler,
-           uint64_t capacity_cpu, uint64_t capacity_disk);
+  Reporter(ReporterOptions options, EventQueue& queue, storage::StorageManager& storage,
+           RequestHandler& handler, uint64_t capacity_cpu, uint64_t capacity_disk);
   ~Reporter();  // Stop()
 
   void Start();

@@ -45,10 +45,11 @@ enum class MsgType : uint16_t {
   kClear = 17,  // drop every object this node holds; values: [objects dropped]
   // 30-49: node <-> controller. Events and inventory get no reply; the
   // controller asks for a resync when it sees a gap.
-  kRegister = 30,    // fields: node_id, host, tcp, ipc, incarnation, *_capacity; reply: epoch, node_index
-  kHeartbeat = 31,   // fields: node_id, incarnation, usage; reply: epoch (kNotFound: register again)
-  kEvents = 32,      // fields: node_id, incarnation, seq; keys; values: tier | kind << 4
-  kInventory = 33,   // fields: node_id, incarnation, seq, part, final; keys; values: tier
+  kRegister =
+      30,  // fields: node_id, host, tcp, ipc, incarnation, *_capacity; reply: epoch, node_index
+  kHeartbeat = 31,  // fields: node_id, incarnation, usage; reply: epoch (kNotFound: register again)
+  kEvents = 32,     // fields: node_id, incarnation, seq; keys; values: tier | kind << 4
+  kInventory = 33,  // fields: node_id, incarnation, seq, part, final; keys; values: tier
   kDeregister = 34,  // fields: node_id, incarnation
   kResync = 35,      // controller -> node: send a full inventory
   // 50-69: queries and admin. Admin replies carry fields["json"].
@@ -96,6 +97,10 @@ struct WireLimits {
 
 std::string EncodeHeader(const Header& header);
 Result<Header> DecodeHeader(std::span<const uint8_t> bytes, const WireLimits& limits = {});
+
+// A field's value, or `fallback` when absent or of the other type.
+std::string FieldString(const Fields& fields, const std::string& name, std::string fallback = {});
+int64_t FieldInt(const Fields& fields, const std::string& name, int64_t fallback = 0);
 
 // Checks payload frame count and sizes against the limits.
 Status CheckPayloadLimits(std::span<const size_t> frame_sizes, const WireLimits& limits);
