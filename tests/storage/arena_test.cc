@@ -33,7 +33,9 @@ TEST(RangeAllocatorTest, RandomWorkloadNeverOverlapsOrOverflows) {
         ASSERT_LE(*off + sz, cap);
         ASSERT_EQ(*off % RangeAllocator::kAlign, 0u);
         auto next = live.lower_bound(*off);
-        if (next != live.end()) ASSERT_LE(*off + sz, next->first);
+        if (next != live.end()) {
+          ASSERT_LE(*off + sz, next->first);
+        }
         if (next != live.begin()) {
           auto prev = std::prev(next);
           ASSERT_LE(prev->first + prev->second, *off);
