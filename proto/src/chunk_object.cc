@@ -59,18 +59,22 @@ uint64_t PayloadChecksum(std::span<const uint8_t> payload) {
   return XXH3_64bits(payload.data(), payload.size());
 }
 
-Result<std::vector<uint8_t>> BuildChunkObject(ChunkHeader h, std::span<const uint8_t> payload) {
+size_t ChunkHeaderSize(const ChunkHeader& h) {
+  return HeaderSizeFor(h.model_id.size(), h.rope_spec.size(), h.tokens.size());
+}
+
+Status WriteChunkHeader(const ChunkHeader& h, uint64_t payload_checksum, std::span<uint8_t> object) {
   if (Status s = CheckGeometry(h, ChunkLimits{}); !s.ok()) return s;
-  if (payload.size() != h.geometry.PayloadBytes()) {
-    return InvalidArgument("payload is " + std::to_string(payload.size()) +
-                           " bytes, geometry needs " + std::to_string(h.geometry.PayloadBytes()));
+  const size_t header_size = ChunkHeaderSize(h);
+  const uint64_t payload_size = h.geometry.PayloadBytes();
+  if (object.size() != header_size + payload_size) {
+    return InvalidArgument("object buffer is " + std::to_string(object.size()) + " bytes, header and payload need " +
+                           std::to_string(header_size + payload_size));
   }
-  const size_t header_size = HeaderSizeFor(h.model_id.size(), h.rope_spec.size(), h.tokens.size());
-  std::vector<uint8_t> out(header_size + payload.size());
-  uint8_t* p = out.data();
+  uint8_t* p = object.data();
+  std::memset(p, 0, header_size);
   std::memcpy(p, kMagic, 8);
   StoreLE<uint16_t>(p + 8, kChunkFormatVersion);
-  StoreLE<uint16_t>(p + 10, 0);
   StoreLE<uint32_t>(p + 12, static_cast<uint32_t>(header_size));
   auto kb = h.key.Bytes();
   std::memcpy(p + 16, kb.data(), 16);
@@ -87,8 +91,8 @@ Result<std::vector<uint8_t>> BuildChunkObject(ChunkHeader h, std::span<const uin
   StoreLE<uint32_t>(p + 60, h.rope_offset);
   StoreLE<double>(p + 64, h.rope_theta);
   StoreLE<int64_t>(p + 72, h.virtual_start);
-  StoreLE<uint64_t>(p + 80, payload.size());
-  StoreLE<uint64_t>(p + 88, PayloadChecksum(payload));
+  StoreLE<uint64_t>(p + 80, payload_size);
+  StoreLE<uint64_t>(p + 88, payload_checksum);
   StoreLE<uint16_t>(p + 96, static_cast<uint16_t>(h.model_id.size()));
   StoreLE<uint16_t>(p + 98, static_cast<uint16_t>(h.rope_spec.size()));
   size_t off = kFixedBytes;
@@ -101,7 +105,19 @@ Result<std::vector<uint8_t>> BuildChunkObject(ChunkHeader h, std::span<const uin
     off += 4;
   }
   StoreLE<uint64_t>(p + header_size - kChecksumBytes, XXH3_64bits(p, header_size - kChecksumBytes));
-  if (!payload.empty()) std::memcpy(p + header_size, payload.data(), payload.size());
+  return Status::Ok();
+}
+
+Result<std::vector<uint8_t>> BuildChunkObject(ChunkHeader h, std::span<const uint8_t> payload) {
+  if (Status s = CheckGeometry(h, ChunkLimits{}); !s.ok()) return s;
+  if (payload.size() != h.geometry.PayloadBytes()) {
+    return InvalidArgument("payload is " + std::to_string(payload.size()) + " bytes, geometry needs " +
+                           std::to_string(h.geometry.PayloadBytes()));
+  }
+  const size_t header_size = ChunkHeaderSize(h);
+  std::vector<uint8_t> out(header_size + payload.size());
+  if (!payload.empty()) std::memcpy(out.data() + header_size, payload.data(), payload.size());
+  if (Status s = WriteChunkHeader(h, PayloadChecksum(payload), out); !s.ok()) return s;
   return out;
 }
 

@@ -1,0 +1,55 @@
+// Remap and gather: moving a chunk's KV between the chunk object format and
+// an engine's paged cache.
+//
+// Remap writes a chunk placed at actual positions a0 .. a0+n-1 into the
+// cache: K rotated and V copied in one pass over each (layer, token, head).
+//   - K rotated at virtual v0 (the default form): every token is re-rotated by
+//     the same pure rotation R(a0 - v0).
+//   - K pre-RoPE: token t gets the engine's own encoding R(a0 + t), magnitude
+//     factor included, so it matches keys the engine computes itself.
+// Everything is checked before the first write: the object's header, its RoPE
+// signature against `rope`, dtype, format and geometry against the layout,
+// slot range, repeated slots. The payload is not re-hashed (verify it once
+// after it crossed a network or a disk). CPU backend: AVX2 + FMA + F16C when
+// the processor has them (checked at run time), portable code otherwise, on
+// `threads` threads.
+//
+// Gather is the inverse (the store path): it reads a chunk's K and V out of
+// the cache by slots into a new chunk object, hashing the payload in the same
+// pass. Gather then remap at the same position writes back the same bits.
+#pragma once
+
+#include <span>
+#include <string>
+#include <vector>
+
+#include "pikv/device/paged_layout.h"
+#include "pikv/device/rope.h"
+#include "pikv/proto/chunk_object.h"
+
+namespace pikv::device {
+
+enum class Backend { kAuto, kPortable, kAvx2 };
+bool Avx2Available();
+
+struct RemapOptions {
+  int threads = 1;
+  Backend backend = Backend::kAuto;
+};
+
+Status Remap(std::span<const uint8_t> object, const RopeSpec& rope, int64_t actual_start,
+             std::span<const int64_t> slots, const PagedLayout& cache, const RemapOptions& options = {});
+
+// What a gathered chunk object says about itself besides the KV.
+struct GatherSpec {
+  ChunkKey key;
+  std::string model_id;
+  std::vector<int32_t> tokens;  // one per slot
+  KForm k_form = KForm::kRotated;
+  int64_t virtual_start = 0;  // the positions the cached K was rotated at
+};
+
+Result<std::vector<uint8_t>> Gather(const PagedLayout& cache, std::span<const int64_t> slots, const RopeSpec& rope,
+                                    const GatherSpec& spec);
+
+}  // namespace pikv::device

@@ -1,0 +1,252 @@
+#include "pikv/device/remap.h"
+
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+
+#include "kernels.h"
+
+namespace pikv::device {
+
+// ---- PagedLayout ---------------------------------------------------------------------
+
+PagedLayout PagedLayout::Make(Order order, DType dtype, KvFormat format, uint32_t heads, uint32_t dim,
+                              uint32_t block_size, uint64_t num_blocks) {
+  PagedLayout l;
+  l.dtype = dtype;
+  l.kv_format = format;
+  l.num_kv_heads = heads;
+  l.head_dim = dim;
+  l.block_size = block_size;
+  l.num_blocks = num_blocks;
+  const int64_t block = int64_t{block_size} * heads * dim;
+  switch (order) {
+    case Order::kVllmFlash:
+      l.stride_head = dim;
+      l.stride_offset = int64_t{heads} * dim;
+      l.stride_block = block;
+      l.stride_plane = block * static_cast<int64_t>(num_blocks);
+      break;
+    case Order::kHnd:
+      l.stride_offset = dim;
+      l.stride_head = int64_t{block_size} * dim;
+      l.stride_block = block;
+      l.stride_plane = block * static_cast<int64_t>(num_blocks);
+      break;
+    case Order::kBlockMajor:
+      l.stride_head = dim;
+      l.stride_offset = int64_t{heads} * dim;
+      l.stride_plane = block;
+      l.stride_block = block * l.planes();
+      break;
+  }
+  return l;
+}
+
+uint64_t PagedLayout::ElementsPerLayer() const {
+  // The farthest element any (plane, block, offset, head, d) reaches, plus one.
+  return (planes() - 1) * stride_plane + (num_blocks - 1) * stride_block + (block_size - 1) * stride_offset +
+         (num_kv_heads - 1) * stride_head + head_dim;
+}
+
+uint8_t* PagedLayout::HeadVector(uint32_t layer, uint32_t plane, int64_t slot, uint32_t head) const {
+  const int64_t block = slot / block_size, offset = slot % block_size;
+  const int64_t element = plane * stride_plane + block * stride_block + offset * stride_offset + head * stride_head;
+  return static_cast<uint8_t*>(layers[layer]) + element * static_cast<int64_t>(DTypeSize(dtype));
+}
+
+Status PagedLayout::Validate() const {
+  if (num_kv_heads == 0 || head_dim == 0 || block_size == 0 || num_blocks == 0) {
+    return InvalidArgument("paged layout has an empty dimension");
+  }
+  if (stride_head <= 0 || stride_offset <= 0 || stride_block <= 0 || (planes() > 1 && stride_plane <= 0)) {
+    return InvalidArgument("paged layout strides must be positive");
+  }
+  // Head vectors of distinct (plane, block, offset, head) must not overlap:
+  // sort the strides and require each to clear everything below it.
+  struct Axis {
+    int64_t stride;
+    uint64_t count;
+  };
+  std::vector<Axis> axes = {{stride_head, num_kv_heads}, {stride_offset, block_size}, {stride_block, num_blocks}};
+  if (planes() > 1) axes.push_back({stride_plane, planes()});
+  std::sort(axes.begin(), axes.end(), [](const Axis& a, const Axis& b) { return a.stride < b.stride; });
+  int64_t extent = head_dim;
+  for (const Axis& a : axes) {
+    if (a.count > 1 && a.stride < extent) return InvalidArgument("paged layout strides overlap head vectors");
+    extent = a.stride * static_cast<int64_t>(a.count);
+  }
+  for (void* p : layers) {
+    if (!p) return InvalidArgument("paged layout has a null layer pointer");
+  }
+  return Status::Ok();
+}
+
+// ---- Remap ---------------------------------------------------------------------------
+
+bool Avx2Available() {
+  static const bool available = kernels::CpuHasAvx2();
+  return available;
+}
+
+namespace {
+
+// Checks everything a remap or gather depends on, before any byte moves.
+Status CheckPlacement(const ChunkGeometry& g, const RopeSpec& rope, std::span<const int64_t> slots,
+                      const PagedLayout& cache) {
+  if (Status s = cache.Validate(); !s.ok()) return s;
+  if (Status s = rope.Validate(); !s.ok()) return s;
+  if (g.dtype != cache.dtype) {
+    return InvalidArgument(std::string("chunk dtype ") + std::string(DTypeName(g.dtype)) + " differs from cache dtype " +
+                           std::string(DTypeName(cache.dtype)));
+  }
+  if (g.kv_format != cache.kv_format) return InvalidArgument("chunk KV format differs from the cache's");
+  if (g.num_layers != cache.layers.size()) return InvalidArgument("chunk and cache have different layer counts");
+  if (g.num_kv_heads != cache.num_kv_heads || g.head_dim != cache.head_dim) {
+    return InvalidArgument("chunk and cache have different KV heads or head_dim");
+  }
+  if (rope.head_dim != g.head_dim) return InvalidArgument("RoPE spec head_dim differs from the chunk's");
+  if (slots.size() != g.num_tokens) {
+    return InvalidArgument("slot mapping has " + std::to_string(slots.size()) + " entries for " +
+                           std::to_string(g.num_tokens) + " tokens");
+  }
+  std::vector<int64_t> used;
+  used.reserve(slots.size());
+  for (int64_t s : slots) {
+    if (s == -1) continue;
+    if (s < 0 || static_cast<uint64_t>(s) >= cache.num_slots()) {
+      return InvalidArgument("slot " + std::to_string(s) + " is outside the cache's " +
+                             std::to_string(cache.num_slots()) + " slots");
+    }
+    used.push_back(s);
+  }
+  std::sort(used.begin(), used.end());
+  if (std::adjacent_find(used.begin(), used.end()) != used.end()) {
+    return InvalidArgument("slot mapping writes one slot twice");
+  }
+  return Status::Ok();
+}
+
+// Runs fn(begin, end) over [0, n) split across `threads`.
+template <typename Fn>
+void Parallel(uint64_t n, int threads, Fn fn) {
+  threads = std::max(1, std::min<int>(threads, static_cast<int>(std::max<uint64_t>(1, n / 64))));
+  if (threads == 1) {
+    fn(0, n);
+    return;
+  }
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] { fn(n * t / threads, n * (t + 1) / threads); });
+  }
+  for (auto& th : pool) th.join();
+}
+
+}  // namespace
+
+Status Remap(std::span<const uint8_t> object, const RopeSpec& rope, int64_t actual_start,
+             std::span<const int64_t> slots, const PagedLayout& cache, const RemapOptions& options) {
+  auto header = ParseChunkHeader(object);
+  if (!header.ok()) return header.status();
+  const ChunkHeader& h = *header;
+  if (h.rope_spec != rope.Signature()) {
+    return InvalidArgument("chunk was encoded with RoPE '" + h.rope_spec + "', the engine uses '" +
+                           rope.Signature() + "'");
+  }
+  if (Status s = CheckPlacement(h.geometry, rope, slots, cache); !s.ok()) return s;
+  if (options.backend == Backend::kAvx2 && !Avx2Available()) return Unsupported("this CPU has no AVX2/FMA/F16C");
+  const bool avx2 = options.backend != Backend::kPortable && Avx2Available();
+
+  const ChunkGeometry& g = h.geometry;
+  const uint32_t n = g.num_tokens;
+  // One rotation for a rotated chunk; one per token for a pre-RoPE chunk.
+  std::vector<kernels::Rotation> rotations(h.k_form == KForm::kRotated ? 1 : n);
+  if (h.k_form == KForm::kRotated) {
+    auto t = PureRotation(rope, static_cast<double>(actual_start - h.virtual_start));
+    rotations[0].Fill(t.cos, t.sin);
+  } else {
+    for (uint32_t i = 0; i < n; ++i) {
+      auto t = Encoding(rope, static_cast<double>(actual_start + i));
+      rotations[i].Fill(t.cos, t.sin);
+    }
+  }
+  const kernels::HeadShape shape{g.head_dim, rope.rotary_dim, rope.rope_offset, rope.style == RopeStyle::kNeox};
+  const size_t vec_bytes = size_t{g.head_dim} * DTypeSize(g.dtype);
+  const size_t token_bytes = vec_bytes * g.num_kv_heads;
+  const uint32_t planes = cache.planes();
+  const uint8_t* payload = ChunkPayload(object, h).data();
+
+  // Work items are (layer, token); each writes K (rotated) then V (copied).
+  Parallel(uint64_t{g.num_layers} * n, options.threads, [&](uint64_t begin, uint64_t end) {
+    for (uint64_t item = begin; item < end; ++item) {
+      const uint32_t layer = static_cast<uint32_t>(item / n), t = static_cast<uint32_t>(item % n);
+      const int64_t slot = slots[t];
+      if (slot < 0) continue;
+      const kernels::Rotation& rot = rotations[h.k_form == KForm::kRotated ? 0 : t];
+      const uint8_t* k_src = payload + ((uint64_t{layer} * planes) * n + t) * token_bytes;
+      for (uint32_t head = 0; head < g.num_kv_heads; ++head) {
+        const uint8_t* src = k_src + head * vec_bytes;
+        uint8_t* dst = cache.HeadVector(layer, 0, slot, head);
+        if (!avx2 || !kernels::RotateHeadAvx2(g.dtype, src, dst, shape, rot)) {
+          kernels::RotateHeadPortable(g.dtype, src, dst, shape, rot);
+        }
+      }
+      if (planes == 2) {
+        const uint8_t* v_src = payload + ((uint64_t{layer} * planes + 1) * n + t) * token_bytes;
+        for (uint32_t head = 0; head < g.num_kv_heads; ++head) {
+          std::memcpy(cache.HeadVector(layer, 1, slot, head), v_src + head * vec_bytes, vec_bytes);
+        }
+      }
+    }
+  });
+  return Status::Ok();
+}
+
+// ---- Gather --------------------------------------------------------------------------
+
+Result<std::vector<uint8_t>> Gather(const PagedLayout& cache, std::span<const int64_t> slots, const RopeSpec& rope,
+                                    const GatherSpec& spec) {
+  ChunkHeader h;
+  h.key = spec.key;
+  h.model_id = spec.model_id;
+  h.geometry = {static_cast<uint32_t>(cache.layers.size()), static_cast<uint32_t>(slots.size()), cache.num_kv_heads,
+                cache.head_dim, cache.dtype, cache.kv_format};
+  h.rope_style = rope.style;
+  h.rotary_dim = rope.rotary_dim;
+  h.rope_offset = rope.rope_offset;
+  h.rope_theta = rope.theta;
+  h.rope_spec = rope.Signature();
+  h.k_form = spec.k_form;
+  h.virtual_start = spec.virtual_start;
+  h.tokens = spec.tokens;
+  if (spec.tokens.size() != slots.size()) return InvalidArgument("gather needs one token id per slot");
+  if (std::find(slots.begin(), slots.end(), -1) != slots.end()) return InvalidArgument("gather cannot skip slots");
+  if (Status s = CheckPlacement(h.geometry, rope, slots, cache); !s.ok()) return s;
+
+  const size_t header_size = ChunkHeaderSize(h);
+  std::vector<uint8_t> object(header_size + h.geometry.PayloadBytes());
+  const size_t vec_bytes = size_t{cache.head_dim} * DTypeSize(cache.dtype);
+  XXH3_state_t* state = XXH3_createState();
+  XXH3_64bits_reset(state);
+  uint8_t* out = object.data() + header_size;
+  // Payload order [layer][plane][token][head][dim]: hash each vector while it is hot.
+  for (uint32_t layer = 0; layer < h.geometry.num_layers; ++layer) {
+    for (uint32_t plane = 0; plane < cache.planes(); ++plane) {
+      for (int64_t slot : slots) {
+        for (uint32_t head = 0; head < cache.num_kv_heads; ++head) {
+          std::memcpy(out, cache.HeadVector(layer, plane, slot, head), vec_bytes);
+          XXH3_64bits_update(state, out, vec_bytes);
+          out += vec_bytes;
+        }
+      }
+    }
+  }
+  const uint64_t checksum = XXH3_64bits_digest(state);
+  XXH3_freeState(state);
+  if (Status s = WriteChunkHeader(h, checksum, object); !s.ok()) return s;
+  return object;
+}
+
+}  // namespace pikv::device
