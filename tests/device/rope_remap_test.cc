@@ -1,0 +1,332 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+
+#include "device_test_util.h"
+
+namespace pikv::device {
+namespace {
+
+using namespace testing;
+
+RopeSpec Spec(RopeStyle style, uint32_t dim, uint32_t rotary, RopeScaling scaling) {
+  RopeSpec s;
+  s.style = style;
+  s.head_dim = dim;
+  s.rotary_dim = rotary;
+  s.theta = 500000.0;
+  s.scaling = scaling;
+  s.factor = 8.0;
+  s.original_max_position = 8192;
+  if (scaling == RopeScaling::kLongRope) {
+    s.max_position = 131072;
+    for (uint32_t i = 0; i < rotary / 2; ++i) {
+      s.long_factor.push_back(1.0 + i * 0.5);
+      s.short_factor.push_back(1.0 + i * 0.01);
+    }
+  }
+  return s;
+}
+
+// One unit in the last place of `x` in `t` (at least the smallest normal's).
+float Ulp(DType t, float x) {
+  const int mantissa = t == DType::kBF16 ? 7 : t == DType::kF16 ? 10 : 23;
+  const int min_exp = t == DType::kF16 ? -14 : -126;
+  return std::ldexp(1.f, std::max(std::ilogb(std::max(std::fabs(x), 1e-30f)), min_exp) - mantissa);
+}
+
+struct Case {
+  RopeStyle style;
+  uint32_t dim, rotary;
+  RopeScaling scaling;
+  DType dtype;
+  KForm form;
+  int64_t virtual_start, actual_start;
+  Backend backend;
+};
+
+std::string Name(const Case& c) {
+  return std::string(c.style == RopeStyle::kNeox ? "neox" : "gptj") + " dim=" + std::to_string(c.dim) +
+         " rot=" + std::to_string(c.rotary) + " scaling=" + std::to_string(int(c.scaling)) + " " +
+         std::string(DTypeName(c.dtype)) + (c.form == KForm::kRotated ? " rotated" : " pre-rope") +
+         " v=" + std::to_string(c.virtual_start) + " a=" + std::to_string(c.actual_start) +
+         (c.backend == Backend::kPortable ? " portable" : " avx2");
+}
+
+void CheckRemap(const Case& c) {
+  SCOPED_TRACE(Name(c));
+  const RopeSpec spec = Spec(c.style, c.dim, c.rotary, c.scaling);
+  ASSERT_TRUE(spec.Validate().ok());
+  const uint32_t layers = 2, tokens = 5, heads = 2;
+  FloatKv kv = RandomKv(layers, tokens, heads, c.dim, 99);
+  auto object = MakeChunk(kv, spec, c.dtype, c.form, c.virtual_start);
+  Cache cache(PagedLayout::Order::kVllmFlash, c.dtype, layers, heads, c.dim, 4, 4);
+  auto slots = RandomSlots(tokens, 4, 4, 5);
+  RemapOptions opt;
+  opt.backend = c.backend;
+  ASSERT_TRUE(Remap(object, spec, c.actual_start, slots, cache.layout, opt).ok());
+  auto header = *ParseChunkHeader(object);
+  const uint8_t* stored_k = ChunkPayload(object, header).data();
+  const size_t es = DTypeSize(c.dtype);
+  for (uint32_t l = 0; l < layers; ++l) {
+    for (uint32_t t = 0; t < tokens; ++t) {
+      // The rotation remap applies to this token, per the chunk's K form.
+      auto rot = c.form == KForm::kRotated ? PureRotation(spec, double(c.actual_start - c.virtual_start))
+                                           : Encoding(spec, double(c.actual_start + t));
+      for (uint32_t h = 0; h < heads; ++h) {
+        // (1) Kernel accuracy: the exact rotation (double) of the bits the object holds.
+        const uint8_t* src = stored_k + ((size_t(l) * 2 * tokens + t) * heads + h) * c.dim * es;
+        std::vector<double> exact(c.dim);
+        for (uint32_t d = 0; d < c.dim; ++d) exact[d] = Decode(c.dtype, src + d * es);
+        for (uint32_t i = 0; i < spec.rotary_dim / 2; ++i) {
+          uint32_t a, b;
+          math::PairIndex(spec.style == RopeStyle::kNeox, spec.rotary_dim, i, a, b);
+          const double x = exact[a], y = exact[b];
+          exact[a] = x * rot.cos[i] - y * rot.sin[i];
+          exact[b] = y * rot.cos[i] + x * rot.sin[i];
+        }
+        // (2) End to end: the engine's own encoding at the actual position.
+        std::vector<float> direct(&kv.K(l, t, h, 0), &kv.K(l, t, h, 0) + c.dim);
+        EncodeHead(spec, double(c.actual_start + t), direct.data());
+        float max_abs = 0;
+        for (float x : direct) max_abs = std::max(max_abs, std::fabs(x));
+        for (uint32_t d = 0; d < c.dim; ++d) {
+          const float got = cache.At(l, 0, slots[t], h, d);
+          if (d >= spec.rotary_dim) {
+            ASSERT_EQ(got, Decode(c.dtype, src + d * es)) << "non-rotary dim " << d << " changed";
+            continue;
+          }
+          if (c.dtype == DType::kF32) {
+            ASSERT_NEAR(got, exact[d], 1e-6 * std::max(1.f, max_abs)) << "token " << t << " dim " << d;
+            ASSERT_NEAR(got, direct[d], 1e-5 * std::max(1.f, max_abs)) << "token " << t << " dim " << d;
+            if (c.form == KForm::kPreRope && c.backend == Backend::kPortable) {
+              ASSERT_EQ(got, direct[d]) << "pre-RoPE must equal the engine's own encoding exactly";
+            }
+          } else {
+            // One rounding of the exact result; two roundings end to end
+            // (the stored K, then the remapped K).
+            ASSERT_LE(std::fabs(got - exact[d]), Ulp(c.dtype, static_cast<float>(exact[d])) + 1e-6 * max_abs)
+                << "token " << t << " dim " << d;
+            ASSERT_LE(std::fabs(got - direct[d]), 2 * Ulp(c.dtype, max_abs)) << "token " << t << " dim " << d;
+          }
+        }
+        for (uint32_t d = 0; d < c.dim; ++d) {  // V is copied bit for bit
+          const uint8_t* v_src = stored_k + ((size_t(l) * 2 * tokens + tokens + t) * heads + h) * c.dim * es;
+          ASSERT_EQ(cache.At(l, 1, slots[t], h, d), Decode(c.dtype, v_src + d * es));
+        }
+      }
+    }
+  }
+}
+
+TEST(RemapTest, EncodeAtVThenRemapEqualsEncodeAtA) {
+  std::vector<Backend> backends = {Backend::kPortable};
+  if (Avx2Available()) backends.push_back(Backend::kAvx2);
+  for (auto style : {RopeStyle::kNeox, RopeStyle::kGptj}) {
+    for (auto [dim, rotary] : {std::pair{64u, 64u}, std::pair{80u, 32u}}) {  // full, and partial like Phi-2
+      for (auto scaling : {RopeScaling::kNone, RopeScaling::kLinear, RopeScaling::kLlama3, RopeScaling::kNtk,
+                           RopeScaling::kYarn, RopeScaling::kLongRope}) {
+        for (auto dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+          for (auto form : {KForm::kRotated, KForm::kPreRope}) {
+            for (auto [v, a] : {std::pair<int64_t, int64_t>{0, 4096}, {1000, 3}, {0, 1000000}, {1000000, 17}}) {
+              for (auto b : backends) CheckRemap({style, dim, rotary, scaling, dtype, form, v, a, b});
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(RemapTest, ReRotationUsesThePureRotationNotTheMagnitudeFactor) {
+  RopeSpec yarn = Spec(RopeStyle::kNeox, 64, 64, RopeScaling::kYarn);
+  ASSERT_GT(yarn.AttentionScale(), 1.1);  // encoding scales cos/sin
+  auto pure = PureRotation(yarn, 0);
+  EXPECT_EQ(pure.cos[0], 1.f);  // a zero shift changes nothing
+  auto enc = Encoding(yarn, 0);
+  EXPECT_FLOAT_EQ(enc.cos[0], static_cast<float>(yarn.AttentionScale()));
+}
+
+TEST(RemapTest, MlaRotatesOnlyTheRopePart) {
+  RopeSpec spec = Spec(RopeStyle::kGptj, 96, 32, RopeScaling::kNone);
+  spec.rope_offset = 64;  // latent 64 dims, then 32 rope dims
+  FloatKv kv = RandomKv(2, 3, 1, 96, 4);
+  auto object = MakeChunk(kv, spec, DType::kF32, KForm::kRotated, 100, /*mla=*/true);
+  Cache cache(PagedLayout::Order::kVllmFlash, DType::kF32, 2, 1, 96, 4, 2, /*mla=*/true);
+  std::vector<int64_t> slots = {5, 0, 2};
+  ASSERT_TRUE(Remap(object, spec, 900, slots, cache.layout).ok());
+  for (uint32_t l = 0; l < 2; ++l) {
+    for (uint32_t t = 0; t < 3; ++t) {
+      std::vector<float> want(&kv.K(l, t, 0, 0), &kv.K(l, t, 0, 0) + 96);
+      EncodeHead(spec, 900.0 + t, want.data());
+      for (uint32_t d = 0; d < 96; ++d) {
+        if (d < 64) {
+          ASSERT_EQ(cache.At(l, 0, slots[t], 0, d), kv.K(l, t, 0, d)) << "latent dim " << d << " changed";
+        } else {
+          ASSERT_NEAR(cache.At(l, 0, slots[t], 0, d), want[d], 1e-5f * 4);
+        }
+      }
+    }
+  }
+}
+
+TEST(RemapTest, EveryLayoutOrderAndSkippedSlots) {
+  const RopeSpec spec = Spec(RopeStyle::kNeox, 64, 64, RopeScaling::kNone);
+  FloatKv kv = RandomKv(2, 6, 2, 64, 8);
+  auto object = MakeChunk(kv, spec, DType::kBF16, KForm::kRotated, 0);
+  for (auto order : {PagedLayout::Order::kVllmFlash, PagedLayout::Order::kHnd, PagedLayout::Order::kBlockMajor}) {
+    Cache cache(order, DType::kBF16, 2, 2, 64, 4, 3);
+    std::vector<int64_t> slots = {11, -1, 0, 4, -1, 7};
+    const auto untouched = cache.memory;
+    ASSERT_TRUE(Remap(object, spec, 0, slots, cache.layout).ok());
+    // At shift 0 the cache holds exactly the object's bytes; skipped tokens write nothing.
+    auto again = Gather(cache.layout, std::vector<int64_t>{11, 0, 4, 7}, spec, {ChunkKey{1, 1}, "m", {7, 7, 7, 7}});
+    ASSERT_TRUE(again.ok());
+    size_t changed = 0;
+    for (size_t l = 0; l < 2; ++l) {
+      for (size_t i = 0; i < cache.memory[l].size(); ++i) changed += cache.memory[l][i] != untouched[l][i];
+    }
+    EXPECT_LE(changed, 2u * 4 * 2 * 2 * 64 * 2) << "wrote outside the four mapped slots";
+    for (uint32_t l = 0; l < 2; ++l) {
+      for (uint32_t h = 0; h < 2; ++h) {
+        uint8_t want[2];
+        Encode(DType::kBF16, want, kv.V(l, 3, h, 5));
+        EXPECT_EQ(cache.At(l, 1, 4, h, 5), Decode(DType::kBF16, want));
+      }
+    }
+  }
+}
+
+TEST(RemapTest, GatherThenRemapAtTheSamePositionIsBitExact) {
+  const RopeSpec spec = Spec(RopeStyle::kGptj, 64, 64, RopeScaling::kLlama3);
+  for (auto dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+    for (auto order : {PagedLayout::Order::kVllmFlash, PagedLayout::Order::kHnd, PagedLayout::Order::kBlockMajor}) {
+      // An engine's cache holding some chunk at positions 300.. in random slots.
+      FloatKv kv = RandomKv(2, 7, 2, 64, 12);
+      auto seed_object = MakeChunk(kv, spec, dtype, KForm::kRotated, 300);
+      Cache engine(order, dtype, 2, 2, 64, 4, 4);
+      auto slots = RandomSlots(7, 4, 4, 21);
+      ASSERT_TRUE(Remap(seed_object, spec, 300, slots, engine.layout).ok());
+      auto object = Gather(engine.layout, slots, spec, {ChunkKey{5, 6}, "m", std::vector<int32_t>(7, 3), KForm::kRotated, 300});
+      ASSERT_TRUE(object.ok());
+      ASSERT_TRUE(VerifyChunkObject(*object).ok()) << "gather's in-pass checksum must verify";
+      Cache other(order, dtype, 2, 2, 64, 4, 4);
+      auto other_slots = RandomSlots(7, 4, 4, 33);
+      for (auto b : {Backend::kPortable, Backend::kAuto}) {
+        ASSERT_TRUE(Remap(*object, spec, 300, other_slots, other.layout, {2, b}).ok());
+        for (uint32_t l = 0; l < 2; ++l) {
+          for (uint32_t p = 0; p < 2; ++p) {
+            for (uint32_t t = 0; t < 7; ++t) {
+              for (uint32_t h = 0; h < 2; ++h) {
+                ASSERT_EQ(std::memcmp(engine.layout.HeadVector(l, p, slots[t], h),
+                                      other.layout.HeadVector(l, p, other_slots[t], h), 64 * DTypeSize(dtype)),
+                          0);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(RemapTest, GatherAtVRemapToAEqualsGatherAtA) {
+  const RopeSpec spec = Spec(RopeStyle::kNeox, 64, 64, RopeScaling::kYarn);
+  FloatKv kv = RandomKv(1, 5, 2, 64, 14);
+  Cache at_v(PagedLayout::Order::kHnd, DType::kF32, 1, 2, 64, 4, 2), at_a = at_v, moved = at_v;
+  at_a.layout.layers = {at_a.memory[0].data()};
+  moved.layout.layers = {moved.memory[0].data()};
+  std::vector<int64_t> slots = {0, 1, 2, 3, 4};
+  ASSERT_TRUE(Remap(MakeChunk(kv, spec, DType::kF32, KForm::kPreRope, 0), spec, 50, slots, at_v.layout).ok());
+  ASSERT_TRUE(Remap(MakeChunk(kv, spec, DType::kF32, KForm::kPreRope, 0), spec, 7000, slots, at_a.layout).ok());
+  auto object = Gather(at_v.layout, slots, spec, {ChunkKey{1, 2}, "m", std::vector<int32_t>(5, 1), KForm::kRotated, 50});
+  ASSERT_TRUE(object.ok());
+  ASSERT_TRUE(Remap(*object, spec, 7000, slots, moved.layout).ok());
+  for (int64_t s : slots) {
+    for (uint32_t h = 0; h < 2; ++h) {
+      for (uint32_t d = 0; d < 64; ++d) ASSERT_NEAR(moved.At(0, 0, s, h, d), at_a.At(0, 0, s, h, d), 2e-5f);
+    }
+  }
+}
+
+class RemapRejectsTest : public ::testing::Test {
+ protected:
+  RopeSpec spec_ = Spec(RopeStyle::kNeox, 64, 64, RopeScaling::kNone);
+  FloatKv kv_ = RandomKv(2, 4, 2, 64, 3);
+  std::vector<uint8_t> object_ = MakeChunk(kv_, spec_, DType::kBF16, KForm::kRotated, 0);
+  Cache cache_{PagedLayout::Order::kVllmFlash, DType::kBF16, 2, 2, 64, 4, 2};
+  std::vector<int64_t> slots_ = {0, 1, 2, 3};
+
+  void ExpectRejected(Status s, const std::string& what) {
+    EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument) << what << ": " << s.ToString();
+    for (auto& layer : cache_.memory) {
+      ASSERT_TRUE(std::all_of(layer.begin(), layer.end(), [](uint8_t b) { return b == 0xAB; }))
+          << what << ": the cache was written before the error";
+    }
+  }
+};
+
+TEST_F(RemapRejectsTest, BadInputIsAnErrorBeforeAnyWrite) {
+  ExpectRejected(Remap(object_, spec_, 0, std::vector<int64_t>{0, 1, 2, 8}, cache_.layout), "slot out of range");
+  ExpectRejected(Remap(object_, spec_, 0, std::vector<int64_t>{0, 1, 2, -2}, cache_.layout), "negative slot");
+  ExpectRejected(Remap(object_, spec_, 0, std::vector<int64_t>{0, 1, 1, 3}, cache_.layout), "overlapping slots");
+  ExpectRejected(Remap(object_, spec_, 0, std::vector<int64_t>{0, 1, 2}, cache_.layout), "slot count");
+  Cache f16(PagedLayout::Order::kVllmFlash, DType::kF16, 2, 2, 64, 4, 2);
+  EXPECT_EQ(Remap(object_, spec_, 0, slots_, f16.layout).code(), ErrorCode::kInvalidArgument) << "dtype mismatch";
+  Cache heads(PagedLayout::Order::kVllmFlash, DType::kBF16, 2, 4, 64, 4, 2);
+  EXPECT_EQ(Remap(object_, spec_, 0, slots_, heads.layout).code(), ErrorCode::kInvalidArgument) << "shape mismatch";
+  Cache layers(PagedLayout::Order::kVllmFlash, DType::kBF16, 3, 2, 64, 4, 2);
+  EXPECT_EQ(Remap(object_, spec_, 0, slots_, layers.layout).code(), ErrorCode::kInvalidArgument) << "layer count";
+  RopeSpec other = spec_;
+  other.theta = 10000;
+  ExpectRejected(Remap(object_, other, 0, slots_, cache_.layout), "RoPE signature mismatch");
+  PagedLayout overlapping = cache_.layout;
+  overlapping.stride_head = 32;  // head vectors of 64 would overlap
+  ExpectRejected(Remap(object_, spec_, 0, slots_, overlapping), "overlapping strides");
+  auto corrupt = object_;
+  corrupt[20] ^= 1;  // header byte
+  EXPECT_EQ(Remap(corrupt, spec_, 0, slots_, cache_.layout).code(), ErrorCode::kCorruption);
+}
+
+TEST(RopeSpecTest, ParsesModelConfigs) {
+  auto llama = RopeSpec::FromConfigJson(R"({"hidden_size":4096,"num_attention_heads":32,"rope_theta":500000.0,
+    "max_position_embeddings":131072,"rope_scaling":{"factor":8.0,"low_freq_factor":1.0,"high_freq_factor":4.0,
+    "original_max_position_embeddings":8192,"rope_type":"llama3"}})");
+  ASSERT_TRUE(llama.ok()) << llama.status().ToString();
+  EXPECT_EQ(llama->head_dim, 128u);
+  EXPECT_EQ(llama->scaling, RopeScaling::kLlama3);
+  auto inv = llama->InverseFrequencies();
+  EXPECT_DOUBLE_EQ(inv[0], 1.0);                                 // highest frequency: unchanged
+  EXPECT_NEAR(inv.back(), std::pow(500000.0, -126.0 / 128) / 8, 1e-15);  // lowest: divided by factor
+  auto phi2 = RopeSpec::FromConfigJson(R"({"hidden_size":2560,"num_attention_heads":32,"partial_rotary_factor":0.4})");
+  ASSERT_TRUE(phi2.ok());
+  EXPECT_EQ(phi2->head_dim, 80u);
+  EXPECT_EQ(phi2->rotary_dim, 32u);
+  auto yarn = RopeSpec::FromConfigJson(R"({"head_dim":64,"rope_scaling":{"type":"yarn","factor":4.0,
+    "original_max_position_embeddings":4096}})");
+  ASSERT_TRUE(yarn.ok());
+  EXPECT_NEAR(yarn->AttentionScale(), 0.1 * std::log(4.0) + 1, 1e-12);
+  auto dynamic = RopeSpec::FromConfigJson(R"({"head_dim":64,"rope_scaling":{"type":"dynamic","factor":2.0}})");
+  EXPECT_EQ(dynamic.code(), ErrorCode::kUnsupported);
+  EXPECT_NE(dynamic.status().message().find("sequence length"), std::string::npos);
+  EXPECT_EQ(RopeSpec::FromConfigJson("{}").code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(RopeSpec::FromConfigJson("not json").code(), ErrorCode::kInvalidArgument);
+  auto longrope = RopeSpec::FromConfigJson(R"({"head_dim":4,"rope_scaling":{"type":"longrope","long_factor":[1],
+    "short_factor":[1,2]}})");
+  EXPECT_EQ(longrope.code(), ErrorCode::kInvalidArgument) << "factor lists must match rotary_dim / 2";
+}
+
+TEST(RopeSpecTest, SignatureSeparatesEverythingThatChangesTheKv) {
+  std::set<std::string> seen;
+  for (auto scaling : {RopeScaling::kNone, RopeScaling::kLinear, RopeScaling::kLlama3, RopeScaling::kNtk,
+                       RopeScaling::kYarn, RopeScaling::kLongRope}) {
+    for (auto style : {RopeStyle::kNeox, RopeStyle::kGptj}) {
+      EXPECT_TRUE(seen.insert(Spec(style, 64, 64, scaling).Signature()).second);
+      EXPECT_TRUE(seen.insert(Spec(style, 64, 32, scaling).Signature()).second);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace pikv::device
