@@ -206,8 +206,11 @@ Status Remap(std::span<const uint8_t> object, const RopeSpec& rope, int64_t actu
 
 // ---- Gather --------------------------------------------------------------------------
 
-Result<std::vector<uint8_t>> Gather(const PagedLayout& cache, std::span<const int64_t> slots, const RopeSpec& rope,
-                                    const GatherSpec& spec) {
+namespace {
+
+// The header a gather writes, after checking the placement.
+Result<ChunkHeader> GatherHeader(const PagedLayout& cache, std::span<const int64_t> slots, const RopeSpec& rope,
+                                 const GatherSpec& spec) {
   ChunkHeader h;
   h.key = spec.key;
   h.model_id = spec.model_id;
@@ -224,28 +227,53 @@ Result<std::vector<uint8_t>> Gather(const PagedLayout& cache, std::span<const in
   if (spec.tokens.size() != slots.size()) return InvalidArgument("gather needs one token id per slot");
   if (std::find(slots.begin(), slots.end(), -1) != slots.end()) return InvalidArgument("gather cannot skip slots");
   if (Status s = CheckPlacement(h.geometry, rope, slots, cache); !s.ok()) return s;
+  return h;
+}
 
-  const size_t header_size = ChunkHeaderSize(h);
-  std::vector<uint8_t> object(header_size + h.geometry.PayloadBytes());
+}  // namespace
+
+Result<size_t> GatherSize(const PagedLayout& cache, std::span<const int64_t> slots, const RopeSpec& rope,
+                          const GatherSpec& spec) {
+  auto h = GatherHeader(cache, slots, rope, spec);
+  if (!h.ok()) return h.status();
+  return ChunkHeaderSize(*h) + h->geometry.PayloadBytes();
+}
+
+Status GatherInto(const PagedLayout& cache, std::span<const int64_t> slots, const RopeSpec& rope,
+                  const GatherSpec& spec, std::span<uint8_t> object) {
+  auto h = GatherHeader(cache, slots, rope, spec);
+  if (!h.ok()) return h.status();
+  const size_t header_size = ChunkHeaderSize(*h);
+  if (object.size() != header_size + h->geometry.PayloadBytes()) return InvalidArgument("gather buffer has the wrong size");
   const size_t vec_bytes = size_t{cache.head_dim} * DTypeSize(cache.dtype);
   XXH3_state_t* state = XXH3_createState();
   XXH3_64bits_reset(state);
   uint8_t* out = object.data() + header_size;
-  // Payload order [layer][plane][token][head][dim]: hash each vector while it is hot.
-  for (uint32_t layer = 0; layer < h.geometry.num_layers; ++layer) {
+  // Payload order [layer][plane][token][head][dim]: each token's row of heads
+  // is contiguous in the object, so it is hashed right after it is copied.
+  for (uint32_t layer = 0; layer < h->geometry.num_layers; ++layer) {
     for (uint32_t plane = 0; plane < cache.planes(); ++plane) {
       for (int64_t slot : slots) {
+        uint8_t* row = out;
         for (uint32_t head = 0; head < cache.num_kv_heads; ++head) {
           std::memcpy(out, cache.HeadVector(layer, plane, slot, head), vec_bytes);
-          XXH3_64bits_update(state, out, vec_bytes);
           out += vec_bytes;
         }
+        XXH3_64bits_update(state, row, static_cast<size_t>(out - row));
       }
     }
   }
   const uint64_t checksum = XXH3_64bits_digest(state);
   XXH3_freeState(state);
-  if (Status s = WriteChunkHeader(h, checksum, object); !s.ok()) return s;
+  return WriteChunkHeader(*h, checksum, object);
+}
+
+Result<std::vector<uint8_t>> Gather(const PagedLayout& cache, std::span<const int64_t> slots, const RopeSpec& rope,
+                                    const GatherSpec& spec) {
+  auto size = GatherSize(cache, slots, rope, spec);
+  if (!size.ok()) return size.status();
+  std::vector<uint8_t> object(*size);
+  if (Status s = GatherInto(cache, slots, rope, spec, object); !s.ok()) return s;
   return object;
 }
 

@@ -51,5 +51,11 @@ struct GatherSpec {
 
 Result<std::vector<uint8_t>> Gather(const PagedLayout& cache, std::span<const int64_t> slots, const RopeSpec& rope,
                                     const GatherSpec& spec);
+// The same into a caller's buffer of exactly GatherSize bytes (a reused
+// staging buffer: no allocation or page faults per chunk).
+Result<size_t> GatherSize(const PagedLayout& cache, std::span<const int64_t> slots, const RopeSpec& rope,
+                          const GatherSpec& spec);
+Status GatherInto(const PagedLayout& cache, std::span<const int64_t> slots, const RopeSpec& rope,
+                  const GatherSpec& spec, std::span<uint8_t> object);
 
 }  // namespace pikv::device
