@@ -42,10 +42,27 @@ Result<std::vector<uint8_t>> NodeClient::Exists(std::span<const ChunkKey> keys) 
 }
 
 Result<std::vector<Result<SharedBuffer>>> NodeClient::Get(std::span<const ChunkKey> keys) {
-  auto reply = Call(MsgType::kGet, keys);
+  return Objects(Call(MsgType::kGet, keys), keys.size());
+}
+
+Result<std::vector<Result<SharedBuffer>>> NodeClient::Pull(std::span<const ChunkKey> keys, const std::string& from,
+                                                           std::chrono::milliseconds peer_timeout) {
+  Message req;
+  req.header.type = MsgType::kPull;
+  req.header.keys.assign(keys.begin(), keys.end());
+  req.header.fields["from"] = from;
+  req.header.fields["timeout_ms"] = static_cast<int64_t>(peer_timeout.count());
+  auto reply = rpc_.Call(std::move(req), timeout_);
+  if (reply.ok() && reply->header.status != ErrorCode::kOk) {
+    return Status(reply->header.status, reply->header.reason);
+  }
+  return Objects(std::move(reply), keys.size());
+}
+
+Result<std::vector<Result<SharedBuffer>>> NodeClient::Objects(Result<Message> reply, size_t expected) {
   if (!reply.ok()) return reply.status();
   const auto& codes = reply->header.values;
-  if (codes.size() != keys.size()) return ProtocolError("reply has the wrong number of results");
+  if (codes.size() != expected) return ProtocolError("reply has the wrong number of results");
   std::vector<Result<SharedBuffer>> out;
   size_t next = 0;
   for (int64_t code : codes) {

@@ -2,6 +2,13 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <map>
+#include <memory>
+
+#include "pikv/node/node_client.h"
+#include "pikv/proto/chunk_object.h"
+
 namespace pikv::node {
 
 using storage::StorageManager;
@@ -73,6 +80,9 @@ Message RequestHandler::Handle(Message& req) {
       reply.header = ReplyTo(h);
       reply.header.fields = StatsFields();
       return reply;
+    case MsgType::kPull:
+      pulls_++;
+      return HandlePull(req);
     case MsgType::kClear:
       clears_++;
       reply.header = ReplyTo(h);
@@ -153,6 +163,42 @@ Message RequestHandler::HandlePut(Message& req) {
   return reply;
 }
 
+Message RequestHandler::HandlePull(Message& req) {
+  const std::string from = FieldString(req.header.fields, "from");
+  if (from.empty()) return Reject(&req.header, InvalidArgument("pull needs fields[\"from\"], the peer's endpoint"));
+  const auto timeout = std::chrono::milliseconds(std::clamp<int64_t>(FieldInt(req.header.fields, "timeout_ms", 2000), 1, 60000));
+  // One connection per peer per worker thread, kept for the next pull.
+  thread_local std::map<std::string, std::unique_ptr<NodeClient>> peers;
+  auto& peer = peers[from];
+  if (!peer) peer = std::make_unique<NodeClient>(from, timeout);
+  peer->set_timeout(timeout);
+  Message reply;
+  reply.header = ReplyTo(req.header);
+  auto got = peer->Get(req.header.keys);
+  if (!got.ok()) {
+    // The peer is down or slow: every key is a miss, the caller recomputes.
+    pull_failures_++;
+    peers.erase(from);  // reconnect next time
+    reply.header.values.assign(req.header.keys.size(), static_cast<int64_t>(ErrorCode::kNotFound));
+    reply.header.reason = "peer " + from + ": " + got.status().ToString();
+    return reply;
+  }
+  for (size_t i = 0; i < req.header.keys.size(); ++i) {
+    Result<SharedBuffer>& r = (*got)[i];
+    // Put verifies size, checksum and key before admitting; a bad copy is a miss.
+    Status s = r.ok() ? storage_.Put(req.header.keys[i], *r) : Status(ErrorCode::kNotFound, "");
+    if (s.ok()) {
+      pulled_objects_++;
+      bytes_out_ += r->size();
+      reply.payloads.push_back(std::move(*r));
+      reply.header.values.push_back(static_cast<int64_t>(ErrorCode::kOk));
+    } else {
+      reply.header.values.push_back(static_cast<int64_t>(ErrorCode::kNotFound));
+    }
+  }
+  return reply;
+}
+
 Message RequestHandler::HandlePerKey(Message& req, Status (StorageManager::*op)(const ChunkKey&)) {
   if (!req.payloads.empty())
     return Reject(&req.header, InvalidArgument("request carries no payload frames"));
@@ -176,6 +222,9 @@ NodeCounters RequestHandler::Counters() const {
   c.stats = stats_;
   c.pings = pings_;
   c.clears = clears_;
+  c.pulls = pulls_;
+  c.pulled_objects = pulled_objects_;
+  c.pull_failures = pull_failures_;
   c.malformed = malformed_;
   c.too_large = too_large_;
   c.unsupported = unsupported_;
@@ -198,6 +247,9 @@ Fields RequestHandler::StatsFields() const {
   put("requests.pin", c.pins);
   put("requests.unpin", c.unpins);
   put("requests.clear", c.clears);
+  put("requests.pull", c.pulls);
+  put("p2p.pulled_objects", c.pulled_objects);
+  put("p2p.pull_failures", c.pull_failures);
   put("errors.malformed", c.malformed);
   put("errors.too_large", c.too_large);
   put("errors.unsupported", c.unsupported);

@@ -53,6 +53,8 @@ std::string_view MsgTypeName(MsgType t) {
       return "stats";
     case MsgType::kClear:
       return "clear";
+    case MsgType::kPull:
+      return "pull";
     case MsgType::kRegister:
       return "register";
     case MsgType::kHeartbeat:

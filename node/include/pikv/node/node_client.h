@@ -31,12 +31,19 @@ class NodeClient {
   Result<std::vector<Status>> Pin(std::span<const ChunkKey> keys);
   Result<std::vector<Status>> Unpin(std::span<const ChunkKey> keys);
   Result<Fields> Stats();
+  // P2P: the node gets `keys` from the peer at `from`, admits them and returns
+  // them (misses for what the peer lacks or when the peer does not answer
+  // within `peer_timeout`).
+  Result<std::vector<Result<SharedBuffer>>> Pull(std::span<const ChunkKey> keys, const std::string& from,
+                                                 std::chrono::milliseconds peer_timeout);
 
   void set_timeout(std::chrono::milliseconds t) { timeout_ = t; }
 
  private:
   Result<Message> Call(MsgType type, std::span<const ChunkKey> keys,
                        std::vector<SharedBuffer> payloads = {});
+  // Per-key objects from a get or pull reply.
+  static Result<std::vector<Result<SharedBuffer>>> Objects(Result<Message> reply, size_t expected);
   Result<std::vector<Status>> PerKey(MsgType type, std::span<const ChunkKey> keys,
                                      std::vector<SharedBuffer> payloads = {});
 

@@ -18,6 +18,7 @@ struct NodeCounters {
   uint64_t requests = 0;
   uint64_t gets = 0, puts = 0, exists = 0, deletes = 0, pins = 0, unpins = 0, stats = 0, pings = 0;
   uint64_t clears = 0;
+  uint64_t pulls = 0, pulled_objects = 0, pull_failures = 0;
   uint64_t malformed = 0;     // undecodable headers or frames
   uint64_t too_large = 0;     // over a wire limit
   uint64_t unsupported = 0;   // unknown type or version
@@ -42,12 +43,13 @@ class RequestHandler {
  private:
   Message HandleGet(Message& req);
   Message HandlePut(Message& req);
+  Message HandlePull(Message& req);
   Message HandlePerKey(Message& req, Status (storage::StorageManager::*op)(const ChunkKey&));
 
   storage::StorageManager& storage_;
   std::string node_id_;
   std::atomic<uint64_t> requests_{0}, gets_{0}, puts_{0}, exists_{0}, deletes_{0}, pins_{0},
-      unpins_{0}, stats_{0}, pings_{0}, clears_{0}, malformed_{0}, too_large_{0}, unsupported_{0},
+      unpins_{0}, stats_{0}, pings_{0}, clears_{0}, pulls_{0}, pulled_objects_{0}, pull_failures_{0}, malformed_{0}, too_large_{0}, unsupported_{0},
       bad_requests_{0}, bytes_in_{0}, bytes_out_{0};
 };
 

@@ -1,0 +1,118 @@
+// pikv::client::Client: what an inference engine links.
+//
+//   prompt -> Plan (keys, a source per chunk, attention metadata)
+//          -> Fetch (the hits' chunk objects) -> Remap (into the paged cache)
+//   misses -> the engine computes them at virtual positions -> Store.
+//
+// Plan asks the local node once (batched exists) and the controller once
+// (locate) for the rest, and gives each chunk a source, in order of cost:
+// kLocal (this host's node has it in CPU or disk), kPeer (another live node
+// has it in CPU or disk: fetched P2P through the local node, which keeps a
+// copy), kRemote (the shared Redis tier, through the local node), kMiss.
+// Every call has a deadline and degrades instead of failing: controller down
+// -> a local-only plan; local node down -> peers are fetched directly, the
+// rest are misses; a peer that dies mid-pull -> misses; a corrupt object -> a
+// miss. The engine always gets an answer it can act on: recompute the misses.
+//
+// Exactness: in `isolated` mode reused chunks give the same logits as
+// recomputing (to float rounding). In `sys-prefixed` mode a chunk's key
+// includes the system prompt's, and reuse is exact only at the same distance
+// from the system prompt as when it was computed; ChunkPlan::approximate
+// flags the chunks where that distance changed (the EPIC/Block-Attention
+// trade-off).
+// Thread-safety: a Client is used by one thread at a time (its sockets are
+// not shared); create one per engine thread.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "pikv/client/prompt.h"
+#include "pikv/device/attention_metadata.h"
+#include "pikv/device/remap.h"
+#include "pikv/proto/chunk_key.h"
+#include "pikv/proto/shared_buffer.h"
+
+namespace pikv::client {
+
+struct ClientOptions {
+  std::string local_node;  // this host's node (ipc:// or tcp://); empty = none
+  std::string controller;  // empty = no controller (local-only plans)
+  std::string host;        // this host's name, for locate's ranking
+  // The namespace: everything the KV depends on besides the tokens.
+  std::string model_id;
+  DType dtype = DType::kBF16;
+  uint32_t num_layers = 0, num_kv_heads = 0, head_dim = 0;
+  device::RopeSpec rope;
+  AttentionMode mode = AttentionMode::kIsolated;
+  // Deadlines.
+  std::chrono::milliseconds node_timeout{500};        // exists, get, put on the local node
+  std::chrono::milliseconds controller_timeout{200};  // locate
+  std::chrono::milliseconds fetch_timeout{2000};      // a whole Fetch, P2P pulls included
+};
+
+enum class Source { kLocal, kPeer, kRemote, kMiss };
+std::string_view SourceName(Source s);
+
+struct ChunkPlan {
+  ChunkKey key;
+  uint32_t segment = 0;  // index into the prompt's segments (0 = system prompt)
+  Source source = Source::kMiss;
+  std::string peer_id, peer_endpoint;  // for kPeer
+  int64_t actual_start = 0;            // position of its first token in this prompt
+  bool approximate = false;            // sys-prefixed reuse at a different distance (set after Fetch)
+};
+
+struct Plan {
+  std::vector<ChunkPlan> chunks;  // one per segment before the question
+  device::AttentionMetadata metadata;
+  bool local_node_answered = false;
+  bool controller_answered = false;
+};
+
+struct ClientStats {
+  uint64_t plans = 0, chunks_planned = 0;
+  uint64_t planned_local = 0, planned_peer = 0, planned_remote = 0, planned_miss = 0;
+  uint64_t fetched = 0, fetch_misses = 0, corrupt = 0, peer_direct = 0;
+  uint64_t stores = 0, store_failures = 0;
+  uint64_t local_node_timeouts = 0, controller_timeouts = 0;
+};
+
+class Client {
+ public:
+  explicit Client(ClientOptions options);
+  ~Client();
+
+  const ClientOptions& options() const { return options_; }
+  // The key of a chunk's tokens in this client's namespace (sys_key only
+  // matters in sys-prefixed mode).
+  ChunkKey KeyOf(std::span<const int32_t> tokens, const ChunkKey* sys_key = nullptr) const;
+
+  Plan MakePlan(const ChunkedPrompt& prompt);
+  // Objects for the plan's chunks, in plan order; misses are kNotFound. Peer
+  // hits are pulled through the local node (or directly if it is down).
+  std::vector<Result<SharedBuffer>> Fetch(Plan& plan);
+  // Writes a fetched object into the engine's cache at the chunk's position.
+  Status Remap(const SharedBuffer& object, const ChunkPlan& chunk, std::span<const int64_t> slots,
+               const device::PagedLayout& cache, int threads = 1) const;
+  // Stores a computed chunk: payload [layer][k|v][token][head][dim] in the
+  // namespace's dtype, K rotated at `virtual_start`. The built chunk object
+  // goes to `object` when given (even if the node is unreachable), so the
+  // engine can remap what it just computed.
+  Status Store(const ChunkKey& key, std::span<const int32_t> tokens, int64_t virtual_start,
+               std::span<const uint8_t> payload, SharedBuffer* object = nullptr);
+
+  ClientStats Stats() const { return stats_; }
+
+ private:
+  struct Connections;
+  KeyNamespace Namespace(const ChunkKey* sys_key) const;
+
+  ClientOptions options_;
+  std::unique_ptr<Connections> conn_;
+  ClientStats stats_;
+};
+
+}  // namespace pikv::client

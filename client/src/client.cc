@@ -1,0 +1,245 @@
+#include "pikv/client/client.h"
+
+#include <map>
+
+#include "pikv/controller/admin_client.h"
+#include "pikv/node/node_client.h"
+#include "pikv/proto/chunk_object.h"
+
+namespace pikv::client {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::chrono::milliseconds Left(Clock::time_point deadline) {
+  return std::max(std::chrono::milliseconds(1),
+                  std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+}
+
+}  // namespace
+
+std::string_view SourceName(Source s) {
+  switch (s) {
+    case Source::kLocal: return "local";
+    case Source::kPeer: return "peer";
+    case Source::kRemote: return "remote";
+    case Source::kMiss: return "miss";
+  }
+  return "?";
+}
+
+struct Client::Connections {
+  std::unique_ptr<node::NodeClient> local;
+  std::unique_ptr<controller::AdminClient> controller;
+  std::map<std::string, std::unique_ptr<node::NodeClient>> peers;  // direct, when the local node is down
+};
+
+Client::Client(ClientOptions options) : options_(std::move(options)), conn_(std::make_unique<Connections>()) {
+  if (!options_.local_node.empty()) {
+    conn_->local = std::make_unique<node::NodeClient>(options_.local_node, options_.node_timeout);
+  }
+  if (!options_.controller.empty()) {
+    conn_->controller = std::make_unique<controller::AdminClient>(options_.controller, options_.controller_timeout);
+  }
+}
+
+Client::~Client() = default;
+
+KeyNamespace Client::Namespace(const ChunkKey* sys_key) const {
+  KeyNamespace ns{options_.model_id, KvFormat::kStandard, options_.dtype, options_.rope.Signature(), options_.mode, {}};
+  if (options_.mode == AttentionMode::kSysPrefixed && sys_key) ns.sys_key = *sys_key;
+  return ns;
+}
+
+ChunkKey Client::KeyOf(std::span<const int32_t> tokens, const ChunkKey* sys_key) const {
+  return MakeChunkKey(Namespace(sys_key), tokens);
+}
+
+Plan Client::MakePlan(const ChunkedPrompt& prompt) {
+  stats_.plans++;
+  Plan plan;
+  auto meta = device::BuildAttentionMetadata(prompt.Lengths(), options_.mode);
+  if (!meta.ok()) return plan;  // a ChunkedPrompt is already validated; nothing to plan otherwise
+  plan.metadata = std::move(*meta);
+  const ChunkKey sys_key = KeyOf(prompt.system());
+  std::vector<ChunkKey> keys;
+  for (size_t s = 0; s + 1 < prompt.segments.size(); ++s) {
+    ChunkPlan c;
+    c.segment = static_cast<uint32_t>(s);
+    c.key = s == 0 ? sys_key : KeyOf(prompt.segments[s], &sys_key);
+    c.actual_start = plan.metadata.positions[plan.metadata.segment_starts[s]];
+    plan.chunks.push_back(c);
+    keys.push_back(c.key);
+  }
+  stats_.chunks_planned += keys.size();
+
+  // 1. The local node: CPU or disk is local; Redis-only is remote (through it).
+  std::vector<bool> remote_here(keys.size(), false);
+  if (conn_->local) {
+    conn_->local->set_timeout(options_.node_timeout);
+    auto masks = conn_->local->Exists(keys);
+    if (masks.ok()) {
+      plan.local_node_answered = true;
+      for (size_t i = 0; i < keys.size(); ++i) {
+        const TierMask m = (*masks)[i];
+        if (m & (Bit(TierKind::kCpu) | Bit(TierKind::kDisk))) plan.chunks[i].source = Source::kLocal;
+        remote_here[i] = (m & Bit(TierKind::kRemote)) != 0;
+      }
+    } else {
+      stats_.local_node_timeouts++;
+    }
+  }
+  // 2. The controller for the rest: a peer's CPU or disk beats the shared tier.
+  std::vector<size_t> rest;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (plan.chunks[i].source != Source::kLocal) rest.push_back(i);
+  }
+  if (conn_->controller && !rest.empty()) {
+    std::vector<ChunkKey> ask;
+    for (size_t i : rest) ask.push_back(keys[i]);
+    auto located = conn_->controller->Locate(ask, options_.host);
+    if (located.ok()) {
+      plan.controller_answered = true;
+      for (size_t j = 0; j < rest.size(); ++j) {
+        ChunkPlan& c = plan.chunks[rest[j]];
+        for (const auto& r : (*located)[j]) {
+          if (r.location.tier == TierKind::kRemote) {
+            remote_here[rest[j]] = true;
+          } else if (c.source == Source::kMiss && r.host != options_.host && !r.tcp.empty()) {
+            c.source = Source::kPeer;  // replicas come cheapest first
+            c.peer_id = r.node_id;
+            c.peer_endpoint = r.tcp;
+          }
+        }
+      }
+    } else {
+      stats_.controller_timeouts++;
+    }
+  }
+  // 3. The shared tier, reachable only through a live local node.
+  for (size_t i = 0; i < keys.size(); ++i) {
+    ChunkPlan& c = plan.chunks[i];
+    if (c.source == Source::kMiss && remote_here[i] && plan.local_node_answered) c.source = Source::kRemote;
+    switch (c.source) {
+      case Source::kLocal: stats_.planned_local++; break;
+      case Source::kPeer: stats_.planned_peer++; break;
+      case Source::kRemote: stats_.planned_remote++; break;
+      case Source::kMiss: stats_.planned_miss++; break;
+    }
+  }
+  return plan;
+}
+
+std::vector<Result<SharedBuffer>> Client::Fetch(Plan& plan) {
+  const auto deadline = Clock::now() + options_.fetch_timeout;
+  std::vector<Result<SharedBuffer>> out(plan.chunks.size(), Result<SharedBuffer>(NotFound()));
+  auto take = [&](const std::vector<size_t>& idx, Result<std::vector<Result<SharedBuffer>>> got) {
+    if (!got.ok()) return;
+    for (size_t j = 0; j < idx.size() && j < got->size(); ++j) out[idx[j]] = std::move((*got)[j]);
+  };
+  // Local and shared-tier chunks: one get on the local node.
+  std::vector<size_t> here;
+  std::map<std::string, std::vector<size_t>> by_peer;
+  for (size_t i = 0; i < plan.chunks.size(); ++i) {
+    const ChunkPlan& c = plan.chunks[i];
+    if (c.source == Source::kLocal || c.source == Source::kRemote) here.push_back(i);
+    if (c.source == Source::kPeer) by_peer[c.peer_endpoint].push_back(i);
+  }
+  auto keys_of = [&](const std::vector<size_t>& idx) {
+    std::vector<ChunkKey> k;
+    for (size_t i : idx) k.push_back(plan.chunks[i].key);
+    return k;
+  };
+  bool local_up = conn_->local && plan.local_node_answered;
+  if (local_up && !here.empty()) {
+    conn_->local->set_timeout(Left(deadline));
+    auto got = conn_->local->Get(keys_of(here));
+    if (!got.ok()) local_up = false;
+    take(here, std::move(got));
+  }
+  // Peer chunks: pulled through the local node (which keeps a copy), or
+  // fetched directly when the local node is down.
+  for (const auto& [endpoint, idx] : by_peer) {
+    if (local_up) {
+      const auto left = Left(deadline);
+      conn_->local->set_timeout(left);
+      // The node's own pull must give up before our deadline does.
+      take(idx, conn_->local->Pull(keys_of(idx), endpoint, std::max(std::chrono::milliseconds(1), left * 8 / 10)));
+    } else {
+      auto& peer = conn_->peers[endpoint];
+      if (!peer) peer = std::make_unique<node::NodeClient>(endpoint, Left(deadline));
+      peer->set_timeout(Left(deadline));
+      stats_.peer_direct += idx.size();
+      auto got = peer->Get(keys_of(idx));
+      if (!got.ok()) conn_->peers.erase(endpoint);  // reconnect next time
+      take(idx, std::move(got));
+    }
+  }
+  for (size_t i = 0; i < out.size(); ++i) {
+    ChunkPlan& c = plan.chunks[i];
+    if (!out[i].ok()) {
+      if (c.source != Source::kMiss) stats_.fetch_misses++;
+      out[i] = NotFound();
+      continue;
+    }
+    // Whatever crossed a network is checked before an engine trusts it.
+    if (!VerifyChunkObject(out[i]->span(), &c.key).ok()) {
+      stats_.corrupt++;
+      out[i] = NotFound("corrupt object");
+      continue;
+    }
+    stats_.fetched++;
+    // Sys-prefixed chunks are computed right after the system prompt, which
+    // starts at 0: reuse is exact only where the chunk starts where it was computed.
+    if (options_.mode == AttentionMode::kSysPrefixed && c.segment > 0) {
+      auto h = ParseChunkHeader(out[i]->span());
+      c.approximate = h.ok() && h->virtual_start != c.actual_start;
+    }
+  }
+  return out;
+}
+
+Status Client::Remap(const SharedBuffer& object, const ChunkPlan& chunk, std::span<const int64_t> slots,
+                     const device::PagedLayout& cache, int threads) const {
+  return device::Remap(object.span(), options_.rope, chunk.actual_start, slots, cache, {threads});
+}
+
+Status Client::Store(const ChunkKey& key, std::span<const int32_t> tokens, int64_t virtual_start,
+                     std::span<const uint8_t> payload, SharedBuffer* object_out) {
+  ChunkHeader h;
+  h.key = key;
+  h.model_id = options_.model_id;
+  h.geometry = {options_.num_layers, static_cast<uint32_t>(tokens.size()), options_.num_kv_heads, options_.head_dim,
+                options_.dtype, KvFormat::kStandard};
+  h.rope_style = options_.rope.style;
+  h.rotary_dim = options_.rope.rotary_dim;
+  h.rope_offset = options_.rope.rope_offset;
+  h.rope_theta = options_.rope.theta;
+  h.rope_spec = options_.rope.Signature();
+  h.k_form = KForm::kRotated;
+  h.virtual_start = virtual_start;
+  h.tokens.assign(tokens.begin(), tokens.end());
+  auto object = BuildChunkObject(std::move(h), payload);
+  if (!object.ok()) {
+    stats_.store_failures++;
+    return object.status();
+  }
+  SharedBuffer buf = SharedBuffer::FromVector(std::move(*object));
+  if (object_out) *object_out = buf;
+  if (!conn_->local) {
+    stats_.store_failures++;
+    return Unavailable("no local node to store into");
+  }
+  conn_->local->set_timeout(options_.node_timeout);
+  auto put = conn_->local->Put({&key, 1}, {&buf, 1});
+  Status s = put.ok() ? (*put)[0] : put.status();
+  if (s.ok()) {
+    stats_.stores++;
+  } else {
+    stats_.store_failures++;
+  }
+  return s;
+}
+
+}  // namespace pikv::client
