@@ -1,0 +1,302 @@
+// The mission end to end on a real cluster (Redis, a controller, three
+// pikv-nodes): chunks computed on one host are reused on another, in another
+// order, after another system prompt, with the same logits as recomputing;
+// through P2P, the shared Redis tier, and every failure the client must
+// survive.
+#include <signal.h>
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <set>
+#include <random>
+#include <thread>
+
+#include "pikv/client/client.h"
+#include "pikv/controller/admin_client.h"
+#include "pikv/device/reference_model.h"
+#include "test_support.h"
+
+namespace pikv::client {
+namespace {
+
+using namespace std::chrono_literals;
+using device::ReferenceModel;
+using Clock = std::chrono::steady_clock;
+using Tokens = std::vector<int32_t>;
+
+device::ModelConfig ModelCfg() {
+  device::ModelConfig c;
+  c.rope.head_dim = c.head_dim;
+  c.rope.rotary_dim = c.head_dim;
+  c.rope.theta = 10000;
+  return c;
+}
+
+// An inference engine on one host: answers prompts with pikv, computing only
+// the misses, and reports the plan it followed.
+class Engine {
+ public:
+  Engine(const ReferenceModel& model, ClientOptions options) : model_(model), client_(std::move(options)) {}
+
+  struct Answer {
+    Plan plan;
+    std::vector<float> logits;
+    std::vector<bool> reused;  // per chunk: served from pikv (else recomputed)
+    std::chrono::milliseconds plan_time{0}, fetch_time{0};
+  };
+
+  Answer Run(const ChunkedPrompt& prompt, bool store = true) {
+    Answer a;
+    auto t0 = Clock::now();
+    a.plan = client_.MakePlan(prompt);
+    auto t1 = Clock::now();
+    auto objects = client_.Fetch(a.plan);
+    a.plan_time = std::chrono::duration_cast<std::chrono::milliseconds>(t1 - t0);
+    a.fetch_time = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t1);
+    const auto& c = model_.config();
+    const auto& meta = a.plan.metadata;
+    const uint32_t block = 4;
+    const uint64_t blocks = meta.num_tokens() / block + 4;
+    Cache cache(c, block, blocks);
+    auto slots = Shuffled(meta.num_tokens(), block, blocks);
+    for (size_t i = 0; i < a.plan.chunks.size(); ++i) {
+      const ChunkPlan& chunk = a.plan.chunks[i];
+      const Tokens& tokens = prompt.segments[chunk.segment];
+      SharedBuffer object;
+      a.reused.push_back(objects[i].ok());
+      if (objects[i].ok()) {
+        object = *objects[i];
+      } else {  // a miss: compute it alone at virtual position 0 and store it
+        std::vector<int64_t> pos(tokens.size());
+        std::iota(pos.begin(), pos.end(), 0);
+        std::vector<ReferenceModel::LayerKv> kv;
+        model_.Forward(tokens, pos, {}, [](size_t q, size_t k) { return k <= q; }, &kv);
+        std::vector<float> payload;
+        for (const auto& layer : kv) {
+          payload.insert(payload.end(), layer.k.begin(), layer.k.end());
+          payload.insert(payload.end(), layer.v.begin(), layer.v.end());
+        }
+        std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(payload.data()), payload.size() * 4);
+        Status s = client_.Store(chunk.key, tokens, 0, bytes, &object);
+        if (store) EXPECT_TRUE(s.ok() || s.code() == ErrorCode::kUnavailable || s.code() == ErrorCode::kTimeout)
+            << s.ToString();
+      }
+      const uint32_t start = meta.segment_starts[chunk.segment];
+      Status s = client_.Remap(object, chunk, std::span<const int64_t>(slots.data() + start, tokens.size()),
+                               cache.layout);
+      EXPECT_TRUE(s.ok()) << s.ToString();
+    }
+    const uint32_t qs = meta.segment_starts.back();
+    ReferenceModel::Past past{&cache.layout, std::vector<int64_t>(slots.begin(), slots.begin() + qs)};
+    std::vector<int64_t> qpos(meta.positions.begin() + qs, meta.positions.end());
+    a.logits = model_.Forward(prompt.question(), qpos, past, [&](size_t q, size_t k) { return meta.Allowed(qs + q, k); });
+    return a;
+  }
+
+  Client& client() { return client_; }
+
+ private:
+  struct Cache {
+    std::vector<std::vector<float>> memory;
+    device::PagedLayout layout;
+    Cache(const device::ModelConfig& c, uint32_t block, uint64_t blocks) {
+      layout = device::PagedLayout::Make(device::PagedLayout::Order::kVllmFlash, DType::kF32, KvFormat::kStandard,
+                                         c.kv_heads, c.head_dim, block, blocks);
+      for (uint32_t l = 0; l < c.layers; ++l) {
+        memory.emplace_back(layout.ElementsPerLayer());
+        layout.layers.push_back(memory.back().data());
+      }
+    }
+  };
+  static std::vector<int64_t> Shuffled(uint32_t n, uint32_t block, uint64_t blocks) {
+    std::vector<int64_t> all(blocks * block);
+    std::iota(all.begin(), all.end(), 0);
+    std::shuffle(all.begin(), all.end(), std::mt19937_64(n));
+    all.resize(n);
+    return all;
+  }
+  const ReferenceModel& model_;
+  Client client_;
+};
+
+class ClientClusterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    controller_port_ = testing::FreePort();
+    StartController();
+    for (int i = 0; i < 3; ++i) StartNode(i);
+    WaitFor([&] { return Alive() == 3; }, 10s, "three nodes");
+  }
+  void StartController() {
+    controller_ = testing::StartController({"--endpoint", ControllerEp(), "--http", "", "--suspect-after", "500ms",
+                                            "--dead-after", "1200ms", "--log-level", "error"});
+  }
+  std::string ControllerEp() const { return "tcp://127.0.0.1:" + std::to_string(controller_port_); }
+  static std::string Id(int i) { return std::string("node-") + static_cast<char>('a' + i); }
+  void StartNode(int i) {
+    nodes_[i] = testing::StartNode({"--endpoint", "tcp://127.0.0.1:*", "--endpoint", "ipc://" + dirs_[i].str() + "/n.sock",
+                                    "--data-dir", dirs_[i].str(), "--node-id", Id(i), "--host", "host-" + Id(i),
+                                    "--controller", ControllerEp(), "--heartbeat-interval", "200ms", "--redis",
+                                    redis_.address(), "--log-level", "error"});
+  }
+  ClientOptions Options(int i) {
+    ClientOptions o;
+    o.local_node = nodes_[i].ipc;
+    o.controller = ControllerEp();
+    o.host = "host-" + Id(i);
+    o.model_id = "reference";
+    o.dtype = DType::kF32;
+    o.num_layers = model_.config().layers;
+    o.num_kv_heads = model_.config().kv_heads;
+    o.head_dim = model_.config().head_dim;
+    o.rope = model_.config().rope;
+    o.node_timeout = 500ms;
+    o.controller_timeout = 200ms;
+    o.fetch_timeout = 1000ms;
+    return o;
+  }
+  int Alive() {
+    controller::AdminClient admin(ControllerEp(), 1s);
+    auto j = admin.Json(MsgType::kAdminHealth);
+    if (!j.ok()) return -1;
+    auto pos = j->find("\"nodes_alive\":");
+    return pos == std::string::npos ? -1 : std::atoi(j->c_str() + pos + 14);
+  }
+  std::set<std::string> Holders(const ChunkKey& key) {
+    controller::AdminClient admin(ControllerEp(), 1s);
+    auto r = admin.Locate({key});
+    std::set<std::string> out;
+    if (r.ok()) {
+      for (const auto& rep : (*r)[0]) {
+        if (rep.location.tier != TierKind::kRemote) out.insert(rep.node_id);
+      }
+    }
+    return out;
+  }
+  template <typename Cond>
+  void WaitFor(Cond cond, std::chrono::milliseconds limit, const std::string& what) {
+    auto t0 = Clock::now();
+    while (!cond()) {
+      if (Clock::now() - t0 > limit) {
+        ADD_FAILURE() << "timed out waiting for " << what;
+        return;
+      }
+      std::this_thread::sleep_for(20ms);
+    }
+  }
+  Tokens Random(size_t n, uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    Tokens t(n);
+    for (auto& x : t) x = static_cast<int32_t>(rng() % model_.config().vocab);
+    return t;
+  }
+  ChunkedPrompt Prompt(std::vector<Tokens> segments) { return *FromSegments(std::move(segments)); }
+  // Logits from scratch with the isolated mask.
+  std::vector<float> Scratch(const ChunkedPrompt& p) {
+    auto meta = *device::BuildAttentionMetadata(p.Lengths(), AttentionMode::kIsolated);
+    Tokens all;
+    for (const auto& s : p.segments) all.insert(all.end(), s.begin(), s.end());
+    auto logits = model_.Forward(all, meta.positions, {}, [&](size_t q, size_t k) { return meta.Allowed(q, k); });
+    const size_t tail = p.question().size() * model_.config().vocab;
+    return std::vector<float>(logits.end() - static_cast<ptrdiff_t>(tail), logits.end());
+  }
+  static double MaxDiff(const std::vector<float>& a, const std::vector<float>& b) {
+    double m = 0;
+    for (size_t i = 0; i < a.size(); ++i) m = std::max(m, double(std::fabs(a[i] - b[i])));
+    return m;
+  }
+
+  ReferenceModel model_{ModelCfg()};
+  testing::RedisServer redis_;
+  int controller_port_ = 0;
+  testing::ControllerProcess controller_;
+  testing::TempDir dirs_[3];
+  testing::NodeProcess nodes_[3];
+  Tokens sys1_ = Random(5, 1), sys2_ = Random(6, 2), d1_ = Random(8, 3), d2_ = Random(5, 4), d3_ = Random(7, 5),
+         e1_ = Random(6, 6), e2_ = Random(4, 7), q_ = Random(3, 8);
+};
+
+TEST_F(ClientClusterTest, ChunksComputedOnOneHostAreReusedExactlyOnOthersThroughEveryFailure) {
+  Engine a(model_, Options(0)), b(model_, Options(1)), c(model_, Options(2));
+  const auto deadline_slack = 100ms;
+
+  // 1. Host A computes and stores sys1 ## d1 ## d2 ## d3 ## q1.
+  auto p1 = Prompt({sys1_, d1_, d2_, d3_, q_});
+  auto r1 = a.Run(p1);
+  for (const auto& ch : r1.plan.chunks) EXPECT_EQ(ch.source, Source::kMiss);
+  EXPECT_LE(MaxDiff(r1.logits, Scratch(p1)), 1e-4);
+  const ChunkKey k_d1 = r1.plan.chunks[1].key, k_d2 = r1.plan.chunks[2].key, k_d3 = r1.plan.chunks[3].key;
+  for (const auto& k : {k_d1, k_d2, k_d3}) WaitFor([&] { return Holders(k).count("node-a") == 1; }, 3s, "A's chunks located");
+
+  // 2. Host B serves sys2 ## d3 ## d1 ## q2: peer hits for d3 and d1, a miss for sys2.
+  auto p2 = Prompt({sys2_, d3_, d1_, q_});
+  auto r2 = b.Run(p2);
+  ASSERT_EQ(r2.plan.chunks.size(), 3u);
+  EXPECT_EQ(r2.plan.chunks[0].source, Source::kMiss);
+  EXPECT_EQ(r2.plan.chunks[1].source, Source::kPeer);
+  EXPECT_EQ(r2.plan.chunks[1].peer_id, "node-a");
+  EXPECT_EQ(r2.plan.chunks[2].source, Source::kPeer);
+  EXPECT_TRUE(r2.reused[1] && r2.reused[2]) << "the peer hits were fetched";
+  EXPECT_LE(MaxDiff(r2.logits, Scratch(p2)), 1e-4);
+  // B kept copies, and the controller knows both holders.
+  for (const auto& k : {k_d1, k_d3}) {
+    WaitFor([&] { return Holders(k) == std::set<std::string>{"node-a", "node-b"}; }, 3s, "copies located on A and B");
+  }
+  EXPECT_EQ(b.Run(p2).plan.chunks[1].source, Source::kLocal) << "the second time, B has it";
+
+  // 3. A holds e1, e2; B plans them as peer hits, then A dies before the pull.
+  auto p3 = Prompt({sys1_, e1_, e2_, q_});
+  a.Run(p3);
+  const ChunkKey k_e1 = a.client().KeyOf(e1_);
+  WaitFor([&] { return Holders(k_e1).count("node-a") == 1; }, 3s, "e1 located on A");
+  Plan plan3 = b.client().MakePlan(p3);
+  ASSERT_EQ(plan3.chunks[1].source, Source::kPeer);
+  nodes_[0].process->Signal(SIGKILL);
+  nodes_[0].process->Wait(5s);
+  auto t0 = Clock::now();
+  auto fetched = b.client().Fetch(plan3);
+  const auto took = Clock::now() - t0;
+  EXPECT_LE(took, Options(1).fetch_timeout + deadline_slack);
+  EXPECT_FALSE(fetched[1].ok());
+  EXPECT_FALSE(fetched[2].ok());
+  // Recomputing what was lost gives the same answer (B's engine stores it anew).
+  auto r3 = b.Run(p3);
+  EXPECT_LE(MaxDiff(r3.logits, Scratch(p3)), 1e-4);
+  EXPECT_LE(r3.fetch_time, Options(1).fetch_timeout + deadline_slack);
+
+  // 4. A is dead; host C (empty CPU and disk) gets d2 from the shared Redis tier.
+  WaitFor([&] { return Holders(k_d2).empty(); }, 5s, "A's entries gone");
+  auto p4 = Prompt({sys1_, d2_, q_});
+  auto r4 = c.Run(p4);
+  EXPECT_EQ(r4.plan.chunks[1].source, Source::kRemote);
+  EXPECT_TRUE(r4.reused[1]);
+  EXPECT_LE(MaxDiff(r4.logits, Scratch(p4)), 1e-4);
+
+  // 5. C's node dies: C fetches a peer's chunk directly from that peer.
+  nodes_[2].process->Signal(SIGKILL);
+  nodes_[2].process->Wait(5s);
+  auto p5 = Prompt({sys2_, d1_, q_});
+  auto r5 = c.Run(p5, /*store=*/false);
+  EXPECT_FALSE(r5.plan.local_node_answered);
+  EXPECT_LE(r5.plan_time, Options(2).node_timeout + Options(2).controller_timeout + deadline_slack);
+  EXPECT_EQ(r5.plan.chunks[1].source, Source::kPeer);
+  EXPECT_EQ(r5.plan.chunks[1].peer_id, "node-b");
+  EXPECT_TRUE(r5.reused[1]);
+  EXPECT_GE(c.client().Stats().peer_direct, 1u);
+  EXPECT_LE(MaxDiff(r5.logits, Scratch(p5)), 1e-4);
+
+  // 6. The controller dies: plans are local-only and still exact.
+  controller_.process->Signal(SIGKILL);
+  controller_.process->Wait(5s);
+  auto p6 = Prompt({sys2_, d1_, d2_, q_});
+  auto r6 = b.Run(p6);
+  EXPECT_FALSE(r6.plan.controller_answered);
+  EXPECT_LE(r6.plan_time, Options(1).node_timeout + Options(1).controller_timeout + deadline_slack);
+  EXPECT_EQ(r6.plan.chunks[1].source, Source::kLocal);   // B has d1
+  EXPECT_EQ(r6.plan.chunks[2].source, Source::kRemote);  // d2 is in Redis, through B's node
+  EXPECT_LE(MaxDiff(r6.logits, Scratch(p6)), 1e-4);
+}
+
+}  // namespace
+}  // namespace pikv::client
