@@ -15,6 +15,8 @@
 #include "pikv/client/client.h"
 #include "pikv/controller/admin_client.h"
 #include "pikv/device/reference_model.h"
+#include "engine_harness.h"
+#include "pikv/node/node_client.h"
 #include "test_support.h"
 
 namespace pikv::client {
@@ -22,6 +24,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using device::ReferenceModel;
+using testing::Engine;
 using Clock = std::chrono::steady_clock;
 using Tokens = std::vector<int32_t>;
 
@@ -32,93 +35,6 @@ device::ModelConfig ModelCfg() {
   c.rope.theta = 10000;
   return c;
 }
-
-// An inference engine on one host: answers prompts with pikv, computing only
-// the misses, and reports the plan it followed.
-class Engine {
- public:
-  Engine(const ReferenceModel& model, ClientOptions options) : model_(model), client_(std::move(options)) {}
-
-  struct Answer {
-    Plan plan;
-    std::vector<float> logits;
-    std::vector<bool> reused;  // per chunk: served from pikv (else recomputed)
-    std::chrono::milliseconds plan_time{0}, fetch_time{0};
-  };
-
-  Answer Run(const ChunkedPrompt& prompt, bool store = true) {
-    Answer a;
-    auto t0 = Clock::now();
-    a.plan = client_.MakePlan(prompt);
-    auto t1 = Clock::now();
-    auto objects = client_.Fetch(a.plan);
-    a.plan_time = std::chrono::duration_cast<std::chrono::milliseconds>(t1 - t0);
-    a.fetch_time = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t1);
-    const auto& c = model_.config();
-    const auto& meta = a.plan.metadata;
-    const uint32_t block = 4;
-    const uint64_t blocks = meta.num_tokens() / block + 4;
-    Cache cache(c, block, blocks);
-    auto slots = Shuffled(meta.num_tokens(), block, blocks);
-    for (size_t i = 0; i < a.plan.chunks.size(); ++i) {
-      const ChunkPlan& chunk = a.plan.chunks[i];
-      const Tokens& tokens = prompt.segments[chunk.segment];
-      SharedBuffer object;
-      a.reused.push_back(objects[i].ok());
-      if (objects[i].ok()) {
-        object = *objects[i];
-      } else {  // a miss: compute it alone at virtual position 0 and store it
-        std::vector<int64_t> pos(tokens.size());
-        std::iota(pos.begin(), pos.end(), 0);
-        std::vector<ReferenceModel::LayerKv> kv;
-        model_.Forward(tokens, pos, {}, [](size_t q, size_t k) { return k <= q; }, &kv);
-        std::vector<float> payload;
-        for (const auto& layer : kv) {
-          payload.insert(payload.end(), layer.k.begin(), layer.k.end());
-          payload.insert(payload.end(), layer.v.begin(), layer.v.end());
-        }
-        std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(payload.data()), payload.size() * 4);
-        Status s = client_.Store(chunk.key, tokens, 0, bytes, &object);
-        if (store) EXPECT_TRUE(s.ok() || s.code() == ErrorCode::kUnavailable || s.code() == ErrorCode::kTimeout)
-            << s.ToString();
-      }
-      const uint32_t start = meta.segment_starts[chunk.segment];
-      Status s = client_.Remap(object, chunk, std::span<const int64_t>(slots.data() + start, tokens.size()),
-                               cache.layout);
-      EXPECT_TRUE(s.ok()) << s.ToString();
-    }
-    const uint32_t qs = meta.segment_starts.back();
-    ReferenceModel::Past past{&cache.layout, std::vector<int64_t>(slots.begin(), slots.begin() + qs)};
-    std::vector<int64_t> qpos(meta.positions.begin() + qs, meta.positions.end());
-    a.logits = model_.Forward(prompt.question(), qpos, past, [&](size_t q, size_t k) { return meta.Allowed(qs + q, k); });
-    return a;
-  }
-
-  Client& client() { return client_; }
-
- private:
-  struct Cache {
-    std::vector<std::vector<float>> memory;
-    device::PagedLayout layout;
-    Cache(const device::ModelConfig& c, uint32_t block, uint64_t blocks) {
-      layout = device::PagedLayout::Make(device::PagedLayout::Order::kVllmFlash, DType::kF32, KvFormat::kStandard,
-                                         c.kv_heads, c.head_dim, block, blocks);
-      for (uint32_t l = 0; l < c.layers; ++l) {
-        memory.emplace_back(layout.ElementsPerLayer());
-        layout.layers.push_back(memory.back().data());
-      }
-    }
-  };
-  static std::vector<int64_t> Shuffled(uint32_t n, uint32_t block, uint64_t blocks) {
-    std::vector<int64_t> all(blocks * block);
-    std::iota(all.begin(), all.end(), 0);
-    std::shuffle(all.begin(), all.end(), std::mt19937_64(n));
-    all.resize(n);
-    return all;
-  }
-  const ReferenceModel& model_;
-  Client client_;
-};
 
 class ClientClusterTest : public ::testing::Test {
  protected:
@@ -192,15 +108,7 @@ class ClientClusterTest : public ::testing::Test {
     return t;
   }
   ChunkedPrompt Prompt(std::vector<Tokens> segments) { return *FromSegments(std::move(segments)); }
-  // Logits from scratch with the isolated mask.
-  std::vector<float> Scratch(const ChunkedPrompt& p) {
-    auto meta = *device::BuildAttentionMetadata(p.Lengths(), AttentionMode::kIsolated);
-    Tokens all;
-    for (const auto& s : p.segments) all.insert(all.end(), s.begin(), s.end());
-    auto logits = model_.Forward(all, meta.positions, {}, [&](size_t q, size_t k) { return meta.Allowed(q, k); });
-    const size_t tail = p.question().size() * model_.config().vocab;
-    return std::vector<float>(logits.end() - static_cast<ptrdiff_t>(tail), logits.end());
-  }
+  std::vector<float> Scratch(const ChunkedPrompt& p) { return testing::ScratchLogits(model_, p); }
   static double MaxDiff(const std::vector<float>& a, const std::vector<float>& b) {
     double m = 0;
     for (size_t i = 0; i < a.size(); ++i) m = std::max(m, double(std::fabs(a[i] - b[i])));
@@ -244,6 +152,8 @@ TEST_F(ClientClusterTest, ChunksComputedOnOneHostAreReusedExactlyOnOthersThrough
     WaitFor([&] { return Holders(k) == std::set<std::string>{"node-a", "node-b"}; }, 3s, "copies located on A and B");
   }
   EXPECT_EQ(b.Run(p2).plan.chunks[1].source, Source::kLocal) << "the second time, B has it";
+  node::NodeClient b_node(nodes_[1].tcp, 2s);
+  EXPECT_EQ(std::get<int64_t>(b_node.Stats()->at("p2p.pulled_objects")), 2) << "B's node pulled d3 and d1 from A";
 
   // 3. A holds e1, e2; B plans them as peer hits, then A dies before the pull.
   auto p3 = Prompt({sys1_, e1_, e2_, q_});
@@ -277,7 +187,7 @@ TEST_F(ClientClusterTest, ChunksComputedOnOneHostAreReusedExactlyOnOthersThrough
   nodes_[2].process->Signal(SIGKILL);
   nodes_[2].process->Wait(5s);
   auto p5 = Prompt({sys2_, d1_, q_});
-  auto r5 = c.Run(p5, /*store=*/false);
+  auto r5 = c.Run(p5);
   EXPECT_FALSE(r5.plan.local_node_answered);
   EXPECT_LE(r5.plan_time, Options(2).node_timeout + Options(2).controller_timeout + deadline_slack);
   EXPECT_EQ(r5.plan.chunks[1].source, Source::kPeer);

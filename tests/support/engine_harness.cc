@@ -1,0 +1,101 @@
+#include "engine_harness.h"
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+
+namespace pikv::testing {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::chrono::microseconds Since(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t);
+}
+
+// A paged fp32 cache for the reference model.
+struct Cache {
+  std::vector<std::vector<float>> memory;
+  device::PagedLayout layout;
+  Cache(const device::ModelConfig& c, uint32_t block, uint64_t blocks) {
+    layout = device::PagedLayout::Make(device::PagedLayout::Order::kVllmFlash, DType::kF32, KvFormat::kStandard,
+                                       c.kv_heads, c.head_dim, block, blocks);
+    for (uint32_t l = 0; l < c.layers; ++l) {
+      memory.emplace_back(layout.ElementsPerLayer());
+      layout.layers.push_back(memory.back().data());
+    }
+  }
+};
+
+}  // namespace
+
+Engine::Engine(const device::ReferenceModel& model, client::ClientOptions options)
+    : model_(model), client_(std::move(options)) {}
+
+Engine::Answer Engine::Run(const client::ChunkedPrompt& prompt) {
+  Answer a;
+  auto t = Clock::now();
+  a.plan = client_.MakePlan(prompt);
+  a.plan_time = Since(t);
+  t = Clock::now();
+  auto objects = client_.Fetch(a.plan);
+  a.fetch_time = Since(t);
+  const auto& c = model_.config();
+  const auto& meta = a.plan.metadata;
+  const uint32_t block = 16;
+  const uint64_t blocks = meta.num_tokens() / block + 4;
+  Cache cache(c, block, blocks);
+  std::vector<int64_t> slots(blocks * block);  // a shuffled block table
+  std::iota(slots.begin(), slots.end(), 0);
+  std::shuffle(slots.begin(), slots.end(), std::mt19937_64(meta.num_tokens()));
+  slots.resize(meta.num_tokens());
+  for (size_t i = 0; i < a.plan.chunks.size(); ++i) {
+    const client::ChunkPlan& chunk = a.plan.chunks[i];
+    const auto& tokens = prompt.segments[chunk.segment];
+    SharedBuffer object;
+    a.reused.push_back(objects[i].ok());
+    if (objects[i].ok()) {
+      object = *objects[i];
+      a.tokens_reused += tokens.size();
+    } else {  // a miss: compute it alone at virtual position 0, store it
+      t = Clock::now();
+      std::vector<int64_t> pos(tokens.size());
+      std::iota(pos.begin(), pos.end(), 0);
+      std::vector<device::ReferenceModel::LayerKv> kv;
+      model_.Forward(tokens, pos, {}, [](size_t q, size_t k) { return k <= q; }, &kv);
+      a.compute_time += Since(t);
+      a.tokens_computed += tokens.size();
+      std::vector<float> payload;
+      for (const auto& layer : kv) {
+        payload.insert(payload.end(), layer.k.begin(), layer.k.end());
+        payload.insert(payload.end(), layer.v.begin(), layer.v.end());
+      }
+      std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(payload.data()), payload.size() * 4);
+      client_.Store(chunk.key, tokens, 0, bytes, &object).IgnoreError();  // a failed store costs a recompute later
+    }
+    t = Clock::now();
+    const uint32_t start = meta.segment_starts[chunk.segment];
+    Status s = client_.Remap(object, chunk, std::span<const int64_t>(slots.data() + start, tokens.size()), cache.layout);
+    if (!s.ok()) throw std::runtime_error("remap: " + s.ToString());
+    if (objects[i].ok()) a.remap_time += Since(t);
+  }
+  t = Clock::now();
+  const uint32_t qs = meta.segment_starts.back();
+  device::ReferenceModel::Past past{&cache.layout, std::vector<int64_t>(slots.begin(), slots.begin() + qs)};
+  std::vector<int64_t> qpos(meta.positions.begin() + qs, meta.positions.end());
+  a.logits = model_.Forward(prompt.question(), qpos, past, [&](size_t q, size_t k) { return meta.Allowed(qs + q, k); });
+  a.question_time = Since(t);
+  return a;
+}
+
+std::vector<float> ScratchLogits(const device::ReferenceModel& model, const client::ChunkedPrompt& p) {
+  auto meta = *device::BuildAttentionMetadata(p.Lengths(), AttentionMode::kIsolated);
+  std::vector<int32_t> all;
+  for (const auto& s : p.segments) all.insert(all.end(), s.begin(), s.end());
+  auto logits = model.Forward(all, meta.positions, {}, [&](size_t q, size_t k) { return meta.Allowed(q, k); });
+  const size_t tail = p.question().size() * model.config().vocab;
+  return std::vector<float>(logits.end() - static_cast<ptrdiff_t>(tail), logits.end());
+}
+
+}  // namespace pikv::testing
