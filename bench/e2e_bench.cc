@@ -40,12 +40,14 @@ int Run(int prompts, int docs, uint64_t seed, int check_every) {
 
   testing::TempDir dir_a, dir_b;
   testing::RedisServer redis;
-  auto ctl = testing::StartController({"--endpoint", "tcp://127.0.0.1:*", "--http", "", "--log-level", "error"});
+  auto ctl = testing::StartController(
+      {"--endpoint", "tcp://127.0.0.1:*", "--http", "", "--log-level", "error"});
   auto node = [&](const testing::TempDir& d, const std::string& id) {
-    return testing::StartNode({"--endpoint", "tcp://127.0.0.1:*", "--endpoint", "ipc://" + d.str() + "/n.sock",
-                               "--data-dir", d.str(), "--node-id", id, "--host", "host-" + id, "--controller",
-                               ctl.endpoint, "--redis", redis.address(), "--heartbeat-interval", "200ms",
-                               "--log-level", "error"});
+    return testing::StartNode({"--endpoint", "tcp://127.0.0.1:*", "--endpoint",
+                               "ipc://" + d.str() + "/n.sock", "--data-dir", d.str(), "--node-id",
+                               id, "--host", "host-" + id, "--controller", ctl.endpoint, "--redis",
+                               redis.address(), "--heartbeat-interval", "200ms", "--log-level",
+                               "error"});
   };
   auto na = node(dir_a, "a"), nb = node(dir_b, "b");
   auto options = [&](const testing::NodeProcess& n, const std::string& host) {
@@ -111,14 +113,16 @@ int Run(int prompts, int docs, uint64_t seed, int check_every) {
   }
   const uint64_t chunks = by_source[0] + by_source[1] + by_source[2] + by_source[3];
   const double hit_us_per_token = tokens_reused ? double(hit_path.count()) / tokens_reused : 0;
-  const double compute_us_per_token = tokens_computed ? double(compute.count()) / (tokens_computed - 16.0 * prompts) : 0;
+  const double compute_us_per_token =
+      tokens_computed ? double(compute.count()) / (tokens_computed - 16.0 * prompts) : 0;
   Table t({"figure", "value"});
   t.Add({"model", "4 layers, hidden 256, 8 heads / 4 KV heads, head dim 32, fp32"});
   t.Add({"prompts / documents", std::to_string(prompts) + " / " + std::to_string(docs)});
-  const char* names[4] = {"chunks from this node", "chunks from a peer (P2P)", "chunks from the Redis tier",
-                          "chunks computed"};
+  const char* names[4] = {"chunks from this node", "chunks from a peer (P2P)",
+                          "chunks from the Redis tier", "chunks computed"};
   for (int s = 0; s < 4; ++s) {
-    t.Add({names[s], std::to_string(by_source[s]) + " (" + Fixed(100.0 * by_source[s] / chunks, 1) + " %)"});
+    t.Add({names[s],
+           std::to_string(by_source[s]) + " (" + Fixed(100.0 * by_source[s] / chunks, 1) + " %)"});
   }
   t.Add({"prompt tokens computed / total",
          std::to_string(tokens_computed) + " / " + std::to_string(tokens_total) + " (" +
@@ -126,7 +130,8 @@ int Run(int prompts, int docs, uint64_t seed, int check_every) {
   t.Add({"hit path per reused token (plan+fetch+remap)", Fixed(hit_us_per_token, 2) + " us"});
   t.Add({"model compute per computed token", Fixed(compute_us_per_token, 2) + " us"});
   t.Add({"hit path / compute per token", Fixed(hit_us_per_token / compute_us_per_token, 4)});
-  t.Add({"answers checked against recompute", std::to_string(checked) + ", max |logit error| " + Fixed(worst_error * 1e6, 2) + "e-6"});
+  t.Add({"answers checked against recompute",
+         std::to_string(checked) + ", max |logit error| " + Fixed(worst_error * 1e6, 2) + "e-6"});
   t.Print();
   JsonLine j;
   j.Add("bench", std::string("e2e"));
@@ -157,7 +162,8 @@ int main(int argc, char** argv) {
   uint64_t seed = 7;
   app.add_option("--prompts", prompts, "Prompts in the trace")->capture_default_str();
   app.add_option("--docs", docs, "Distinct documents")->capture_default_str();
-  app.add_option("--check-every", check_every, "Compare every Nth answer with a from-scratch pass (0 = never)")
+  app.add_option("--check-every", check_every,
+                 "Compare every Nth answer with a from-scratch pass (0 = never)")
       ->capture_default_str();
   app.add_option("--seed", seed, "Trace seed")->capture_default_str();
   CLI11_PARSE(app, argc, argv);

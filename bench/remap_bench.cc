@@ -66,10 +66,11 @@ Setup Make(uint32_t tokens) {
   s.payload_bytes = payload.size();
   s.object = *BuildChunkObject(h, payload);
   const uint64_t blocks = tokens / kBlock + 8;
-  s.cache = PagedLayout::Make(PagedLayout::Order::kVllmFlash, DType::kBF16, KvFormat::kStandard, kHeads, kDim, kBlock,
-                              blocks);
+  s.cache = PagedLayout::Make(PagedLayout::Order::kVllmFlash, DType::kBF16, KvFormat::kStandard,
+                              kHeads, kDim, kBlock, blocks);
   for (uint32_t l = 0; l < kLayers; ++l) {
-    s.memory.emplace_back(s.cache.ElementsPerLayer() * 2, 0);  // zero-filled: every page touched before timing
+    s.memory.emplace_back(s.cache.ElementsPerLayer() * 2,
+                          0);  // zero-filled: every page touched before timing
     s.cache.layers.push_back(s.memory.back().data());
   }
   std::vector<int64_t> table(blocks);
@@ -98,7 +99,8 @@ void MemcpyScatter(const Setup& s, int threads) {
   };
   const uint64_t items = uint64_t{kLayers} * n;
   std::vector<std::thread> pool;
-  for (int i = 0; i < threads; ++i) pool.emplace_back(work, items * i / threads, items * (i + 1) / threads);
+  for (int i = 0; i < threads; ++i)
+    pool.emplace_back(work, items * i / threads, items * (i + 1) / threads);
   for (auto& t : pool) t.join();
 }
 
@@ -115,7 +117,8 @@ double TimeMs(int repeats, Fn fn) {
 
 int Run(int repeats) {
   const int all = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  Table table({"tokens", "threads", "memcpy GB/s", "remap GB/s", "remap/memcpy", "remap ms", "gather GB/s"});
+  Table table({"tokens", "threads", "memcpy GB/s", "remap GB/s", "remap/memcpy", "remap ms",
+               "gather GB/s"});
   JsonLine json;
   json.Add("bench", std::string("remap"));
   json.Add("backend", std::string(device::Avx2Available() ? "avx2" : "portable"));
@@ -126,7 +129,8 @@ int Run(int repeats) {
     for (int threads : {1, all}) {
       const double copy_ms = TimeMs(repeats, [&] { MemcpyScatter(s, threads); });
       const double remap_ms = TimeMs(repeats, [&] {
-        Status st = device::Remap(s.object, s.rope, 12345, s.slots, s.cache, {threads, device::Backend::kAuto});
+        Status st = device::Remap(s.object, s.rope, 12345, s.slots, s.cache,
+                                  {threads, device::Backend::kAuto});
         if (!st.ok()) throw std::runtime_error(st.ToString());
       });
       // The store path gathers into a reused staging buffer.
@@ -138,7 +142,8 @@ int Run(int repeats) {
       });
       const double ratio = copy_ms / remap_ms;
       table.Add({std::to_string(tokens), std::to_string(threads), Fixed(gb / copy_ms * 1e3, 2),
-                 Fixed(gb / remap_ms * 1e3, 2), Fixed(ratio, 2), Fixed(remap_ms, 1), Fixed(gb / gather_ms * 1e3, 2)});
+                 Fixed(gb / remap_ms * 1e3, 2), Fixed(ratio, 2), Fixed(remap_ms, 1),
+                 Fixed(gb / gather_ms * 1e3, 2)});
       const std::string p = std::to_string(tokens / 1024) + "k_t" + std::to_string(threads);
       json.Add("memcpy_gbps_" + p, gb / copy_ms * 1e3);
       json.Add("remap_gbps_" + p, gb / remap_ms * 1e3);
@@ -163,7 +168,8 @@ int Run(int repeats) {
 int main(int argc, char** argv) {
   CLI::App app{"RoPE remap into a paged KV cache beside memcpy"};
   int repeats = 5;
-  app.add_option("--repeats", repeats, "Timed repetitions per figure (median reported)")->capture_default_str();
+  app.add_option("--repeats", repeats, "Timed repetitions per figure (median reported)")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   return pikv::bench::Run(repeats);
 }

@@ -21,10 +21,14 @@ std::chrono::milliseconds Left(Clock::time_point deadline) {
 
 std::string_view SourceName(Source s) {
   switch (s) {
-    case Source::kLocal: return "local";
-    case Source::kPeer: return "peer";
-    case Source::kRemote: return "remote";
-    case Source::kMiss: return "miss";
+    case Source::kLocal:
+      return "local";
+    case Source::kPeer:
+      return "peer";
+    case Source::kRemote:
+      return "remote";
+    case Source::kMiss:
+      return "miss";
   }
   return "?";
 }
@@ -32,22 +36,26 @@ std::string_view SourceName(Source s) {
 struct Client::Connections {
   std::unique_ptr<node::NodeClient> local;
   std::unique_ptr<controller::AdminClient> controller;
-  std::map<std::string, std::unique_ptr<node::NodeClient>> peers;  // direct, when the local node is down
+  std::map<std::string, std::unique_ptr<node::NodeClient>>
+      peers;  // direct, when the local node is down
 };
 
-Client::Client(ClientOptions options) : options_(std::move(options)), conn_(std::make_unique<Connections>()) {
+Client::Client(ClientOptions options)
+    : options_(std::move(options)), conn_(std::make_unique<Connections>()) {
   if (!options_.local_node.empty()) {
     conn_->local = std::make_unique<node::NodeClient>(options_.local_node, options_.node_timeout);
   }
   if (!options_.controller.empty()) {
-    conn_->controller = std::make_unique<controller::AdminClient>(options_.controller, options_.controller_timeout);
+    conn_->controller =
+        std::make_unique<controller::AdminClient>(options_.controller, options_.controller_timeout);
   }
 }
 
 Client::~Client() = default;
 
 KeyNamespace Client::Namespace(const ChunkKey* sys_key) const {
-  KeyNamespace ns{options_.model_id, KvFormat::kStandard, options_.dtype, options_.rope.Signature(), options_.mode, {}};
+  KeyNamespace ns{options_.model_id,         KvFormat::kStandard, options_.dtype,
+                  options_.rope.Signature(), options_.mode,       {}};
   if (options_.mode == AttentionMode::kSysPrefixed && sys_key) ns.sys_key = *sys_key;
   return ns;
 }
@@ -83,7 +91,8 @@ Plan Client::MakePlan(const ChunkedPrompt& prompt) {
       plan.local_node_answered = true;
       for (size_t i = 0; i < keys.size(); ++i) {
         const TierMask m = (*masks)[i];
-        if (m & (Bit(TierKind::kCpu) | Bit(TierKind::kDisk))) plan.chunks[i].source = Source::kLocal;
+        if (m & (Bit(TierKind::kCpu) | Bit(TierKind::kDisk)))
+          plan.chunks[i].source = Source::kLocal;
         remote_here[i] = (m & Bit(TierKind::kRemote)) != 0;
       }
     } else {
@@ -120,12 +129,21 @@ Plan Client::MakePlan(const ChunkedPrompt& prompt) {
   // 3. The shared tier, reachable only through a live local node.
   for (size_t i = 0; i < keys.size(); ++i) {
     ChunkPlan& c = plan.chunks[i];
-    if (c.source == Source::kMiss && remote_here[i] && plan.local_node_answered) c.source = Source::kRemote;
+    if (c.source == Source::kMiss && remote_here[i] && plan.local_node_answered)
+      c.source = Source::kRemote;
     switch (c.source) {
-      case Source::kLocal: stats_.planned_local++; break;
-      case Source::kPeer: stats_.planned_peer++; break;
-      case Source::kRemote: stats_.planned_remote++; break;
-      case Source::kMiss: stats_.planned_miss++; break;
+      case Source::kLocal:
+        stats_.planned_local++;
+        break;
+      case Source::kPeer:
+        stats_.planned_peer++;
+        break;
+      case Source::kRemote:
+        stats_.planned_remote++;
+        break;
+      case Source::kMiss:
+        stats_.planned_miss++;
+        break;
     }
   }
   return plan;
@@ -165,7 +183,8 @@ std::vector<Result<SharedBuffer>> Client::Fetch(Plan& plan) {
       const auto left = Left(deadline);
       conn_->local->set_timeout(left);
       // The node's own pull must give up before our deadline does.
-      take(idx, conn_->local->Pull(keys_of(idx), endpoint, std::max(std::chrono::milliseconds(1), left * 8 / 10)));
+      take(idx, conn_->local->Pull(keys_of(idx), endpoint,
+                                   std::max(std::chrono::milliseconds(1), left * 8 / 10)));
     } else {
       auto& peer = conn_->peers[endpoint];
       if (!peer) peer = std::make_unique<node::NodeClient>(endpoint, Left(deadline));
@@ -200,18 +219,21 @@ std::vector<Result<SharedBuffer>> Client::Fetch(Plan& plan) {
   return out;
 }
 
-Status Client::Remap(const SharedBuffer& object, const ChunkPlan& chunk, std::span<const int64_t> slots,
-                     const device::PagedLayout& cache, int threads) const {
+Status Client::Remap(const SharedBuffer& object, const ChunkPlan& chunk,
+                     std::span<const int64_t> slots, const device::PagedLayout& cache,
+                     int threads) const {
   return device::Remap(object.span(), options_.rope, chunk.actual_start, slots, cache, {threads});
 }
 
-Status Client::Store(const ChunkKey& key, std::span<const int32_t> tokens, int64_t virtual_start,
-                     std::span<const uint8_t> payload, SharedBuffer* object_out) {
+Result<SharedBuffer> Client::BuildObject(const ChunkKey& key, std::span<const int32_t> tokens,
+                                         int64_t virtual_start,
+                                         std::span<const uint8_t> payload) const {
   ChunkHeader h;
   h.key = key;
   h.model_id = options_.model_id;
-  h.geometry = {options_.num_layers, static_cast<uint32_t>(tokens.size()), options_.num_kv_heads, options_.head_dim,
-                options_.dtype, KvFormat::kStandard};
+  h.geometry = {options_.num_layers,   static_cast<uint32_t>(tokens.size()),
+                options_.num_kv_heads, options_.head_dim,
+                options_.dtype,        KvFormat::kStandard};
   h.rope_style = options_.rope.style;
   h.rotary_dim = options_.rope.rotary_dim;
   h.rope_offset = options_.rope.rope_offset;
@@ -221,18 +243,24 @@ Status Client::Store(const ChunkKey& key, std::span<const int32_t> tokens, int64
   h.virtual_start = virtual_start;
   h.tokens.assign(tokens.begin(), tokens.end());
   auto object = BuildChunkObject(std::move(h), payload);
+  if (!object.ok()) return object.status();
+  return SharedBuffer::FromVector(std::move(*object));
+}
+
+Status Client::Store(const ChunkKey& key, std::span<const int32_t> tokens, int64_t virtual_start,
+                     std::span<const uint8_t> payload, SharedBuffer* object_out) {
+  auto object = BuildObject(key, tokens, virtual_start, payload);
   if (!object.ok()) {
     stats_.store_failures++;
     return object.status();
   }
-  SharedBuffer buf = SharedBuffer::FromVector(std::move(*object));
-  if (object_out) *object_out = buf;
+  if (object_out) *object_out = *object;
   if (!conn_->local) {
     stats_.store_failures++;
     return Unavailable("no local node to store into");
   }
   conn_->local->set_timeout(options_.node_timeout);
-  auto put = conn_->local->Put({&key, 1}, {&buf, 1});
+  auto put = conn_->local->Put({&key, 1}, {&*object, 1});
   Status s = put.ok() ? (*put)[0] : put.status();
   if (s.ok()) {
     stats_.stores++;
@@ -240,6 +268,23 @@ Status Client::Store(const ChunkKey& key, std::span<const int32_t> tokens, int64
     stats_.store_failures++;
   }
   return s;
+}
+
+std::future<Status> Client::StoreAsync(const ChunkKey& key, std::vector<int32_t> tokens,
+                                       int64_t virtual_start, SharedBuffer payload) {
+  auto object = BuildObject(key, tokens, virtual_start, payload.span());
+  if (!object.ok() || options_.local_node.empty()) {
+    std::promise<Status> failed;
+    failed.set_value(object.ok() ? Unavailable("no local node to store into") : object.status());
+    return failed.get_future();
+  }
+  return std::async(std::launch::async,
+                    [endpoint = options_.local_node, timeout = options_.node_timeout, key,
+                     object = std::move(*object)]() -> Status {
+                      node::NodeClient node(endpoint, timeout);
+                      auto put = node.Put({&key, 1}, {&object, 1});
+                      return put.ok() ? (*put)[0] : put.status();
+                    });
 }
 
 }  // namespace pikv::client

@@ -3,19 +3,18 @@
 // order, after another system prompt, with the same logits as recomputing;
 // through P2P, the shared Redis tier, and every failure the client must
 // survive.
+#include <gtest/gtest.h>
 #include <signal.h>
 
-#include <gtest/gtest.h>
-
 #include <numeric>
-#include <set>
 #include <random>
+#include <set>
 #include <thread>
 
+#include "engine_harness.h"
 #include "pikv/client/client.h"
 #include "pikv/controller/admin_client.h"
 #include "pikv/device/reference_model.h"
-#include "engine_harness.h"
 #include "pikv/node/node_client.h"
 #include "test_support.h"
 
@@ -45,16 +44,18 @@ class ClientClusterTest : public ::testing::Test {
     WaitFor([&] { return Alive() == 3; }, 10s, "three nodes");
   }
   void StartController() {
-    controller_ = testing::StartController({"--endpoint", ControllerEp(), "--http", "", "--suspect-after", "500ms",
-                                            "--dead-after", "1200ms", "--log-level", "error"});
+    controller_ =
+        testing::StartController({"--endpoint", ControllerEp(), "--http", "", "--suspect-after",
+                                  "500ms", "--dead-after", "1200ms", "--log-level", "error"});
   }
   std::string ControllerEp() const { return "tcp://127.0.0.1:" + std::to_string(controller_port_); }
   static std::string Id(int i) { return std::string("node-") + static_cast<char>('a' + i); }
   void StartNode(int i) {
-    nodes_[i] = testing::StartNode({"--endpoint", "tcp://127.0.0.1:*", "--endpoint", "ipc://" + dirs_[i].str() + "/n.sock",
-                                    "--data-dir", dirs_[i].str(), "--node-id", Id(i), "--host", "host-" + Id(i),
-                                    "--controller", ControllerEp(), "--heartbeat-interval", "200ms", "--redis",
-                                    redis_.address(), "--log-level", "error"});
+    nodes_[i] = testing::StartNode({"--endpoint", "tcp://127.0.0.1:*", "--endpoint",
+                                    "ipc://" + dirs_[i].str() + "/n.sock", "--data-dir",
+                                    dirs_[i].str(), "--node-id", Id(i), "--host", "host-" + Id(i),
+                                    "--controller", ControllerEp(), "--heartbeat-interval", "200ms",
+                                    "--redis", redis_.address(), "--log-level", "error"});
   }
   ClientOptions Options(int i) {
     ClientOptions o;
@@ -121,8 +122,8 @@ class ClientClusterTest : public ::testing::Test {
   testing::ControllerProcess controller_;
   testing::TempDir dirs_[3];
   testing::NodeProcess nodes_[3];
-  Tokens sys1_ = Random(5, 1), sys2_ = Random(6, 2), d1_ = Random(8, 3), d2_ = Random(5, 4), d3_ = Random(7, 5),
-         e1_ = Random(6, 6), e2_ = Random(4, 7), q_ = Random(3, 8);
+  Tokens sys1_ = Random(5, 1), sys2_ = Random(6, 2), d1_ = Random(8, 3), d2_ = Random(5, 4),
+         d3_ = Random(7, 5), e1_ = Random(6, 6), e2_ = Random(4, 7), q_ = Random(3, 8);
 };
 
 TEST_F(ClientClusterTest, ChunksComputedOnOneHostAreReusedExactlyOnOthersThroughEveryFailure) {
@@ -134,8 +135,10 @@ TEST_F(ClientClusterTest, ChunksComputedOnOneHostAreReusedExactlyOnOthersThrough
   auto r1 = a.Run(p1);
   for (const auto& ch : r1.plan.chunks) EXPECT_EQ(ch.source, Source::kMiss);
   EXPECT_LE(MaxDiff(r1.logits, Scratch(p1)), 1e-4);
-  const ChunkKey k_d1 = r1.plan.chunks[1].key, k_d2 = r1.plan.chunks[2].key, k_d3 = r1.plan.chunks[3].key;
-  for (const auto& k : {k_d1, k_d2, k_d3}) WaitFor([&] { return Holders(k).count("node-a") == 1; }, 3s, "A's chunks located");
+  const ChunkKey k_d1 = r1.plan.chunks[1].key, k_d2 = r1.plan.chunks[2].key,
+                 k_d3 = r1.plan.chunks[3].key;
+  for (const auto& k : {k_d1, k_d2, k_d3})
+    WaitFor([&] { return Holders(k).count("node-a") == 1; }, 3s, "A's chunks located");
 
   // 2. Host B serves sys2 ## d3 ## d1 ## q2: peer hits for d3 and d1, a miss for sys2.
   auto p2 = Prompt({sys2_, d3_, d1_, q_});
@@ -149,11 +152,29 @@ TEST_F(ClientClusterTest, ChunksComputedOnOneHostAreReusedExactlyOnOthersThrough
   EXPECT_LE(MaxDiff(r2.logits, Scratch(p2)), 1e-4);
   // B kept copies, and the controller knows both holders.
   for (const auto& k : {k_d1, k_d3}) {
-    WaitFor([&] { return Holders(k) == std::set<std::string>{"node-a", "node-b"}; }, 3s, "copies located on A and B");
+    WaitFor(
+        [&] {
+          return Holders(k) == std::set<std::string>{"node-a", "node-b"};
+        },
+        3s, "copies located on A and B");
   }
   EXPECT_EQ(b.Run(p2).plan.chunks[1].source, Source::kLocal) << "the second time, B has it";
   node::NodeClient b_node(nodes_[1].tcp, 2s);
-  EXPECT_EQ(std::get<int64_t>(b_node.Stats()->at("p2p.pulled_objects")), 2) << "B's node pulled d3 and d1 from A";
+  EXPECT_EQ(std::get<int64_t>(b_node.Stats()->at("p2p.pulled_objects")), 2)
+      << "B's node pulled d3 and d1 from A";
+
+  // Async store: the call returns at once, the object lands on B's node.
+  auto f_tokens = Random(9, 99);
+  const ChunkKey f_key = b.client().KeyOf(f_tokens);
+  std::vector<float> f_payload(
+      size_t{2} * model_.config().layers * 9 * model_.config().kv_heads * model_.config().head_dim,
+      0.5f);
+  auto stored =
+      b.client().StoreAsync(f_key, f_tokens, 0,
+                            SharedBuffer::Copy({reinterpret_cast<const uint8_t*>(f_payload.data()),
+                                                f_payload.size() * 4}));
+  EXPECT_TRUE(stored.get().ok());
+  WaitFor([&] { return Holders(f_key).count("node-b") == 1; }, 3s, "the async store located on B");
 
   // 3. A holds e1, e2; B plans them as peer hits, then A dies before the pull.
   auto p3 = Prompt({sys1_, e1_, e2_, q_});

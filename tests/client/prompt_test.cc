@@ -32,7 +32,8 @@ TEST(PromptTest, SeparatorsAtTheEdgesAreErrors) {
 TEST(PromptTest, AdjacentSeparatorsMeanAnEmptyChunk) {
   auto p = ParsePrompt(V{1, 9, 9, 2}, V{9});
   EXPECT_EQ(p.code(), ErrorCode::kInvalidArgument);
-  EXPECT_NE(p.status().message().find("chunk 1 is empty"), std::string::npos) << p.status().message();
+  EXPECT_NE(p.status().message().find("chunk 1 is empty"), std::string::npos)
+      << p.status().message();
 }
 
 TEST(PromptTest, NoSeparatorOrAnEmptyOneIsAnError) {

@@ -33,8 +33,8 @@ class ExactnessTest : public ::testing::Test {
     for (auto& x : t) x = static_cast<int32_t>(rng() % model_.config().vocab);
     return t;
   }
-  Tokens sys1_ = Random(5, 1), sys2_ = Random(6, 2), c1_ = Random(7, 3), c2_ = Random(4, 4), c3_ = Random(6, 5),
-         q_ = Random(3, 6);
+  Tokens sys1_ = Random(5, 1), sys2_ = Random(6, 2), c1_ = Random(7, 3), c2_ = Random(4, 4),
+         c3_ = Random(6, 5), q_ = Random(3, 6);
 
   // The question's logits from scratch, under the chunked mask.
   std::vector<float> Scratch(const std::vector<Tokens>& segments, AttentionMode mode) {
@@ -45,20 +45,22 @@ class ExactnessTest : public ::testing::Test {
       all.insert(all.end(), s.begin(), s.end());
     }
     auto meta = *BuildAttentionMetadata(lengths, mode);
-    auto logits = model_.Forward(all, meta.positions, {}, [&](size_t q, size_t k) { return meta.Allowed(q, k); });
+    auto logits = model_.Forward(all, meta.positions, {},
+                                 [&](size_t q, size_t k) { return meta.Allowed(q, k); });
     const size_t vocab = model_.config().vocab, nq = segments.back().size();
     return std::vector<float>(logits.end() - nq * vocab, logits.end());
   }
 
   // Serializes the model's KV for `tokens` (the last `keep` of them) as a
   // chunk object rotated at `virtual_start` (the position of the first kept token).
-  std::vector<uint8_t> Object(const std::vector<ReferenceModel::LayerKv>& kv, size_t total, size_t keep,
-                              int64_t virtual_start) {
+  std::vector<uint8_t> Object(const std::vector<ReferenceModel::LayerKv>& kv, size_t total,
+                              size_t keep, int64_t virtual_start) {
     const auto& c = model_.config();
     ChunkHeader h;
     h.key = ChunkKey{uint64_t(virtual_start), keep};
     h.model_id = "reference";
-    h.geometry = {c.layers, static_cast<uint32_t>(keep), c.kv_heads, c.head_dim, DType::kF32, KvFormat::kStandard};
+    h.geometry = {c.layers,    static_cast<uint32_t>(keep), c.kv_heads, c.head_dim,
+                  DType::kF32, KvFormat::kStandard};
     h.rope_style = rope().style;
     h.rotary_dim = rope().rotary_dim;
     h.rope_theta = rope().theta;
@@ -69,9 +71,11 @@ class ExactnessTest : public ::testing::Test {
     const size_t row = size_t{c.kv_heads} * c.head_dim;
     std::vector<float> payload;
     for (uint32_t l = 0; l < c.layers; ++l) {
-      for (const auto* plane : {&kv[l].k, &kv[l].v}) payload.insert(payload.end(), plane->begin() + (total - keep) * row, plane->end());
+      for (const auto* plane : {&kv[l].k, &kv[l].v})
+        payload.insert(payload.end(), plane->begin() + (total - keep) * row, plane->end());
     }
-    return *BuildChunkObject(h, {reinterpret_cast<const uint8_t*>(payload.data()), payload.size() * 4});
+    return *BuildChunkObject(
+        h, {reinterpret_cast<const uint8_t*>(payload.data()), payload.size() * 4});
   }
 
   // A chunk computed alone (causal within itself) at virtual positions.
@@ -79,7 +83,8 @@ class ExactnessTest : public ::testing::Test {
     std::vector<int64_t> pos(tokens.size());
     std::iota(pos.begin(), pos.end(), virtual_start);
     std::vector<ReferenceModel::LayerKv> kv;
-    model_.Forward(tokens, pos, {}, [](size_t q, size_t k) { return k <= q; }, &kv);
+    model_.Forward(
+        tokens, pos, {}, [](size_t q, size_t k) { return k <= q; }, &kv);
     return Object(kv, tokens.size(), tokens.size(), virtual_start);
   }
 
@@ -94,22 +99,26 @@ class ExactnessTest : public ::testing::Test {
     std::vector<ReferenceModel::LayerKv> kv;
     // The system prompt comes first, so causal attention is exactly "the chunk
     // sees the whole system prompt and itself causally".
-    model_.Forward(all, pos, {}, [](size_t q, size_t k) { return k <= q; }, &kv);
+    model_.Forward(
+        all, pos, {}, [](size_t q, size_t k) { return k <= q; }, &kv);
     return Object(kv, all.size(), chunk.size(), virtual_start + static_cast<int64_t>(ns));
   }
 
   // The question's logits over remapped chunk objects (one per segment before
   // the question, in prompt order) in a paged cache with a random block table.
-  std::vector<float> Reused(const std::vector<const std::vector<uint8_t>*>& objects, const std::vector<Tokens>& segments,
-                            AttentionMode mode, uint64_t seed) {
+  std::vector<float> Reused(const std::vector<const std::vector<uint8_t>*>& objects,
+                            const std::vector<Tokens>& segments, AttentionMode mode,
+                            uint64_t seed) {
     std::vector<uint32_t> lengths;
     for (const auto& s : segments) lengths.push_back(static_cast<uint32_t>(s.size()));
     auto meta = *BuildAttentionMetadata(lengths, mode);
     const auto& c = model_.config();
     const uint32_t block = 4;
     const uint64_t blocks = meta.num_tokens() / block + 4;
-    testing::Cache cache(PagedLayout::Order::kVllmFlash, DType::kF32, c.layers, c.kv_heads, c.head_dim, block, blocks);
-    auto slots = testing::RandomSlots(meta.num_tokens(), block, blocks, seed);  // a shuffled block table
+    testing::Cache cache(PagedLayout::Order::kVllmFlash, DType::kF32, c.layers, c.kv_heads,
+                         c.head_dim, block, blocks);
+    auto slots =
+        testing::RandomSlots(meta.num_tokens(), block, blocks, seed);  // a shuffled block table
     for (size_t s = 0; s + 1 < segments.size(); ++s) {
       const uint32_t start = meta.segment_starts[s];
       std::span<const int64_t> chunk_slots(slots.data() + start, lengths[s]);
@@ -117,9 +126,11 @@ class ExactnessTest : public ::testing::Test {
       EXPECT_TRUE(st.ok()) << st.ToString();
     }
     const uint32_t qs = meta.segment_starts.back();
-    ReferenceModel::Past past{&cache.layout, std::vector<int64_t>(slots.begin(), slots.begin() + qs)};
+    ReferenceModel::Past past{&cache.layout,
+                              std::vector<int64_t>(slots.begin(), slots.begin() + qs)};
     std::vector<int64_t> qpos(meta.positions.begin() + qs, meta.positions.end());
-    return model_.Forward(segments.back(), qpos, past, [&](size_t q, size_t k) { return meta.Allowed(qs + q, k); });
+    return model_.Forward(segments.back(), qpos, past,
+                          [&](size_t q, size_t k) { return meta.Allowed(qs + q, k); });
   }
 
   static double MaxDiff(const std::vector<float>& a, const std::vector<float>& b) {
@@ -135,26 +146,28 @@ TEST_F(ExactnessTest, IsolatedChunksReusedAnywhereGiveTheSameLogits) {
   auto o1 = Isolated(c1_, 2000), o2 = Isolated(c2_, 3000), o3 = Isolated(c3_, 40000);
 
   auto base = Scratch({sys1_, c1_, c2_, c3_, q_}, AttentionMode::kIsolated);
-  const double same = MaxDiff(base, Reused({&s1, &o1, &o2, &o3}, {sys1_, c1_, c2_, c3_, q_}, AttentionMode::kIsolated, 1));
+  const double same = MaxDiff(
+      base, Reused({&s1, &o1, &o2, &o3}, {sys1_, c1_, c2_, c3_, q_}, AttentionMode::kIsolated, 1));
   EXPECT_LE(same, 1e-4);
 
   auto reordered = Scratch({sys1_, c3_, c1_, c2_, q_}, AttentionMode::kIsolated);
   EXPECT_GT(MaxDiff(base, reordered), 1e-3) << "the order must matter, or this test proves nothing";
-  const double moved =
-      MaxDiff(reordered, Reused({&s1, &o3, &o1, &o2}, {sys1_, c3_, c1_, c2_, q_}, AttentionMode::kIsolated, 2));
+  const double moved = MaxDiff(reordered, Reused({&s1, &o3, &o1, &o2}, {sys1_, c3_, c1_, c2_, q_},
+                                                 AttentionMode::kIsolated, 2));
   EXPECT_LE(moved, 1e-4);
 
   auto other_sys = Scratch({sys2_, c1_, c2_, c3_, q_}, AttentionMode::kIsolated);
-  const double swapped =
-      MaxDiff(other_sys, Reused({&s2, &o1, &o2, &o3}, {sys2_, c1_, c2_, c3_, q_}, AttentionMode::kIsolated, 3));
+  const double swapped = MaxDiff(other_sys, Reused({&s2, &o1, &o2, &o3}, {sys2_, c1_, c2_, c3_, q_},
+                                                   AttentionMode::kIsolated, 3));
   EXPECT_LE(swapped, 1e-4);
-  std::cout << "isolated reuse: max |logit error| " << same << " (as computed), " << moved << " (reordered), "
-            << swapped << " (other system prompt)\n";
+  std::cout << "isolated reuse: max |logit error| " << same << " (as computed), " << moved
+            << " (reordered), " << swapped << " (other system prompt)\n";
 }
 
 TEST_F(ExactnessTest, WithoutTheReRotationTheAnswerIsWrong) {
   // Negative control: the same objects, but re-rotated to the wrong place.
-  auto s1 = Isolated(sys1_, 1000), o1 = Isolated(c1_, 2000), o2 = Isolated(c2_, 3000), o3 = Isolated(c3_, 4000);
+  auto s1 = Isolated(sys1_, 1000), o1 = Isolated(c1_, 2000), o2 = Isolated(c2_, 3000),
+       o3 = Isolated(c3_, 4000);
   auto base = Scratch({sys1_, c1_, c2_, c3_, q_}, AttentionMode::kIsolated);
   // Claim every chunk was computed at 0: remap then shifts by the wrong amount.
   auto lie = [](std::vector<uint8_t> o) {
@@ -164,7 +177,9 @@ TEST_F(ExactnessTest, WithoutTheReRotationTheAnswerIsWrong) {
     return *BuildChunkObject(h, std::vector<uint8_t>(payload.begin(), payload.end()));
   };
   auto w1 = lie(o1), w2 = lie(o2), w3 = lie(o3);
-  EXPECT_GT(MaxDiff(base, Reused({&s1, &w1, &w2, &w3}, {sys1_, c1_, c2_, c3_, q_}, AttentionMode::kIsolated, 4)), 1e-3);
+  EXPECT_GT(MaxDiff(base, Reused({&s1, &w1, &w2, &w3}, {sys1_, c1_, c2_, c3_, q_},
+                                 AttentionMode::kIsolated, 4)),
+            1e-3);
 }
 
 TEST_F(ExactnessTest, SysPrefixedIsExactOnlyAtTheSameDistanceFromTheSystemPrompt) {
@@ -174,15 +189,18 @@ TEST_F(ExactnessTest, SysPrefixedIsExactOnlyAtTheSameDistanceFromTheSystemPrompt
 
   // c1 right after the system prompt, as computed: exact.
   auto same = Scratch({sys1_, c1_, q_}, AttentionMode::kSysPrefixed);
-  const double exact = MaxDiff(same, Reused({&sys, &c1_after_sys}, {sys1_, c1_, q_}, AttentionMode::kSysPrefixed, 5));
+  const double exact = MaxDiff(
+      same, Reused({&sys, &c1_after_sys}, {sys1_, c1_, q_}, AttentionMode::kSysPrefixed, 5));
   EXPECT_LE(exact, 1e-4);
 
   // c1 after c2: its distance to the system prompt grew, so its KV is stale.
   auto moved = Scratch({sys1_, c2_, c1_, q_}, AttentionMode::kSysPrefixed);
   const double approx =
-      MaxDiff(moved, Reused({&sys, &c2_after_sys, &c1_after_sys}, {sys1_, c2_, c1_, q_}, AttentionMode::kSysPrefixed, 6));
-  std::cout << "sys-prefixed reuse: max |logit error| " << exact << " at the computed distance, " << approx
-            << " with the chunk moved " << c2_.size() << " tokens further from the system prompt\n";
+      MaxDiff(moved, Reused({&sys, &c2_after_sys, &c1_after_sys}, {sys1_, c2_, c1_, q_},
+                            AttentionMode::kSysPrefixed, 6));
+  std::cout << "sys-prefixed reuse: max |logit error| " << exact << " at the computed distance, "
+            << approx << " with the chunk moved " << c2_.size()
+            << " tokens further from the system prompt\n";
   RecordProperty("sys_prefixed_moved_error", std::to_string(approx));
   EXPECT_GT(approx, 1e-3) << "moving a sys-prefixed chunk should change its KV";
 }
@@ -204,11 +222,14 @@ TEST(AttentionMetadataTest, IsolatedAndSysPrefixedMasks) {
   auto dense = pre->DenseMask();
   EXPECT_EQ(std::count(dense.begin(), dense.end(), 1), 3 + (2 + 1) + (2 + 2) + (2 + 3) + 6 + 7);
   std::vector<uint32_t> empty_chunk = {2, 0, 2};
-  EXPECT_EQ(BuildAttentionMetadata(empty_chunk, AttentionMode::kIsolated).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(BuildAttentionMetadata(empty_chunk, AttentionMode::kIsolated).code(),
+            ErrorCode::kInvalidArgument);
   std::vector<uint32_t> no_question = {2, 3, 0};
-  EXPECT_EQ(BuildAttentionMetadata(no_question, AttentionMode::kIsolated).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(BuildAttentionMetadata(no_question, AttentionMode::kIsolated).code(),
+            ErrorCode::kInvalidArgument);
   std::vector<uint32_t> one = {4};
-  EXPECT_EQ(BuildAttentionMetadata(one, AttentionMode::kIsolated).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(BuildAttentionMetadata(one, AttentionMode::kIsolated).code(),
+            ErrorCode::kInvalidArgument);
 }
 
 }  // namespace

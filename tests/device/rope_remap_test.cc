@@ -47,9 +47,10 @@ struct Case {
 };
 
 std::string Name(const Case& c) {
-  return std::string(c.style == RopeStyle::kNeox ? "neox" : "gptj") + " dim=" + std::to_string(c.dim) +
-         " rot=" + std::to_string(c.rotary) + " scaling=" + std::to_string(int(c.scaling)) + " " +
-         std::string(DTypeName(c.dtype)) + (c.form == KForm::kRotated ? " rotated" : " pre-rope") +
+  return std::string(c.style == RopeStyle::kNeox ? "neox" : "gptj") +
+         " dim=" + std::to_string(c.dim) + " rot=" + std::to_string(c.rotary) +
+         " scaling=" + std::to_string(int(c.scaling)) + " " + std::string(DTypeName(c.dtype)) +
+         (c.form == KForm::kRotated ? " rotated" : " pre-rope") +
          " v=" + std::to_string(c.virtual_start) + " a=" + std::to_string(c.actual_start) +
          (c.backend == Backend::kPortable ? " portable" : " avx2");
 }
@@ -72,8 +73,9 @@ void CheckRemap(const Case& c) {
   for (uint32_t l = 0; l < layers; ++l) {
     for (uint32_t t = 0; t < tokens; ++t) {
       // The rotation remap applies to this token, per the chunk's K form.
-      auto rot = c.form == KForm::kRotated ? PureRotation(spec, double(c.actual_start - c.virtual_start))
-                                           : Encoding(spec, double(c.actual_start + t));
+      auto rot = c.form == KForm::kRotated
+                     ? PureRotation(spec, double(c.actual_start - c.virtual_start))
+                     : Encoding(spec, double(c.actual_start + t));
       for (uint32_t h = 0; h < heads; ++h) {
         // (1) Kernel accuracy: the exact rotation (double) of the bits the object holds.
         const uint8_t* src = stored_k + ((size_t(l) * 2 * tokens + t) * heads + h) * c.dim * es;
@@ -98,21 +100,26 @@ void CheckRemap(const Case& c) {
             continue;
           }
           if (c.dtype == DType::kF32) {
-            ASSERT_NEAR(got, exact[d], 1e-6 * std::max(1.f, max_abs)) << "token " << t << " dim " << d;
-            ASSERT_NEAR(got, direct[d], 1e-5 * std::max(1.f, max_abs)) << "token " << t << " dim " << d;
+            ASSERT_NEAR(got, exact[d], 1e-6 * std::max(1.f, max_abs))
+                << "token " << t << " dim " << d;
+            ASSERT_NEAR(got, direct[d], 1e-5 * std::max(1.f, max_abs))
+                << "token " << t << " dim " << d;
             if (c.form == KForm::kPreRope && c.backend == Backend::kPortable) {
               ASSERT_EQ(got, direct[d]) << "pre-RoPE must equal the engine's own encoding exactly";
             }
           } else {
             // One rounding of the exact result; two roundings end to end
             // (the stored K, then the remapped K).
-            ASSERT_LE(std::fabs(got - exact[d]), Ulp(c.dtype, static_cast<float>(exact[d])) + 1e-6 * max_abs)
+            ASSERT_LE(std::fabs(got - exact[d]),
+                      Ulp(c.dtype, static_cast<float>(exact[d])) + 1e-6 * max_abs)
                 << "token " << t << " dim " << d;
-            ASSERT_LE(std::fabs(got - direct[d]), 2 * Ulp(c.dtype, max_abs)) << "token " << t << " dim " << d;
+            ASSERT_LE(std::fabs(got - direct[d]), 2 * Ulp(c.dtype, max_abs))
+                << "token " << t << " dim " << d;
           }
         }
         for (uint32_t d = 0; d < c.dim; ++d) {  // V is copied bit for bit
-          const uint8_t* v_src = stored_k + ((size_t(l) * 2 * tokens + tokens + t) * heads + h) * c.dim * es;
+          const uint8_t* v_src =
+              stored_k + ((size_t(l) * 2 * tokens + tokens + t) * heads + h) * c.dim * es;
           ASSERT_EQ(cache.At(l, 1, slots[t], h, d), Decode(c.dtype, v_src + d * es));
         }
       }
@@ -124,13 +131,16 @@ TEST(RemapTest, EncodeAtVThenRemapEqualsEncodeAtA) {
   std::vector<Backend> backends = {Backend::kPortable};
   if (Avx2Available()) backends.push_back(Backend::kAvx2);
   for (auto style : {RopeStyle::kNeox, RopeStyle::kGptj}) {
-    for (auto [dim, rotary] : {std::pair{64u, 64u}, std::pair{80u, 32u}}) {  // full, and partial like Phi-2
-      for (auto scaling : {RopeScaling::kNone, RopeScaling::kLinear, RopeScaling::kLlama3, RopeScaling::kNtk,
-                           RopeScaling::kYarn, RopeScaling::kLongRope}) {
+    for (auto [dim, rotary] :
+         {std::pair{64u, 64u}, std::pair{80u, 32u}}) {  // full, and partial like Phi-2
+      for (auto scaling : {RopeScaling::kNone, RopeScaling::kLinear, RopeScaling::kLlama3,
+                           RopeScaling::kNtk, RopeScaling::kYarn, RopeScaling::kLongRope}) {
         for (auto dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
           for (auto form : {KForm::kRotated, KForm::kPreRope}) {
-            for (auto [v, a] : {std::pair<int64_t, int64_t>{0, 4096}, {1000, 3}, {0, 1000000}, {1000000, 17}}) {
-              for (auto b : backends) CheckRemap({style, dim, rotary, scaling, dtype, form, v, a, b});
+            for (auto [v, a] :
+                 {std::pair<int64_t, int64_t>{0, 4096}, {1000, 3}, {0, 1000000}, {1000000, 17}}) {
+              for (auto b : backends)
+                CheckRemap({style, dim, rotary, scaling, dtype, form, v, a, b});
             }
           }
         }
@@ -162,7 +172,8 @@ TEST(RemapTest, MlaRotatesOnlyTheRopePart) {
       EncodeHead(spec, 900.0 + t, want.data());
       for (uint32_t d = 0; d < 96; ++d) {
         if (d < 64) {
-          ASSERT_EQ(cache.At(l, 0, slots[t], 0, d), kv.K(l, t, 0, d)) << "latent dim " << d << " changed";
+          ASSERT_EQ(cache.At(l, 0, slots[t], 0, d), kv.K(l, t, 0, d))
+              << "latent dim " << d << " changed";
         } else {
           ASSERT_NEAR(cache.At(l, 0, slots[t], 0, d), want[d], 1e-5f * 4);
         }
@@ -175,17 +186,20 @@ TEST(RemapTest, EveryLayoutOrderAndSkippedSlots) {
   const RopeSpec spec = Spec(RopeStyle::kNeox, 64, 64, RopeScaling::kNone);
   FloatKv kv = RandomKv(2, 6, 2, 64, 8);
   auto object = MakeChunk(kv, spec, DType::kBF16, KForm::kRotated, 0);
-  for (auto order : {PagedLayout::Order::kVllmFlash, PagedLayout::Order::kHnd, PagedLayout::Order::kBlockMajor}) {
+  for (auto order : {PagedLayout::Order::kVllmFlash, PagedLayout::Order::kHnd,
+                     PagedLayout::Order::kBlockMajor}) {
     Cache cache(order, DType::kBF16, 2, 2, 64, 4, 3);
     std::vector<int64_t> slots = {11, -1, 0, 4, -1, 7};
     const auto untouched = cache.memory;
     ASSERT_TRUE(Remap(object, spec, 0, slots, cache.layout).ok());
     // At shift 0 the cache holds exactly the object's bytes; skipped tokens write nothing.
-    auto again = Gather(cache.layout, std::vector<int64_t>{11, 0, 4, 7}, spec, {ChunkKey{1, 1}, "m", {7, 7, 7, 7}});
+    auto again = Gather(cache.layout, std::vector<int64_t>{11, 0, 4, 7}, spec,
+                        {ChunkKey{1, 1}, "m", {7, 7, 7, 7}});
     ASSERT_TRUE(again.ok());
     size_t changed = 0;
     for (size_t l = 0; l < 2; ++l) {
-      for (size_t i = 0; i < cache.memory[l].size(); ++i) changed += cache.memory[l][i] != untouched[l][i];
+      for (size_t i = 0; i < cache.memory[l].size(); ++i)
+        changed += cache.memory[l][i] != untouched[l][i];
     }
     EXPECT_LE(changed, 2u * 4 * 2 * 2 * 64 * 2) << "wrote outside the four mapped slots";
     for (uint32_t l = 0; l < 2; ++l) {
@@ -201,14 +215,16 @@ TEST(RemapTest, EveryLayoutOrderAndSkippedSlots) {
 TEST(RemapTest, GatherThenRemapAtTheSamePositionIsBitExact) {
   const RopeSpec spec = Spec(RopeStyle::kGptj, 64, 64, RopeScaling::kLlama3);
   for (auto dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
-    for (auto order : {PagedLayout::Order::kVllmFlash, PagedLayout::Order::kHnd, PagedLayout::Order::kBlockMajor}) {
+    for (auto order : {PagedLayout::Order::kVllmFlash, PagedLayout::Order::kHnd,
+                       PagedLayout::Order::kBlockMajor}) {
       // An engine's cache holding some chunk at positions 300.. in random slots.
       FloatKv kv = RandomKv(2, 7, 2, 64, 12);
       auto seed_object = MakeChunk(kv, spec, dtype, KForm::kRotated, 300);
       Cache engine(order, dtype, 2, 2, 64, 4, 4);
       auto slots = RandomSlots(7, 4, 4, 21);
       ASSERT_TRUE(Remap(seed_object, spec, 300, slots, engine.layout).ok());
-      auto object = Gather(engine.layout, slots, spec, {ChunkKey{5, 6}, "m", std::vector<int32_t>(7, 3), KForm::kRotated, 300});
+      auto object = Gather(engine.layout, slots, spec,
+                           {ChunkKey{5, 6}, "m", std::vector<int32_t>(7, 3), KForm::kRotated, 300});
       ASSERT_TRUE(object.ok());
       ASSERT_TRUE(VerifyChunkObject(*object).ok()) << "gather's in-pass checksum must verify";
       Cache other(order, dtype, 2, 2, 64, 4, 4);
@@ -220,7 +236,8 @@ TEST(RemapTest, GatherThenRemapAtTheSamePositionIsBitExact) {
             for (uint32_t t = 0; t < 7; ++t) {
               for (uint32_t h = 0; h < 2; ++h) {
                 ASSERT_EQ(std::memcmp(engine.layout.HeadVector(l, p, slots[t], h),
-                                      other.layout.HeadVector(l, p, other_slots[t], h), 64 * DTypeSize(dtype)),
+                                      other.layout.HeadVector(l, p, other_slots[t], h),
+                                      64 * DTypeSize(dtype)),
                           0);
               }
             }
@@ -238,14 +255,20 @@ TEST(RemapTest, GatherAtVRemapToAEqualsGatherAtA) {
   at_a.layout.layers = {at_a.memory[0].data()};
   moved.layout.layers = {moved.memory[0].data()};
   std::vector<int64_t> slots = {0, 1, 2, 3, 4};
-  ASSERT_TRUE(Remap(MakeChunk(kv, spec, DType::kF32, KForm::kPreRope, 0), spec, 50, slots, at_v.layout).ok());
-  ASSERT_TRUE(Remap(MakeChunk(kv, spec, DType::kF32, KForm::kPreRope, 0), spec, 7000, slots, at_a.layout).ok());
-  auto object = Gather(at_v.layout, slots, spec, {ChunkKey{1, 2}, "m", std::vector<int32_t>(5, 1), KForm::kRotated, 50});
+  ASSERT_TRUE(
+      Remap(MakeChunk(kv, spec, DType::kF32, KForm::kPreRope, 0), spec, 50, slots, at_v.layout)
+          .ok());
+  ASSERT_TRUE(
+      Remap(MakeChunk(kv, spec, DType::kF32, KForm::kPreRope, 0), spec, 7000, slots, at_a.layout)
+          .ok());
+  auto object = Gather(at_v.layout, slots, spec,
+                       {ChunkKey{1, 2}, "m", std::vector<int32_t>(5, 1), KForm::kRotated, 50});
   ASSERT_TRUE(object.ok());
   ASSERT_TRUE(Remap(*object, spec, 7000, slots, moved.layout).ok());
   for (int64_t s : slots) {
     for (uint32_t h = 0; h < 2; ++h) {
-      for (uint32_t d = 0; d < 64; ++d) ASSERT_NEAR(moved.At(0, 0, s, h, d), at_a.At(0, 0, s, h, d), 2e-5f);
+      for (uint32_t d = 0; d < 64; ++d)
+        ASSERT_NEAR(moved.At(0, 0, s, h, d), at_a.At(0, 0, s, h, d), 2e-5f);
     }
   }
 }
@@ -268,16 +291,23 @@ class RemapRejectsTest : public ::testing::Test {
 };
 
 TEST_F(RemapRejectsTest, BadInputIsAnErrorBeforeAnyWrite) {
-  ExpectRejected(Remap(object_, spec_, 0, std::vector<int64_t>{0, 1, 2, 8}, cache_.layout), "slot out of range");
-  ExpectRejected(Remap(object_, spec_, 0, std::vector<int64_t>{0, 1, 2, -2}, cache_.layout), "negative slot");
-  ExpectRejected(Remap(object_, spec_, 0, std::vector<int64_t>{0, 1, 1, 3}, cache_.layout), "overlapping slots");
-  ExpectRejected(Remap(object_, spec_, 0, std::vector<int64_t>{0, 1, 2}, cache_.layout), "slot count");
+  ExpectRejected(Remap(object_, spec_, 0, std::vector<int64_t>{0, 1, 2, 8}, cache_.layout),
+                 "slot out of range");
+  ExpectRejected(Remap(object_, spec_, 0, std::vector<int64_t>{0, 1, 2, -2}, cache_.layout),
+                 "negative slot");
+  ExpectRejected(Remap(object_, spec_, 0, std::vector<int64_t>{0, 1, 1, 3}, cache_.layout),
+                 "overlapping slots");
+  ExpectRejected(Remap(object_, spec_, 0, std::vector<int64_t>{0, 1, 2}, cache_.layout),
+                 "slot count");
   Cache f16(PagedLayout::Order::kVllmFlash, DType::kF16, 2, 2, 64, 4, 2);
-  EXPECT_EQ(Remap(object_, spec_, 0, slots_, f16.layout).code(), ErrorCode::kInvalidArgument) << "dtype mismatch";
+  EXPECT_EQ(Remap(object_, spec_, 0, slots_, f16.layout).code(), ErrorCode::kInvalidArgument)
+      << "dtype mismatch";
   Cache heads(PagedLayout::Order::kVllmFlash, DType::kBF16, 2, 4, 64, 4, 2);
-  EXPECT_EQ(Remap(object_, spec_, 0, slots_, heads.layout).code(), ErrorCode::kInvalidArgument) << "shape mismatch";
+  EXPECT_EQ(Remap(object_, spec_, 0, slots_, heads.layout).code(), ErrorCode::kInvalidArgument)
+      << "shape mismatch";
   Cache layers(PagedLayout::Order::kVllmFlash, DType::kBF16, 3, 2, 64, 4, 2);
-  EXPECT_EQ(Remap(object_, spec_, 0, slots_, layers.layout).code(), ErrorCode::kInvalidArgument) << "layer count";
+  EXPECT_EQ(Remap(object_, spec_, 0, slots_, layers.layout).code(), ErrorCode::kInvalidArgument)
+      << "layer count";
   RopeSpec other = spec_;
   other.theta = 10000;
   ExpectRejected(Remap(object_, other, 0, slots_, cache_.layout), "RoPE signature mismatch");
@@ -290,16 +320,19 @@ TEST_F(RemapRejectsTest, BadInputIsAnErrorBeforeAnyWrite) {
 }
 
 TEST(RopeSpecTest, ParsesModelConfigs) {
-  auto llama = RopeSpec::FromConfigJson(R"({"hidden_size":4096,"num_attention_heads":32,"rope_theta":500000.0,
+  auto llama = RopeSpec::FromConfigJson(
+      R"({"hidden_size":4096,"num_attention_heads":32,"rope_theta":500000.0,
     "max_position_embeddings":131072,"rope_scaling":{"factor":8.0,"low_freq_factor":1.0,"high_freq_factor":4.0,
     "original_max_position_embeddings":8192,"rope_type":"llama3"}})");
   ASSERT_TRUE(llama.ok()) << llama.status().ToString();
   EXPECT_EQ(llama->head_dim, 128u);
   EXPECT_EQ(llama->scaling, RopeScaling::kLlama3);
   auto inv = llama->InverseFrequencies();
-  EXPECT_DOUBLE_EQ(inv[0], 1.0);                                 // highest frequency: unchanged
-  EXPECT_NEAR(inv.back(), std::pow(500000.0, -126.0 / 128) / 8, 1e-15);  // lowest: divided by factor
-  auto phi2 = RopeSpec::FromConfigJson(R"({"hidden_size":2560,"num_attention_heads":32,"partial_rotary_factor":0.4})");
+  EXPECT_DOUBLE_EQ(inv[0], 1.0);  // highest frequency: unchanged
+  EXPECT_NEAR(inv.back(), std::pow(500000.0, -126.0 / 128) / 8,
+              1e-15);  // lowest: divided by factor
+  auto phi2 = RopeSpec::FromConfigJson(
+      R"({"hidden_size":2560,"num_attention_heads":32,"partial_rotary_factor":0.4})");
   ASSERT_TRUE(phi2.ok());
   EXPECT_EQ(phi2->head_dim, 80u);
   EXPECT_EQ(phi2->rotary_dim, 32u);
@@ -307,20 +340,23 @@ TEST(RopeSpecTest, ParsesModelConfigs) {
     "original_max_position_embeddings":4096}})");
   ASSERT_TRUE(yarn.ok());
   EXPECT_NEAR(yarn->AttentionScale(), 0.1 * std::log(4.0) + 1, 1e-12);
-  auto dynamic = RopeSpec::FromConfigJson(R"({"head_dim":64,"rope_scaling":{"type":"dynamic","factor":2.0}})");
+  auto dynamic =
+      RopeSpec::FromConfigJson(R"({"head_dim":64,"rope_scaling":{"type":"dynamic","factor":2.0}})");
   EXPECT_EQ(dynamic.code(), ErrorCode::kUnsupported);
   EXPECT_NE(dynamic.status().message().find("sequence length"), std::string::npos);
   EXPECT_EQ(RopeSpec::FromConfigJson("{}").code(), ErrorCode::kInvalidArgument);
   EXPECT_EQ(RopeSpec::FromConfigJson("not json").code(), ErrorCode::kInvalidArgument);
-  auto longrope = RopeSpec::FromConfigJson(R"({"head_dim":4,"rope_scaling":{"type":"longrope","long_factor":[1],
+  auto longrope =
+      RopeSpec::FromConfigJson(R"({"head_dim":4,"rope_scaling":{"type":"longrope","long_factor":[1],
     "short_factor":[1,2]}})");
-  EXPECT_EQ(longrope.code(), ErrorCode::kInvalidArgument) << "factor lists must match rotary_dim / 2";
+  EXPECT_EQ(longrope.code(), ErrorCode::kInvalidArgument)
+      << "factor lists must match rotary_dim / 2";
 }
 
 TEST(RopeSpecTest, SignatureSeparatesEverythingThatChangesTheKv) {
   std::set<std::string> seen;
-  for (auto scaling : {RopeScaling::kNone, RopeScaling::kLinear, RopeScaling::kLlama3, RopeScaling::kNtk,
-                       RopeScaling::kYarn, RopeScaling::kLongRope}) {
+  for (auto scaling : {RopeScaling::kNone, RopeScaling::kLinear, RopeScaling::kLlama3,
+                       RopeScaling::kNtk, RopeScaling::kYarn, RopeScaling::kLongRope}) {
     for (auto style : {RopeStyle::kNeox, RopeStyle::kGptj}) {
       EXPECT_TRUE(seen.insert(Spec(style, 64, 64, scaling).Signature()).second);
       EXPECT_TRUE(seen.insert(Spec(style, 64, 32, scaling).Signature()).second);

@@ -19,8 +19,8 @@ struct Cache {
   std::vector<std::vector<float>> memory;
   device::PagedLayout layout;
   Cache(const device::ModelConfig& c, uint32_t block, uint64_t blocks) {
-    layout = device::PagedLayout::Make(device::PagedLayout::Order::kVllmFlash, DType::kF32, KvFormat::kStandard,
-                                       c.kv_heads, c.head_dim, block, blocks);
+    layout = device::PagedLayout::Make(device::PagedLayout::Order::kVllmFlash, DType::kF32,
+                                       KvFormat::kStandard, c.kv_heads, c.head_dim, block, blocks);
     for (uint32_t l = 0; l < c.layers; ++l) {
       memory.emplace_back(layout.ElementsPerLayer());
       layout.layers.push_back(memory.back().data());
@@ -63,7 +63,8 @@ Engine::Answer Engine::Run(const client::ChunkedPrompt& prompt) {
       std::vector<int64_t> pos(tokens.size());
       std::iota(pos.begin(), pos.end(), 0);
       std::vector<device::ReferenceModel::LayerKv> kv;
-      model_.Forward(tokens, pos, {}, [](size_t q, size_t k) { return k <= q; }, &kv);
+      model_.Forward(
+          tokens, pos, {}, [](size_t q, size_t k) { return k <= q; }, &kv);
       a.compute_time += Since(t);
       a.tokens_computed += tokens.size();
       std::vector<float> payload;
@@ -71,29 +72,36 @@ Engine::Answer Engine::Run(const client::ChunkedPrompt& prompt) {
         payload.insert(payload.end(), layer.k.begin(), layer.k.end());
         payload.insert(payload.end(), layer.v.begin(), layer.v.end());
       }
-      std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(payload.data()), payload.size() * 4);
-      client_.Store(chunk.key, tokens, 0, bytes, &object).IgnoreError();  // a failed store costs a recompute later
+      std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(payload.data()),
+                                     payload.size() * 4);
+      client_.Store(chunk.key, tokens, 0, bytes, &object)
+          .IgnoreError();  // a failed store costs a recompute later
     }
     t = Clock::now();
     const uint32_t start = meta.segment_starts[chunk.segment];
-    Status s = client_.Remap(object, chunk, std::span<const int64_t>(slots.data() + start, tokens.size()), cache.layout);
+    Status s = client_.Remap(
+        object, chunk, std::span<const int64_t>(slots.data() + start, tokens.size()), cache.layout);
     if (!s.ok()) throw std::runtime_error("remap: " + s.ToString());
     if (objects[i].ok()) a.remap_time += Since(t);
   }
   t = Clock::now();
   const uint32_t qs = meta.segment_starts.back();
-  device::ReferenceModel::Past past{&cache.layout, std::vector<int64_t>(slots.begin(), slots.begin() + qs)};
+  device::ReferenceModel::Past past{&cache.layout,
+                                    std::vector<int64_t>(slots.begin(), slots.begin() + qs)};
   std::vector<int64_t> qpos(meta.positions.begin() + qs, meta.positions.end());
-  a.logits = model_.Forward(prompt.question(), qpos, past, [&](size_t q, size_t k) { return meta.Allowed(qs + q, k); });
+  a.logits = model_.Forward(prompt.question(), qpos, past,
+                            [&](size_t q, size_t k) { return meta.Allowed(qs + q, k); });
   a.question_time = Since(t);
   return a;
 }
 
-std::vector<float> ScratchLogits(const device::ReferenceModel& model, const client::ChunkedPrompt& p) {
+std::vector<float> ScratchLogits(const device::ReferenceModel& model,
+                                 const client::ChunkedPrompt& p) {
   auto meta = *device::BuildAttentionMetadata(p.Lengths(), AttentionMode::kIsolated);
   std::vector<int32_t> all;
   for (const auto& s : p.segments) all.insert(all.end(), s.begin(), s.end());
-  auto logits = model.Forward(all, meta.positions, {}, [&](size_t q, size_t k) { return meta.Allowed(q, k); });
+  auto logits = model.Forward(all, meta.positions, {},
+                              [&](size_t q, size_t k) { return meta.Allowed(q, k); });
   const size_t tail = p.question().size() * model.config().vocab;
   return std::vector<float>(logits.end() - static_cast<ptrdiff_t>(tail), logits.end());
 }

@@ -22,7 +22,8 @@ class Engine {
     client::Plan plan;
     std::vector<float> logits;  // [question token][vocab]
     std::vector<bool> reused;   // per chunk: served from pikv (else computed)
-    std::chrono::microseconds plan_time{0}, fetch_time{0}, remap_time{0}, compute_time{0}, question_time{0};
+    std::chrono::microseconds plan_time{0}, fetch_time{0}, remap_time{0}, compute_time{0},
+        question_time{0};
     uint64_t tokens_reused = 0, tokens_computed = 0;
   };
   // Computed misses are stored; a failed store only costs a recompute later.
@@ -36,6 +37,7 @@ class Engine {
 };
 
 // The question's logits from scratch under the isolated chunk mask.
-std::vector<float> ScratchLogits(const device::ReferenceModel& model, const client::ChunkedPrompt& prompt);
+std::vector<float> ScratchLogits(const device::ReferenceModel& model,
+                                 const client::ChunkedPrompt& prompt);
 
 }  // namespace pikv::testing

@@ -25,6 +25,7 @@
 #pragma once
 
 #include <chrono>
+#include <future>
 #include <memory>
 #include <string>
 #include <vector>
@@ -62,7 +63,7 @@ struct ChunkPlan {
   Source source = Source::kMiss;
   std::string peer_id, peer_endpoint;  // for kPeer
   int64_t actual_start = 0;            // position of its first token in this prompt
-  bool approximate = false;            // sys-prefixed reuse at a different distance (set after Fetch)
+  bool approximate = false;  // sys-prefixed reuse at a different distance (set after Fetch)
 };
 
 struct Plan {
@@ -104,11 +105,19 @@ class Client {
   Status Store(const ChunkKey& key, std::span<const int32_t> tokens, int64_t virtual_start,
                std::span<const uint8_t> payload, SharedBuffer* object = nullptr);
 
+  // Store without waiting: the object is built and put on a background task
+  // with its own connection (so it is safe beside this client's calls);
+  // `payload` stays alive through its owner until then.
+  std::future<Status> StoreAsync(const ChunkKey& key, std::vector<int32_t> tokens,
+                                 int64_t virtual_start, SharedBuffer payload);
+
   ClientStats Stats() const { return stats_; }
 
  private:
   struct Connections;
   KeyNamespace Namespace(const ChunkKey* sys_key) const;
+  Result<SharedBuffer> BuildObject(const ChunkKey& key, std::span<const int32_t> tokens,
+                                   int64_t virtual_start, std::span<const uint8_t> payload) const;
 
   ClientOptions options_;
   std::unique_ptr<Connections> conn_;

@@ -26,7 +26,8 @@ struct ChunkedPrompt {
   std::vector<uint32_t> Lengths() const;
 };
 
-Result<ChunkedPrompt> ParsePrompt(std::span<const int32_t> tokens, std::span<const int32_t> separator);
+Result<ChunkedPrompt> ParsePrompt(std::span<const int32_t> tokens,
+                                  std::span<const int32_t> separator);
 Result<ChunkedPrompt> FromSegments(std::vector<std::vector<int32_t>> segments);
 
 }  // namespace pikv::client
