@@ -1,5 +1,6 @@
 #include "pikv/node/node_server.h"
 
+#include <httplib.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 #include <mutex>
 #include <thread>
 
+#include "pikv/node/node_metrics.h"
 #include "pikv/proto/zmq_frames.h"
 
 namespace pikv::node {
@@ -75,6 +77,8 @@ struct NodeServer::Loop {
   JobQueue jobs;
   std::thread server;
   std::vector<std::thread> workers;
+  httplib::Server http;
+  std::thread http_thread;
   std::atomic<bool> draining{false};
 };
 
@@ -112,6 +116,25 @@ Result<std::unique_ptr<NodeServer>> NodeServer::Start(NodeOptions options) {
     loop->replies.bind(kRepliesEndpoint);
   } catch (const zmq::error_t& e) {
     return IoError("bind " + options.endpoints.back() + ": " + e.what());
+  }
+  if (!options.http.empty()) {
+    auto colon = options.http.rfind(':');
+    if (colon == std::string::npos) return InvalidArgument("--http wants host:port");
+    const std::string host = options.http.substr(0, colon);
+    const int port = std::atoi(options.http.c_str() + colon + 1);
+    NodeServer* self = server.get();
+    loop->http.Get("/metrics", [self](const httplib::Request&, httplib::Response& res) {
+      res.set_content(NodeMetricsText(*self->handler_, *self->storage_), "text/plain; version=0.0.4");
+    });
+    loop->http.Get("/healthz", [self](const httplib::Request&, httplib::Response& res) {
+      const bool registered = self->reporter_ && self->reporter_->registered();
+      res.set_content(NodeHealthJson(self->options_.node_id, registered, self->reporter_ != nullptr),
+                      "application/json");
+    });
+    const int bound = port == 0 ? loop->http.bind_to_any_port(host) : (loop->http.bind_to_port(host, port) ? port : -1);
+    if (bound < 0) return IoError("cannot bind HTTP to " + options.http);
+    server->http_address_ = host + ":" + std::to_string(bound);
+    loop->http_thread = std::thread([h = &loop->http] { h->listen_after_bind(); });
   }
   server->loop_ = std::move(loop);
   if (options.reporter) {
@@ -153,7 +176,11 @@ std::optional<Message> NodeServer::Dispatch(std::vector<zmq::message_t>& frames)
   Message request{std::move(*header), {}};
   for (size_t i = 2; i < frames.size(); ++i)
     request.payloads.push_back(FromFrame(std::move(frames[i])));
-  if (auto reply = handler_->TryHandleInline(request)) return reply;
+  const auto t0 = Clock::now();
+  if (auto reply = handler_->TryHandleInline(request)) {
+    handler_->RecordLatency(request.header.type, Clock::now() - t0);
+    return reply;
+  }
   loop_->jobs.Push(Job{std::move(frames[0]), std::move(request)});
   return std::nullopt;
 }
@@ -216,7 +243,9 @@ void NodeServer::WorkerLoop(int index) {
   out.connect(kRepliesEndpoint);
   std::vector<zmq::message_t> routing(1);
   while (auto job = l.jobs.Pop()) {
+    const auto t0 = Clock::now();
     Message reply = handler_->Handle(job->request);
+    handler_->RecordLatency(job->request.header.type, Clock::now() - t0);
     job->request.payloads.clear();  // release request frames before replying
     routing[0] = std::move(job->identity);
     if (!SendMessage(out, routing, reply.header, reply.payloads))
@@ -232,6 +261,8 @@ void NodeServer::Stop() {
   if (l.server.joinable()) l.server.join();
   l.jobs.Close();
   for (auto& w : l.workers) w.join();
+  l.http.stop();
+  if (l.http_thread.joinable()) l.http_thread.join();
   l.frontend.close();
   l.replies.close();
   if (reporter_) reporter_->Stop();  // sends what is queued, then deregisters

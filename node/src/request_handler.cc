@@ -210,6 +210,13 @@ Message RequestHandler::HandlePerKey(Message& req, Status (StorageManager::*op)(
   return reply;
 }
 
+void RequestHandler::RecordLatency(MsgType type, std::chrono::nanoseconds d) {
+  const LatencyClass c = type == MsgType::kGet || type == MsgType::kPull ? LatencyClass::kGet
+                         : type == MsgType::kPut                         ? LatencyClass::kPut
+                                                                         : LatencyClass::kOther;
+  latency_[static_cast<int>(c)].Record(d);
+}
+
 NodeCounters RequestHandler::Counters() const {
   NodeCounters c;
   c.requests = requests_;

@@ -119,6 +119,7 @@ NodeProcess StartNode(const std::vector<std::string>& args) {
   while (auto line = node.process->ReadLine(std::chrono::seconds(20))) {
     if (line->rfind("endpoint tcp://", 0) == 0) node.tcp = line->substr(9);
     if (line->rfind("endpoint ipc://", 0) == 0) node.ipc = line->substr(9);
+    if (line->rfind("http ", 0) == 0) node.http = line->substr(5);
     if (line->ends_with(" ready")) return node;
   }
   throw std::runtime_error("pikv-node did not report ready");

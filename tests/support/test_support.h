@@ -61,6 +61,7 @@ struct NodeProcess {
   std::unique_ptr<ChildProcess> process;
   std::string tcp;
   std::string ipc;
+  std::string http;  // host:port when started with --http
 };
 NodeProcess StartNode(const std::vector<std::string>& args);
 

@@ -41,6 +41,7 @@ struct NodeOptions {
   // new ones (backpressure through ZeroMQ to the sender). Bounds memory to
   // about (max_in_flight + receive HWM) x the largest object.
   int max_in_flight = 8;
+  std::string http;  // host:port for /metrics and /healthz; empty = off; port 0 = any
   WireLimits limits;
   storage::StorageOptions storage;
   // Set to report to a controller. Empty tcp/ipc/node_id/host are filled in
@@ -56,6 +57,7 @@ class NodeServer {
   // Endpoints as bound, with wildcard ports resolved (tcp://127.0.0.1:*).
   const std::vector<std::string>& endpoints() const { return endpoints_; }
   const std::string& node_id() const { return options_.node_id; }
+  const std::string& http_address() const { return http_address_; }
   void Stop();
 
   RequestHandler& handler() { return *handler_; }
@@ -72,6 +74,7 @@ class NodeServer {
 
   NodeOptions options_;
   std::vector<std::string> endpoints_;
+  std::string http_address_;
   std::unique_ptr<storage::StorageManager> storage_;
   std::unique_ptr<RequestHandler> handler_;
   std::unique_ptr<EventQueue> events_;

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include "pikv/node/latency_histogram.h"
 #include "pikv/proto/message.h"
 #include "pikv/storage/storage_manager.h"
 
@@ -38,6 +39,10 @@ class RequestHandler {
   Message Reject(const Header* request, const Status& why);
 
   NodeCounters Counters() const;
+
+  enum class LatencyClass { kGet, kPut, kOther };
+  void RecordLatency(MsgType type, std::chrono::nanoseconds d);
+  const LatencyHistogram& latency(LatencyClass c) const { return latency_[static_cast<int>(c)]; }
   Fields StatsFields() const;
 
  private:
@@ -47,6 +52,7 @@ class RequestHandler {
   Message HandlePerKey(Message& req, Status (storage::StorageManager::*op)(const ChunkKey&));
 
   storage::StorageManager& storage_;
+  LatencyHistogram latency_[3];
   std::string node_id_;
   std::atomic<uint64_t> requests_{0}, gets_{0}, puts_{0}, exists_{0}, deletes_{0}, pins_{0},
       unpins_{0}, stats_{0}, pings_{0}, clears_{0}, pulls_{0}, pulled_objects_{0}, pull_failures_{0}, malformed_{0}, too_large_{0}, unsupported_{0},

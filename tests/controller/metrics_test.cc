@@ -1,0 +1,90 @@
+// Scrapes /metrics and /healthz from a running node and controller and checks
+// every metric name documented in docs/metrics.md, with values that follow
+// what the test did.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <fstream>
+#include <regex>
+#include <thread>
+
+#include "pikv/node/node_client.h"
+#include "test_support.h"
+
+namespace pikv {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::string Get(const std::string& host_port, const std::string& path) {
+  auto colon = host_port.rfind(':');
+  httplib::Client c(host_port.substr(0, colon), std::stoi(host_port.substr(colon + 1)));
+  c.set_read_timeout(5, 0);
+  auto r = c.Get(path.c_str());
+  return r && r->status == 200 ? r->body : std::string();
+}
+
+// Metric names in a docs/metrics.md table whose name starts with `prefix`.
+std::vector<std::string> Documented(const std::string& prefix) {
+  std::ifstream f(std::string(PIKV_SOURCE_DIR) + "/docs/metrics.md");
+  std::vector<std::string> names;
+  std::regex row("^\\| `(" + prefix + "[a-z0-9_]+)` \\|");
+  for (std::string line; std::getline(f, line);) {
+    std::smatch m;
+    if (std::regex_search(line, m, row)) names.push_back(m[1]);
+  }
+  return names;
+}
+
+double Value(const std::string& text, const std::string& series) {
+  auto pos = text.find("\n" + series + " ");
+  if (pos == std::string::npos) return -1;
+  return std::stod(text.substr(pos + series.size() + 2));
+}
+
+TEST(MetricsTest, NodeAndControllerExposeEveryDocumentedMetric) {
+  testing::TempDir dir;
+  const int port = testing::FreePort();
+  auto ctl = testing::StartController({"--endpoint", "tcp://127.0.0.1:" + std::to_string(port), "--http",
+                                       "127.0.0.1:0", "--log-level", "error"});
+  auto node = testing::StartNode({"--endpoint", "tcp://127.0.0.1:*", "--data-dir", dir.str(), "--node-id", "m1",
+                                  "--http", "127.0.0.1:0", "--controller", ctl.endpoint, "--heartbeat-interval",
+                                  "200ms", "--log-level", "error"});
+  ASSERT_FALSE(node.http.empty());
+  node::NodeClient client(node.tcp, 5s);
+  auto o = testing::MakeObject(1, 64 << 10);
+  ASSERT_TRUE((*client.Put({&o.key, 1}, {&o.bytes, 1}))[0].ok());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE((*client.Get({&o.key, 1}))[0].ok());
+  auto absent = testing::MakeObject(2, 1024);
+  ASSERT_EQ((*client.Get({&absent.key, 1}))[0].code(), ErrorCode::kNotFound);
+
+  const std::string metrics = Get(node.http, "/metrics");
+  ASSERT_FALSE(metrics.empty());
+  const auto node_names = Documented("pikv_node_");
+  ASSERT_GE(node_names.size(), 20u);
+  for (const auto& name : node_names) EXPECT_NE(metrics.find("# TYPE " + name + " "), std::string::npos) << name;
+  EXPECT_EQ(Value(metrics, "pikv_node_requests_total{op=\"get\"}"), 4);
+  EXPECT_EQ(Value(metrics, "pikv_node_requests_total{op=\"put\"}"), 1);
+  EXPECT_EQ(Value(metrics, "pikv_node_tier_hits_total{tier=\"cpu\"}"), 3);
+  EXPECT_EQ(Value(metrics, "pikv_node_tier_chunks{tier=\"cpu\"}"), 1);
+  EXPECT_EQ(Value(metrics, "pikv_node_request_seconds_count{op=\"get\"}"), 4);
+  EXPECT_NE(Get(node.http, "/healthz").find("\"node_id\":\"m1\""), std::string::npos);
+
+  // The controller learns of the chunk, and says so.
+  std::string ctl_metrics;
+  for (int i = 0; i < 100; ++i) {
+    ctl_metrics = Get(ctl.http, "/metrics");
+    if (Value(ctl_metrics, "pikv_controller_registry_keys") == 1) break;
+    std::this_thread::sleep_for(20ms);
+  }
+  const auto ctl_names = Documented("pikv_controller_");
+  ASSERT_GE(ctl_names.size(), 12u);
+  for (const auto& name : ctl_names) EXPECT_NE(ctl_metrics.find("# TYPE " + name + " "), std::string::npos) << name;
+  EXPECT_EQ(Value(ctl_metrics, "pikv_controller_registry_keys"), 1);
+  EXPECT_EQ(Value(ctl_metrics, "pikv_controller_nodes{state=\"alive\"}"), 1);
+  EXPECT_NE(Get(ctl.http, "/healthz").find("\"status\":\"ok\""), std::string::npos);
+  EXPECT_NE(Get(node.http, "/healthz").find("\"controller\":\"registered\""), std::string::npos);
+}
+
+}  // namespace
+}  // namespace pikv
