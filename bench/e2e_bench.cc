@@ -25,17 +25,7 @@ namespace {
 using Tokens = std::vector<int32_t>;
 
 int Run(int prompts, int docs, uint64_t seed, int check_every) {
-  device::ModelConfig cfg;
-  cfg.vocab = 512;
-  cfg.hidden = 256;
-  cfg.layers = 4;
-  cfg.heads = 8;
-  cfg.kv_heads = 4;
-  cfg.head_dim = 32;
-  cfg.intermediate = 512;
-  cfg.rope.head_dim = 32;
-  cfg.rope.rotary_dim = 32;
-  cfg.rope.theta = 10000;
+  const device::ModelConfig cfg = testing::DemoModelConfig();
   device::ReferenceModel model(cfg);
 
   testing::TempDir dir_a, dir_b;
@@ -66,39 +56,19 @@ int Run(int prompts, int docs, uint64_t seed, int check_every) {
   testing::Engine engines[2] = {testing::Engine(model, options(na, "host-a")),
                                 testing::Engine(model, options(nb, "host-b"))};
 
-  std::mt19937_64 rng(seed);
-  auto random_tokens = [&](size_t n) {
-    Tokens t(n);
-    for (auto& x : t) x = static_cast<int32_t>(rng() % cfg.vocab);
-    return t;
-  };
-  std::vector<Tokens> documents, systems;
-  for (int d = 0; d < docs; ++d) documents.push_back(random_tokens(64 + rng() % 129));
-  for (int s = 0; s < 3; ++s) systems.push_back(random_tokens(32));
-  std::vector<double> zipf(docs);
-  for (int d = 0; d < docs; ++d) zipf[d] = 1.0 / (d + 1);
-  std::discrete_distribution<int> popular(zipf.begin(), zipf.end());
+  testing::RagTrace trace(cfg.vocab, docs, seed);
 
   uint64_t by_source[4] = {}, tokens_total = 0, tokens_computed = 0, tokens_reused = 0;
   std::chrono::microseconds hit_path{0}, compute{0};
   double worst_error = 0;
   int checked = 0;
   for (int p = 0; p < prompts; ++p) {
-    const int k = 3 + static_cast<int>(rng() % 6);
-    std::vector<int> chosen;
-    while (static_cast<int>(chosen.size()) < k) {
-      int d = popular(rng);
-      if (std::find(chosen.begin(), chosen.end(), d) == chosen.end()) chosen.push_back(d);
-    }
-    std::vector<Tokens> segments = {systems[rng() % systems.size()]};
-    for (int d : chosen) segments.push_back(documents[d]);
-    segments.push_back(random_tokens(16));
-    auto prompt = *client::FromSegments(segments);
+    const client::ChunkedPrompt prompt = trace.Next();
     auto answer = engines[p % 2].Run(prompt);
     for (size_t i = 0; i < answer.plan.chunks.size(); ++i) {
       by_source[answer.reused[i] ? static_cast<int>(answer.plan.chunks[i].source) : 3]++;
     }
-    for (const auto& s : segments) tokens_total += s.size();
+    for (const auto& s : prompt.segments) tokens_total += s.size();
     tokens_computed += answer.tokens_computed + prompt.question().size();
     tokens_reused += answer.tokens_reused;
     hit_path += answer.plan_time + answer.fetch_time + answer.remap_time;

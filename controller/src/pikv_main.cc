@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "cli_tables.h"
+#include "demo.h"
 #include "pikv/controller/admin_client.h"
 #include "pikv/proto/text_table.h"
 #include "pikv/proto/units.h"
@@ -14,61 +16,9 @@
 namespace {
 
 using nlohmann::json;
-using pikv::TextTable;
-
-std::string Num(const json& v) {
-  if (v.is_number_float()) {
-    std::ostringstream s;
-    s.precision(3);
-    s << v.get<double>();
-    return s.str();
-  }
-  return v.dump();
-}
-
-std::string Bytes(const json& v) { return pikv::FormatBytes(v.get<uint64_t>()); }
-
-void PrintNodes(const json& j) {
-  TextTable t({"node", "state", "host", "tcp", "cpu chunks", "cpu used", "disk chunks", "disk used",
-               "heartbeat"});
-  for (const auto& n : j["nodes"]) {
-    const auto& tiers = n["tiers"];
-    t.Add({n["id"].get<std::string>(), n["state"].get<std::string>(), n["host"].get<std::string>(),
-           n["tcp"].get<std::string>(), Num(tiers["cpu"]["chunks"]),
-           Bytes(tiers["cpu"]["used_bytes"]), Num(tiers["disk"]["chunks"]),
-           Bytes(tiers["disk"]["used_bytes"]), Num(n["seconds_since_heartbeat"]) + "s ago"});
-  }
-  t.Print(std::cout);
-}
-
-void PrintStats(const json& j) {
-  std::cout << "nodes: " << j["nodes_alive"] << " alive, " << j["nodes_suspect"] << " suspect, "
-            << j["nodes_dead"] << " dead\n"
-            << "registry: " << j["keys"] << " keys, " << j["locations"] << " locations, "
-            << Bytes(j["registry_bytes"]) << "\n"
-            << "events: " << j["events_applied"] << " applied, " << Num(j["events_per_second"])
-            << "/s, " << j["sequence_gaps"] << " gaps, " << j["resyncs"] << " resyncs\n\n";
-  TextTable t({"tier", "chunks", "used", "capacity", "hits", "misses", "hit rate"});
-  for (const char* tier : {"cpu", "disk", "remote"}) {
-    const auto& x = j["tiers"][tier];
-    t.Add({tier, Num(x["chunks"]), Bytes(x["used_bytes"]), Bytes(x["capacity_bytes"]),
-           Num(x["hits"]), Num(x["misses"]), Num(x["hit_rate"])});
-  }
-  t.Print(std::cout);
-}
-
-void PrintLocate(const json& j) {
-  TextTable t({"key", "node", "tier", "host", "tcp"});
-  for (const auto& k : j["keys"]) {
-    if (k["locations"].empty()) t.Add({k["key"].get<std::string>(), "-", "-", "-", "-"});
-    for (const auto& l : k["locations"]) {
-      t.Add({k["key"].get<std::string>(), l["node"].get<std::string>(),
-             l["tier"].get<std::string>(), l["host"].get<std::string>(),
-             l["tcp"].get<std::string>()});
-    }
-  }
-  t.Print(std::cout);
-}
+using pikv::cli::PrintLocate;
+using pikv::cli::PrintNodes;
+using pikv::cli::PrintStats;
 
 int Fail(const std::string& message) {
   std::cerr << "pikv: " << message << "\n";
@@ -84,6 +34,22 @@ int main(int argc, char** argv) {
   std::string controller = env_controller ? env_controller : "tcp://127.0.0.1:7300";
   std::string timeout = "2s";
   bool as_json = false;
+  pikv::cli::DemoOptions demo_options;
+  CLI::App* demo =
+      app.add_subcommand("demo", "Run a local cluster and a RAG workload through it, then report");
+  CLI::App* cluster =
+      app.add_subcommand("cluster", "Run a local cluster in the foreground until Ctrl-C");
+  for (CLI::App* sub : {demo, cluster}) {
+    sub->add_option("--nodes", demo_options.nodes, "Nodes to start")->capture_default_str();
+    sub->add_option("--redis", demo_options.redis, "auto, off, or host:port")
+        ->capture_default_str();
+  }
+  demo->add_option("--prompts", demo_options.prompts, "Prompts in the workload")
+      ->capture_default_str();
+  demo->add_option("--docs", demo_options.docs, "Distinct documents")->capture_default_str();
+  demo->add_option("--check-every", demo_options.check_every,
+                   "Check every Nth answer against recomputing")
+      ->capture_default_str();
   CLI::App* admin =
       app.add_subcommand("admin", "Query and administer the cluster through its controller");
   admin->require_subcommand(1);
@@ -118,6 +84,8 @@ int main(int argc, char** argv) {
   // --controller, --timeout and --json may follow the operation too.
   for (auto* sub : {nodes, stats, health, locate, clear, pin, unpin, evict}) sub->fallthrough();
   CLI11_PARSE(app, argc, argv);
+  if (demo->parsed()) return pikv::cli::RunDemo(demo_options);
+  if (cluster->parsed()) return pikv::cli::RunCluster(demo_options);
 
   auto wait = pikv::ParseDuration(timeout);
   if (!wait.ok()) {

@@ -20,16 +20,17 @@ std::string LatencyHistogram::Render(const std::string& name, const std::string&
   for (size_t b = 0; b <= kBounds.size(); ++b) {
     cumulative += buckets_[b].load(std::memory_order_relaxed);
     if (b < kBounds.size()) {
-      std::snprintf(line, sizeof line, "%s_bucket{%s,le=\"%g\"} %llu\n", name.c_str(), labels.c_str(), kBounds[b],
-                    static_cast<unsigned long long>(cumulative));
+      std::snprintf(line, sizeof line, "%s_bucket{%s,le=\"%g\"} %llu\n", name.c_str(),
+                    labels.c_str(), kBounds[b], static_cast<unsigned long long>(cumulative));
     } else {
-      std::snprintf(line, sizeof line, "%s_bucket{%s,le=\"+Inf\"} %llu\n", name.c_str(), labels.c_str(),
-                    static_cast<unsigned long long>(cumulative));
+      std::snprintf(line, sizeof line, "%s_bucket{%s,le=\"+Inf\"} %llu\n", name.c_str(),
+                    labels.c_str(), static_cast<unsigned long long>(cumulative));
     }
     out += line;
   }
-  std::snprintf(line, sizeof line, "%s_sum{%s} %.9f\n%s_count{%s} %llu\n", name.c_str(), labels.c_str(),
-                sum_ns_.load() * 1e-9, name.c_str(), labels.c_str(), static_cast<unsigned long long>(count_.load()));
+  std::snprintf(line, sizeof line, "%s_sum{%s} %.9f\n%s_count{%s} %llu\n", name.c_str(),
+                labels.c_str(), sum_ns_.load() * 1e-9, name.c_str(), labels.c_str(),
+                static_cast<unsigned long long>(count_.load()));
   return out + line;
 }
 

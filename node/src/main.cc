@@ -59,7 +59,8 @@ int main(int argc, char** argv) {
   app.add_option("--heartbeat-interval", heartbeat, "Heartbeat period, e.g. 1s")
       ->capture_default_str();
   app.add_option("--host", host, "Host name reported to the controller (default: this machine's)");
-  app.add_option("--http", options.http, "host:port for /metrics and /healthz (default: off; port 0 = any)");
+  app.add_option("--http", options.http,
+                 "host:port for /metrics and /healthz (default: off; port 0 = any)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->capture_default_str();
   try {

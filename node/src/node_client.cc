@@ -45,7 +45,8 @@ Result<std::vector<Result<SharedBuffer>>> NodeClient::Get(std::span<const ChunkK
   return Objects(Call(MsgType::kGet, keys), keys.size());
 }
 
-Result<std::vector<Result<SharedBuffer>>> NodeClient::Pull(std::span<const ChunkKey> keys, const std::string& from,
+Result<std::vector<Result<SharedBuffer>>> NodeClient::Pull(std::span<const ChunkKey> keys,
+                                                           const std::string& from,
                                                            std::chrono::milliseconds peer_timeout) {
   Message req;
   req.header.type = MsgType::kPull;
@@ -59,7 +60,8 @@ Result<std::vector<Result<SharedBuffer>>> NodeClient::Pull(std::span<const Chunk
   return Objects(std::move(reply), keys.size());
 }
 
-Result<std::vector<Result<SharedBuffer>>> NodeClient::Objects(Result<Message> reply, size_t expected) {
+Result<std::vector<Result<SharedBuffer>>> NodeClient::Objects(Result<Message> reply,
+                                                              size_t expected) {
   if (!reply.ok()) return reply.status();
   const auto& codes = reply->header.values;
   if (codes.size() != expected) return ProtocolError("reply has the wrong number of results");

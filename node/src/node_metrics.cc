@@ -23,7 +23,9 @@ class Writer {
   std::ostringstream out_;
 };
 
-std::string Label(const char* key, std::string_view value) { return std::string(key) + "=\"" + std::string(value) + "\""; }
+std::string Label(const char* key, std::string_view value) {
+  return std::string(key) + "=\"" + std::string(value) + "\"";
+}
 
 }  // namespace
 
@@ -31,19 +33,23 @@ std::string NodeMetricsText(const RequestHandler& handler, storage::StorageManag
   Writer w;
   const NodeCounters c = handler.Counters();
   w.Family("pikv_node_requests_total", "counter", "Requests served, by operation.");
-  const std::pair<const char*, uint64_t> ops[] = {{"get", c.gets},       {"put", c.puts},     {"exists", c.exists},
-                                                   {"delete", c.deletes}, {"pin", c.pins},     {"unpin", c.unpins},
-                                                   {"stats", c.stats},    {"ping", c.pings},   {"clear", c.clears},
-                                                   {"pull", c.pulls}};
+  const std::pair<const char*, uint64_t> ops[] = {
+      {"get", c.gets},     {"put", c.puts},     {"exists", c.exists}, {"delete", c.deletes},
+      {"pin", c.pins},     {"unpin", c.unpins}, {"stats", c.stats},   {"ping", c.pings},
+      {"clear", c.clears}, {"pull", c.pulls}};
   for (const auto& [op, n] : ops) w.Sample("pikv_node_requests_total", Label("op", op), n);
   w.Family("pikv_node_request_errors_total", "counter", "Requests refused, by reason.");
-  const std::pair<const char*, uint64_t> errs[] = {{"malformed", c.malformed}, {"too_large", c.too_large},
-                                                    {"unsupported", c.unsupported}, {"bad_request", c.bad_requests}};
-  for (const auto& [kind, n] : errs) w.Sample("pikv_node_request_errors_total", Label("reason", kind), n);
+  const std::pair<const char*, uint64_t> errs[] = {{"malformed", c.malformed},
+                                                   {"too_large", c.too_large},
+                                                   {"unsupported", c.unsupported},
+                                                   {"bad_request", c.bad_requests}};
+  for (const auto& [kind, n] : errs)
+    w.Sample("pikv_node_request_errors_total", Label("reason", kind), n);
   w.Family("pikv_node_bytes_total", "counter", "Payload bytes received and sent.");
   w.Sample("pikv_node_bytes_total", Label("direction", "in"), c.bytes_in);
   w.Sample("pikv_node_bytes_total", Label("direction", "out"), c.bytes_out);
-  w.Family("pikv_node_p2p_pulled_objects_total", "counter", "Objects pulled from peers and admitted here.");
+  w.Family("pikv_node_p2p_pulled_objects_total", "counter",
+           "Objects pulled from peers and admitted here.");
   w.Sample("pikv_node_p2p_pulled_objects_total", "", c.pulled_objects);
   w.Family("pikv_node_p2p_pull_failures_total", "counter", "Pulls whose peer did not answer.");
   w.Sample("pikv_node_p2p_pull_failures_total", "", c.pull_failures);
@@ -56,41 +62,57 @@ std::string NodeMetricsText(const RequestHandler& handler, storage::StorageManag
     uint64_t storage::TierStats::*field;
   };
   const Tier tier_metrics[] = {
-      {"pikv_node_tier_hits_total", "counter", "Lookups that found the object, by tier.", &storage::TierStats::hits},
-      {"pikv_node_tier_misses_total", "counter", "Lookups that did not, by tier.", &storage::TierStats::misses},
-      {"pikv_node_tier_admits_total", "counter", "Objects admitted, by tier.", &storage::TierStats::admits},
-      {"pikv_node_tier_evictions_total", "counter", "Objects evicted or removed, by tier.", &storage::TierStats::evictions},
-      {"pikv_node_tier_rejects_total", "counter", "Writes refused (full, pinned, circuit open), by tier.",
-       &storage::TierStats::rejects},
+      {"pikv_node_tier_hits_total", "counter", "Lookups that found the object, by tier.",
+       &storage::TierStats::hits},
+      {"pikv_node_tier_misses_total", "counter", "Lookups that did not, by tier.",
+       &storage::TierStats::misses},
+      {"pikv_node_tier_admits_total", "counter", "Objects admitted, by tier.",
+       &storage::TierStats::admits},
+      {"pikv_node_tier_evictions_total", "counter", "Objects evicted or removed, by tier.",
+       &storage::TierStats::evictions},
+      {"pikv_node_tier_rejects_total", "counter",
+       "Writes refused (full, pinned, circuit open), by tier.", &storage::TierStats::rejects},
       {"pikv_node_tier_corruptions_total", "counter", "Corrupt copies found and deleted, by tier.",
        &storage::TierStats::corruptions},
-      {"pikv_node_tier_errors_total", "counter", "I/O errors, by tier.", &storage::TierStats::errors},
-      {"pikv_node_tier_used_bytes", "gauge", "Bytes held, by tier.", &storage::TierStats::used_bytes},
+      {"pikv_node_tier_errors_total", "counter", "I/O errors, by tier.",
+       &storage::TierStats::errors},
+      {"pikv_node_tier_used_bytes", "gauge", "Bytes held, by tier.",
+       &storage::TierStats::used_bytes},
       {"pikv_node_tier_capacity_bytes", "gauge", "Byte capacity (0 = not tracked), by tier.",
        &storage::TierStats::capacity_bytes},
-      {"pikv_node_tier_chunks", "gauge", "Chunk objects held, by tier.", &storage::TierStats::entries},
+      {"pikv_node_tier_chunks", "gauge", "Chunk objects held, by tier.",
+       &storage::TierStats::entries},
   };
   for (const Tier& m : tier_metrics) {
     w.Family(m.metric, m.type, m.help);
     for (int t = 0; t < storage::kNumTiers; ++t) {
-      if (s.tiers[t]) w.Sample(m.metric, Label("tier", TierName(static_cast<TierKind>(t))), (*s.tiers[t]).*m.field);
+      if (s.tiers[t])
+        w.Sample(m.metric, Label("tier", TierName(static_cast<TierKind>(t))),
+                 (*s.tiers[t]).*m.field);
     }
   }
   w.Family("pikv_node_promotions_total", "counter", "Lower-tier hits copied up to the CPU tier.");
   w.Sample("pikv_node_promotions_total", "", s.promotions);
-  w.Family("pikv_node_put_rejects_total", "counter", "Puts refused because the object did not verify.");
+  w.Family("pikv_node_put_rejects_total", "counter",
+           "Puts refused because the object did not verify.");
   w.Sample("pikv_node_put_rejects_total", "", s.put_rejects);
   w.Family("pikv_node_queue_depth", "gauge", "Write-through jobs waiting or running, by queue.");
-  w.Family("pikv_node_queue_dropped_total", "counter", "Write-through jobs dropped because the queue was full.");
-  for (const auto& [name, q] : {std::pair{"disk", s.disk_queue}, std::pair{"remote", s.remote_queue}}) {
+  w.Family("pikv_node_queue_dropped_total", "counter",
+           "Write-through jobs dropped because the queue was full.");
+  for (const auto& [name, q] :
+       {std::pair{"disk", s.disk_queue}, std::pair{"remote", s.remote_queue}}) {
     if (!q) continue;
     w.Sample("pikv_node_queue_depth", Label("queue", name), q->depth);
     w.Sample("pikv_node_queue_dropped_total", Label("queue", name), q->dropped);
   }
-  w.Family("pikv_node_request_seconds", "histogram", "Request latency inside the node, by operation class.");
-  w.Raw(handler.latency(RequestHandler::LatencyClass::kGet).Render("pikv_node_request_seconds", Label("op", "get")));
-  w.Raw(handler.latency(RequestHandler::LatencyClass::kPut).Render("pikv_node_request_seconds", Label("op", "put")));
-  w.Raw(handler.latency(RequestHandler::LatencyClass::kOther).Render("pikv_node_request_seconds", Label("op", "other")));
+  w.Family("pikv_node_request_seconds", "histogram",
+           "Request latency inside the node, by operation class.");
+  w.Raw(handler.latency(RequestHandler::LatencyClass::kGet)
+            .Render("pikv_node_request_seconds", Label("op", "get")));
+  w.Raw(handler.latency(RequestHandler::LatencyClass::kPut)
+            .Render("pikv_node_request_seconds", Label("op", "put")));
+  w.Raw(handler.latency(RequestHandler::LatencyClass::kOther)
+            .Render("pikv_node_request_seconds", Label("op", "other")));
   return w.str();
 }
 

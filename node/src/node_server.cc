@@ -124,14 +124,17 @@ Result<std::unique_ptr<NodeServer>> NodeServer::Start(NodeOptions options) {
     const int port = std::atoi(options.http.c_str() + colon + 1);
     NodeServer* self = server.get();
     loop->http.Get("/metrics", [self](const httplib::Request&, httplib::Response& res) {
-      res.set_content(NodeMetricsText(*self->handler_, *self->storage_), "text/plain; version=0.0.4");
+      res.set_content(NodeMetricsText(*self->handler_, *self->storage_),
+                      "text/plain; version=0.0.4");
     });
     loop->http.Get("/healthz", [self](const httplib::Request&, httplib::Response& res) {
       const bool registered = self->reporter_ && self->reporter_->registered();
-      res.set_content(NodeHealthJson(self->options_.node_id, registered, self->reporter_ != nullptr),
-                      "application/json");
+      res.set_content(
+          NodeHealthJson(self->options_.node_id, registered, self->reporter_ != nullptr),
+          "application/json");
     });
-    const int bound = port == 0 ? loop->http.bind_to_any_port(host) : (loop->http.bind_to_port(host, port) ? port : -1);
+    const int bound = port == 0 ? loop->http.bind_to_any_port(host)
+                                : (loop->http.bind_to_port(host, port) ? port : -1);
     if (bound < 0) return IoError("cannot bind HTTP to " + options.http);
     server->http_address_ = host + ":" + std::to_string(bound);
     loop->http_thread = std::thread([h = &loop->http] { h->listen_after_bind(); });

@@ -165,8 +165,10 @@ Message RequestHandler::HandlePut(Message& req) {
 
 Message RequestHandler::HandlePull(Message& req) {
   const std::string from = FieldString(req.header.fields, "from");
-  if (from.empty()) return Reject(&req.header, InvalidArgument("pull needs fields[\"from\"], the peer's endpoint"));
-  const auto timeout = std::chrono::milliseconds(std::clamp<int64_t>(FieldInt(req.header.fields, "timeout_ms", 2000), 1, 60000));
+  if (from.empty())
+    return Reject(&req.header, InvalidArgument("pull needs fields[\"from\"], the peer's endpoint"));
+  const auto timeout = std::chrono::milliseconds(
+      std::clamp<int64_t>(FieldInt(req.header.fields, "timeout_ms", 2000), 1, 60000));
   // One connection per peer per worker thread, kept for the next pull.
   thread_local std::map<std::string, std::unique_ptr<NodeClient>> peers;
   auto& peer = peers[from];

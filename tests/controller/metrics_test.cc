@@ -45,11 +45,12 @@ double Value(const std::string& text, const std::string& series) {
 TEST(MetricsTest, NodeAndControllerExposeEveryDocumentedMetric) {
   testing::TempDir dir;
   const int port = testing::FreePort();
-  auto ctl = testing::StartController({"--endpoint", "tcp://127.0.0.1:" + std::to_string(port), "--http",
-                                       "127.0.0.1:0", "--log-level", "error"});
-  auto node = testing::StartNode({"--endpoint", "tcp://127.0.0.1:*", "--data-dir", dir.str(), "--node-id", "m1",
-                                  "--http", "127.0.0.1:0", "--controller", ctl.endpoint, "--heartbeat-interval",
-                                  "200ms", "--log-level", "error"});
+  auto ctl = testing::StartController({"--endpoint", "tcp://127.0.0.1:" + std::to_string(port),
+                                       "--http", "127.0.0.1:0", "--log-level", "error"});
+  auto node =
+      testing::StartNode({"--endpoint", "tcp://127.0.0.1:*", "--data-dir", dir.str(), "--node-id",
+                          "m1", "--http", "127.0.0.1:0", "--controller", ctl.endpoint,
+                          "--heartbeat-interval", "200ms", "--log-level", "error"});
   ASSERT_FALSE(node.http.empty());
   node::NodeClient client(node.tcp, 5s);
   auto o = testing::MakeObject(1, 64 << 10);
@@ -62,7 +63,8 @@ TEST(MetricsTest, NodeAndControllerExposeEveryDocumentedMetric) {
   ASSERT_FALSE(metrics.empty());
   const auto node_names = Documented("pikv_node_");
   ASSERT_GE(node_names.size(), 20u);
-  for (const auto& name : node_names) EXPECT_NE(metrics.find("# TYPE " + name + " "), std::string::npos) << name;
+  for (const auto& name : node_names)
+    EXPECT_NE(metrics.find("# TYPE " + name + " "), std::string::npos) << name;
   EXPECT_EQ(Value(metrics, "pikv_node_requests_total{op=\"get\"}"), 4);
   EXPECT_EQ(Value(metrics, "pikv_node_requests_total{op=\"put\"}"), 1);
   EXPECT_EQ(Value(metrics, "pikv_node_tier_hits_total{tier=\"cpu\"}"), 3);
@@ -79,7 +81,8 @@ TEST(MetricsTest, NodeAndControllerExposeEveryDocumentedMetric) {
   }
   const auto ctl_names = Documented("pikv_controller_");
   ASSERT_GE(ctl_names.size(), 12u);
-  for (const auto& name : ctl_names) EXPECT_NE(ctl_metrics.find("# TYPE " + name + " "), std::string::npos) << name;
+  for (const auto& name : ctl_names)
+    EXPECT_NE(ctl_metrics.find("# TYPE " + name + " "), std::string::npos) << name;
   EXPECT_EQ(Value(ctl_metrics, "pikv_controller_registry_keys"), 1);
   EXPECT_EQ(Value(ctl_metrics, "pikv_controller_nodes{state=\"alive\"}"), 1);
   EXPECT_NE(Get(ctl.http, "/healthz").find("\"status\":\"ok\""), std::string::npos);

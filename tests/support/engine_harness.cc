@@ -95,6 +95,49 @@ Engine::Answer Engine::Run(const client::ChunkedPrompt& prompt) {
   return a;
 }
 
+RagTrace::RagTrace(uint32_t vocab, int docs, uint64_t seed) : vocab_(vocab), rng_(seed) {
+  for (int d = 0; d < docs; ++d) documents_.push_back(Random(64 + rng_() % 129));
+  for (int s = 0; s < 3; ++s) systems_.push_back(Random(32));
+  std::vector<double> zipf(docs);
+  for (int d = 0; d < docs; ++d) zipf[d] = 1.0 / (d + 1);
+  popularity_ = std::discrete_distribution<int>(zipf.begin(), zipf.end());
+}
+
+std::vector<int32_t> RagTrace::Random(size_t n) {
+  std::vector<int32_t> t(n);
+  for (auto& x : t) x = static_cast<int32_t>(rng_() % vocab_);
+  return t;
+}
+
+client::ChunkedPrompt RagTrace::Next() {
+  const int k =
+      std::min<int>(3 + static_cast<int>(rng_() % 6), static_cast<int>(documents_.size()));
+  std::vector<int> chosen;
+  while (static_cast<int>(chosen.size()) < k) {
+    int d = popularity_(rng_);
+    if (std::find(chosen.begin(), chosen.end(), d) == chosen.end()) chosen.push_back(d);
+  }
+  std::vector<std::vector<int32_t>> segments = {systems_[rng_() % systems_.size()]};
+  for (int d : chosen) segments.push_back(documents_[d]);
+  segments.push_back(Random(16));
+  return *client::FromSegments(std::move(segments));
+}
+
+device::ModelConfig DemoModelConfig() {
+  device::ModelConfig c;
+  c.vocab = 512;
+  c.hidden = 256;
+  c.layers = 4;
+  c.heads = 8;
+  c.kv_heads = 4;
+  c.head_dim = 32;
+  c.intermediate = 512;
+  c.rope.head_dim = 32;
+  c.rope.rotary_dim = 32;
+  c.rope.theta = 10000;
+  return c;
+}
+
 std::vector<float> ScratchLogits(const device::ReferenceModel& model,
                                  const client::ChunkedPrompt& p) {
   auto meta = *device::BuildAttentionMetadata(p.Lengths(), AttentionMode::kIsolated);

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <chrono>
+#include <random>
 #include <vector>
 
 #include "pikv/client/client.h"
@@ -35,6 +36,26 @@ class Engine {
   const device::ReferenceModel& model_;
   client::Client client_;
 };
+
+// A RAG workload: `docs` documents of 64-192 tokens with Zipf popularity
+// (s = 1), prompts of 3-8 distinct documents in random order after one of 3
+// system prompts, and a 16-token question. Deterministic for a seed.
+class RagTrace {
+ public:
+  RagTrace(uint32_t vocab, int docs, uint64_t seed);
+  client::ChunkedPrompt Next();
+
+ private:
+  std::vector<int32_t> Random(size_t n);
+  uint32_t vocab_;
+  std::mt19937_64 rng_;
+  std::vector<std::vector<int32_t>> documents_, systems_;
+  std::discrete_distribution<int> popularity_;
+};
+
+// The reference model used by the demo and e2e_bench: 4 layers, hidden 256,
+// 8 heads / 4 KV heads, head dim 32, vocab 512, fp32.
+device::ModelConfig DemoModelConfig();
 
 // The question's logits from scratch under the isolated chunk mask.
 std::vector<float> ScratchLogits(const device::ReferenceModel& model,

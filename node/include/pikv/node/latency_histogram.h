@@ -12,7 +12,7 @@ namespace pikv::node {
 
 class LatencyHistogram {
  public:
-  static constexpr std::array<double, 12> kBounds = {50e-6, 100e-6, 250e-6, 500e-6, 1e-3,  2.5e-3,
+  static constexpr std::array<double, 12> kBounds = {50e-6, 100e-6, 250e-6, 500e-6, 1e-3,   2.5e-3,
                                                      5e-3,  10e-3,  25e-3,  50e-3,  100e-3, 250e-3};
   void Record(std::chrono::nanoseconds d);
   // Prometheus text for `name` with `labels` (e.g. op="get"): _bucket, _sum, _count.

@@ -34,7 +34,8 @@ class NodeClient {
   // P2P: the node gets `keys` from the peer at `from`, admits them and returns
   // them (misses for what the peer lacks or when the peer does not answer
   // within `peer_timeout`).
-  Result<std::vector<Result<SharedBuffer>>> Pull(std::span<const ChunkKey> keys, const std::string& from,
+  Result<std::vector<Result<SharedBuffer>>> Pull(std::span<const ChunkKey> keys,
+                                                 const std::string& from,
                                                  std::chrono::milliseconds peer_timeout);
 
   void set_timeout(std::chrono::milliseconds t) { timeout_ = t; }

@@ -10,6 +10,7 @@
 namespace pikv::node {
 
 std::string NodeMetricsText(const RequestHandler& handler, storage::StorageManager& storage);
-std::string NodeHealthJson(const std::string& node_id, bool controller_registered, bool has_controller);
+std::string NodeHealthJson(const std::string& node_id, bool controller_registered,
+                           bool has_controller);
 
 }  // namespace pikv::node

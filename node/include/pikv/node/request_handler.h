@@ -55,8 +55,9 @@ class RequestHandler {
   LatencyHistogram latency_[3];
   std::string node_id_;
   std::atomic<uint64_t> requests_{0}, gets_{0}, puts_{0}, exists_{0}, deletes_{0}, pins_{0},
-      unpins_{0}, stats_{0}, pings_{0}, clears_{0}, pulls_{0}, pulled_objects_{0}, pull_failures_{0}, malformed_{0}, too_large_{0}, unsupported_{0},
-      bad_requests_{0}, bytes_in_{0}, bytes_out_{0};
+      unpins_{0}, stats_{0}, pings_{0}, clears_{0}, pulls_{0}, pulled_objects_{0},
+      pull_failures_{0}, malformed_{0}, too_large_{0}, unsupported_{0}, bad_requests_{0},
+      bytes_in_{0}, bytes_out_{0};
 };
 
 }  // namespace pikv::node
