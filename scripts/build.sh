@@ -6,6 +6,7 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 build_dir="${PIKV_BUILD_DIR:-build}"
 if [ ! -f "$build_dir/build.ninja" ]; then
-  cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE="${PIKV_BUILD_TYPE:-Release}" >/dev/null
+  # shellcheck disable=SC2086  # PIKV_CMAKE_ARGS is a list of -D options
+  cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE="${PIKV_BUILD_TYPE:-Release}" ${PIKV_CMAKE_ARGS:-} >/dev/null
 fi
 cmake --build "$build_dir" --parallel "$(nproc)"
