@@ -191,7 +191,7 @@ int Run(double seconds, int num_rounds, const std::vector<uint64_t>& sizes) {
   testing::RedisServer redis;
   auto node = testing::StartNode({"--endpoint", "tcp://127.0.0.1:*", "--endpoint",
                                   "ipc://" + dir.str() + "/node.sock", "--data-dir", dir.str(),
-                                  "--no-disk", "--prefault", "--cpu-capacity",
+                                  "--disk", "false", "--prefault", "true", "--cpu-capacity",
                                   std::to_string(kNodeCpuBytes), "--log-level", "warn"});
   testing::ChildProcess echo(
       "/proc/self/exe", {"--serve-zmq", "tcp://127.0.0.1:*", "ipc://" + dir.str() + "/echo.sock"});

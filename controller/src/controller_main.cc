@@ -8,35 +8,42 @@
 #include <iostream>
 
 #include "pikv/controller/controller_server.h"
+#include "pikv/proto/config_cli.h"
 #include "pikv/proto/stop_signal.h"
 #include "pikv/proto/units.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"pikv-controller: global registry of KV chunks, node lifecycle, locate and admin"};
-  pikv::controller::ControllerOptions options;
-  std::string suspect = "2500ms", dead = "5s", log_level = "info";
-  app.add_option("--endpoint", options.endpoint, "ZeroMQ endpoint for nodes, clients and the CLI")
-      ->capture_default_str();
-  app.add_option("--http", options.http,
-                 "host:port for read-only HTTP (/metrics, /healthz, ...); '' = off")
-      ->capture_default_str();
-  app.add_option("--suspect-after", suspect, "Silence before a node is suspect")
-      ->capture_default_str();
-  app.add_option("--dead-after", dead, "Silence before a node is dead and its entries removed")
-      ->capture_default_str();
-  app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
-      ->capture_default_str();
-  try {
-    app.parse(argc, argv);
-    auto s = pikv::ParseDuration(suspect);
-    if (!s.ok()) throw CLI::ValidationError("--suspect-after", s.status().message());
-    auto d = pikv::ParseDuration(dead);
-    if (!d.ok()) throw CLI::ValidationError("--dead-after", d.status().message());
-    if (*d <= *s) throw CLI::ValidationError("--dead-after", "must be longer than --suspect-after");
-    options.lifecycle = {*s, *d};
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+  using K = pikv::Config::Kind;
+  pikv::Config config;
+  config.Declare("endpoint", K::kString, "tcp://127.0.0.1:7300",
+                 "ZeroMQ endpoint for nodes, clients and the CLI");
+  config.Declare("http", K::kString, "127.0.0.1:7380",
+                 "host:port for read-only HTTP (empty: off; port 0: any)");
+  config.Declare("suspect-after", K::kDuration, "2500ms", "Silence before a node is suspect");
+  config.Declare("dead-after", K::kDuration, "5s",
+                 "Silence before a node is dead and its entries removed");
+  config.Declare("log-level", K::kString, "info", "trace, debug, info, warn, error");
+  pikv::ConfigFlags flags;
+  pikv::AddConfigFlags(app, config, flags);
+  CLI11_PARSE(app, argc, argv);
+  if (pikv::Status s = pikv::ApplyConfigLayers(config, flags); !s.ok()) {
+    std::cerr << "pikv-controller: " << s.message() << "\n";
+    return 2;
   }
+  if (flags.print) {
+    std::cout << config.Print();
+    return 0;
+  }
+  if (config.Duration("dead-after") <= config.Duration("suspect-after")) {
+    std::cerr << "pikv-controller: dead-after must be longer than suspect-after\n";
+    return 2;
+  }
+  pikv::controller::ControllerOptions options;
+  options.endpoint = config.String("endpoint");
+  options.http = config.String("http");
+  options.lifecycle = {config.Duration("suspect-after"), config.Duration("dead-after")};
+  const std::string log_level = config.String("log-level");
   spdlog::set_default_logger(spdlog::stderr_color_mt("pikv-controller"));
   spdlog::set_level(spdlog::level::from_str(log_level));
 

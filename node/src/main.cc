@@ -12,89 +12,88 @@
 #include <iostream>
 
 #include "pikv/node/node_server.h"
+#include "pikv/proto/config_cli.h"
 #include "pikv/proto/stop_signal.h"
 #include "pikv/proto/units.h"
 
 namespace {
 
-uint64_t SizeOrDie(const std::string& flag, const std::string& text) {
-  auto v = pikv::ParseByteSize(text);
-  if (!v.ok()) throw CLI::ValidationError(flag, v.status().message());
-  return *v;
+pikv::Config NodeConfig() {
+  using K = pikv::Config::Kind;
+  pikv::Config c;
+  c.Declare("endpoint", K::kList, "",
+            "Endpoints to serve; default tcp://127.0.0.1:7400 and ipc://<data-dir>/node.sock");
+  c.Declare("node-id", K::kString, "", "Node id (default: host name)");
+  c.Declare("data-dir", K::kString, "./data", "Directory for the disk tier and the ipc socket");
+  c.Declare("cpu-capacity", K::kSize, "1GiB", "CPU tier bytes");
+  c.Declare("disk-capacity", K::kSize, "16GiB", "Disk tier bytes");
+  c.Declare("disk", K::kBool, "true", "Run the disk tier");
+  c.Declare("prefault", K::kBool, "false",
+            "Fault in the CPU arena at start (no page faults later)");
+  c.Declare("redis", K::kString, "", "Redis host:port for the shared tier (empty: none)");
+  c.Declare("redis-namespace", K::kString, "default", "Key namespace in Redis");
+  c.Declare("redis-ttl", K::kDuration, "0s", "Time before Redis expires an object (0s = never)");
+  c.Declare("workers", K::kInt, "2", "Worker threads");
+  c.Declare("max-object-size", K::kSize, "1GiB", "Largest chunk object accepted");
+  c.Declare("controller", K::kString, "", "Controller endpoint to report to (empty: none)");
+  c.Declare("heartbeat-interval", K::kDuration, "1s", "Heartbeat period");
+  c.Declare("host", K::kString, "",
+            "Host name reported to the controller (default: this machine's)");
+  c.Declare("http", K::kString, "",
+            "host:port for /metrics and /healthz (empty: off; port 0: any)");
+  c.Declare("log-level", K::kString, "info", "trace, debug, info, warn, error");
+  return c;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"pikv-node: per-host KV chunk cache agent (CPU, RocksDB and Redis tiers)"};
-  pikv::node::NodeOptions options;
-  std::string data_dir = "./data";
-  std::vector<std::string> endpoints;
-  std::string cpu_capacity = "1GiB", disk_capacity = "16GiB", max_object = "1GiB";
-  std::string redis, redis_namespace = "default", log_level = "info";
-  uint32_t redis_ttl = 0;
-  bool no_disk = false, prefault = false;
-  std::string controller, heartbeat = "1s", host;
-  app.add_option("--endpoint", endpoints,
-                 "Endpoint to serve (repeatable). Default: tcp://127.0.0.1:7400 and "
-                 "ipc://<data-dir>/node.sock");
-  app.add_option("--node-id", options.node_id, "Node id (default: host name)");
-  app.add_option("--data-dir", data_dir, "Directory for the disk tier and the ipc socket")
-      ->capture_default_str();
-  app.add_option("--cpu-capacity", cpu_capacity, "CPU tier bytes, e.g. 8GiB")
-      ->capture_default_str();
-  app.add_option("--disk-capacity", disk_capacity, "Disk tier bytes, e.g. 500GiB")
-      ->capture_default_str();
-  app.add_flag("--no-disk", no_disk, "Run without the disk tier");
-  app.add_flag("--prefault", prefault, "Fault in the CPU arena at start (no page faults later)");
-  app.add_option("--redis", redis, "Redis address host:port for the shared tier (default: none)");
-  app.add_option("--redis-namespace", redis_namespace, "Key namespace in Redis")
-      ->capture_default_str();
-  app.add_option("--redis-ttl", redis_ttl, "Seconds before Redis expires an object (0 = never)");
-  app.add_option("--workers", options.workers, "Worker threads")->capture_default_str();
-  app.add_option("--max-object-size", max_object, "Largest chunk object accepted")
-      ->capture_default_str();
-  app.add_option("--controller", controller,
-                 "Controller endpoint to report to, e.g. tcp://10.0.0.1:7300");
-  app.add_option("--heartbeat-interval", heartbeat, "Heartbeat period, e.g. 1s")
-      ->capture_default_str();
-  app.add_option("--host", host, "Host name reported to the controller (default: this machine's)");
-  app.add_option("--http", options.http,
-                 "host:port for /metrics and /healthz (default: off; port 0 = any)");
-  app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
-      ->capture_default_str();
-  try {
-    app.parse(argc, argv);
-    options.storage.cpu.capacity_bytes = SizeOrDie("--cpu-capacity", cpu_capacity);
-    options.storage.cpu.prefault = prefault;
-    options.limits.max_payload_bytes = SizeOrDie("--max-object-size", max_object);
-    if (!no_disk) {
-      pikv::storage::DiskTierOptions disk;
-      disk.path = (std::filesystem::path(data_dir) / "disk").string();
-      disk.capacity_bytes = SizeOrDie("--disk-capacity", disk_capacity);
-      options.storage.disk = disk;
-    }
-    if (!redis.empty()) {
-      auto remote = pikv::storage::ParseRedisAddress(redis);
-      if (!remote.ok()) throw CLI::ValidationError("--redis", remote.status().message());
-      remote->key_namespace = redis_namespace;
-      remote->ttl_seconds = redis_ttl;
-      options.storage.remote = *remote;
-    }
-    if (!controller.empty()) {
-      pikv::node::ReporterOptions r;
-      r.controller = controller;
-      r.host = host;
-      auto interval = pikv::ParseDuration(heartbeat);
-      if (!interval.ok())
-        throw CLI::ValidationError("--heartbeat-interval", interval.status().message());
-      r.heartbeat_interval = *interval;
-      options.reporter = r;
-    }
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+  pikv::Config config = NodeConfig();
+  pikv::ConfigFlags flags;
+  pikv::AddConfigFlags(app, config, flags);
+  CLI11_PARSE(app, argc, argv);
+  if (pikv::Status s = pikv::ApplyConfigLayers(config, flags); !s.ok()) {
+    std::cerr << "pikv-node: " << s.message() << "\n";
+    return 2;
   }
-  // stdout carries only the ready/endpoint lines that scripts parse.
+  if (flags.print) {
+    std::cout << config.Print();
+    return 0;
+  }
+  pikv::node::NodeOptions options;
+  const std::string data_dir = config.String("data-dir");
+  options.node_id = config.String("node-id");
+  options.workers = static_cast<int>(config.Int("workers"));
+  options.http = config.String("http");
+  options.storage.cpu.capacity_bytes = config.Size("cpu-capacity");
+  options.storage.cpu.prefault = config.Bool("prefault");
+  options.limits.max_payload_bytes = config.Size("max-object-size");
+  if (config.Bool("disk")) {
+    pikv::storage::DiskTierOptions disk;
+    disk.path = (std::filesystem::path(data_dir) / "disk").string();
+    disk.capacity_bytes = config.Size("disk-capacity");
+    options.storage.disk = disk;
+  }
+  if (!config.String("redis").empty()) {
+    auto remote = pikv::storage::ParseRedisAddress(config.String("redis"));
+    if (!remote.ok()) {
+      std::cerr << "pikv-node: redis: " << remote.status().message() << "\n";
+      return 2;
+    }
+    remote->key_namespace = config.String("redis-namespace");
+    remote->ttl_seconds = static_cast<uint32_t>(config.Duration("redis-ttl").count() / 1000);
+    options.storage.remote = *remote;
+  }
+  if (!config.String("controller").empty()) {
+    pikv::node::ReporterOptions r;
+    r.controller = config.String("controller");
+    r.host = config.String("host");
+    r.heartbeat_interval = config.Duration("heartbeat-interval");
+    options.reporter = r;
+  }
+  std::vector<std::string> endpoints = config.List("endpoint");
+  const std::string log_level = config.String("log-level");
   spdlog::set_default_logger(spdlog::stderr_color_mt("pikv-node"));
   spdlog::set_level(spdlog::level::from_str(log_level));
   std::error_code ec;

@@ -63,12 +63,14 @@ size_t ChunkHeaderSize(const ChunkHeader& h) {
   return HeaderSizeFor(h.model_id.size(), h.rope_spec.size(), h.tokens.size());
 }
 
-Status WriteChunkHeader(const ChunkHeader& h, uint64_t payload_checksum, std::span<uint8_t> object) {
+Status WriteChunkHeader(const ChunkHeader& h, uint64_t payload_checksum,
+                        std::span<uint8_t> object) {
   if (Status s = CheckGeometry(h, ChunkLimits{}); !s.ok()) return s;
   const size_t header_size = ChunkHeaderSize(h);
   const uint64_t payload_size = h.geometry.PayloadBytes();
   if (object.size() != header_size + payload_size) {
-    return InvalidArgument("object buffer is " + std::to_string(object.size()) + " bytes, header and payload need " +
+    return InvalidArgument("object buffer is " + std::to_string(object.size()) +
+                           " bytes, header and payload need " +
                            std::to_string(header_size + payload_size));
   }
   uint8_t* p = object.data();
@@ -111,8 +113,8 @@ Status WriteChunkHeader(const ChunkHeader& h, uint64_t payload_checksum, std::sp
 Result<std::vector<uint8_t>> BuildChunkObject(ChunkHeader h, std::span<const uint8_t> payload) {
   if (Status s = CheckGeometry(h, ChunkLimits{}); !s.ok()) return s;
   if (payload.size() != h.geometry.PayloadBytes()) {
-    return InvalidArgument("payload is " + std::to_string(payload.size()) + " bytes, geometry needs " +
-                           std::to_string(h.geometry.PayloadBytes()));
+    return InvalidArgument("payload is " + std::to_string(payload.size()) +
+                           " bytes, geometry needs " + std::to_string(h.geometry.PayloadBytes()));
   }
   const size_t header_size = ChunkHeaderSize(h);
   std::vector<uint8_t> out(header_size + payload.size());

@@ -79,7 +79,8 @@ Result<std::vector<uint8_t>> BuildChunkObject(ChunkHeader header, std::span<cons
 // copying): the header's size, and the header written into the first
 // ChunkHeaderSize bytes of `object` with the payload checksum given.
 size_t ChunkHeaderSize(const ChunkHeader& header);
-Status WriteChunkHeader(const ChunkHeader& header, uint64_t payload_checksum, std::span<uint8_t> object);
+Status WriteChunkHeader(const ChunkHeader& header, uint64_t payload_checksum,
+                        std::span<uint8_t> object);
 
 // Parses and checks the header (magic, version, header checksum, limits,
 // object length == header_size + payload_size). Does not hash the payload.

@@ -43,7 +43,8 @@ enum class MsgType : uint16_t {
   kUnpin = 15,
   kStats = 16,  // fields: counters
   kClear = 17,  // drop every object this node holds; values: [objects dropped]
-  kPull = 18,   // P2P: get keys from the peer at fields["from"], admit them here, return them like kGet
+  kPull =
+      18,  // P2P: get keys from the peer at fields["from"], admit them here, return them like kGet
   // 30-49: node <-> controller. Events and inventory get no reply; the
   // controller asks for a resync when it sees a gap.
   kRegister =
