@@ -112,9 +112,23 @@ std::optional<int> ChildProcess::Wait(std::chrono::milliseconds timeout) {
 
 bool ChildProcess::Running() { return pid_ > 0 && !Wait(std::chrono::milliseconds(0)).has_value(); }
 
-NodeProcess StartNode(const std::vector<std::string>& args) {
+namespace {
+
+std::unique_ptr<ChildProcess> Spawn(const std::string& binary, const std::vector<std::string>& args,
+                                    const std::vector<std::string>& prefix) {
+  if (prefix.empty()) return std::make_unique<ChildProcess>(binary, args);
+  std::vector<std::string> rest(prefix.begin() + 1, prefix.end());
+  rest.push_back(binary);
+  rest.insert(rest.end(), args.begin(), args.end());
+  return std::make_unique<ChildProcess>(prefix.front(), rest);
+}
+
+}  // namespace
+
+NodeProcess StartNode(const std::vector<std::string>& args,
+                      const std::vector<std::string>& prefix) {
   NodeProcess node;
-  node.process = std::make_unique<ChildProcess>(BinaryPath("pikv-node"), args);
+  node.process = Spawn(BinaryPath("pikv-node"), args, prefix);
   // The node prints one "endpoint <url>" line per endpoint, then "... ready".
   while (auto line = node.process->ReadLine(std::chrono::seconds(20))) {
     if (line->rfind("endpoint tcp://", 0) == 0) node.tcp = line->substr(9);
@@ -125,9 +139,10 @@ NodeProcess StartNode(const std::vector<std::string>& args) {
   throw std::runtime_error("pikv-node did not report ready");
 }
 
-ControllerProcess StartController(const std::vector<std::string>& args) {
+ControllerProcess StartController(const std::vector<std::string>& args,
+                                  const std::vector<std::string>& prefix) {
   ControllerProcess c;
-  c.process = std::make_unique<ChildProcess>(BinaryPath("pikv-controller"), args);
+  c.process = Spawn(BinaryPath("pikv-controller"), args, prefix);
   while (auto line = c.process->ReadLine(std::chrono::seconds(20))) {
     if (line->rfind("endpoint ", 0) == 0) c.endpoint = line->substr(9);
     if (line->rfind("http ", 0) == 0) c.http = line->substr(5);

@@ -63,7 +63,9 @@ struct NodeProcess {
   std::string ipc;
   std::string http;  // host:port when started with --http
 };
-NodeProcess StartNode(const std::vector<std::string>& args);
+// `prefix` runs the binary under another command (e.g. ip netns exec NS).
+NodeProcess StartNode(const std::vector<std::string>& args,
+                      const std::vector<std::string>& prefix = {});
 
 // A pikv-controller child process, ready, with its endpoints parsed.
 struct ControllerProcess {
@@ -71,7 +73,8 @@ struct ControllerProcess {
   std::string endpoint;
   std::string http;  // host:port, empty when off
 };
-ControllerProcess StartController(const std::vector<std::string>& args);
+ControllerProcess StartController(const std::vector<std::string>& args,
+                                  const std::vector<std::string>& prefix = {});
 
 // A real redis-server on a free loopback port, persisted nowhere.
 class RedisServer {
