@@ -189,10 +189,10 @@ int Run(double seconds, int num_rounds, const std::vector<uint64_t>& sizes) {
 
   testing::TempDir dir;
   testing::RedisServer redis;
-  auto node = testing::StartNode({"--endpoint", "tcp://127.0.0.1:*", "--endpoint",
-                                  "ipc://" + dir.str() + "/node.sock", "--data-dir", dir.str(),
-                                  "--disk", "false", "--prefault", "true", "--cpu-capacity",
-                                  std::to_string(kNodeCpuBytes), "--log-level", "warn"});
+  auto node = testing::StartNode(
+      {"--endpoint", "tcp://127.0.0.1:*", "--endpoint", "ipc://" + dir.str() + "/node.sock",
+       "--data-dir", dir.str(), "--disk", "false", "--prefault", "true", "--cpu-capacity",
+       std::to_string(kNodeCpuBytes), "--controller", "", "--log-level", "warn"});
   testing::ChildProcess echo(
       "/proc/self/exe", {"--serve-zmq", "tcp://127.0.0.1:*", "ipc://" + dir.str() + "/echo.sock"});
   Setup s{node.tcp, node.ipc, "", "", redis.port(), redis.unix_socket()};

@@ -35,7 +35,8 @@ pikv::Config NodeConfig() {
   c.Declare("redis-ttl", K::kDuration, "0s", "Time before Redis expires an object (0s = never)");
   c.Declare("workers", K::kInt, "2", "Worker threads");
   c.Declare("max-object-size", K::kSize, "1GiB", "Largest chunk object accepted");
-  c.Declare("controller", K::kString, "", "Controller endpoint to report to (empty: none)");
+  c.Declare("controller", K::kString, "tcp://127.0.0.1:7300",
+            "Controller endpoint to report to (empty: none)");
   c.Declare("heartbeat-interval", K::kDuration, "1s", "Heartbeat period");
   c.Declare("host", K::kString, "",
             "Host name reported to the controller (default: this machine's)");

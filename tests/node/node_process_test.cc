@@ -30,6 +30,7 @@ class NodeProcessTest : public ::testing::Test {
             "--data-dir",        dir_.str(),
             "--cpu-capacity",    "3GiB",
             "--max-object-size", "80MiB",
+            "--controller",      "",
             "--log-level",       "warn"};
   }
   void Start() {

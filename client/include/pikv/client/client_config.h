@@ -1,0 +1,23 @@
+// Client settings from a YAML file and PIKV_* environment variables (the
+// engine owns its command line), with the same rules as the daemons: the
+// environment beats the file, the file beats the defaults; unknown keys and
+// bad values fail with the key's name. Keys:
+//   local-node, controller, host, model-id, dtype (f32 | f16 | bf16),
+//   num-layers, num-kv-heads, head-dim, rope-config (a model config.json
+//   whose rope fields define the RoPE spec), rope-style (neox | gptj),
+//   attention-mode (isolated | sys-prefixed), node-timeout,
+//   controller-timeout, fetch-timeout.
+#pragma once
+
+#include <string>
+
+#include "pikv/client/client.h"
+#include "pikv/proto/config.h"
+
+namespace pikv::client {
+
+// `path` may be empty (environment and defaults only). `config_out`, when
+// given, receives the effective settings (for printing).
+Result<ClientOptions> LoadClientOptions(const std::string& path, Config* config_out = nullptr);
+
+}  // namespace pikv::client
