@@ -58,21 +58,13 @@ int Run(int prompts, int docs, uint64_t seed, int check_every) {
 
   testing::RagTrace trace(cfg.vocab, docs, seed);
 
-  uint64_t by_source[4] = {}, tokens_total = 0, tokens_computed = 0, tokens_reused = 0;
-  std::chrono::microseconds hit_path{0}, compute{0};
+  testing::Tally tally;
   double worst_error = 0;
   int checked = 0;
   for (int p = 0; p < prompts; ++p) {
     const client::ChunkedPrompt prompt = trace.Next();
     auto answer = engines[p % 2].Run(prompt);
-    for (size_t i = 0; i < answer.plan.chunks.size(); ++i) {
-      by_source[answer.reused[i] ? static_cast<int>(answer.plan.chunks[i].source) : 3]++;
-    }
-    for (const auto& s : prompt.segments) tokens_total += s.size();
-    tokens_computed += answer.tokens_computed + prompt.question().size();
-    tokens_reused += answer.tokens_reused;
-    hit_path += answer.plan_time + answer.fetch_time + answer.remap_time;
-    compute += answer.compute_time;
+    tally.Add(prompt, answer);
     if (check_every > 0 && p % check_every == check_every - 1) {
       auto scratch = testing::ScratchLogits(model, prompt);
       for (size_t i = 0; i < scratch.size(); ++i) {
@@ -81,10 +73,11 @@ int Run(int prompts, int docs, uint64_t seed, int check_every) {
       checked++;
     }
   }
-  const uint64_t chunks = by_source[0] + by_source[1] + by_source[2] + by_source[3];
-  const double hit_us_per_token = tokens_reused ? double(hit_path.count()) / tokens_reused : 0;
-  const double compute_us_per_token =
-      tokens_computed ? double(compute.count()) / (tokens_computed - 16.0 * prompts) : 0;
+  const uint64_t* by_source = tally.by_source;
+  const uint64_t chunks = tally.chunks(), tokens_total = tally.tokens_total,
+                 tokens_computed = tally.tokens_computed;
+  const double hit_us_per_token = tally.HitPathMicrosPerToken();
+  const double compute_us_per_token = tally.ComputeMicrosPerToken();
   Table t({"figure", "value"});
   t.Add({"model", "4 layers, hidden 256, 8 heads / 4 KV heads, head dim 32, fp32"});
   t.Add({"prompts / documents", std::to_string(prompts) + " / " + std::to_string(docs)});

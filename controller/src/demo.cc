@@ -134,25 +134,18 @@ int RunDemo(const DemoOptions& o) {
       << "workload: " << o.prompts << " RAG prompts over " << o.docs
       << " documents (Zipf popularity, 3-8 per prompt, random order), round-robin over the nodes\n";
   testing::RagTrace trace(cfg.vocab, o.docs, 2024);
-  uint64_t by_source[4] = {}, tokens_total = 0, tokens_computed = 0, tokens_reused = 0;
-  std::chrono::microseconds hit_path{0}, compute{0};
+  testing::Tally tally;
   double worst = 0;
   int checked = 0;
   for (int p = 0; p < o.prompts; ++p) {
     auto prompt = trace.Next();
     auto answer = engines[p % o.nodes]->Run(prompt);
-    for (size_t i = 0; i < answer.plan.chunks.size(); ++i) {
-      by_source[answer.reused[i] ? static_cast<int>(answer.plan.chunks[i].source) : 3]++;
-    }
-    for (const auto& s : prompt.segments) tokens_total += s.size();
-    tokens_computed += answer.tokens_computed + prompt.question().size();
-    tokens_reused += answer.tokens_reused;
-    hit_path += answer.plan_time + answer.fetch_time + answer.remap_time;
-    compute += answer.compute_time;
+    tally.Add(prompt, answer);
     if (o.check_every > 0 && p % o.check_every == 0) {
       auto scratch = testing::ScratchLogits(model, prompt);
-      for (size_t i = 0; i < scratch.size(); ++i)
+      for (size_t i = 0; i < scratch.size(); ++i) {
         worst = std::max(worst, double(std::fabs(scratch[i] - answer.logits[i])));
+      }
       checked++;
     }
     Progress(p + 1, o.prompts);
@@ -163,12 +156,11 @@ int RunDemo(const DemoOptions& o) {
     auto s = nc.Stats();
     if (s.ok()) pulls += static_cast<uint64_t>(FieldInt(*s, "p2p.pulled_objects"));
   }
-  const uint64_t chunks = by_source[0] + by_source[1] + by_source[2] + by_source[3];
-  const double compute_per_token =
-      tokens_computed > 0
-          ? double(compute.count()) / std::max<double>(1, tokens_computed - 16.0 * o.prompts)
-          : 0;
-  const double saved_ms = (tokens_reused * compute_per_token - double(hit_path.count())) / 1000.0;
+  const uint64_t* by_source = tally.by_source;
+  const uint64_t chunks = tally.chunks();
+  const double saved_ms =
+      (tally.tokens_reused * tally.ComputeMicrosPerToken() - double(tally.hit_path.count())) /
+      1000.0;
   const bool exact = worst <= 1e-4;
 
   std::cout << "\nreport\n";
@@ -181,7 +173,7 @@ int RunDemo(const DemoOptions& o) {
   }
   t.Add({"P2P pulls (objects)", std::to_string(pulls)});
   t.Add({"prompt tokens computed / total",
-         std::to_string(tokens_computed) + " / " + std::to_string(tokens_total)});
+         std::to_string(tally.tokens_computed) + " / " + std::to_string(tally.tokens_total)});
   t.Add({"time saved (model compute avoided - hit path)", Num(json(saved_ms)) + " ms"});
   t.Add({"exactness vs recompute", std::string(exact ? "PASS" : "FAIL") + " (" +
                                        std::to_string(checked) + " answers, max |logit error| " +

@@ -11,6 +11,7 @@
 #include <set>
 #include <thread>
 
+#include "cluster_queries.h"
 #include "engine_harness.h"
 #include "pikv/client/client.h"
 #include "pikv/controller/admin_client.h"
@@ -73,23 +74,9 @@ class ClientClusterTest : public ::testing::Test {
     o.fetch_timeout = 1000ms;
     return o;
   }
-  int Alive() {
-    controller::AdminClient admin(ControllerEp(), 1s);
-    auto j = admin.Json(MsgType::kAdminHealth);
-    if (!j.ok()) return -1;
-    auto pos = j->find("\"nodes_alive\":");
-    return pos == std::string::npos ? -1 : std::atoi(j->c_str() + pos + 14);
-  }
+  int Alive() { return testing::AliveNodes(ControllerEp()); }
   std::set<std::string> Holders(const ChunkKey& key) {
-    controller::AdminClient admin(ControllerEp(), 1s);
-    auto r = admin.Locate({key});
-    std::set<std::string> out;
-    if (r.ok()) {
-      for (const auto& rep : (*r)[0]) {
-        if (rep.location.tier != TierKind::kRemote) out.insert(rep.node_id);
-      }
-    }
-    return out;
+    return testing::Holders(ControllerEp(), key);
   }
   template <typename Cond>
   void WaitFor(Cond cond, std::chrono::milliseconds limit, const std::string& what) {

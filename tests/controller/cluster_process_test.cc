@@ -9,6 +9,7 @@
 #include <thread>
 #include <zmq.hpp>
 
+#include "cluster_queries.h"
 #include "pikv/controller/admin_client.h"
 #include "pikv/node/node_client.h"
 #include "pikv/proto/zmq_frames.h"
@@ -57,10 +58,7 @@ class ClusterTest : public ::testing::Test {
     if (!r.ok()) return json();
     return json::parse(*r);
   }
-  int AliveNodes() {
-    json j = Admin(MsgType::kAdminHealth);
-    return j.is_null() ? -1 : j["nodes_alive"].get<int>();
-  }
+  int AliveNodes() { return testing::AliveNodes(Endpoint()); }
   Where Locate(const ChunkKey& key) {
     AdminClient admin(Endpoint(), 2s);
     auto r = admin.Locate({key});

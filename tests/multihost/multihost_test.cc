@@ -13,6 +13,7 @@
 #include <set>
 #include <thread>
 
+#include "cluster_queries.h"
 #include "pikv/controller/admin_client.h"
 #include "pikv/node/node_client.h"
 #include "test_support.h"
@@ -106,24 +107,8 @@ class MultiHostTest : public ::testing::Test {
         topo_.Exec("h" + std::to_string(i + 1)));
   }
   std::string Controller() const { return "tcp://" + ctl_ip_ + ":7300"; }
-  int Alive() {
-    controller::AdminClient admin(Controller(), 1s);
-    auto j = admin.Json(MsgType::kAdminHealth);
-    if (!j.ok()) return -1;
-    auto pos = j->find("\"nodes_alive\":");
-    return pos == std::string::npos ? -1 : std::atoi(j->c_str() + pos + 14);
-  }
-  std::set<std::string> Holders(const ChunkKey& key) {
-    controller::AdminClient admin(Controller(), 1s);
-    auto r = admin.Locate({key});
-    std::set<std::string> out;
-    if (r.ok()) {
-      for (const auto& rep : (*r)[0]) {
-        if (rep.location.tier != TierKind::kRemote) out.insert(rep.node_id);
-      }
-    }
-    return out;
-  }
+  int Alive() { return testing::AliveNodes(Controller()); }
+  std::set<std::string> Holders(const ChunkKey& key) { return testing::Holders(Controller(), key); }
   int64_t Stat(int i, const std::string& name) {
     node::NodeClient c("tcp://" + node_ip_[i] + ":7400", 2s);
     auto s = c.Stats();

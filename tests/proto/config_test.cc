@@ -110,10 +110,10 @@ TEST(ConfigTest, TheDaemonsPrintTheirEffectiveConfiguration) {
 }
 
 TEST(ConfigTest, TheExampleConfigsLoad) {
-  for (const auto& [binary, file] :
-       {std::pair{"pikv-node", "node.example.yaml"}, std::pair{"pikv-controller", "controller.example.yaml"},
-        std::pair{"pikv-node", "config/node.yaml"}, std::pair{"pikv-controller", "config/controller.yaml"}}) {
-
+  for (const auto& [binary, file] : {std::pair{"pikv-node", "node.example.yaml"},
+                                     std::pair{"pikv-controller", "controller.example.yaml"},
+                                     std::pair{"pikv-node", "config/node.yaml"},
+                                     std::pair{"pikv-controller", "config/controller.yaml"}}) {
     testing::ChildProcess p(
         testing::BinaryPath(binary),
         {"--config", std::string(PIKV_SOURCE_DIR) + "/deploy/" + file, "--print-config"});

@@ -95,6 +95,28 @@ Engine::Answer Engine::Run(const client::ChunkedPrompt& prompt) {
   return a;
 }
 
+void Tally::Add(const client::ChunkedPrompt& prompt, const Engine::Answer& answer) {
+  for (size_t i = 0; i < answer.plan.chunks.size(); ++i) {
+    by_source[answer.reused[i] ? static_cast<int>(answer.plan.chunks[i].source) : 3]++;
+  }
+  for (const auto& s : prompt.segments) tokens_total += s.size();
+  questions++;
+  question_tokens += prompt.question().size();
+  tokens_computed += answer.tokens_computed + prompt.question().size();
+  tokens_reused += answer.tokens_reused;
+  hit_path += answer.plan_time + answer.fetch_time + answer.remap_time;
+  compute += answer.compute_time;
+}
+
+double Tally::HitPathMicrosPerToken() const {
+  return tokens_reused ? static_cast<double>(hit_path.count()) / tokens_reused : 0;
+}
+
+double Tally::ComputeMicrosPerToken() const {
+  const uint64_t chunk_tokens = tokens_computed - question_tokens;
+  return chunk_tokens ? static_cast<double>(compute.count()) / chunk_tokens : 0;
+}
+
 RagTrace::RagTrace(uint32_t vocab, int docs, uint64_t seed) : vocab_(vocab), rng_(seed) {
   for (int d = 0; d < docs; ++d) documents_.push_back(Random(64 + rng_() % 129));
   for (int s = 0; s < 3; ++s) systems_.push_back(Random(32));

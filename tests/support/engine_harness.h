@@ -37,6 +37,21 @@ class Engine {
   client::Client client_;
 };
 
+// Totals over many answers: where chunks came from, tokens, and time.
+struct Tally {
+  uint64_t by_source[4] =
+      {};  // local, peer, remote, computed (a planned hit that failed counts as computed)
+  uint64_t tokens_total = 0, tokens_computed = 0, tokens_reused = 0, questions = 0,
+           question_tokens = 0;
+  std::chrono::microseconds hit_path{0}, compute{0};
+
+  void Add(const client::ChunkedPrompt& prompt, const Engine::Answer& answer);
+  uint64_t chunks() const { return by_source[0] + by_source[1] + by_source[2] + by_source[3]; }
+  // Hit path (plan + fetch + remap) per reused token, and model time per computed chunk token.
+  double HitPathMicrosPerToken() const;
+  double ComputeMicrosPerToken() const;
+};
+
 // A RAG workload: `docs` documents of 64-192 tokens with Zipf popularity
 // (s = 1), prompts of 3-8 distinct documents in random order after one of 3
 // system prompts, and a 16-token question. Deterministic for a seed.

@@ -1,0 +1,33 @@
+// Questions tests ask a running controller, answered through AdminClient:
+// how many nodes are alive, and which nodes hold a key in CPU or disk.
+// Header-only; include from tests that link pikv_controller.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+
+#include "pikv/controller/admin_client.h"
+
+namespace pikv::testing {
+
+// Alive nodes, or -1 when the controller does not answer.
+inline int AliveNodes(const std::string& controller) {
+  controller::AdminClient admin(controller, std::chrono::seconds(1));
+  auto j = admin.Json(MsgType::kAdminHealth);
+  return j.ok() ? nlohmann::json::parse(*j)["nodes_alive"].get<int>() : -1;
+}
+
+// Ids of the nodes holding `key` in CPU or disk (the shared tier excluded).
+inline std::set<std::string> Holders(const std::string& controller, const ChunkKey& key) {
+  controller::AdminClient admin(controller, std::chrono::seconds(1));
+  auto r = admin.Locate({key});
+  std::set<std::string> out;
+  if (!r.ok()) return out;
+  for (const auto& rep : (*r)[0]) {
+    if (rep.location.tier != TierKind::kRemote) out.insert(rep.node_id);
+  }
+  return out;
+}
+
+}  // namespace pikv::testing
