@@ -41,17 +41,7 @@ int Run(int prompts, int docs, uint64_t seed, int check_every) {
   };
   auto na = node(dir_a, "a"), nb = node(dir_b, "b");
   auto options = [&](const testing::NodeProcess& n, const std::string& host) {
-    client::ClientOptions o;
-    o.local_node = n.ipc;
-    o.controller = ctl.endpoint;
-    o.host = host;
-    o.model_id = "reference-bench";
-    o.dtype = DType::kF32;
-    o.num_layers = cfg.layers;
-    o.num_kv_heads = cfg.kv_heads;
-    o.head_dim = cfg.head_dim;
-    o.rope = cfg.rope;
-    return o;
+    return testing::ReferenceClientOptions(cfg, "reference-bench", n.ipc, ctl.endpoint, host);
   };
   testing::Engine engines[2] = {testing::Engine(model, options(na, "host-a")),
                                 testing::Engine(model, options(nb, "host-b"))};

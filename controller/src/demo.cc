@@ -118,17 +118,10 @@ int RunDemo(const DemoOptions& o) {
   device::ReferenceModel model(cfg);
   std::vector<std::unique_ptr<testing::Engine>> engines;
   for (int i = 0; i < o.nodes; ++i) {
-    client::ClientOptions c;
-    c.local_node = cluster.nodes[i].ipc;
-    c.controller = cluster.controller.endpoint;
-    c.host = "host-node-" + std::to_string(i + 1);
-    c.model_id = "pikv-demo-reference";
-    c.dtype = DType::kF32;
-    c.num_layers = cfg.layers;
-    c.num_kv_heads = cfg.kv_heads;
-    c.head_dim = cfg.head_dim;
-    c.rope = cfg.rope;
-    engines.push_back(std::make_unique<testing::Engine>(model, c));
+    engines.push_back(std::make_unique<testing::Engine>(
+        model, testing::ReferenceClientOptions(cfg, "pikv-demo-reference", cluster.nodes[i].ipc,
+                                               cluster.controller.endpoint,
+                                               "host-node-" + std::to_string(i + 1))));
   }
   std::cout
       << "workload: " << o.prompts << " RAG prompts over " << o.docs

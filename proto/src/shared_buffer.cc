@@ -13,9 +13,4 @@ SharedBuffer SharedBuffer::Copy(std::span<const uint8_t> bytes) {
   return FromVector(std::vector<uint8_t>(bytes.begin(), bytes.end()));
 }
 
-SharedBuffer SharedBuffer::FromString(std::string bytes) {
-  auto owner = std::make_shared<const std::string>(std::move(bytes));
-  return {reinterpret_cast<const uint8_t*>(owner->data()), owner->size(), owner};
-}
-
 }  // namespace pikv

@@ -82,11 +82,6 @@ Status RemoteTier::ConnectLocked() {
   return Status::Ok();
 }
 
-bool RemoteTier::connected() const {
-  std::lock_guard lock(mu_);
-  return ctx_ != nullptr;
-}
-
 CircuitBreaker::State RemoteTier::breaker_state() const {
   std::lock_guard lock(mu_);
   return breaker_.state();

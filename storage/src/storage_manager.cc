@@ -102,8 +102,7 @@ std::vector<TierMask> StorageManager::Exists(std::span<const ChunkKey> keys) {
   std::vector<size_t> ask_remote;
   std::vector<ChunkKey> remote_keys;
   for (size_t i = 0; i < keys.size(); ++i) {
-    if (cpu_->Contains(keys[i])) out[i] |= Bit(TierKind::kCpu);
-    if (disk_ && disk_->Contains(keys[i])) out[i] |= Bit(TierKind::kDisk);
+    out[i] = LocalMask(keys[i]);
     if (out[i] == 0 && remote_ && options_.exists_checks_remote) {
       ask_remote.push_back(i);
       remote_keys.push_back(keys[i]);
@@ -137,11 +136,16 @@ std::optional<std::vector<SharedBuffer>> StorageManager::GetIfInCpu(
 std::optional<std::vector<TierMask>> StorageManager::ExistsIfLocal(std::span<const ChunkKey> keys) {
   std::vector<TierMask> out(keys.size(), 0);
   for (size_t i = 0; i < keys.size(); ++i) {
-    if (cpu_->Contains(keys[i])) out[i] |= Bit(TierKind::kCpu);
-    if (disk_ && disk_->Contains(keys[i])) out[i] |= Bit(TierKind::kDisk);
+    out[i] = LocalMask(keys[i]);
     if (out[i] == 0 && remote_ && options_.exists_checks_remote) return std::nullopt;
   }
   return out;
+}
+
+TierMask StorageManager::LocalMask(const ChunkKey& key) const {
+  TierMask m = cpu_->Contains(key) ? Bit(TierKind::kCpu) : 0;
+  if (disk_ && disk_->Contains(key)) m |= Bit(TierKind::kDisk);
+  return m;
 }
 
 Status StorageManager::Delete(const ChunkKey& key) {

@@ -59,16 +59,8 @@ class ClientClusterTest : public ::testing::Test {
                                     "--redis", redis_.address(), "--log-level", "error"});
   }
   ClientOptions Options(int i) {
-    ClientOptions o;
-    o.local_node = nodes_[i].ipc;
-    o.controller = ControllerEp();
-    o.host = "host-" + Id(i);
-    o.model_id = "reference";
-    o.dtype = DType::kF32;
-    o.num_layers = model_.config().layers;
-    o.num_kv_heads = model_.config().kv_heads;
-    o.head_dim = model_.config().head_dim;
-    o.rope = model_.config().rope;
+    ClientOptions o = testing::ReferenceClientOptions(model_.config(), "reference", nodes_[i].ipc,
+                                                      ControllerEp(), "host-" + Id(i));
     o.node_timeout = 500ms;
     o.controller_timeout = 200ms;
     o.fetch_timeout = 1000ms;

@@ -145,6 +145,24 @@ client::ChunkedPrompt RagTrace::Next() {
   return *client::FromSegments(std::move(segments));
 }
 
+client::ClientOptions ReferenceClientOptions(const device::ModelConfig& model,
+                                             const std::string& model_id,
+                                             const std::string& local_node,
+                                             const std::string& controller,
+                                             const std::string& host) {
+  client::ClientOptions o;
+  o.local_node = local_node;
+  o.controller = controller;
+  o.host = host;
+  o.model_id = model_id;
+  o.dtype = DType::kF32;
+  o.num_layers = model.layers;
+  o.num_kv_heads = model.kv_heads;
+  o.head_dim = model.head_dim;
+  o.rope = model.rope;
+  return o;
+}
+
 device::ModelConfig DemoModelConfig() {
   device::ModelConfig c;
   c.vocab = 512;

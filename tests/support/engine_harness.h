@@ -68,6 +68,14 @@ class RagTrace {
   std::discrete_distribution<int> popularity_;
 };
 
+// Client options whose namespace is `model`'s (fp32 KV, its geometry and
+// RoPE), for an engine on `host` next to `local_node`.
+client::ClientOptions ReferenceClientOptions(const device::ModelConfig& model,
+                                             const std::string& model_id,
+                                             const std::string& local_node,
+                                             const std::string& controller,
+                                             const std::string& host);
+
 // The reference model used by the demo and e2e_bench: 4 layers, hidden 256,
 // 8 heads / 4 KV heads, head dim 32, vocab 512, fp32.
 device::ModelConfig DemoModelConfig();

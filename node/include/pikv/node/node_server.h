@@ -14,7 +14,7 @@
 // flood of large PUTs backs up into the senders instead of node memory.
 // Stop() stops reading requests, waits for in-flight ones to be answered,
 // stops the workers, drains the write-through queues and flushes RocksDB.
-// Thread-safety: Start/Stop from one thread; Stats and storage() from any.
+// Thread-safety: Start and Stop from one thread.
 #pragma once
 
 #include <memory>
@@ -59,10 +59,6 @@ class NodeServer {
   const std::string& node_id() const { return options_.node_id; }
   const std::string& http_address() const { return http_address_; }
   void Stop();
-
-  RequestHandler& handler() { return *handler_; }
-  storage::StorageManager& storage() { return *storage_; }
-  Reporter* reporter() { return reporter_.get(); }
 
  private:
   struct Loop;

@@ -76,7 +76,6 @@ class Reporter {
   void Start();
   // Sends what is queued, deregisters, and stops the thread.
   void Stop();
-  uint64_t incarnation() const { return incarnation_; }
   bool registered() const { return registered_; }
 
  private:

@@ -26,7 +26,6 @@ class SharedBuffer {
   static SharedBuffer FromVector(std::vector<uint8_t> bytes);
   // Copies `bytes` into a new heap buffer.
   static SharedBuffer Copy(std::span<const uint8_t> bytes);
-  static SharedBuffer FromString(std::string bytes);
 
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }

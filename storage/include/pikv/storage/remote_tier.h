@@ -56,7 +56,6 @@ class RemoteTier final : public Tier {
   std::vector<bool> ContainsMany(std::span<const ChunkKey> keys) override;
 
   std::string RedisKey(const ChunkKey& key) const;
-  bool connected() const;
   CircuitBreaker::State breaker_state() const;
   // Operations refused because the circuit was open.
   uint64_t unavailable() const;

@@ -84,6 +84,8 @@ class StorageManager {
  private:
   StorageManager() = default;
   void Promote(const ChunkKey& key, const SharedBuffer& object, bool to_disk);
+  // The tiers of this node (CPU, disk) holding key; never touches the network.
+  TierMask LocalMask(const ChunkKey& key) const;
 
   StorageOptions options_;
   std::unique_ptr<CpuTier> cpu_;
