@@ -1,5 +1,7 @@
 #include "pikv/controller/admin_client.h"
 
+#include "pikv/proto/locate_reply.h"
+
 namespace pikv::controller {
 
 AdminClient::AdminClient(std::string endpoint, std::chrono::milliseconds timeout)
@@ -15,18 +17,13 @@ Result<std::vector<std::vector<Replica>>> AdminClient::Locate(const std::vector<
   if (!reply.ok()) return reply.status();
   const Header& h = reply->header;
   if (h.status != ErrorCode::kOk) return Status(h.status, h.reason);
+  auto copies = DecodeLocateReply(h, keys.size());
+  if (!copies.ok()) return copies.status();
   std::vector<std::vector<Replica>> out(keys.size());
-  size_t v = 0;
   for (size_t k = 0; k < keys.size(); ++k) {
-    if (v >= h.values.size()) return ProtocolError("locate reply is short");
-    const int64_t n = h.values[v++];
-    if (n < 0 || v + static_cast<size_t>(n) > h.values.size())
-      return ProtocolError("locate reply is malformed");
-    for (int64_t i = 0; i < n; ++i) {
-      Location loc = Location::FromCode(static_cast<uint16_t>(h.values[v++]));
-      const std::string p = "n" + std::to_string(loc.node) + ".";
-      out[k].push_back({loc, FieldString(h.fields, p + "id"), FieldString(h.fields, p + "host"),
-                        FieldString(h.fields, p + "tcp"), FieldString(h.fields, p + "ipc")});
+    for (auto& c : (*copies)[k]) {
+      out[k].push_back({Location{c.node, c.tier}, std::move(c.node_id), std::move(c.host),
+                        std::move(c.tcp), std::move(c.ipc)});
     }
   }
   return out;

@@ -33,7 +33,10 @@ pikv::Config NodeConfig() {
   c.Declare("redis", K::kString, "", "Redis host:port for the shared tier (empty: none)");
   c.Declare("redis-namespace", K::kString, "default", "Key namespace in Redis");
   c.Declare("redis-ttl", K::kDuration, "0s", "Time before Redis expires an object (0s = never)");
-  c.Declare("workers", K::kInt, "2", "Worker threads");
+  c.Declare("workers", K::kInt, "2", "Worker threads for local requests (disk, Redis, puts)");
+  c.Declare("pull-workers", K::kInt, "2", "Threads for P2P pulls (they wait on peers)");
+  c.Declare("max-pulls-in-flight", K::kInt, "16",
+            "Pulls queued or running before more are answered 'retry'");
   c.Declare("max-object-size", K::kSize, "1GiB", "Largest chunk object accepted");
   c.Declare("controller", K::kString, "tcp://127.0.0.1:7300",
             "Controller endpoint to report to (empty: none)");
@@ -66,6 +69,8 @@ int main(int argc, char** argv) {
   const std::string data_dir = config.String("data-dir");
   options.node_id = config.String("node-id");
   options.workers = static_cast<int>(config.Int("workers"));
+  options.pull_workers = static_cast<int>(config.Int("pull-workers"));
+  options.max_pulls_in_flight = static_cast<int>(config.Int("max-pulls-in-flight"));
   options.http = config.String("http");
   options.storage.cpu.capacity_bytes = config.Size("cpu-capacity");
   options.storage.cpu.prefault = config.Bool("prefault");

@@ -42,7 +42,7 @@ Result<std::vector<uint8_t>> NodeClient::Exists(std::span<const ChunkKey> keys) 
 }
 
 Result<std::vector<Result<SharedBuffer>>> NodeClient::Get(std::span<const ChunkKey> keys) {
-  return Objects(Call(MsgType::kGet, keys), keys.size());
+  return ObjectsFromReply(Call(MsgType::kGet, keys), keys.size());
 }
 
 Result<std::vector<Result<SharedBuffer>>> NodeClient::Pull(std::span<const ChunkKey> keys,
@@ -57,11 +57,11 @@ Result<std::vector<Result<SharedBuffer>>> NodeClient::Pull(std::span<const Chunk
   if (reply.ok() && reply->header.status != ErrorCode::kOk) {
     return Status(reply->header.status, reply->header.reason);
   }
-  return Objects(std::move(reply), keys.size());
+  return ObjectsFromReply(std::move(reply), keys.size());
 }
 
-Result<std::vector<Result<SharedBuffer>>> NodeClient::Objects(Result<Message> reply,
-                                                              size_t expected) {
+Result<std::vector<Result<SharedBuffer>>> ObjectsFromReply(Result<Message> reply,
+                                                          size_t expected) {
   if (!reply.ok()) return reply.status();
   const auto& codes = reply->header.values;
   if (codes.size() != expected) return ProtocolError("reply has the wrong number of results");

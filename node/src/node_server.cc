@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "pikv/node/node_metrics.h"
+#include "pikv/proto/endpoint.h"
 #include "pikv/proto/zmq_frames.h"
 
 namespace pikv::node {
@@ -19,6 +20,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr char kRepliesEndpoint[] = "inproc://pikv-node-replies";
+constexpr char kPullRepliesEndpoint[] = "inproc://pikv-node-pull-replies";
 constexpr auto kDrainTimeout = std::chrono::seconds(30);
 
 std::string HostName() {
@@ -27,14 +29,17 @@ std::string HostName() {
   return buf;
 }
 
+}  // namespace
+
 // A request waiting for a worker.
 struct Job {
   zmq::message_t identity;
   Message request;
+  Clock::time_point received;
 };
 
-// Unbounded hand-off from the server thread to the workers: the ROUTER's
-// receive high-water mark already bounds how much can arrive.
+// Hand-off from the server thread to the workers, bounded by the server's
+// in-flight counts (max_in_flight, max_pulls_in_flight).
 class JobQueue {
  public:
   void Push(Job job) {
@@ -68,15 +73,21 @@ class JobQueue {
   bool closed_ = false;   // guarded by mu_
 };
 
-}  // namespace
 
 struct NodeServer::Loop {
   zmq::context_t context{1};
   zmq::socket_t frontend{context, zmq::socket_type::router};
   zmq::socket_t replies{context, zmq::socket_type::pull};
-  JobQueue jobs;
+  zmq::socket_t pull_replies{context, zmq::socket_type::pull};
+  JobQueue jobs;   // local work: disk and Redis reads, puts, deletes
+  JobQueue pulls;  // P2P pulls, on threads of their own so they never hold up local work
+  // Owned by the server thread: requests handed to workers / pull workers
+  // and not yet answered.
+  size_t in_flight = 0;
+  size_t pulls_in_flight = 0;
   std::thread server;
   std::vector<std::thread> workers;
+  std::vector<std::thread> pull_workers;
   httplib::Server http;
   std::thread http_thread;
   std::atomic<bool> draining{false};
@@ -86,6 +97,14 @@ Result<std::unique_ptr<NodeServer>> NodeServer::Start(NodeOptions options) {
   if (options.endpoints.empty()) return InvalidArgument("node needs at least one endpoint");
   if (options.workers < 1) return InvalidArgument("node needs at least one worker");
   if (options.max_in_flight < 1) return InvalidArgument("node needs max_in_flight >= 1");
+  if (options.pull_workers < 1 || options.max_pulls_in_flight < 1)
+    return InvalidArgument("node needs pull_workers and max_pulls_in_flight >= 1");
+  if (auto s = CheckNodeId(options.node_id.empty() ? HostName() : options.node_id); !s.ok())
+    return s;
+  if (options.reporter) {
+    if (auto ep = ParseTcpEndpoint(options.reporter->controller); !ep.ok())
+      return InvalidArgument("controller: " + ep.status().message());
+  }
   if (options.node_id.empty()) options.node_id = HostName();
   std::unique_ptr<NodeServer> server(new NodeServer());
   server->options_ = options;
@@ -97,7 +116,10 @@ Result<std::unique_ptr<NodeServer>> NodeServer::Start(NodeOptions options) {
   auto storage = storage::StorageManager::Open(options.storage, std::move(listener));
   if (!storage.ok()) return storage.status();
   server->storage_ = std::move(*storage);
-  server->handler_ = std::make_unique<RequestHandler>(*server->storage_, options.node_id);
+  PullOptions pull;
+  if (options.reporter) pull.controller = options.reporter->controller;
+  server->handler_ =
+      std::make_unique<RequestHandler>(*server->storage_, options.node_id, std::move(pull));
 
   auto loop = std::make_unique<Loop>();
   try {
@@ -114,6 +136,7 @@ Result<std::unique_ptr<NodeServer>> NodeServer::Start(NodeOptions options) {
       server->endpoints_.push_back(loop->frontend.get(zmq::sockopt::last_endpoint));
     }
     loop->replies.bind(kRepliesEndpoint);
+    loop->pull_replies.bind(kPullRepliesEndpoint);
   } catch (const zmq::error_t& e) {
     return IoError("bind " + options.endpoints.back() + ": " + e.what());
   }
@@ -155,8 +178,14 @@ Result<std::unique_ptr<NodeServer>> NodeServer::Start(NodeOptions options) {
     server->reporter_->Start();
   }
   NodeServer* self = server.get();
-  for (int i = 0; i < options.workers; ++i)
-    server->loop_->workers.emplace_back([self, i] { self->WorkerLoop(i); });
+  for (int i = 0; i < options.workers; ++i) {
+    server->loop_->workers.emplace_back(
+        [self, i] { self->WorkerLoop(self->loop_->jobs, kRepliesEndpoint, i); });
+  }
+  for (int i = 0; i < options.pull_workers; ++i) {
+    server->loop_->pull_workers.emplace_back(
+        [self, i] { self->WorkerLoop(self->loop_->pulls, kPullRepliesEndpoint, i); });
+  }
   server->loop_->server = std::thread([self] { self->ServeLoop(); });
   spdlog::info("node {} serving on {} endpoint(s) with {} workers", options.node_id,
                server->endpoints_.size(), options.workers);
@@ -184,19 +213,52 @@ std::optional<Message> NodeServer::Dispatch(std::vector<zmq::message_t>& frames)
     handler_->RecordLatency(request.header.type, Clock::now() - t0);
     return reply;
   }
-  loop_->jobs.Push(Job{std::move(frames[0]), std::move(request)});
+  if (request.header.type == MsgType::kPull) {
+    // Pulls wait on other machines: they get their own threads and their own
+    // bound, and a full pull queue is an immediate "busy", never a stall.
+    if (loop_->pulls_in_flight >= static_cast<size_t>(options_.max_pulls_in_flight)) {
+      return handler_->Reject(&request.header,
+                              Status(ErrorCode::kRetry, "node busy: too many pulls in flight"));
+    }
+    loop_->pulls_in_flight++;
+    loop_->pulls.Push(Job{std::move(frames[0]), std::move(request), t0});
+    return std::nullopt;
+  }
+  loop_->in_flight++;
+  loop_->jobs.Push(Job{std::move(frames[0]), std::move(request), t0});
   return std::nullopt;
 }
 
 void NodeServer::ServeLoop() {
+  // Nothing may escape a thread: a failure here is logged and the node
+  // stops serving, visibly, instead of terminating the process.
+  try {
+    ServeLoopOnce();
+  } catch (const std::exception& e) {
+    spdlog::critical("node server thread failed: {}", e.what());
+  }
+}
+
+void NodeServer::ServeLoopOnce() {
   Loop& l = *loop_;
   std::vector<zmq::message_t> frames;
   std::vector<zmq::message_t> routing(1);
-  size_t in_flight = 0;  // requests handed to workers and not yet answered
   Clock::time_point drain_deadline{};
   zmq::pollitem_t items[] = {{l.frontend.handle(), 0, ZMQ_POLLIN, 0},
-                             {l.replies.handle(), 0, ZMQ_POLLIN, 0}};
+                             {l.replies.handle(), 0, ZMQ_POLLIN, 0},
+                             {l.pull_replies.handle(), 0, ZMQ_POLLIN, 0}};
+  // Worker replies are complete multipart messages: forward them as they are.
+  auto forward = [&](zmq::socket_t& from, size_t& counter) {
+    while (RecvFrames(from, frames, zmq::recv_flags::dontwait)) {
+      for (size_t i = 0; i < frames.size(); ++i) {
+        l.frontend.send(frames[i],
+                        i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+      }
+      counter--;
+    }
+  };
   while (true) {
+    const size_t in_flight = l.in_flight + l.pulls_in_flight;
     if (l.draining) {
       if (drain_deadline == Clock::time_point{}) drain_deadline = Clock::now() + kDrainTimeout;
       if (in_flight == 0) break;
@@ -205,24 +267,17 @@ void NodeServer::ServeLoop() {
         break;
       }
     }
-    // Read new requests unless stopping or the workers are saturated.
+    // Read new requests unless stopping or the local workers are saturated.
     items[0].events =
-        !l.draining && in_flight < static_cast<size_t>(options_.max_in_flight) ? ZMQ_POLLIN : 0;
+        !l.draining && l.in_flight < static_cast<size_t>(options_.max_in_flight) ? ZMQ_POLLIN : 0;
     try {
-      zmq::poll(items, 2, std::chrono::milliseconds(50));
+      zmq::poll(items, 3, std::chrono::milliseconds(50));
     } catch (const zmq::error_t& e) {
       spdlog::error("node poll: {}", e.what());
       return;
     }
-    // Worker replies are complete multipart messages: forward them as they are.
-    while ((items[1].revents & ZMQ_POLLIN) &&
-           RecvFrames(l.replies, frames, zmq::recv_flags::dontwait)) {
-      for (size_t i = 0; i < frames.size(); ++i) {
-        l.frontend.send(frames[i],
-                        i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
-      }
-      in_flight--;
-    }
+    if (items[1].revents & ZMQ_POLLIN) forward(l.replies, l.in_flight);
+    if (items[2].revents & ZMQ_POLLIN) forward(l.pull_replies, l.pulls_in_flight);
     if ((items[0].revents & ZMQ_POLLIN) &&
         RecvFrames(l.frontend, frames, zmq::recv_flags::dontwait)) {
       routing[0] = std::move(frames[0]);
@@ -231,23 +286,29 @@ void NodeServer::ServeLoop() {
       if (auto reply = Dispatch(frames)) {
         if (!SendMessage(l.frontend, routing, reply->header, reply->payloads))
           spdlog::warn("reply could not be sent");
-      } else {
-        in_flight++;
       }
       frames.clear();
     }
   }
 }
 
-void NodeServer::WorkerLoop(int index) {
+void NodeServer::WorkerLoop(JobQueue& jobs, const char* replies, int index) {
   Loop& l = *loop_;
   zmq::socket_t out(l.context, zmq::socket_type::push);
   out.set(zmq::sockopt::linger, 0);
-  out.connect(kRepliesEndpoint);
+  out.connect(replies);
   std::vector<zmq::message_t> routing(1);
-  while (auto job = l.jobs.Pop()) {
+  while (auto job = jobs.Pop()) {
     const auto t0 = Clock::now();
-    Message reply = handler_->Handle(job->request);
+    Message reply;
+    try {
+      reply = handler_->Handle(job->request, job->received);
+    } catch (const std::exception& e) {
+      // A bug, not a peer's doing; the requester still gets its answer.
+      spdlog::error("worker {}: {} request failed: {}", index, MsgTypeName(job->request.header.type),
+                    e.what());
+      reply.header = ReplyTo(job->request.header, ErrorCode::kInternal, "internal error");
+    }
     handler_->RecordLatency(job->request.header.type, Clock::now() - t0);
     job->request.payloads.clear();  // release request frames before replying
     routing[0] = std::move(job->identity);
@@ -263,11 +324,14 @@ void NodeServer::Stop() {
   l.draining = true;  // the server thread answers what is in flight, then exits
   if (l.server.joinable()) l.server.join();
   l.jobs.Close();
+  l.pulls.Close();
   for (auto& w : l.workers) w.join();
+  for (auto& w : l.pull_workers) w.join();
   l.http.stop();
   if (l.http_thread.joinable()) l.http_thread.join();
   l.frontend.close();
   l.replies.close();
+  l.pull_replies.close();
   if (reporter_) reporter_->Stop();  // sends what is queued, then deregisters
   storage_->Shutdown();
   spdlog::info("node {} stopped", options_.node_id);

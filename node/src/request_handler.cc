@@ -3,18 +3,22 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <map>
 #include <memory>
 
-#include "pikv/node/node_client.h"
-#include "pikv/proto/chunk_object.h"
+#include "pikv/proto/endpoint.h"
+#include "puller.h"
 
 namespace pikv::node {
 
 using storage::StorageManager;
 
-RequestHandler::RequestHandler(StorageManager& storage, std::string node_id)
-    : storage_(storage), node_id_(std::move(node_id)) {}
+RequestHandler::RequestHandler(StorageManager& storage, std::string node_id, PullOptions pull)
+    : storage_(storage), node_id_(std::move(node_id)) {
+  if (!pull.controller.empty())
+    puller_ = std::make_unique<Puller>(storage_, node_id_, std::move(pull));
+}
+
+RequestHandler::~RequestHandler() = default;
 
 Message RequestHandler::Reject(const Header* request, const Status& why) {
   switch (why.code()) {
@@ -43,7 +47,7 @@ Message RequestHandler::Reject(const Header* request, const Status& why) {
   return reply;
 }
 
-Message RequestHandler::Handle(Message& req) {
+Message RequestHandler::Handle(Message& req, Clock::time_point received) {
   requests_++;
   for (const auto& p : req.payloads) bytes_in_ += p.size();
   const Header& h = req.header;
@@ -82,7 +86,7 @@ Message RequestHandler::Handle(Message& req) {
       return reply;
     case MsgType::kPull:
       pulls_++;
-      return HandlePull(req);
+      return HandlePull(req, received);
     case MsgType::kClear:
       clears_++;
       reply.header = ReplyTo(h);
@@ -163,42 +167,20 @@ Message RequestHandler::HandlePut(Message& req) {
   return reply;
 }
 
-Message RequestHandler::HandlePull(Message& req) {
+Message RequestHandler::HandlePull(Message& req, Clock::time_point received) {
+  if (!req.payloads.empty())
+    return Reject(&req.header, InvalidArgument("pull carries no payload frames"));
   const std::string from = FieldString(req.header.fields, "from");
-  if (from.empty())
-    return Reject(&req.header, InvalidArgument("pull needs fields[\"from\"], the peer's endpoint"));
-  const auto timeout = std::chrono::milliseconds(
-      std::clamp<int64_t>(FieldInt(req.header.fields, "timeout_ms", 2000), 1, 60000));
-  // One connection per peer per worker thread, kept for the next pull.
-  thread_local std::map<std::string, std::unique_ptr<NodeClient>> peers;
-  auto& peer = peers[from];
-  if (!peer) peer = std::make_unique<NodeClient>(from, timeout);
-  peer->set_timeout(timeout);
-  Message reply;
-  reply.header = ReplyTo(req.header);
-  auto got = peer->Get(req.header.keys);
-  if (!got.ok()) {
-    // The peer is down or slow: every key is a miss, the caller recomputes.
-    pull_failures_++;
-    peers.erase(from);  // reconnect next time
-    reply.header.values.assign(req.header.keys.size(), static_cast<int64_t>(ErrorCode::kNotFound));
-    reply.header.reason = "peer " + from + ": " + got.status().ToString();
-    return reply;
+  if (!from.empty()) {
+    if (auto ep = ParseTcpEndpoint(from); !ep.ok()) return Reject(&req.header, ep.status());
   }
-  for (size_t i = 0; i < req.header.keys.size(); ++i) {
-    Result<SharedBuffer>& r = (*got)[i];
-    // Put verifies size, checksum and key before admitting; a bad copy is a miss.
-    Status s = r.ok() ? storage_.Put(req.header.keys[i], *r) : Status(ErrorCode::kNotFound, "");
-    if (s.ok()) {
-      pulled_objects_++;
-      bytes_out_ += r->size();
-      reply.payloads.push_back(std::move(*r));
-      reply.header.values.push_back(static_cast<int64_t>(ErrorCode::kOk));
-    } else {
-      reply.header.values.push_back(static_cast<int64_t>(ErrorCode::kNotFound));
-    }
-  }
-  return reply;
+  if (!puller_)
+    return Reject(&req.header, Unsupported("this node has no controller to find its peers"));
+  // The caller's deadline, counted from when the request arrived.
+  const auto timeout = std::chrono::milliseconds(std::clamp<int64_t>(
+      FieldInt(req.header.fields, "timeout_ms", kDefaultPullTimeout.count()), 1,
+      kMaxPullTimeout.count()));
+  return puller_->Pull(req.header, received + timeout);
 }
 
 Message RequestHandler::HandlePerKey(Message& req, Status (StorageManager::*op)(const ChunkKey&)) {
@@ -232,8 +214,10 @@ NodeCounters RequestHandler::Counters() const {
   c.pings = pings_;
   c.clears = clears_;
   c.pulls = pulls_;
-  c.pulled_objects = pulled_objects_;
-  c.pull_failures = pull_failures_;
+  if (puller_) {
+    c.pulled_objects = puller_->counters().objects;
+    c.pull_failures = puller_->counters().failures;
+  }
   c.malformed = malformed_;
   c.too_large = too_large_;
   c.unsupported = unsupported_;

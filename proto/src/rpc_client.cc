@@ -1,5 +1,6 @@
 #include "pikv/proto/rpc_client.h"
 
+#include "pikv/proto/endpoint.h"
 #include "pikv/proto/zmq_frames.h"
 
 namespace pikv {
@@ -22,12 +23,23 @@ RpcClient::RpcClient(std::string endpoint, WireLimits limits)
   impl_->socket.set(zmq::sockopt::immediate, 1);
   impl_->socket.set(zmq::sockopt::reconnect_ivl, 50);
   impl_->socket.set(zmq::sockopt::reconnect_ivl_max, 1000);
-  impl_->socket.connect(endpoint_);
+  // The endpoint may come from a peer or a config file: a bad one is this
+  // client's error, never an exception out of ZeroMQ.
+  if (auto parsed = ParseEndpoint(endpoint_); !parsed.ok()) {
+    status_ = parsed.status();
+    return;
+  }
+  try {
+    impl_->socket.connect(endpoint_);
+  } catch (const zmq::error_t& e) {
+    status_ = InvalidArgument("connect " + endpoint_ + ": " + e.what());
+  }
 }
 
 RpcClient::~RpcClient() = default;
 
 Result<Message> RpcClient::Call(Message request, std::chrono::milliseconds timeout) {
+  if (!status_.ok()) return status_;
   const auto deadline = Clock::now() + timeout;
   auto remaining = [&] {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());

@@ -14,6 +14,10 @@
 
 namespace pikv::node {
 
+// Per-key objects from a get or pull reply that answers `expected` keys.
+Result<std::vector<Result<SharedBuffer>>> ObjectsFromReply(Result<Message> reply,
+                                                          size_t expected);
+
 class NodeClient {
  public:
   explicit NodeClient(std::string endpoint,
@@ -31,9 +35,9 @@ class NodeClient {
   Result<std::vector<Status>> Pin(std::span<const ChunkKey> keys);
   Result<std::vector<Status>> Unpin(std::span<const ChunkKey> keys);
   Result<Fields> Stats();
-  // P2P: the node gets `keys` from the peer at `from`, admits them and returns
-  // them (misses for what the peer lacks or when the peer does not answer
-  // within `peer_timeout`).
+  // P2P: the node gets `keys` from peers that the controller says hold them
+  // (preferring the one at `from`, if any), admits them and returns them:
+  // misses for what no peer has or when none answers within `peer_timeout`.
   Result<std::vector<Result<SharedBuffer>>> Pull(std::span<const ChunkKey> keys,
                                                  const std::string& from,
                                                  std::chrono::milliseconds peer_timeout);
@@ -43,8 +47,6 @@ class NodeClient {
  private:
   Result<Message> Call(MsgType type, std::span<const ChunkKey> keys,
                        std::vector<SharedBuffer> payloads = {});
-  // Per-key objects from a get or pull reply.
-  static Result<std::vector<Result<SharedBuffer>>> Objects(Result<Message> reply, size_t expected);
   Result<std::vector<Status>> PerKey(MsgType type, std::span<const ChunkKey> keys,
                                      std::vector<SharedBuffer> payloads = {});
 

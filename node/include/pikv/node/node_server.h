@@ -12,6 +12,11 @@
 // client's identity, then the header.
 // With max_in_flight requests at the workers the server stops reading, so a
 // flood of large PUTs backs up into the senders instead of node memory.
+// P2P pulls wait on peers, so they have their own threads and their own
+// bound (max_pulls_in_flight, beyond which a pull is answered kRetry at
+// once): slow peers never delay a local request. Pulls resolve their peers
+// through the controller (see puller.h), so a node without a reporter
+// refuses them.
 // Stop() stops reading requests, waits for in-flight ones to be answered,
 // stops the workers, drains the write-through queues and flushes RocksDB.
 // Thread-safety: Start and Stop from one thread.
@@ -33,6 +38,8 @@ class message_t;
 
 namespace pikv::node {
 
+class JobQueue;
+
 struct NodeOptions {
   std::string node_id;                 // default: host name
   std::vector<std::string> endpoints;  // e.g. tcp://0.0.0.0:7400, ipc:///run/pikv/node.sock
@@ -41,6 +48,10 @@ struct NodeOptions {
   // new ones (backpressure through ZeroMQ to the sender). Bounds memory to
   // about (max_in_flight + receive HWM) x the largest object.
   int max_in_flight = 8;
+  // P2P pulls run on threads of their own (they wait on other machines);
+  // past max_pulls_in_flight a pull is answered kRetry at once.
+  int pull_workers = 2;
+  int max_pulls_in_flight = 16;
   std::string http;  // host:port for /metrics and /healthz; empty = off; port 0 = any
   WireLimits limits;
   storage::StorageOptions storage;
@@ -64,7 +75,8 @@ class NodeServer {
   struct Loop;
   NodeServer() = default;
   void ServeLoop();
-  void WorkerLoop(int index);
+  void ServeLoopOnce();
+  void WorkerLoop(JobQueue& jobs, const char* replies, int index);
   // Decodes one request; returns the reply now, or nullopt if it was queued.
   std::optional<Message> Dispatch(std::vector<zmq::message_t>& frames);
 

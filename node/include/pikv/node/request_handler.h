@@ -6,6 +6,8 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -27,11 +29,26 @@ struct NodeCounters {
   uint64_t bytes_in = 0, bytes_out = 0;
 };
 
+class Puller;
+
+// How a node pulls from its peers (kPull).
+struct PullOptions {
+  std::string controller;  // where the peers are looked up; empty: pulls are refused
+  size_t max_idle_connections = 16;  // peer connections kept between pulls
+};
+
 class RequestHandler {
  public:
-  RequestHandler(storage::StorageManager& storage, std::string node_id);
+  using Clock = std::chrono::steady_clock;
+  // A pull's deadline when the request names none, and the most it may ask.
+  static constexpr std::chrono::milliseconds kDefaultPullTimeout{2000};
+  static constexpr std::chrono::milliseconds kMaxPullTimeout{60000};
 
-  Message Handle(Message& request);
+  RequestHandler(storage::StorageManager& storage, std::string node_id, PullOptions pull = {});
+  ~RequestHandler();
+
+  // `received`: when the request arrived (deadlines in it count from then).
+  Message Handle(Message& request, Clock::time_point received = Clock::now());
   // The reply when it can be produced without blocking on disk or network
   // (CPU-tier hits, local exists, pins, stats, ping); nullopt otherwise.
   std::optional<Message> TryHandleInline(Message& request);
@@ -48,15 +65,15 @@ class RequestHandler {
  private:
   Message HandleGet(Message& req);
   Message HandlePut(Message& req);
-  Message HandlePull(Message& req);
+  Message HandlePull(Message& req, Clock::time_point received);
   Message HandlePerKey(Message& req, Status (storage::StorageManager::*op)(const ChunkKey&));
 
   storage::StorageManager& storage_;
   LatencyHistogram latency_[3];
   std::string node_id_;
+  std::unique_ptr<Puller> puller_;
   std::atomic<uint64_t> requests_{0}, gets_{0}, puts_{0}, exists_{0}, deletes_{0}, pins_{0},
-      unpins_{0}, stats_{0}, pings_{0}, clears_{0}, pulls_{0}, pulled_objects_{0},
-      pull_failures_{0}, malformed_{0}, too_large_{0}, unsupported_{0}, bad_requests_{0},
+      unpins_{0}, stats_{0}, pings_{0}, clears_{0}, pulls_{0}, malformed_{0}, too_large_{0}, unsupported_{0}, bad_requests_{0},
       bytes_in_{0}, bytes_out_{0};
 };
 

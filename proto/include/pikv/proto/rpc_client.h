@@ -3,7 +3,9 @@
 // Call() sends a message and waits for the reply carrying the same request id;
 // replies to earlier calls that timed out are discarded when they arrive late.
 // A peer that is down or slow yields kUnavailable / kTimeout within the
-// deadline, never a hang. Not thread-safe: use one RpcClient per thread.
+// deadline, never a hang. An endpoint that does not parse (ParseEndpoint) or
+// that ZeroMQ refuses makes every Call return kInvalidArgument; nothing
+// throws. Not thread-safe: use one RpcClient per thread.
 #pragma once
 
 #include <chrono>
@@ -26,10 +28,13 @@ class RpcClient {
   Result<Message> Call(Message request, std::chrono::milliseconds timeout);
 
   const std::string& endpoint() const { return endpoint_; }
+  // Ok, or why this client can never connect.
+  const Status& status() const { return status_; }
 
  private:
   struct Impl;
   std::string endpoint_;
+  Status status_;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -1,0 +1,112 @@
+#include "puller.h"
+
+#include <spdlog/spdlog.h>
+
+#include <map>
+
+#include "pikv/node/node_client.h"
+#include "pikv/proto/endpoint.h"
+#include "pikv/proto/locate_reply.h"
+
+namespace pikv::node {
+
+namespace {
+
+std::chrono::milliseconds Left(Puller::Clock::time_point deadline) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
+                                                                    Puller::Clock::now());
+  return std::max(std::chrono::milliseconds(0), left);
+}
+
+}  // namespace
+
+Puller::Puller(storage::StorageManager& storage, std::string node_id, PullOptions options)
+    : storage_(storage),
+      node_id_(std::move(node_id)),
+      options_(std::move(options)),
+      pool_(options_.max_idle_connections) {}
+
+Message Puller::Pull(const Header& request, Clock::time_point deadline) {
+  const size_t n = request.keys.size();
+  Message reply;
+  reply.header = ReplyTo(request);
+  reply.header.values.assign(n, static_cast<int64_t>(ErrorCode::kNotFound));
+  if (n == 0) return reply;
+  auto fail = [&](const std::string& why) {
+    failures_++;
+    reply.header.reason = why;
+    spdlog::debug("pull: {}", why);
+  };
+
+  // 1. Where are the keys? Only the controller's answer names peers.
+  std::vector<std::vector<LocatedCopy>> copies;
+  {
+    auto controller = pool_.Acquire(options_.controller);
+    Message locate;
+    locate.header.type = MsgType::kLocate;
+    locate.header.keys = request.keys;
+    auto answer = controller->Call(std::move(locate), Left(deadline));
+    if (!answer.ok() || answer->header.status != ErrorCode::kOk) {
+      controller.Discard();
+      fail("controller: " + (answer.ok() ? answer->header.reason : answer.status().ToString()));
+      return reply;
+    }
+    auto decoded = DecodeLocateReply(answer->header, n);
+    if (!decoded.ok()) {
+      controller.Discard();
+      fail("controller: " + decoded.status().ToString());
+      return reply;
+    }
+    copies = std::move(*decoded);
+  }
+
+  // 2. One source per key: the preferred peer if it holds the key, else the
+  // cheapest node that does; never this node, never the shared tier (the
+  // node reads Redis itself on a get).
+  const std::string preferred = FieldString(request.fields, "from");
+  std::map<std::string, std::vector<size_t>> by_peer;
+  for (size_t i = 0; i < n; ++i) {
+    const LocatedCopy* pick = nullptr;
+    for (const LocatedCopy& c : copies[i]) {
+      if (c.tier == TierKind::kRemote || c.node_id == node_id_) continue;
+      if (!ParseTcpEndpoint(c.tcp).ok()) continue;
+      if (!pick || c.tcp == preferred) pick = &c;
+      if (c.tcp == preferred) break;
+    }
+    if (pick) by_peer[pick->tcp].push_back(i);
+  }
+
+  // 3. Fetch from each peer, verify and admit.
+  std::vector<SharedBuffer> objects(n);
+  for (const auto& [endpoint, idx] : by_peer) {
+    if (Left(deadline).count() == 0) {
+      fail("deadline passed");
+      break;
+    }
+    auto peer = pool_.Acquire(endpoint);
+    Message get;
+    get.header.type = MsgType::kGet;
+    for (size_t i : idx) get.header.keys.push_back(request.keys[i]);
+    auto got = ObjectsFromReply(peer->Call(std::move(get), Left(deadline)), idx.size());
+    if (!got.ok()) {
+      peer.Discard();  // reconnect next time
+      fail("peer " + endpoint + ": " + got.status().ToString());
+      continue;
+    }
+    for (size_t j = 0; j < idx.size(); ++j) {
+      Result<SharedBuffer>& r = (*got)[j];
+      if (!r.ok()) continue;
+      // Put verifies size, checksum and key before admitting; a bad copy is a miss.
+      if (storage_.Put(request.keys[idx[j]], *r).ok()) objects[idx[j]] = std::move(*r);
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (objects[i].empty()) continue;
+    objects_++;
+    reply.header.values[i] = static_cast<int64_t>(ErrorCode::kOk);
+    reply.payloads.push_back(std::move(objects[i]));
+  }
+  return reply;
+}
+
+}  // namespace pikv::node

@@ -1,0 +1,49 @@
+// Puller: the node's half of a P2P fetch (kPull).
+//
+// A pull names keys and, optionally, the peer the client would prefer
+// (fields["from"]). Which peers may be asked is never taken from the request:
+// the puller asks the controller where the keys are (kLocate) and fetches
+// each key from a node that holds it in CPU or disk: the preferred one when
+// the controller lists it, otherwise the cheapest; never this node itself.
+// Objects are admitted here through StorageManager::Put (size, checksum and
+// key verified) and returned like a get. Everything is bounded by the
+// caller's deadline; a dead or slow peer or controller makes misses, never
+// an error the engine sees. Connections come from a bounded PeerPool.
+// Thread-safety: Pull may be called from many threads at once.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <string>
+
+#include "peer_pool.h"
+#include "pikv/node/request_handler.h"
+#include "pikv/proto/message.h"
+#include "pikv/storage/storage_manager.h"
+
+namespace pikv::node {
+
+class Puller {
+ public:
+  using Clock = std::chrono::steady_clock;
+  struct Counters {
+    uint64_t objects = 0;   // pulled and admitted
+    uint64_t failures = 0;  // controller or peer did not answer
+  };
+
+  Puller(storage::StorageManager& storage, std::string node_id, PullOptions options);
+
+  // The reply to a validated pull request (keys within limits). Per-key
+  // values are kOk (one payload frame each) or kNotFound.
+  Message Pull(const Header& request, Clock::time_point deadline);
+  Counters counters() const { return {objects_, failures_}; }
+
+ private:
+  storage::StorageManager& storage_;
+  const std::string node_id_;
+  const PullOptions options_;
+  PeerPool pool_;
+  std::atomic<uint64_t> objects_{0}, failures_{0};
+};
+
+}  // namespace pikv::node
