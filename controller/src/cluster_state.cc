@@ -3,11 +3,31 @@
 #include <algorithm>
 #include <tuple>
 
+#include "pikv/proto/endpoint.h"
+
 namespace pikv::controller {
 
 namespace {
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// Everything a registration carries ends up in tables, JSON and metric
+// labels: it is checked here, once, before any of them sees it.
+Status CheckRegistration(const NodeRegistration& reg) {
+  if (Status s = CheckNodeId(reg.id); !s.ok()) return s;
+  if (!reg.host.empty()) {
+    if (Status s = CheckHostName(reg.host); !s.ok()) return s;
+  }
+  if (!reg.tcp.empty()) {
+    if (auto e = ParseTcpEndpoint(reg.tcp); !e.ok()) return InvalidArgument("tcp " + e.status().message());
+  }
+  if (!reg.ipc.empty()) {
+    auto e = ParseEndpoint(reg.ipc);
+    if (!e.ok()) return InvalidArgument("ipc " + e.status().message());
+    if (e->transport != Endpoint::Transport::kIpc) return InvalidArgument("ipc endpoint is not ipc://");
+  }
+  return Status::Ok();
+}
 
 }  // namespace
 
@@ -35,14 +55,14 @@ ClusterState::Node* ClusterState::LiveLocked(const std::string& id, uint64_t inc
   auto it = ids_.find(id);
   if (it == ids_.end()) return nullptr;
   Node& n = nodes_[it->second];
-  if (n.reg.incarnation != incarnation || n.state == NodeState::kDead ||
+  if (!n.in_use || n.reg.incarnation != incarnation || n.state == NodeState::kDead ||
       n.state == NodeState::kGone)
     return nullptr;
   return &n;
 }
 
 Result<uint16_t> ClusterState::Register(const NodeRegistration& reg, Clock::time_point now) {
-  if (reg.id.empty()) return InvalidArgument("register without a node id");
+  if (Status s = CheckRegistration(reg); !s.ok()) return s;
   std::lock_guard lock(mu_);
   uint16_t index;
   if (auto it = ids_.find(reg.id); it != ids_.end()) {
@@ -51,18 +71,58 @@ Result<uint16_t> ClusterState::Register(const NodeRegistration& reg, Clock::time
     // rebuilt from the inventory it sends next.
     registry_.RemoveNode(index);
   } else {
-    if (nodes_.size() > Registry::kMaxNodes) return Rejected("node table is full");
-    index = static_cast<uint16_t>(nodes_.size());
-    nodes_.emplace_back();
+    auto free = FreeIndexLocked();
+    if (!free) return Rejected("node table is full");
+    index = *free;
     ids_[reg.id] = index;
   }
   Node& n = nodes_[index];
   n = Node{};
+  n.in_use = true;
   n.reg = reg;
   n.state = NodeState::kAlive;
   n.last_seen = now;
   n.resync_pending = true;  // until the inventory arrives
+  n.resync_asked_at = now;  // registering is asking
   return index;
+}
+
+std::optional<uint16_t> ClusterState::FreeIndexLocked() {
+  if (!free_.empty()) {
+    const uint16_t index = free_.back();
+    free_.pop_back();
+    return index;
+  }
+  if (nodes_.size() <= options_.max_nodes) {
+    nodes_.emplace_back();
+    return static_cast<uint16_t>(nodes_.size() - 1);
+  }
+  // Full: reclaim the node that ended longest ago, if any has.
+  std::optional<uint16_t> oldest;
+  for (size_t i = 1; i < nodes_.size(); ++i) {
+    const Node& n = nodes_[i];
+    if (n.state != NodeState::kDead && n.state != NodeState::kGone) continue;
+    if (!oldest || n.ended_at < nodes_[*oldest].ended_at) oldest = static_cast<uint16_t>(i);
+  }
+  if (oldest) ForgetLocked(*oldest);
+  if (!free_.empty()) {
+    free_.pop_back();
+    return oldest;
+  }
+  return std::nullopt;
+}
+
+void ClusterState::ForgetLocked(uint16_t index) {
+  Node& n = nodes_[index];
+  registry_.RemoveNode(index);  // already empty when dead or gone; cheap insurance
+  ids_.erase(n.reg.id);
+  n = Node{};
+  free_.push_back(index);
+}
+
+size_t ClusterState::node_count() const {
+  std::lock_guard lock(mu_);
+  return ids_.size();
 }
 
 Status ClusterState::Heartbeat(const std::string& id, uint64_t incarnation, Fields usage,
@@ -113,6 +173,7 @@ ClusterState::Outcome ClusterState::ApplyEvents(const std::string& id, uint64_t 
     gaps_++;
     events_ignored_ += keys.size();
     n->resync_pending = true;
+    n->resync_asked_at = now;
     return Outcome::kNeedResync;
   }
   ApplyLocked(ids_[id], keys, values, /*admit_only=*/false);
@@ -132,14 +193,36 @@ ClusterState::Outcome ClusterState::ApplyInventory(const std::string& id, uint64
   if (!n) return Outcome::kUnknownNode;
   n->last_seen = now;
   const uint16_t index = ids_[id];
-  if (part == 0) registry_.RemoveNode(index);
+  if (part == 0) {
+    registry_.RemoveNode(index);
+    n->resync_pending = true;
+    n->inventory_seq = seq;
+  } else if (part != n->next_inventory_part || seq != n->inventory_seq) {
+    // A part went missing: what was applied is incomplete; start over.
+    gaps_++;
+    n->resync_pending = true;
+    n->next_inventory_part = 0;
+    n->resync_asked_at = now;
+    return Outcome::kNeedResync;
+  }
   ApplyLocked(index, keys, values, /*admit_only=*/true);
+  n->next_inventory_part = part + 1;
   if (final) {
     n->last_seq = seq;
     n->resync_pending = false;
+    n->next_inventory_part = 0;
     resyncs_++;
   }
   return Outcome::kApplied;
+}
+
+bool ClusterState::TakeResyncRequest(const std::string& id, uint64_t incarnation,
+                                     Clock::time_point now) {
+  std::lock_guard lock(mu_);
+  Node* n = LiveLocked(id, incarnation);
+  if (!n || !n->resync_pending || now - n->resync_asked_at < options_.suspect_after) return false;
+  n->resync_asked_at = now;
+  return true;
 }
 
 Status ClusterState::Deregister(const std::string& id, uint64_t incarnation) {
@@ -148,30 +231,39 @@ Status ClusterState::Deregister(const std::string& id, uint64_t incarnation) {
   if (!n) return NotFound("unknown node " + id);
   registry_.RemoveNode(ids_[id]);
   n->state = NodeState::kGone;
+  n->ended_at = Clock::now();
   return Status::Ok();
 }
 
-void ClusterState::KillLocked(uint16_t index) {
+void ClusterState::KillLocked(uint16_t index, Clock::time_point now) {
   registry_.RemoveNode(index);
   nodes_[index].state = NodeState::kDead;
+  nodes_[index].ended_at = now;
   deaths_++;
 }
 
-std::vector<std::string> ClusterState::Tick(Clock::time_point now) {
+ClusterState::TickResult ClusterState::Tick(Clock::time_point now) {
   std::lock_guard lock(mu_);
-  std::vector<std::string> died;
+  TickResult out;
   for (size_t i = 1; i < nodes_.size(); ++i) {
     Node& n = nodes_[i];
-    if (n.state != NodeState::kAlive && n.state != NodeState::kSuspect) continue;
+    if (!n.in_use) continue;
+    if (n.state == NodeState::kDead || n.state == NodeState::kGone) {
+      if (now - n.ended_at > options_.forget_after) {
+        out.forgotten.push_back(n.reg.id);
+        ForgetLocked(static_cast<uint16_t>(i));
+      }
+      continue;
+    }
     const auto silent = now - n.last_seen;
     if (silent > options_.dead_after) {
-      KillLocked(static_cast<uint16_t>(i));
-      died.push_back(n.reg.id);
+      KillLocked(static_cast<uint16_t>(i), now);
+      out.died.push_back(n.reg.id);
     } else if (silent > options_.suspect_after) {
       n.state = NodeState::kSuspect;
     }
   }
-  return died;
+  return out;
 }
 
 std::vector<Replica> ClusterState::Locate(const ChunkKey& key, const std::string& host) const {
@@ -186,6 +278,7 @@ std::vector<Replica> ClusterState::Locate(const ChunkKey& key, const std::string
   for (const Location& loc : locations) {
     if (loc.node >= nodes_.size()) continue;
     const Node& n = nodes_[loc.node];
+    if (loc.node != kSharedTierNode && !n.in_use) continue;
     Replica r{loc, n.reg.id, n.reg.host, n.reg.tcp, n.reg.ipc};
     const bool shared = loc.node == kSharedTierNode;
     const bool suspect = !shared && n.state != NodeState::kAlive;
@@ -204,6 +297,7 @@ std::vector<NodeView> ClusterState::Nodes(Clock::time_point now) const {
   std::vector<NodeView> out;
   for (size_t i = 1; i < nodes_.size(); ++i) {
     const Node& n = nodes_[i];
+    if (!n.in_use) continue;
     NodeView v;
     v.index = static_cast<uint16_t>(i);
     v.reg = n.reg;
@@ -226,6 +320,7 @@ std::vector<std::pair<uint16_t, std::string>> ClusterState::LiveNodes(
   std::vector<std::pair<uint16_t, std::string>> out;
   for (size_t i = 1; i < nodes_.size(); ++i) {
     const Node& n = nodes_[i];
+    if (!n.in_use) continue;
     if (n.state != NodeState::kAlive && n.state != NodeState::kSuspect) continue;
     if (!only_id.empty() && n.reg.id != only_id) continue;
     out.emplace_back(static_cast<uint16_t>(i), n.reg.id);
@@ -237,6 +332,7 @@ ClusterStats ClusterState::Stats(Clock::time_point now) const {
   std::lock_guard lock(mu_);
   ClusterStats s;
   for (size_t i = 1; i < nodes_.size(); ++i) {
+    if (!nodes_[i].in_use) continue;
     switch (nodes_[i].state) {
       case NodeState::kAlive:
         s.nodes_alive++;

@@ -7,6 +7,7 @@
 #include <random>
 #include <thread>
 
+#include "pikv/controller/controller_handler.h"
 #include "pikv/controller/views.h"
 #include "pikv/proto/zmq_frames.h"
 
@@ -43,6 +44,7 @@ Result<std::unique_ptr<ControllerServer>> ControllerServer::Start(ControllerOpti
   std::random_device rd;
   const uint64_t epoch = (uint64_t{rd()} << 32 | rd()) & INT64_MAX;
   server->state_ = std::make_unique<ClusterState>(options.lifecycle, epoch);
+  server->handler_ = std::make_unique<ControllerHandler>(*server->state_, options.limits);
   auto loop = std::make_unique<Loop>();
   try {
     loop->router.set(zmq::sockopt::linger, 0);
@@ -79,7 +81,8 @@ Result<std::unique_ptr<ControllerServer>> ControllerServer::Start(ControllerOpti
           "# HELP pikv_controller_rejected_requests_total Malformed, oversized or unknown "
           "requests.\n";
       text += "# TYPE pikv_controller_rejected_requests_total counter\n";
-      text += "pikv_controller_rejected_requests_total " + std::to_string(self->rejected()) + "\n";
+      text += "pikv_controller_rejected_requests_total " +
+              std::to_string(self->handler_->rejected()) + "\n";
       res.set_content(text, "text/plain; version=0.0.4");
     });
     http.Get("/locate", [state, json](const httplib::Request& req, httplib::Response& res) {
@@ -114,6 +117,8 @@ Result<std::unique_ptr<ControllerServer>> ControllerServer::Start(ControllerOpti
 
 ControllerServer::~ControllerServer() { Stop(); }
 
+uint64_t ControllerServer::rejected() const { return handler_->rejected(); }
+
 void ControllerServer::Stop() {
   if (!loop_ || loop_->stopping.exchange(true)) return;
   if (loop_->thread.joinable()) loop_->thread.join();
@@ -123,8 +128,17 @@ void ControllerServer::Stop() {
 }
 
 void ControllerServer::Run() {
+  // Nothing may escape a thread: a failure is logged and serving stops,
+  // visibly (healthz stops answering), instead of terminating the process.
+  try {
+    Serve();
+  } catch (const std::exception& e) {
+    spdlog::critical("controller server thread failed: {}", e.what());
+  }
+}
+
+void ControllerServer::Serve() {
   Loop& l = *loop_;
-  ClusterState& state = *state_;
   std::vector<zmq::message_t> frames;
   auto next_tick = Clock::now() + kTick;
   zmq::pollitem_t item{l.router.handle(), 0, ZMQ_POLLIN, 0};
@@ -137,158 +151,17 @@ void ControllerServer::Run() {
     }
     const auto now = Clock::now();
     if (now >= next_tick) {
-      for (const auto& id : state.Tick(now))
-        spdlog::warn("node {} is dead: its entries were removed", id);
+      handler_->Tick(now);
       next_tick = now + kTick;
     }
     // Drain what is ready, then tick again.
     for (int burst = 0; burst < 256 && RecvFrames(l.router, frames, zmq::recv_flags::dontwait);
          ++burst) {
       const std::string identity(static_cast<const char*>(frames[0].data()), frames[0].size());
-      auto reject = [&](const Header* req, const Status& why) {
-        rejected_++;
-        Header h = req ? ReplyTo(*req, why.code(), why.message()) : Header{};
-        if (!req) {
-          h.type = MsgType::kError;
-          h.status = why.code();
-          h.reason = why.message();
-        }
-        l.Send(identity, h);
-      };
-      if (frames.size() < 2) {
-        reject(nullptr, ProtocolError("message has no header frame"));
-        continue;
-      }
-      auto decoded = DecodeHeader({static_cast<const uint8_t*>(frames[1].data()), frames[1].size()},
-                                  options_.limits);
-      if (!decoded.ok()) {
-        reject(nullptr, decoded.status());
-        continue;
-      }
-      Header& h = *decoded;
-      if (frames.size() > 2) {
-        reject(&h, InvalidArgument("the controller takes no payload frames"));
-        continue;
-      }
-      const std::string node_id = FieldString(h.fields, "node_id");
-      const uint64_t incarnation = static_cast<uint64_t>(FieldInt(h.fields, "incarnation"));
-      Header reply = ReplyTo(h);
-      switch (h.type) {
-        case MsgType::kRegister: {
-          NodeRegistration reg{node_id,
-                               FieldString(h.fields, "host"),
-                               FieldString(h.fields, "tcp"),
-                               FieldString(h.fields, "ipc"),
-                               incarnation,
-                               static_cast<uint64_t>(FieldInt(h.fields, "cpu_capacity")),
-                               static_cast<uint64_t>(FieldInt(h.fields, "disk_capacity"))};
-          auto index = state.Register(reg, now);
-          if (!index.ok()) {
-            reject(&h, index.status());
-            continue;
-          }
-          l.identities[node_id] = identity;
-          reply.fields["epoch"] = std::to_string(state.epoch());
-          reply.fields["node_index"] = int64_t{*index};
-          spdlog::info("node {} registered (incarnation {}, {})", node_id, incarnation, reg.tcp);
-          break;
-        }
-        case MsgType::kHeartbeat: {
-          Status s = state.Heartbeat(node_id, incarnation, h.fields, now);
-          if (s.ok()) l.identities[node_id] = identity;
-          reply.status = s.code();
-          reply.reason = s.message();
-          reply.fields["epoch"] = std::to_string(state.epoch());
-          break;
-        }
-        case MsgType::kEvents: {
-          auto seq = static_cast<uint64_t>(FieldInt(h.fields, "seq"));
-          if (state.ApplyEvents(node_id, incarnation, seq, h.keys, h.values, now) ==
-              ClusterState::Outcome::kNeedResync) {
-            spdlog::warn("node {}: event sequence gap at {}, asking for a resync", node_id, seq);
-            Header resync;
-            resync.type = MsgType::kResync;
-            l.Send(identity, resync);
-          }
-          continue;  // events get no reply
-        }
-        case MsgType::kInventory:
-          state.ApplyInventory(node_id, incarnation,
-                               static_cast<uint64_t>(FieldInt(h.fields, "seq")),
-                               static_cast<uint64_t>(FieldInt(h.fields, "part")),
-                               FieldInt(h.fields, "final") != 0, h.keys, h.values, now);
-          continue;
-        case MsgType::kDeregister: {
-          Status s = state.Deregister(node_id, incarnation);
-          reply.status = s.code();
-          reply.reason = s.message();
-          spdlog::info("node {} deregistered", node_id);
-          break;
-        }
-        case MsgType::kLocate: {
-          std::map<uint16_t, const Replica*> referenced;
-          std::vector<std::vector<Replica>> all;
-          const std::string host = FieldString(h.fields, "host");
-          for (const auto& k : h.keys) all.push_back(state.Locate(k, host));
-          for (const auto& replicas : all) {
-            reply.values.push_back(static_cast<int64_t>(replicas.size()));
-            for (const auto& r : replicas) {
-              reply.values.push_back(r.location.Code());
-              referenced[r.location.node] = &r;
-            }
-          }
-          for (const auto& [index, r] : referenced) {
-            const std::string p = "n" + std::to_string(index) + ".";
-            reply.fields[p + "id"] = r->node_id;
-            reply.fields[p + "host"] = r->host;
-            reply.fields[p + "tcp"] = r->tcp;
-            reply.fields[p + "ipc"] = r->ipc;
-          }
-          if (FieldInt(h.fields, "json")) reply.fields["json"] = LocateJson(h.keys, all);
-          break;
-        }
-        case MsgType::kAdminNodes:
-          reply.fields["json"] = NodesJson(state, now);
-          break;
-        case MsgType::kAdminStats:
-          reply.fields["json"] = StatsJson(state, now);
-          break;
-        case MsgType::kAdminHealth:
-          reply.fields["json"] = HealthJson(state, now);
-          break;
-        case MsgType::kAdminClear:
-        case MsgType::kAdminPin:
-        case MsgType::kAdminUnpin:
-        case MsgType::kAdminEvict: {
-          Header command;
-          command.type = h.type == MsgType::kAdminClear   ? MsgType::kClear
-                         : h.type == MsgType::kAdminPin   ? MsgType::kPin
-                         : h.type == MsgType::kAdminUnpin ? MsgType::kUnpin
-                                                          : MsgType::kDelete;
-          command.keys = h.keys;
-          std::string list;
-          int sent = 0;
-          for (const auto& [index, id] :
-               state.LiveNodes(h.type == MsgType::kAdminClear ? node_id : "")) {
-            auto it = l.identities.find(id);
-            if (it == l.identities.end()) continue;
-            l.Send(it->second, command);
-            list += (sent++ ? ",\"" : "\"") + id + "\"";
-          }
-          if (h.type == MsgType::kAdminClear && !node_id.empty() && sent == 0) {
-            reject(&h, NotFound("no live node " + node_id));
-            continue;
-          }
-          reply.fields["json"] =
-              "{\"forwarded_to\":[" + list + "],\"keys\":" + std::to_string(h.keys.size()) + "}";
-          break;
-        }
-        default:
-          reject(&h,
-                 Unsupported("the controller does not serve " + std::string(MsgTypeName(h.type))));
-          continue;
-      }
-      l.Send(identity, reply);
+      std::span<const uint8_t> header;
+      if (frames.size() >= 2) header = {static_cast<const uint8_t*>(frames[1].data()), frames[1].size()};
+      const size_t payloads = frames.size() > 2 ? frames.size() - 2 : 0;
+      for (const auto& o : handler_->Handle(identity, header, payloads, now)) l.Send(o.identity, o.header);
     }
   }
 }

@@ -9,6 +9,24 @@ namespace {
 
 using nlohmann::json;
 
+// Strings in these documents came from peers; they are checked at
+// registration, and anything that is still not UTF-8 is replaced, never thrown on.
+std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+// A Prometheus label value: backslash, double quote and newline escaped.
+std::string LabelValue(std::string_view v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
 int64_t Usage(const NodeView& n, const std::string& name) { return FieldInt(n.usage, name); }
 
 json TierTotals(const std::vector<NodeView>& nodes) {
@@ -62,7 +80,7 @@ std::string NodesJson(const ClusterState& state, Clock::time_point now) {
                      {"requests", Usage(n, "requests")},
                      {"tiers", tiers}});
   }
-  return json{{"nodes", nodes}}.dump();
+  return Dump(json{{"nodes", nodes}});
 }
 
 std::string StatsJson(const ClusterState& state, Clock::time_point now) {
@@ -93,18 +111,17 @@ std::string StatsJson(const ClusterState& state, Clock::time_point now) {
               {"node_deaths", s.deaths},
               {"tiers", TierTotals(nodes)},
               {"per_node", per_node}};
-  return out.dump();
+  return Dump(out);
 }
 
 std::string HealthJson(const ClusterState& state, Clock::time_point now) {
   ClusterStats s = state.Stats(now);
   const bool degraded = s.nodes_suspect > 0 || s.nodes_alive == 0;
-  return json{{"status", degraded ? "degraded" : "ok"},
+  return Dump(json{{"status", degraded ? "degraded" : "ok"},
               {"epoch", std::to_string(state.epoch())},
               {"nodes_alive", s.nodes_alive},
               {"nodes_suspect", s.nodes_suspect},
-              {"nodes_dead", s.nodes_dead}}
-      .dump();
+              {"nodes_dead", s.nodes_dead}});
 }
 
 std::string LocateJson(const std::vector<ChunkKey>& keys,
@@ -121,7 +138,11 @@ std::string LocateJson(const std::vector<ChunkKey>& keys,
     }
     out.push_back({{"key", keys[i].Hex()}, {"locations", locs}});
   }
-  return json{{"keys", out}}.dump();
+  return Dump(json{{"keys", out}});
+}
+
+std::string ForwardedJson(const std::vector<std::string>& node_ids, size_t keys) {
+  return Dump(json{{"forwarded_to", node_ids}, {"keys", keys}});
 }
 
 std::string MetricsText(const ClusterState& state, Clock::time_point now) {
@@ -157,7 +178,7 @@ std::string MetricsText(const ClusterState& state, Clock::time_point now) {
        "gauge\n";
   for (const auto& n : state.Nodes(now)) {
     for (int t = 0; t < kNumTiers; ++t) {
-      m << "pikv_controller_chunks{node=\"" << n.reg.id << "\",tier=\""
+      m << "pikv_controller_chunks{node=\"" << LabelValue(n.reg.id) << "\",tier=\""
         << TierName(static_cast<TierKind>(t)) << "\"} " << n.chunks[t] << "\n";
     }
   }

@@ -1,5 +1,7 @@
 #include "pikv/node/node_metrics.h"
 
+#include <nlohmann/json.hpp>
+
 #include <sstream>
 
 namespace pikv::node {
@@ -117,9 +119,11 @@ std::string NodeMetricsText(const RequestHandler& handler, storage::StorageManag
 }
 
 std::string NodeHealthJson(const std::string& node_id, bool registered, bool has_controller) {
-  std::string status = !has_controller || registered ? "ok" : "degraded";
-  return "{\"status\":\"" + status + "\",\"node_id\":\"" + node_id + "\",\"controller\":\"" +
-         (has_controller ? (registered ? "registered" : "unreachable") : "none") + "\"}";
+  const nlohmann::json j = {
+      {"status", !has_controller || registered ? "ok" : "degraded"},
+      {"node_id", node_id},
+      {"controller", has_controller ? (registered ? "registered" : "unreachable") : "none"}};
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace pikv::node

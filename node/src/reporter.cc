@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <random>
 
 #include "pikv/proto/zmq_frames.h"
@@ -84,6 +85,16 @@ void Reporter::Stop() {
 }
 
 void Reporter::Run() {
+  // Nothing may escape a thread: a failure is logged, and the controller
+  // sees this node go silent and dead instead of the process aborting.
+  try {
+    Report();
+  } catch (const std::exception& e) {
+    spdlog::critical("reporter thread failed: {}", e.what());
+  }
+}
+
+void Reporter::Report() {
   Impl impl;
   impl.socket.set(zmq::sockopt::linger, 500);  // let the deregister go out
   impl.socket.set(zmq::sockopt::reconnect_ivl, 100);
@@ -99,8 +110,13 @@ void Reporter::Run() {
     std::vector<zmq::message_t> none;
     return SendMessage(impl.socket, none, h, {}, /*dontwait=*/true);
   };
+  // Parts fit what the controller decodes (one definition: WireLimits).
+  const size_t part_keys = std::clamp<size_t>(options_.inventory_part, 1, WireLimits{}.max_batch);
+  bool inventory_owed = false;  // a send failed: send the whole inventory again
   auto send_inventory = [&] {
     queue_.Clear();  // the snapshot supersedes every event queued before it
+    inventory_owed = false;
+    inventories_++;
     std::vector<std::pair<ChunkKey, TierKind>> all;
     for (const auto& k : storage_.cpu().LruOrder()) all.emplace_back(k, TierKind::kCpu);
     if (storage_.disk()) {
@@ -113,12 +129,17 @@ void Reporter::Run() {
       h.type = MsgType::kInventory;
       h.fields["seq"] = static_cast<int64_t>(impl.seq);
       h.fields["part"] = static_cast<int64_t>(part++);
-      for (; i < all.size() && h.keys.size() < options_.inventory_part; ++i) {
+      for (; i < all.size() && h.keys.size() < part_keys; ++i) {
         h.keys.push_back(all[i].first);
         h.values.push_back(static_cast<int64_t>(all[i].second));
       }
       h.fields["final"] = int64_t{i == all.size()};
-      send(std::move(h));
+      if (!send(std::move(h))) {
+        // The socket would block (controller gone or slow): try again later;
+        // the controller also asks again while the inventory is overdue.
+        inventory_owed = true;
+        return;
+      }
     } while (i < all.size());
     spdlog::info("reporter: inventory of {} entries sent to {}", all.size(), options_.controller);
   };
@@ -166,6 +187,7 @@ void Reporter::Run() {
         first_event_at = queue_.size() > 0 ? now : Clock::time_point::max();
       }
     }
+    if (registered_ && inventory_owed && now >= next_heartbeat) send_inventory();
     if (registered_ && now >= next_heartbeat) {
       Header h;
       h.type = MsgType::kHeartbeat;
@@ -194,7 +216,16 @@ void Reporter::Run() {
             next_heartbeat = Clock::now() + options_.heartbeat_interval;
           }
           break;
+        case MsgType::kError:
+          // The controller refused something we sent (only an undecodable
+          // message gets this): our picture there is incomplete; resync.
+          refused_++;
+          spdlog::warn("reporter: controller refused a message: {}", h.reason);
+          if (registered_) send_inventory();
+          break;
         case MsgType::kHeartbeat: {
+          if (h.status == ErrorCode::kOk && FieldInt(h.fields, "resync") != 0 && registered_)
+            send_inventory();
           const std::string epoch = FieldString(h.fields, "epoch");
           if (h.status == ErrorCode::kNotFound || (!epoch.empty() && epoch != impl.epoch)) {
             // The controller restarted or forgot us: register again, jittered.

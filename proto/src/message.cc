@@ -122,7 +122,7 @@ Result<Header> DecodeHeader(std::span<const uint8_t> bytes, const WireLimits& li
     return TooLarge("header frame of " + std::to_string(bytes.size()) + " bytes exceeds " +
                     std::to_string(lim.max_header_bytes));
   }
-  msgpack::unpack_limit limit(/*array=*/std::max(lim.max_batch, kHeaderElements + 8),
+  msgpack::unpack_limit limit(/*array=*/std::max(lim.max_values, kHeaderElements + 8),
                               /*map=*/lim.max_fields, /*str=*/lim.max_string,
                               /*bin=*/16 * lim.max_batch, /*ext=*/0, /*depth=*/3);
   msgpack::object_handle oh;

@@ -20,7 +20,8 @@ class ClusterStateTest : public ::testing::Test {
   Clock::time_point now_ = Clock::now();
 
   NodeRegistration Reg(const std::string& id, uint64_t incarnation) {
-    return {id, "host-" + id, "tcp://" + id, "ipc://" + id, incarnation, 1 << 30, 1ull << 34};
+    return {id, "host-" + id, "tcp://" + id + ":7400", "ipc:///tmp/" + id, incarnation, 1 << 30,
+            1ull << 34};
   }
   ClusterState::Outcome Events(const std::string& id, uint64_t inc, uint64_t seq,
                                std::vector<std::pair<ChunkKey, int64_t>> ev) {
@@ -85,12 +86,12 @@ TEST_F(ClusterStateTest, SilentNodesBecomeSuspectThenDeadAndLoseTheirSubtree) {
   Inventory("b", 1, 0, {{Key(1), TierKind::kCpu}});
   now_ += 3s;
   ASSERT_TRUE(state_.Heartbeat("b", 1, {}, now_).ok());
-  EXPECT_TRUE(state_.Tick(now_).empty());
+  EXPECT_TRUE(state_.Tick(now_).died.empty());
   EXPECT_EQ(state_.Nodes(now_)[0].state, NodeState::kSuspect);
   EXPECT_EQ(state_.Locate(Key(1), "host-a").front().node_id, "b");  // suspect ranks last
   now_ += 3s;
   ASSERT_TRUE(state_.Heartbeat("b", 1, {}, now_).ok());
-  EXPECT_EQ(state_.Tick(now_), std::vector<std::string>{"a"});
+  EXPECT_EQ(state_.Tick(now_).died, std::vector<std::string>{"a"});
   EXPECT_EQ(Where(Key(1)), (std::set<std::pair<std::string, TierKind>>{{"b", TierKind::kCpu}}));
   EXPECT_EQ(state_.Heartbeat("a", 1, {}, now_).code(),
             ErrorCode::kNotFound);  // must register again
@@ -197,7 +198,7 @@ TEST_F(ClusterStateTest, LocateMatchesRealInventoriesAfterRandomChaos) {
       for (auto& m : nodes) {
         if (!m.silent) state_.Heartbeat(m.id, m.incarnation, {}, now_).IgnoreError();
       }
-      auto died = state_.Tick(now_);
+      auto died = state_.Tick(now_).died;
       ASSERT_NE(std::find(died.begin(), died.end(), n.id), died.end());
       deaths++;
       // It restarts with a new incarnation: the CPU tier is gone, disk survives.

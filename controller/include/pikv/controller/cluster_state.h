@@ -4,16 +4,24 @@
 // heartbeat, last applied event sequence, reported usage) and the Registry of
 // chunk locations. It applies what nodes send and says what the server must
 // do in return:
-//   - Register: a new incarnation of a known id drops the old subtree; the
-//     node then sends its full inventory.
+//   - Register: every string is checked first (CheckNodeId, CheckHostName,
+//     tcp and ipc endpoints that parse); a new incarnation of a known id
+//     drops the old subtree; the node then sends its full inventory.
 //   - Events: batches carry a per-incarnation sequence number. A duplicate or
 //     old batch is ignored; a gap marks the node as needing a resync (the
 //     server sends kResync) and its events are ignored until the inventory
 //     arrives. Admit/evict are idempotent, so a replayed batch changes nothing.
-//   - Inventory: replaces the node's subtree (parts 0..final); after it the
-//     node's events continue from the inventory's sequence number.
+//   - Inventory: replaces the node's subtree (parts 0..final, in order, all
+//     of one sequence number); after it the node's events continue from the
+//     inventory's sequence number. A part out of order means one was lost:
+//     kNeedResync, and the node sends the whole inventory again.
+//   - Resync requests can be lost too: while a node's resync is pending,
+//     TakeResyncRequest says to ask again, at most every `suspect_after`.
 //   - Tick: alive -> suspect after `suspect_after` without a heartbeat, dead
-//     after `dead_after` (its subtree removed).
+//     after `dead_after` (its subtree removed). Dead and deregistered nodes
+//     are forgotten after `forget_after`, or earlier, oldest first, when the
+//     table is full and a new node registers: the table is bounded, and
+//     registrations under ever new ids cannot lock real nodes out.
 // Remote-tier (Redis) locations belong to the cluster, not to the node that
 // wrote them, so they are kept under the reserved node index 0 and survive
 // that node's death.
@@ -89,6 +97,8 @@ class ClusterState {
   struct Options {
     std::chrono::milliseconds suspect_after{2500};
     std::chrono::milliseconds dead_after{5000};
+    std::chrono::milliseconds forget_after{std::chrono::minutes(10)};
+    size_t max_nodes = Registry::kMaxNodes;  // node table entries (dead ones included)
   };
   enum class Outcome { kApplied, kIgnored, kNeedResync, kUnknownNode };
 
@@ -106,8 +116,17 @@ class ClusterState {
                          bool final, std::span<const ChunkKey> keys,
                          std::span<const int64_t> values, Clock::time_point now);
   Status Deregister(const std::string& id, uint64_t incarnation);
-  // Ages nodes; returns the ids that died in this tick.
-  std::vector<std::string> Tick(Clock::time_point now);
+  // True when the node's inventory is overdue and it should be asked again
+  // (then the next ask waits another suspect_after).
+  bool TakeResyncRequest(const std::string& id, uint64_t incarnation, Clock::time_point now);
+  struct TickResult {
+    std::vector<std::string> died;       // declared dead in this tick
+    std::vector<std::string> forgotten;  // dropped from the node table
+  };
+  // Ages nodes.
+  TickResult Tick(Clock::time_point now);
+  // Node table entries in use (any state).
+  size_t node_count() const;
 
   // Replicas of key, cheapest first for a client on `host`: suspect nodes
   // last; then the same host; then CPU, disk, remote; then lighter nodes.
@@ -120,9 +139,14 @@ class ClusterState {
 
  private:
   struct Node {
+    bool in_use = false;
     NodeRegistration reg;
     NodeState state = NodeState::kAlive;
     Clock::time_point last_seen;
+    Clock::time_point ended_at;           // when it died or deregistered
+    Clock::time_point resync_asked_at{};  // last kResync sent for it
+    uint64_t next_inventory_part = 0;
+    uint64_t inventory_seq = 0;
     uint64_t last_seq = 0;
     bool resync_pending = false;
     uint64_t events_applied = 0;
@@ -135,13 +159,18 @@ class ClusterState {
   Node* LiveLocked(const std::string& id, uint64_t incarnation);
   void ApplyLocked(uint16_t index, std::span<const ChunkKey> keys, std::span<const int64_t> values,
                    bool admit_only);
-  void KillLocked(uint16_t index);
+  void KillLocked(uint16_t index, Clock::time_point now);
+  void ForgetLocked(uint16_t index);
+  // A free table index for a new node, reclaiming the longest-ended one when
+  // the table is full; nullopt when every entry is alive or suspect.
+  std::optional<uint16_t> FreeIndexLocked();
 
   const Options options_;
   const uint64_t epoch_;
   mutable std::mutex mu_;
   std::vector<Node> nodes_;              // by index; index 0 is the shared tier; guarded by mu_
   std::map<std::string, uint16_t> ids_;  // guarded by mu_
+  std::vector<uint16_t> free_;           // unused indexes; guarded by mu_
   Registry registry_;
   uint64_t events_applied_ = 0, events_ignored_ = 0, gaps_ = 0, resyncs_ = 0,
            deaths_ = 0;                  // guarded by mu_

@@ -1,9 +1,9 @@
 // ControllerServer: the pikv-controller process's serving loop.
 //
 // One thread owns a ZeroMQ ROUTER socket on which nodes register, heartbeat
-// and report events, and clients and the CLI locate and administer. Every
-// message is decoded under the wire limits; malformed ones get an error reply
-// and are counted. The same thread ticks node lifecycles every 100 ms and
+// and report events, and clients and the CLI locate and administer. What each
+// message means is ControllerHandler's business (socket-free); this loop only
+// receives, hands over and sends. The same thread ticks node lifecycles every 100 ms and
 // sends commands to nodes over the connections they opened (kResync after a
 // sequence gap; clear, pin, unpin, evict for admin requests), so the
 // controller never dials a node and never sits on the data path. A separate
@@ -16,6 +16,7 @@
 #include <string>
 
 #include "pikv/controller/cluster_state.h"
+#include "pikv/controller/controller_handler.h"
 
 namespace pikv::controller {
 
@@ -34,20 +35,21 @@ class ControllerServer {
   const std::string& endpoint() const { return endpoint_; }
   const std::string& http_address() const { return http_address_; }  // empty when off
   ClusterState& state() { return *state_; }
-  uint64_t rejected() const { return rejected_; }
+  uint64_t rejected() const;
   void Stop();
 
  private:
   struct Loop;
   ControllerServer() = default;
   void Run();
+  void Serve();
 
   ControllerOptions options_;
   std::string endpoint_;
   std::string http_address_;
   std::unique_ptr<ClusterState> state_;
+  std::unique_ptr<ControllerHandler> handler_;
   std::unique_ptr<Loop> loop_;
-  std::atomic<uint64_t> rejected_{0};
 };
 
 }  // namespace pikv::controller

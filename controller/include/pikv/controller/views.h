@@ -15,6 +15,8 @@ std::string StatsJson(const ClusterState& state, Clock::time_point now);
 std::string HealthJson(const ClusterState& state, Clock::time_point now);
 std::string LocateJson(const std::vector<ChunkKey>& keys,
                        const std::vector<std::vector<Replica>>& replicas);
+// The reply to an admin command forwarded to nodes.
+std::string ForwardedJson(const std::vector<std::string>& node_ids, size_t keys);
 std::string MetricsText(const ClusterState& state, Clock::time_point now);
 
 }  // namespace pikv::controller

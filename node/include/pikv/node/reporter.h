@@ -13,7 +13,12 @@
 //     register again after a random jitter (so a controller restart does not
 //     draw every node at once) and resend its inventory;
 //   - executes what the controller sends: kResync, kClear, kPin, kUnpin,
-//     kDelete.
+//     kDelete; a heartbeat reply with fields["resync"] (inventory overdue)
+//     and a kError reply (the controller refused a message) also resend the
+//     inventory, so nothing the controller missed stays missing.
+// Inventory parts hold at most WireLimits::max_batch keys, what the
+// controller decodes; a part that cannot be sent makes the whole inventory
+// go again at the next heartbeat.
 // Remote-tier (Redis) keys are reported as events but not inventoried: the
 // shared tier is the cluster's. Thread-safety: OnEvents from any thread;
 // Start/Stop from the owner.
@@ -44,7 +49,7 @@ struct ReporterOptions {
   size_t batch_events = 1024;
   std::chrono::milliseconds batch_delay{20};
   size_t queue_capacity = 1 << 16;  // events held before overflowing to a full resync
-  size_t inventory_part = 16384;    // keys per inventory message
+  size_t inventory_part = 4096;     // keys per inventory message (at most WireLimits::max_batch)
 };
 
 // The bounded event queue between the tiers and the reporter thread.
@@ -77,10 +82,13 @@ class Reporter {
   // Sends what is queued, deregisters, and stops the thread.
   void Stop();
   bool registered() const { return registered_; }
+  uint64_t inventories_sent() const { return inventories_; }
+  uint64_t refused() const { return refused_; }  // messages the controller refused
 
  private:
   struct Impl;
   void Run();
+  void Report();
 
   ReporterOptions options_;
   EventQueue& queue_;
@@ -90,6 +98,7 @@ class Reporter {
   const uint64_t incarnation_;
   std::atomic<bool> registered_{false};
   std::atomic<bool> stopping_{false};
+  std::atomic<uint64_t> inventories_{0}, refused_{0};
   std::thread thread_;
 };
 

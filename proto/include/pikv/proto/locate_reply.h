@@ -15,6 +15,10 @@
 
 namespace pikv {
 
+// The controller answers at most this many copies per key (the cheapest),
+// so a reply to a full batch of keys fits WireLimits::max_values.
+inline constexpr size_t kMaxLocateCopies = 8;
+
 struct LocatedCopy {
   uint16_t node = 0;  // the controller's node index
   TierKind tier = TierKind::kCpu;

@@ -88,10 +88,14 @@ struct Message {
 
 // Limits on what a peer may send. Defaults suit a node; all are checked
 // before allocation.
+// One definition for both ends of every exchange: senders split what a
+// receiver with these limits would refuse (inventories, batches), and
+// replies are built to fit them (locate).
 struct WireLimits {
   size_t max_header_bytes = 1u << 20;
-  size_t max_batch = 4096;  // keys, values and payload frames per message
-  size_t max_fields = 256;
+  size_t max_batch = 4096;     // keys and payload frames per message
+  size_t max_values = 65536;   // values per message (locate: counts plus locations)
+  size_t max_fields = 8192;    // e.g. locate: 4 per node referenced
   size_t max_string = 4096;
   uint64_t max_payload_bytes = 1ull << 30;          // one payload frame
   uint64_t max_message_payload_bytes = 4ull << 30;  // all payload frames
