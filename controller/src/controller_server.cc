@@ -1,6 +1,5 @@
 #include "pikv/controller/controller_server.h"
 
-#include <httplib.h>
 #include <spdlog/spdlog.h>
 
 #include <map>
@@ -9,6 +8,7 @@
 
 #include "pikv/controller/controller_handler.h"
 #include "pikv/controller/views.h"
+#include "pikv/http/http_server.h"
 #include "pikv/proto/zmq_frames.h"
 
 namespace pikv::controller {
@@ -16,6 +16,19 @@ namespace pikv::controller {
 namespace {
 
 constexpr auto kTick = std::chrono::milliseconds(100);
+
+// "k1,k2,...": at most one batch of 32-hex-digit keys.
+Result<std::vector<ChunkKey>> ParseKeyList(const std::string& list) {
+  std::vector<ChunkKey> keys;
+  for (size_t pos = 0; pos <= list.size();) {
+    const size_t end = std::min(list.find(',', pos), list.size());
+    auto key = ChunkKey::FromHex(list.substr(pos, end - pos));
+    if (!key || keys.size() >= WireLimits{}.max_batch) return InvalidArgument("bad key list");
+    keys.push_back(*key);
+    pos = end + 1;
+  }
+  return keys;
+}
 
 }  // namespace
 
@@ -25,8 +38,7 @@ struct ControllerServer::Loop {
   std::map<std::string, std::string> identities;  // node id -> ROUTER identity of its reporter
   std::atomic<bool> stopping{false};
   std::thread thread;
-  httplib::Server http;
-  std::thread http_thread;
+  std::unique_ptr<http::Server> http;
 
   void Send(const std::string& identity, const Header& header,
             const std::vector<SharedBuffer>& payloads = {}) {
@@ -58,24 +70,20 @@ Result<std::unique_ptr<ControllerServer>> ControllerServer::Start(ControllerOpti
   ClusterState* state = server->state_.get();
   ControllerServer* self = server.get();
   if (!options.http.empty()) {
-    auto colon = options.http.rfind(':');
-    if (colon == std::string::npos) return InvalidArgument("--http wants host:port");
-    const std::string host = options.http.substr(0, colon);
-    const int port = std::atoi(options.http.c_str() + colon + 1);
-    auto& http = loop->http;
-    auto json = [](httplib::Response& res, const std::string& body) {
-      res.set_content(body, "application/json");
+    const auto json = [](std::string body) {
+      return http::Response{200, "application/json", std::move(body)};
     };
-    http.Get("/healthz", [state, json](const httplib::Request&, httplib::Response& res) {
-      json(res, HealthJson(*state, Clock::now()));
-    });
-    http.Get("/nodes", [state, json](const httplib::Request&, httplib::Response& res) {
-      json(res, NodesJson(*state, Clock::now()));
-    });
-    http.Get("/stats", [state, json](const httplib::Request&, httplib::Response& res) {
-      json(res, StatsJson(*state, Clock::now()));
-    });
-    http.Get("/metrics", [state, self](const httplib::Request&, httplib::Response& res) {
+    std::map<std::string, http::Handler> routes;
+    routes["/healthz"] = [state, json](const http::Request&) {
+      return json(HealthJson(*state, Clock::now()));
+    };
+    routes["/nodes"] = [state, json](const http::Request&) {
+      return json(NodesJson(*state, Clock::now()));
+    };
+    routes["/stats"] = [state, json](const http::Request&) {
+      return json(StatsJson(*state, Clock::now()));
+    };
+    routes["/metrics"] = [state, self](const http::Request&) {
       std::string text = MetricsText(*state, Clock::now());
       text +=
           "# HELP pikv_controller_rejected_requests_total Malformed, oversized or unknown "
@@ -83,31 +91,23 @@ Result<std::unique_ptr<ControllerServer>> ControllerServer::Start(ControllerOpti
       text += "# TYPE pikv_controller_rejected_requests_total counter\n";
       text += "pikv_controller_rejected_requests_total " +
               std::to_string(self->handler_->rejected()) + "\n";
-      res.set_content(text, "text/plain; version=0.0.4");
-    });
-    http.Get("/locate", [state, json](const httplib::Request& req, httplib::Response& res) {
-      std::vector<ChunkKey> keys;
-      std::string list = req.get_param_value("key");
-      for (size_t pos = 0; pos <= list.size();) {
-        size_t end = std::min(list.find(',', pos), list.size());
-        auto key = ChunkKey::FromHex(list.substr(pos, end - pos));
-        if (!key) {
-          res.status = 400;
-          json(res, R"({"error":"key must be 32 hex digits, comma-separated"})");
-          return;
-        }
-        keys.push_back(*key);
-        pos = end + 1;
+      return http::Response{200, "text/plain; version=0.0.4", std::move(text)};
+    };
+    routes["/locate"] = [state, json](const http::Request& req) {
+      auto keys = ParseKeyList(req.Param("key"));
+      if (!keys.ok()) {
+        auto r = json(R"({"error":"key must be 1-4096 keys of 32 hex digits, comma-separated"})");
+        r.status = 400;
+        return r;
       }
       std::vector<std::vector<Replica>> replicas;
-      for (const auto& k : keys) replicas.push_back(state->Locate(k, req.get_param_value("host")));
-      json(res, LocateJson(keys, replicas));
-    });
-    int bound =
-        port == 0 ? http.bind_to_any_port(host) : (http.bind_to_port(host, port) ? port : -1);
-    if (bound < 0) return IoError("cannot bind HTTP to " + options.http);
-    server->http_address_ = host + ":" + std::to_string(bound);
-    loop->http_thread = std::thread([&http] { http.listen_after_bind(); });
+      for (const auto& k : *keys) replicas.push_back(state->Locate(k, req.Param("host")));
+      return json(LocateJson(*keys, replicas));
+    };
+    auto http = http::Server::Start({options.http}, std::move(routes));
+    if (!http.ok()) return http.status();
+    server->http_address_ = (*http)->address();
+    loop->http = std::move(*http);
   }
   server->loop_ = std::move(loop);
   server->loop_->thread = std::thread([self] { self->Run(); });
@@ -122,8 +122,7 @@ uint64_t ControllerServer::rejected() const { return handler_->rejected(); }
 void ControllerServer::Stop() {
   if (!loop_ || loop_->stopping.exchange(true)) return;
   if (loop_->thread.joinable()) loop_->thread.join();
-  loop_->http.stop();
-  if (loop_->http_thread.joinable()) loop_->http_thread.join();
+  if (loop_->http) loop_->http->Stop();
   loop_->router.close();
 }
 

@@ -1,6 +1,5 @@
 #include "pikv/node/node_server.h"
 
-#include <httplib.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -10,6 +9,7 @@
 #include <mutex>
 #include <thread>
 
+#include "pikv/http/http_server.h"
 #include "pikv/node/node_metrics.h"
 #include "pikv/proto/endpoint.h"
 #include "pikv/proto/zmq_frames.h"
@@ -88,8 +88,7 @@ struct NodeServer::Loop {
   std::thread server;
   std::vector<std::thread> workers;
   std::vector<std::thread> pull_workers;
-  httplib::Server http;
-  std::thread http_thread;
+  std::unique_ptr<http::Server> http;
   std::atomic<bool> draining{false};
 };
 
@@ -140,28 +139,6 @@ Result<std::unique_ptr<NodeServer>> NodeServer::Start(NodeOptions options) {
   } catch (const zmq::error_t& e) {
     return IoError("bind " + options.endpoints.back() + ": " + e.what());
   }
-  if (!options.http.empty()) {
-    auto colon = options.http.rfind(':');
-    if (colon == std::string::npos) return InvalidArgument("--http wants host:port");
-    const std::string host = options.http.substr(0, colon);
-    const int port = std::atoi(options.http.c_str() + colon + 1);
-    NodeServer* self = server.get();
-    loop->http.Get("/metrics", [self](const httplib::Request&, httplib::Response& res) {
-      res.set_content(NodeMetricsText(*self->handler_, *self->storage_),
-                      "text/plain; version=0.0.4");
-    });
-    loop->http.Get("/healthz", [self](const httplib::Request&, httplib::Response& res) {
-      const bool registered = self->reporter_ && self->reporter_->registered();
-      res.set_content(
-          NodeHealthJson(self->options_.node_id, registered, self->reporter_ != nullptr),
-          "application/json");
-    });
-    const int bound = port == 0 ? loop->http.bind_to_any_port(host)
-                                : (loop->http.bind_to_port(host, port) ? port : -1);
-    if (bound < 0) return IoError("cannot bind HTTP to " + options.http);
-    server->http_address_ = host + ":" + std::to_string(bound);
-    loop->http_thread = std::thread([h = &loop->http] { h->listen_after_bind(); });
-  }
   server->loop_ = std::move(loop);
   if (options.reporter) {
     ReporterOptions r = *options.reporter;
@@ -178,6 +155,23 @@ Result<std::unique_ptr<NodeServer>> NodeServer::Start(NodeOptions options) {
     server->reporter_->Start();
   }
   NodeServer* self = server.get();
+  if (!options.http.empty()) {
+    std::map<std::string, http::Handler> routes;
+    routes["/metrics"] = [self](const http::Request&) {
+      return http::Response{200, "text/plain; version=0.0.4",
+                            NodeMetricsText(*self->handler_, *self->storage_)};
+    };
+    routes["/healthz"] = [self](const http::Request&) {
+      const bool registered = self->reporter_ && self->reporter_->registered();
+      return http::Response{
+          200, "application/json",
+          NodeHealthJson(self->options_.node_id, registered, self->reporter_ != nullptr)};
+    };
+    auto http = http::Server::Start({options.http}, std::move(routes));
+    if (!http.ok()) return http.status();
+    server->http_address_ = (*http)->address();
+    server->loop_->http = std::move(*http);
+  }
   for (int i = 0; i < options.workers; ++i) {
     server->loop_->workers.emplace_back(
         [self, i] { self->WorkerLoop(self->loop_->jobs, kRepliesEndpoint, i); });
@@ -327,8 +321,7 @@ void NodeServer::Stop() {
   l.pulls.Close();
   for (auto& w : l.workers) w.join();
   for (auto& w : l.pull_workers) w.join();
-  l.http.stop();
-  if (l.http_thread.joinable()) l.http_thread.join();
+  if (l.http) l.http->Stop();
   l.frontend.close();
   l.replies.close();
   l.pull_replies.close();
