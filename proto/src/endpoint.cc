@@ -10,6 +10,14 @@ bool IsAlnum(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
 }
 
+bool IsHexOrSeparator(std::string_view s) {
+  for (char c : s) {
+    const bool hex = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+    if (!hex && c != ':' && c != '.') return false;
+  }
+  return true;
+}
+
 bool AllOf(std::string_view s, std::string_view extra) {
   for (char c : s) {
     if (!IsAlnum(c) && extra.find(c) == std::string_view::npos) return false;
@@ -57,7 +65,7 @@ Result<Endpoint> ParseEndpoint(std::string_view text) {
   std::string_view port = rest.substr(colon + 1);
   if (host.empty()) return BadEndpoint(text, "no host");
   if (host.front() == '[') {
-    if (host.size() < 3 || host.back() != ']' || !AllOf(host.substr(1, host.size() - 2), ":."))
+    if (host.size() < 3 || host.back() != ']' || !IsHexOrSeparator(host.substr(1, host.size() - 2)))
       return BadEndpoint(text, "bad IPv6 address");
   } else if (!AllOf(host, ".-") || host.size() > kMaxHostLength) {
     return BadEndpoint(text, "bad host");

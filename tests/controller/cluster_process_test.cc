@@ -9,7 +9,7 @@
 #include <thread>
 #include <zmq.hpp>
 
-#include "cluster_queries.h"
+#include "cluster_fixture.h"
 #include "pikv/controller/admin_client.h"
 #include "pikv/node/node_client.h"
 #include "pikv/proto/zmq_frames.h"
@@ -25,83 +25,6 @@ using testing::ChildProcess;
 using testing::MakeObject;
 using testing::TempDir;
 using testing::TestObject;
-using Where = std::set<std::pair<std::string, TierKind>>;
-
-constexpr auto kDeadAfter = 1500ms;
-
-class ClusterTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    controller_port_ = testing::FreePort();
-    StartControllerProcess();
-    for (int i = 0; i < 3; ++i) StartNodeProcess(i);
-    WaitFor([&] { return AliveNodes() == 3; }, 10s, "three nodes alive");
-  }
-
-  void StartControllerProcess() {
-    controller_ = testing::StartController({"--endpoint", Endpoint(), "--http", "127.0.0.1:0",
-                                            "--suspect-after", "600ms", "--dead-after", "1500ms",
-                                            "--log-level", "warn"});
-  }
-  std::string Endpoint() const { return "tcp://127.0.0.1:" + std::to_string(controller_port_); }
-  void StartNodeProcess(int i) {
-    nodes_[i] =
-        testing::StartNode({"--endpoint", "tcp://127.0.0.1:*", "--data-dir", dirs_[i].str(),
-                            "--node-id", Id(i), "--host", "host-" + Id(i), "--controller",
-                            Endpoint(), "--heartbeat-interval", "200ms", "--log-level", "warn"});
-  }
-  static std::string Id(int i) { return "node-" + std::string(1, static_cast<char>('a' + i)); }
-
-  json Admin(MsgType type, std::vector<ChunkKey> keys = {}, Fields fields = {}) {
-    AdminClient admin(Endpoint(), 2s);
-    auto r = admin.Json(type, keys, std::move(fields));
-    if (!r.ok()) return json();
-    return json::parse(*r);
-  }
-  int AliveNodes() { return testing::AliveNodes(Endpoint()); }
-  Where Locate(const ChunkKey& key) {
-    AdminClient admin(Endpoint(), 2s);
-    auto r = admin.Locate({key});
-    Where out;
-    if (!r.ok()) return {{"<error>", TierKind::kCpu}};
-    for (const auto& rep : (*r)[0]) out.insert({rep.node_id, rep.location.tier});
-    return out;
-  }
-  void Put(int i, const TestObject& o) {
-    NodeClient c(nodes_[i].tcp, 10s);
-    auto r = c.Put({&o.key, 1}, {&o.bytes, 1});
-    ASSERT_TRUE(r.ok() && (*r)[0].ok());
-  }
-  // Polls `cond` until it holds; returns how long that took.
-  template <typename Cond>
-  std::chrono::milliseconds WaitFor(Cond cond, std::chrono::milliseconds limit,
-                                    const std::string& what) {
-    auto t0 = std::chrono::steady_clock::now();
-    while (!cond()) {
-      if (std::chrono::steady_clock::now() - t0 > limit) {
-        ADD_FAILURE() << "timed out waiting for " << what;
-        break;
-      }
-      std::this_thread::sleep_for(20ms);
-    }
-    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
-                                                                 t0);
-  }
-  // Runs the real CLI; returns (exit code, stdout).
-  std::pair<int, std::string> Cli(std::vector<std::string> args) {
-    args.insert(args.begin(), "admin");
-    args.insert(args.end(), {"--controller", Endpoint()});
-    ChildProcess p(testing::BinaryPath("pikv"), args);
-    std::string out;
-    while (auto line = p.ReadLine(5s)) out += *line + "\n";
-    return {p.Wait(5s).value_or(-1), out};
-  }
-
-  int controller_port_ = 0;
-  testing::ControllerProcess controller_;
-  TempDir dirs_[3];
-  testing::NodeProcess nodes_[3];
-};
 
 TEST_F(ClusterTest, APutChunkIsLocatedWithinOneSecond) {
   auto o = MakeObject(1, 64 << 10);

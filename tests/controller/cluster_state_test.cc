@@ -113,6 +113,71 @@ TEST_F(ClusterStateTest, LocateOrdersByHostTierAndLoad) {
   EXPECT_EQ(r[2].node_id, "b");
 }
 
+TEST_F(ClusterStateTest, RegistrationsWithUnusableNamesOrAddressesAreRefused) {
+  auto with = [&](auto change) {
+    NodeRegistration r = Reg("a", 1);
+    change(r);
+    return state_.Register(r, now_).code();
+  };
+  EXPECT_EQ(with([](auto& r) { r.id = "bad\xff"; }), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(with([](auto& r) { r.id = "inject\npikv_fake 1"; }), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(with([](auto& r) { r.host = "h\xc3\x28"; }), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(with([](auto& r) { r.tcp = "garbage"; }), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(with([](auto& r) { r.tcp = "ipc:///x"; }), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(with([](auto& r) { r.ipc = "tcp://h:1"; }), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(state_.node_count(), 0u);
+  EXPECT_EQ(with([](auto& r) { r.ipc = ""; }), ErrorCode::kOk);  // tcp-only nodes are fine
+}
+
+// Registrations under ever new ids used to fill the table for good.
+TEST_F(ClusterStateTest, GhostNodesCannotLockRealNodesOut) {
+  for (size_t i = 0; i < Registry::kMaxNodes; ++i)
+    ASSERT_TRUE(state_.Register(Reg("ghost-" + std::to_string(i), 1), now_).ok()) << i;
+  EXPECT_EQ(state_.Register(Reg("real", 1), now_).code(), ErrorCode::kRejected)
+      << "while every ghost is alive the table is full";
+  now_ += 6s;  // the ghosts never heartbeat: dead
+  EXPECT_EQ(state_.Tick(now_).died.size(), Registry::kMaxNodes);
+  ASSERT_TRUE(state_.Register(Reg("real", 1), now_).ok()) << "a dead ghost's entry is reclaimed";
+  Inventory("real", 1, 0, {{Key(1), TierKind::kCpu}});
+  EXPECT_EQ(Where(Key(1)), (std::set<std::pair<std::string, TierKind>>{{"real", TierKind::kCpu}}));
+  now_ += 11min;  // past forget_after: the rest go
+  ASSERT_TRUE(state_.Heartbeat("real", 1, {}, now_).ok());
+  EXPECT_EQ(state_.Tick(now_).forgotten.size(), Registry::kMaxNodes - 1);
+  EXPECT_EQ(state_.node_count(), 1u);
+  EXPECT_EQ(state_.Nodes(now_).size(), 1u);
+  EXPECT_EQ(Where(Key(1)).size(), 1u);
+}
+
+TEST_F(ClusterStateTest, AnInventoryWithAMissingPartIsAskedForAgain) {
+  ASSERT_TRUE(state_.Register(Reg("a", 1), now_).ok());
+  std::vector<ChunkKey> k1 = {Key(1)}, k2 = {Key(2)}, k3 = {Key(3)};
+  std::vector<int64_t> cpu = {0};
+  EXPECT_EQ(state_.ApplyInventory("a", 1, 0, 0, false, k1, cpu, now_),
+            ClusterState::Outcome::kApplied);
+  // Part 1 is lost; part 2 arrives.
+  EXPECT_EQ(state_.ApplyInventory("a", 1, 0, 2, true, k3, cpu, now_),
+            ClusterState::Outcome::kNeedResync);
+  EXPECT_TRUE(state_.Nodes(now_)[0].resync_pending);
+  // The node sends it whole again.
+  for (uint64_t part = 0; part < 3; ++part) {
+    const auto& keys = part == 0 ? k1 : part == 1 ? k2 : k3;
+    EXPECT_EQ(state_.ApplyInventory("a", 1, 0, part, part == 2, keys, cpu, now_),
+              ClusterState::Outcome::kApplied);
+  }
+  EXPECT_FALSE(state_.Nodes(now_)[0].resync_pending);
+  for (int i = 1; i <= 3; ++i) EXPECT_EQ(Where(Key(i)).size(), 1u) << i;
+}
+
+TEST_F(ClusterStateTest, AnOverdueInventoryIsRequestedAtMostOncePerSuspectInterval) {
+  ASSERT_TRUE(state_.Register(Reg("a", 1), now_).ok());
+  EXPECT_FALSE(state_.TakeResyncRequest("a", 1, now_ + 1s)) << "registering asked already";
+  EXPECT_TRUE(state_.TakeResyncRequest("a", 1, now_ + 3s));
+  EXPECT_FALSE(state_.TakeResyncRequest("a", 1, now_ + 4s));
+  EXPECT_TRUE(state_.TakeResyncRequest("a", 1, now_ + 6s));
+  Inventory("a", 1, 0, {});
+  EXPECT_FALSE(state_.TakeResyncRequest("a", 1, now_ + 60s)) << "nothing is pending";
+}
+
 TEST_F(ClusterStateTest, RemoteTierLocationsOutliveTheWriter) {
   ASSERT_TRUE(state_.Register(Reg("a", 1), now_).ok());
   Inventory("a", 1, 0, {});

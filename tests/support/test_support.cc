@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -48,8 +49,15 @@ std::string BinaryPath(const std::string& name) { return std::string(PIKV_BIN_DI
 ChildProcess::ChildProcess(const std::string& program, const std::vector<std::string>& args) {
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
+  const pid_t parent = getpid();
   pid_ = fork();
   if (pid_ == 0) {
+    // Dies with its parent, however the parent ends (timeout, crash, kill),
+    // and leads a process group of its own, so that whatever it starts can
+    // be killed with it.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);  // the parent died before prctl
+    setpgid(0, 0);
     dup2(pipe_fds[1], STDOUT_FILENO);
     std::vector<char*> argv;
     argv.push_back(const_cast<char*>(program.c_str()));
@@ -67,6 +75,7 @@ ChildProcess::~ChildProcess() {
     Signal(SIGKILL);
     Wait(std::chrono::seconds(5));
   }
+  if (pid_ > 0) kill(-pid_, SIGKILL);  // anything it started that is still around
   if (out_fd_ >= 0) close(out_fd_);
 }
 

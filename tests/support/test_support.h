@@ -35,7 +35,9 @@ int FreePort();
 // Where built binaries live (set by CMake as PIKV_BIN_DIR).
 std::string BinaryPath(const std::string& name);
 
-// A child process with its stdout captured line by line.
+// A child process with its stdout captured line by line. It dies with its
+// parent (PR_SET_PDEATHSIG), also when the parent is killed or times out,
+// and leads its own process group, which the destructor kills.
 class ChildProcess {
  public:
   ChildProcess(const std::string& program, const std::vector<std::string>& args);
