@@ -10,6 +10,7 @@ packages=(
   libcpp-httplib-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   redis-server iproute2 procps docker-compose
+  clang libclang-rt-14-dev
 )
 
 missing=()

@@ -1,5 +1,6 @@
 // AVX2 + FMA + F16C kernels, compiled for those targets function by function
 // and called only after a run-time check (CpuHasAvx2).
+#include <cpuid.h>
 #include <immintrin.h>
 
 #include <cstring>
@@ -10,7 +11,10 @@ namespace pikv::device::kernels {
 
 bool CpuHasAvx2() {
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  // clang 14's __builtin_cpu_supports does not know "f16c": ask CPUID leaf 1.
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C);
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
 }
 
 #define PIKV_AVX2 __attribute__((target("avx2,fma,f16c")))

@@ -31,7 +31,8 @@ std::string Label(const char* key, std::string_view value) {
 
 }  // namespace
 
-std::string NodeMetricsText(const RequestHandler& handler, storage::StorageManager& storage) {
+std::string NodeMetricsText(const RequestHandler& handler, storage::StorageManager& storage,
+                            const Reporter* reporter) {
   Writer w;
   const NodeCounters c = handler.Counters();
   w.Family("pikv_node_requests_total", "counter", "Requests served, by operation.");
@@ -44,7 +45,8 @@ std::string NodeMetricsText(const RequestHandler& handler, storage::StorageManag
   const std::pair<const char*, uint64_t> errs[] = {{"malformed", c.malformed},
                                                    {"too_large", c.too_large},
                                                    {"unsupported", c.unsupported},
-                                                   {"bad_request", c.bad_requests}};
+                                                   {"bad_request", c.bad_requests},
+                                                   {"busy", c.busy}};
   for (const auto& [kind, n] : errs)
     w.Sample("pikv_node_request_errors_total", Label("reason", kind), n);
   w.Family("pikv_node_bytes_total", "counter", "Payload bytes received and sent.");
@@ -55,6 +57,14 @@ std::string NodeMetricsText(const RequestHandler& handler, storage::StorageManag
   w.Sample("pikv_node_p2p_pulled_objects_total", "", c.pulled_objects);
   w.Family("pikv_node_p2p_pull_failures_total", "counter", "Pulls whose peer did not answer.");
   w.Sample("pikv_node_p2p_pull_failures_total", "", c.pull_failures);
+
+  // Zero for a node that reports to no controller.
+  w.Family("pikv_node_reporter_inventories_total", "counter",
+           "Full inventories sent to the controller (registrations, resyncs, retries).");
+  w.Sample("pikv_node_reporter_inventories_total", "", reporter ? reporter->inventories_sent() : 0);
+  w.Family("pikv_node_reporter_refused_total", "counter",
+           "Messages the controller refused; each one triggers a full inventory.");
+  w.Sample("pikv_node_reporter_refused_total", "", reporter ? reporter->refused() : 0);
 
   const storage::StorageStats s = storage.Stats();
   struct Tier {

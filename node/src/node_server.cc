@@ -159,7 +159,7 @@ Result<std::unique_ptr<NodeServer>> NodeServer::Start(NodeOptions options) {
     std::map<std::string, http::Handler> routes;
     routes["/metrics"] = [self](const http::Request&) {
       return http::Response{200, "text/plain; version=0.0.4",
-                            NodeMetricsText(*self->handler_, *self->storage_)};
+                            NodeMetricsText(*self->handler_, *self->storage_, self->reporter_.get())};
     };
     routes["/healthz"] = [self](const http::Request&) {
       const bool registered = self->reporter_ && self->reporter_->registered();

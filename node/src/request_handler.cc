@@ -31,6 +31,9 @@ Message RequestHandler::Reject(const Header* request, const Status& why) {
     case ErrorCode::kInvalidArgument:
       bad_requests_++;
       break;
+    case ErrorCode::kRetry:
+      busy_++;
+      break;
     default:
       malformed_++;
       break;
@@ -222,6 +225,7 @@ NodeCounters RequestHandler::Counters() const {
   c.too_large = too_large_;
   c.unsupported = unsupported_;
   c.bad_requests = bad_requests_;
+  c.busy = busy_;
   c.bytes_in = bytes_in_;
   c.bytes_out = bytes_out_;
   return c;
@@ -247,6 +251,7 @@ Fields RequestHandler::StatsFields() const {
   put("errors.too_large", c.too_large);
   put("errors.unsupported", c.unsupported);
   put("errors.bad_request", c.bad_requests);
+  put("errors.busy", c.busy);
   put("bytes_in", c.bytes_in);
   put("bytes_out", c.bytes_out);
   storage::StorageStats s = storage_.Stats();

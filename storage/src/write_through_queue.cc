@@ -42,7 +42,14 @@ void WriteThroughQueue::Run() {
       }
       in_flight_ = keys.size();
     }
-    std::vector<Status> results = target_->PutMany(keys, objects);
+    std::vector<Status> results;
+    try {
+      results = target_->PutMany(keys, objects);
+    } catch (const std::exception& e) {
+      // Nothing escapes this thread: the batch counts as failed writes.
+      spdlog::error("write-through: {}", e.what());
+      results.assign(keys.size(), Status(ErrorCode::kInternal, e.what()));
+    }
     objects.clear();  // release handles before reporting idle
     uint64_t ok = 0;
     for (const Status& s : results) ok += s.ok() ? 1 : 0;

@@ -26,6 +26,7 @@ struct NodeCounters {
   uint64_t too_large = 0;     // over a wire limit
   uint64_t unsupported = 0;   // unknown type or version
   uint64_t bad_requests = 0;  // decodable but inconsistent (e.g. key/payload count)
+  uint64_t busy = 0;          // answered kRetry (e.g. too many pulls in flight)
   uint64_t bytes_in = 0, bytes_out = 0;
 };
 
@@ -73,7 +74,7 @@ class RequestHandler {
   std::string node_id_;
   std::unique_ptr<Puller> puller_;
   std::atomic<uint64_t> requests_{0}, gets_{0}, puts_{0}, exists_{0}, deletes_{0}, pins_{0},
-      unpins_{0}, stats_{0}, pings_{0}, clears_{0}, pulls_{0}, malformed_{0}, too_large_{0}, unsupported_{0}, bad_requests_{0},
+      unpins_{0}, stats_{0}, pings_{0}, clears_{0}, pulls_{0}, malformed_{0}, busy_{0}, too_large_{0}, unsupported_{0}, bad_requests_{0},
       bytes_in_{0}, bytes_out_{0};
 };
 
