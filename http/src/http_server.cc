@@ -208,7 +208,10 @@ struct Server::Impl {
         close(victim->fd);
         connections.erase(victim);
       }
-      connections.push_back({fd, Clock::now() + options.request_timeout});
+      Connection c;
+      c.fd = fd;
+      c.deadline = Clock::now() + options.request_timeout;
+      connections.push_back(std::move(c));
     }
   }
 

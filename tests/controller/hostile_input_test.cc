@@ -194,12 +194,8 @@ TEST_F(HostileInputTest, SlowHttpClientsDoNotDelayHealthChecks) {
   const std::string http = controller_.http;
   const int port = std::stoi(http.substr(http.rfind(':') + 1));
   auto connect_http = [&] {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    const int fd = testing::ConnectLoopback(port);
+    EXPECT_GE(fd, 0);
     return fd;
   };
   std::vector<int> slow;

@@ -1,5 +1,7 @@
 #include "pikv/http/http_server.h"
 
+#include "test_support.h"
+
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -42,12 +44,8 @@ class HttpServerTest : public ::testing::Test {
     port_ = std::stoi(server_->address().substr(server_->address().rfind(':') + 1));
   }
   int Connect() {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = htons(static_cast<uint16_t>(port_));
-    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    const int fd = testing::ConnectLoopback(port_);
+    EXPECT_GE(fd, 0);
     timeval tv{3, 0};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     return fd;

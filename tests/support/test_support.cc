@@ -44,6 +44,19 @@ int FreePort() {
   return port;
 }
 
+int ConnectLoopback(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 std::string BinaryPath(const std::string& name) { return std::string(PIKV_BIN_DIR) + "/" + name; }
 
 ChildProcess::ChildProcess(const std::string& program, const std::vector<std::string>& args) {

@@ -32,6 +32,9 @@ class TempDir {
 // A loopback TCP port nobody listens on right now.
 int FreePort();
 
+// A TCP connection to 127.0.0.1:port (a blocking fd), or -1.
+int ConnectLoopback(int port);
+
 // Where built binaries live (set by CMake as PIKV_BIN_DIR).
 std::string BinaryPath(const std::string& name);
 
