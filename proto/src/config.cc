@@ -108,7 +108,18 @@ Status Config::LoadYamlText(const std::string& text, const std::string& origin) 
   }
   if (root.IsNull()) return Status::Ok();
   if (!root.IsMap()) return InvalidArgument(origin + ": expected a map of settings");
+  // Every conversion below is checked first (a key or list item may be a
+  // map or a list); the catch is for what yaml-cpp throws regardless.
+  try {
+    return ApplyYaml(root, origin);
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument(origin + ": " + e.what());
+  }
+}
+
+Status Config::ApplyYaml(const YAML::Node& root, const std::string& origin) {
   for (const auto& kv : root) {
+    if (!kv.first.IsScalar()) return InvalidArgument(origin + ": a setting's name must be a string");
     const std::string key = kv.first.as<std::string>();
     auto it = entries_.find(key);
     if (it == entries_.end()) return InvalidArgument(origin + ": unknown setting '" + key + "'");
@@ -116,7 +127,11 @@ Status Config::LoadYamlText(const std::string& text, const std::string& origin) 
     if (kv.second.IsSequence()) {
       if (it->second.kind != Kind::kList)
         return InvalidArgument(origin + ": " + key + ": expected a single value");
-      for (const auto& item : kv.second) values.push_back(item.as<std::string>());
+      for (const auto& item : kv.second) {
+        if (!item.IsScalar())
+          return InvalidArgument(origin + ": " + key + ": list items must be plain values");
+        values.push_back(item.as<std::string>());
+      }
     } else if (kv.second.IsScalar()) {
       values = it->second.kind == Kind::kList
                    ? SplitCommas(kv.second.as<std::string>())

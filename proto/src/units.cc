@@ -70,8 +70,11 @@ Result<std::chrono::milliseconds> ParseDuration(std::string_view text) {
   if (unit.empty())
     return InvalidArgument("duration '" + std::string(text) + "' needs a unit (ms, s, m, h)");
   for (const auto& [name, factor] : kUnits) {
-    if (unit == name)
-      return std::chrono::milliseconds(static_cast<int64_t>(std::round(number * factor)));
+    if (unit != name) continue;
+    const double ms = std::round(number * factor);
+    // Found by fuzz_config_yaml: a huge number overflowed the conversion (UB).
+    if (ms > 1e15) return InvalidArgument("duration '" + std::string(text) + "' is too long");
+    return std::chrono::milliseconds(static_cast<int64_t>(ms));
   }
   return InvalidArgument("unknown duration unit '" + unit + "' (use ms, s, m, h)");
 }

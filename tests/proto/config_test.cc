@@ -80,6 +80,12 @@ TEST(ConfigTest, UnknownKeysAndBadValuesNameTheKeyAndTheReason) {
   EXPECT_FALSE(c.LoadYamlText("workers: {a: 1}\n").ok()) << "a map for a scalar";
   EXPECT_FALSE(c.LoadYamlText("- just\n- a list\n").ok()) << "the file must be a map";
   EXPECT_FALSE(c.LoadYamlText("workers: [unclosed\n").ok()) << "broken YAML";
+  // Found by fuzz_config_yaml: list items and keys that are maps or lists
+  // used to throw out of yaml-cpp and abort the daemon.
+  EXPECT_EQ(c.LoadYamlText("endpoint: [tcp://0.0.0.0:, x]\n").code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(c.LoadYamlText("endpoint: [[a], b]\n").code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(c.LoadYamlText("[a]: 1\n").code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(c.LoadYamlText("{a: 1}: 1\n").code(), ErrorCode::kInvalidArgument);
   auto env = c.LoadEnv([](const char* n) -> const char* {
     return std::string(n) == "PIKV_WORKERS" ? "x" : nullptr;
   });

@@ -94,6 +94,7 @@ TEST(UnitsTest, SizesAndDurations) {
   EXPECT_EQ(ParseDuration("500ms")->count(), 500);
   EXPECT_EQ(ParseDuration("2s")->count(), 2000);
   EXPECT_FALSE(ParseDuration("10").ok());
+  EXPECT_FALSE(ParseDuration(std::string(90, '2') + "ms").ok()) << "too long, not undefined";
   EXPECT_EQ(FormatBytes(1536), "1.5 KiB");
 }
 

@@ -21,6 +21,10 @@
 
 #include "pikv/proto/status.h"
 
+namespace YAML {
+class Node;
+}
+
 namespace pikv {
 
 class Config {
@@ -52,6 +56,7 @@ class Config {
   std::string Print() const;
 
  private:
+  Status ApplyYaml(const YAML::Node& root, const std::string& origin);
   struct Entry {
     Kind kind;
     std::string help;
