@@ -62,22 +62,31 @@ int main(int argc, char** argv) {
 
   const std::vector<Header> controller = {
       Make(MsgType::kRegister, {},
-           with({{"host", std::string("host-a")}, {"tcp", std::string("tcp://127.0.0.1:7400")},
-                 {"ipc", std::string("ipc:///tmp/a.sock")}, {"cpu_capacity", int64_t{1} << 30}})),
-      Make(MsgType::kHeartbeat, {}, with({{"requests", int64_t{10}}, {"cpu.used_bytes", int64_t{5}}})),
+           with({{"host", std::string("host-a")},
+                 {"tcp", std::string("tcp://127.0.0.1:7400")},
+                 {"ipc", std::string("ipc:///tmp/a.sock")},
+                 {"cpu_capacity", int64_t{1} << 30}})),
+      Make(MsgType::kHeartbeat, {},
+           with({{"requests", int64_t{10}}, {"cpu.used_bytes", int64_t{5}}})),
       Make(MsgType::kEvents, {k, k2}, with({{"seq", int64_t{1}}}), {17, 33}),
-      Make(MsgType::kInventory, {k, k2}, with({{"seq", int64_t{0}}, {"part", int64_t{0}}, {"final", int64_t{1}}}), {0, 1}),
+      Make(MsgType::kInventory, {k, k2},
+           with({{"seq", int64_t{0}}, {"part", int64_t{0}}, {"final", int64_t{1}}}), {0, 1}),
       Make(MsgType::kDeregister, {}, node),
       Make(MsgType::kLocate, {k, k2}, {{"host", std::string("host-a")}, {"json", int64_t{1}}}),
-      Make(MsgType::kAdminNodes), Make(MsgType::kAdminStats), Make(MsgType::kAdminHealth),
+      Make(MsgType::kAdminNodes),
+      Make(MsgType::kAdminStats),
+      Make(MsgType::kAdminHealth),
       Make(MsgType::kAdminClear, {}, {{"node_id", std::string("node-a")}}),
-      Make(MsgType::kAdminPin, {k}), Make(MsgType::kAdminEvict, {k})};
+      Make(MsgType::kAdminPin, {k}),
+      Make(MsgType::kAdminEvict, {k})};
   for (size_t i = 0; i < controller.size(); ++i) {
     const std::string name(MsgTypeName(controller[i].type));
     Write(root / "controller_request", name, EncodeHeader(controller[i]));
     Write(root / "wire_header", name, EncodeHeader(controller[i]));
   }
-  Header locate_reply = Make(MsgType::kLocate, {}, {{"n1.id", std::string("a")}, {"n1.tcp", std::string("tcp://h:1")}}, {1, 4, 0});
+  Header locate_reply =
+      Make(MsgType::kLocate, {},
+           {{"n1.id", std::string("a")}, {"n1.tcp", std::string("tcp://h:1")}}, {1, 4, 0});
   Write(root / "wire_header", "locate_reply", EncodeHeader(locate_reply));
 
   const std::vector<std::pair<Header, std::vector<SharedBuffer>>> node_requests = {
@@ -90,21 +99,26 @@ int main(int argc, char** argv) {
       {Make(MsgType::kStats), {}},
       {Make(MsgType::kPing), {}},
       {Make(MsgType::kClear), {}},
-      {Make(MsgType::kPull, {k}, {{"from", std::string("tcp://127.0.0.1:7400")}, {"timeout_ms", int64_t{5}}}), {}}};
+      {Make(MsgType::kPull, {k},
+            {{"from", std::string("tcp://127.0.0.1:7400")}, {"timeout_ms", int64_t{5}}}),
+       {}}};
   for (const auto& [h, payloads] : node_requests)
     Write(root / "node_request", std::string(MsgTypeName(h.type)), NodeRequest(h, payloads));
 
   Write(root / "config_yaml", "node",
         "endpoint: [tcp://0.0.0.0:7400, ipc:///run/pikv/node.sock]\nnode-id: node-a\n"
         "cpu-capacity: 64GiB\nheartbeat-interval: 500ms\nworkers: 4\ndisk: false\n");
-  Write(root / "model_config", "llama3",
-        R"({"hidden_size":4096,"num_attention_heads":32,"num_key_value_heads":8,"rope_theta":500000.0,)"
-        R"("rope_scaling":{"rope_type":"llama3","factor":8.0,"low_freq_factor":1.0,)"
-        R"("high_freq_factor":4.0,"original_max_position_embeddings":8192}})");
-  Write(root / "model_config", "yarn",
-        R"({"head_dim":64,"rope_scaling":{"type":"yarn","factor":4.0,"original_max_position_embeddings":4096}})");
-  Write(root / "model_config", "phi2",
-        R"({"hidden_size":2560,"num_attention_heads":32,"partial_rotary_factor":0.4,"rope_theta":10000})");
+  Write(
+      root / "model_config", "llama3",
+      R"({"hidden_size":4096,"num_attention_heads":32,"num_key_value_heads":8,"rope_theta":500000.0,)"
+      R"("rope_scaling":{"rope_type":"llama3","factor":8.0,"low_freq_factor":1.0,)"
+      R"("high_freq_factor":4.0,"original_max_position_embeddings":8192}})");
+  Write(
+      root / "model_config", "yarn",
+      R"({"head_dim":64,"rope_scaling":{"type":"yarn","factor":4.0,"original_max_position_embeddings":4096}})");
+  Write(
+      root / "model_config", "phi2",
+      R"({"hidden_size":2560,"num_attention_heads":32,"partial_rotary_factor":0.4,"rope_theta":10000})");
   Write(root / "http_request", "locate",
         "GET /locate?key=0123456789abcdef0123456789abcdef&host=h%201 HTTP/1.1\r\nHost: x\r\n\r\n");
   Write(root / "http_request", "healthz", "HEAD /healthz HTTP/1.0\r\n\r\n");

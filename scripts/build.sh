@@ -3,6 +3,9 @@
 # (or $PIKV_BUILD_DIR) with Ninja and ccache.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Paths relative to the checkout in ccache's hashes: a fresh clone elsewhere
+# (as CI makes) still hits the cache.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"
 bash scripts/install-deps.sh
 build_dir="${PIKV_BUILD_DIR:-build}"
 if [ ! -f "$build_dir/build.ninja" ]; then

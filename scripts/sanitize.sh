@@ -7,6 +7,9 @@
 # whose frames lie in those two libraries, nothing else.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Paths relative to the checkout in ccache's hashes: a fresh clone elsewhere
+# (as CI makes) still hits the cache.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"
 bash scripts/install-deps.sh
 kind="${1:-address}"
 if [ "$kind" = thread ]; then

@@ -19,12 +19,14 @@ Status CheckRegistration(const NodeRegistration& reg) {
     if (Status s = CheckHostName(reg.host); !s.ok()) return s;
   }
   if (!reg.tcp.empty()) {
-    if (auto e = ParseTcpEndpoint(reg.tcp); !e.ok()) return InvalidArgument("tcp " + e.status().message());
+    if (auto e = ParseTcpEndpoint(reg.tcp); !e.ok())
+      return InvalidArgument("tcp " + e.status().message());
   }
   if (!reg.ipc.empty()) {
     auto e = ParseEndpoint(reg.ipc);
     if (!e.ok()) return InvalidArgument("ipc " + e.status().message());
-    if (e->transport != Endpoint::Transport::kIpc) return InvalidArgument("ipc endpoint is not ipc://");
+    if (e->transport != Endpoint::Transport::kIpc)
+      return InvalidArgument("ipc endpoint is not ipc://");
   }
   return Status::Ok();
 }

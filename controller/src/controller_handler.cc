@@ -23,9 +23,10 @@ std::vector<ControllerHandler::Outgoing> ControllerHandler::Reject(const std::st
   return {{identity, std::move(h)}};
 }
 
-std::vector<ControllerHandler::Outgoing> ControllerHandler::Handle(
-    const std::string& identity, std::span<const uint8_t> header, size_t payload_frames,
-    Clock::time_point now) {
+std::vector<ControllerHandler::Outgoing> ControllerHandler::Handle(const std::string& identity,
+                                                                   std::span<const uint8_t> header,
+                                                                   size_t payload_frames,
+                                                                   Clock::time_point now) {
   auto decoded = DecodeHeader(header, limits_);
   if (!decoded.ok()) return Reject(identity, nullptr, decoded.status());
   const Header& h = *decoded;
@@ -48,13 +49,14 @@ void ControllerHandler::Apply(const std::string& identity, const Header& h, Cloc
   Header reply = ReplyTo(h);
   switch (h.type) {
     case MsgType::kRegister: {
-      NodeRegistration reg{node_id,
-                           FieldString(h.fields, "host"),
-                           FieldString(h.fields, "tcp"),
-                           FieldString(h.fields, "ipc"),
-                           incarnation,
-                           static_cast<uint64_t>(std::max<int64_t>(0, FieldInt(h.fields, "cpu_capacity"))),
-                           static_cast<uint64_t>(std::max<int64_t>(0, FieldInt(h.fields, "disk_capacity")))};
+      NodeRegistration reg{
+          node_id,
+          FieldString(h.fields, "host"),
+          FieldString(h.fields, "tcp"),
+          FieldString(h.fields, "ipc"),
+          incarnation,
+          static_cast<uint64_t>(std::max<int64_t>(0, FieldInt(h.fields, "cpu_capacity"))),
+          static_cast<uint64_t>(std::max<int64_t>(0, FieldInt(h.fields, "disk_capacity")))};
       auto index = state_.Register(reg, now);
       if (!index.ok()) {
         out = Reject(identity, &h, index.status());
@@ -91,11 +93,10 @@ void ControllerHandler::Apply(const std::string& identity, const Header& h, Cloc
       return;  // events get no reply
     }
     case MsgType::kInventory: {
-      if (state_.ApplyInventory(node_id, incarnation,
-                                static_cast<uint64_t>(FieldInt(h.fields, "seq")),
-                                static_cast<uint64_t>(FieldInt(h.fields, "part")),
-                                FieldInt(h.fields, "final") != 0, h.keys, h.values,
-                                now) == ClusterState::Outcome::kNeedResync) {
+      if (state_.ApplyInventory(
+              node_id, incarnation, static_cast<uint64_t>(FieldInt(h.fields, "seq")),
+              static_cast<uint64_t>(FieldInt(h.fields, "part")), FieldInt(h.fields, "final") != 0,
+              h.keys, h.values, now) == ClusterState::Outcome::kNeedResync) {
         spdlog::warn("node {}: inventory part missing, asking for it again", node_id);
         resync();
       }
@@ -169,8 +170,9 @@ void ControllerHandler::Apply(const std::string& identity, const Header& h, Cloc
       break;
     }
     default:
-      out = Reject(identity, &h,
-                   Unsupported("the controller does not serve " + std::string(MsgTypeName(h.type))));
+      out =
+          Reject(identity, &h,
+                 Unsupported("the controller does not serve " + std::string(MsgTypeName(h.type))));
       return;
   }
   out.push_back({identity, std::move(reply)});

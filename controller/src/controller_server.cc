@@ -158,9 +158,11 @@ void ControllerServer::Serve() {
          ++burst) {
       const std::string identity(static_cast<const char*>(frames[0].data()), frames[0].size());
       std::span<const uint8_t> header;
-      if (frames.size() >= 2) header = {static_cast<const uint8_t*>(frames[1].data()), frames[1].size()};
+      if (frames.size() >= 2)
+        header = {static_cast<const uint8_t*>(frames[1].data()), frames[1].size()};
       const size_t payloads = frames.size() > 2 ? frames.size() - 2 : 0;
-      for (const auto& o : handler_->Handle(identity, header, payloads, now)) l.Send(o.identity, o.header);
+      for (const auto& o : handler_->Handle(identity, header, payloads, now))
+        l.Send(o.identity, o.header);
     }
   }
 }

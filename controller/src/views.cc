@@ -118,10 +118,10 @@ std::string HealthJson(const ClusterState& state, Clock::time_point now) {
   ClusterStats s = state.Stats(now);
   const bool degraded = s.nodes_suspect > 0 || s.nodes_alive == 0;
   return Dump(json{{"status", degraded ? "degraded" : "ok"},
-              {"epoch", std::to_string(state.epoch())},
-              {"nodes_alive", s.nodes_alive},
-              {"nodes_suspect", s.nodes_suspect},
-              {"nodes_dead", s.nodes_dead}});
+                   {"epoch", std::to_string(state.epoch())},
+                   {"nodes_alive", s.nodes_alive},
+                   {"nodes_suspect", s.nodes_suspect},
+                   {"nodes_dead", s.nodes_dead}});
 }
 
 std::string LocateJson(const std::vector<ChunkKey>& keys,

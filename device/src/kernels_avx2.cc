@@ -23,19 +23,23 @@ namespace {
 
 PIKV_AVX2 inline __m256 Load(DType t, const uint8_t* p) {
   switch (t) {
-    case DType::kF32: return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
+    case DType::kF32:
+      return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
     case DType::kBF16: {
       __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
       return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
     }
-    case DType::kF16: return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    case DType::kF16:
+      return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }
   return _mm256_setzero_ps();
 }
 
 PIKV_AVX2 inline void Store(DType t, uint8_t* p, __m256 v) {
   switch (t) {
-    case DType::kF32: _mm256_storeu_ps(reinterpret_cast<float*>(p), v); return;
+    case DType::kF32:
+      _mm256_storeu_ps(reinterpret_cast<float*>(p), v);
+      return;
     case DType::kBF16: {
       // Round to nearest even: add 0x7fff + lsb of the kept half, keep the top 16 bits.
       __m256i bits = _mm256_castps_si256(v);
@@ -47,14 +51,16 @@ PIKV_AVX2 inline void Store(DType t, uint8_t* p, __m256 v) {
       return;
     }
     case DType::kF16:
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(p),
+                       _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
       return;
   }
 }
 
 }  // namespace
 
-PIKV_AVX2 bool RotateHeadAvx2(DType t, const uint8_t* src, uint8_t* dst, const HeadShape& shape, const Rotation& r) {
+PIKV_AVX2 bool RotateHeadAvx2(DType t, const uint8_t* src, uint8_t* dst, const HeadShape& shape,
+                              const Rotation& r) {
   const size_t elem = DTypeSize(t);
   const uint32_t half = shape.rotary_dim / 2;
   if (shape.neox ? half % 8 != 0 : shape.rotary_dim % 8 != 0) return false;

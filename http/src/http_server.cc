@@ -105,7 +105,8 @@ Result<Request> ParseRequestHead(std::string_view head) {
   const std::string_view target = line.substr(sp1 + 1, sp2 - sp1 - 1);
   if (target.empty() || target.front() != '/') return InvalidArgument("bad request target");
   for (char c : target) {
-    if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f) return InvalidArgument("bad request target");
+    if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f)
+      return InvalidArgument("bad request target");
   }
   const size_t q = target.find('?');
   r.path = std::string(target.substr(0, q));
@@ -228,7 +229,8 @@ struct Server::Impl {
         next = std::min(next, c.deadline);
       }
       const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next - now);
-      if (poll(fds.data(), fds.size(), static_cast<int>(std::max<int64_t>(0, wait.count()) + 1)) < 0 &&
+      if (poll(fds.data(), fds.size(), static_cast<int>(std::max<int64_t>(0, wait.count()) + 1)) <
+              0 &&
           errno != EINTR) {
         spdlog::error("http poll: {}", strerror(errno));
         return;
@@ -283,12 +285,14 @@ Result<std::unique_ptr<Server>> Server::Start(Options options,
                      bind(impl->listen_fd, found->ai_addr, found->ai_addrlen) == 0 &&
                      listen(impl->listen_fd, 128) == 0;
   freeaddrinfo(found);
-  if (!bound) return IoError("cannot bind HTTP to " + impl->options.address + ": " + strerror(errno));
+  if (!bound)
+    return IoError("cannot bind HTTP to " + impl->options.address + ": " + strerror(errno));
   sockaddr_in addr{};
   socklen_t len = sizeof addr;
   getsockname(impl->listen_fd, reinterpret_cast<sockaddr*>(&addr), &len);
   server->address_ = host + ":" + std::to_string(ntohs(addr.sin_port));
-  if (pipe2(impl->wake, O_NONBLOCK | O_CLOEXEC) != 0) return IoError("pipe: " + std::string(strerror(errno)));
+  if (pipe2(impl->wake, O_NONBLOCK | O_CLOEXEC) != 0)
+    return IoError("pipe: " + std::string(strerror(errno)));
   Impl* raw = impl.get();
   impl->thread = std::thread([raw] {
     try {

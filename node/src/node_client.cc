@@ -60,8 +60,7 @@ Result<std::vector<Result<SharedBuffer>>> NodeClient::Pull(std::span<const Chunk
   return ObjectsFromReply(std::move(reply), keys.size());
 }
 
-Result<std::vector<Result<SharedBuffer>>> ObjectsFromReply(Result<Message> reply,
-                                                          size_t expected) {
+Result<std::vector<Result<SharedBuffer>>> ObjectsFromReply(Result<Message> reply, size_t expected) {
   if (!reply.ok()) return reply.status();
   const auto& codes = reply->header.values;
   if (codes.size() != expected) return ProtocolError("reply has the wrong number of results");

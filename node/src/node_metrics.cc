@@ -1,7 +1,6 @@
 #include "pikv/node/node_metrics.h"
 
 #include <nlohmann/json.hpp>
-
 #include <sstream>
 
 namespace pikv::node {

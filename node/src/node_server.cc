@@ -73,7 +73,6 @@ class JobQueue {
   bool closed_ = false;   // guarded by mu_
 };
 
-
 struct NodeServer::Loop {
   zmq::context_t context{1};
   zmq::socket_t frontend{context, zmq::socket_type::router};
@@ -158,8 +157,9 @@ Result<std::unique_ptr<NodeServer>> NodeServer::Start(NodeOptions options) {
   if (!options.http.empty()) {
     std::map<std::string, http::Handler> routes;
     routes["/metrics"] = [self](const http::Request&) {
-      return http::Response{200, "text/plain; version=0.0.4",
-                            NodeMetricsText(*self->handler_, *self->storage_, self->reporter_.get())};
+      return http::Response{
+          200, "text/plain; version=0.0.4",
+          NodeMetricsText(*self->handler_, *self->storage_, self->reporter_.get())};
     };
     routes["/healthz"] = [self](const http::Request&) {
       const bool registered = self->reporter_ && self->reporter_->registered();
@@ -299,8 +299,8 @@ void NodeServer::WorkerLoop(JobQueue& jobs, const char* replies, int index) {
       reply = handler_->Handle(job->request, job->received);
     } catch (const std::exception& e) {
       // A bug, not a peer's doing; the requester still gets its answer.
-      spdlog::error("worker {}: {} request failed: {}", index, MsgTypeName(job->request.header.type),
-                    e.what());
+      spdlog::error("worker {}: {} request failed: {}", index,
+                    MsgTypeName(job->request.header.type), e.what());
       reply.header = ReplyTo(job->request.header, ErrorCode::kInternal, "internal error");
     }
     handler_->RecordLatency(job->request.header.type, Clock::now() - t0);

@@ -17,7 +17,7 @@ PeerPool::Lease PeerPool::Acquire(const std::string& endpoint) {
 }
 
 void PeerPool::Release(std::unique_ptr<RpcClient> rpc) {
-  if (!rpc->status().ok()) return;  // an endpoint that never connects is not kept
+  if (!rpc->status().ok()) return;     // an endpoint that never connects is not kept
   std::unique_ptr<RpcClient> dropped;  // closed outside the lock
   std::lock_guard lock(mu_);
   idle_.push_front(std::move(rpc));

@@ -13,8 +13,8 @@ namespace pikv::node {
 namespace {
 
 std::chrono::milliseconds Left(Puller::Clock::time_point deadline) {
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
-                                                                    Puller::Clock::now());
+  auto left =
+      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Puller::Clock::now());
   return std::max(std::chrono::milliseconds(0), left);
 }
 

@@ -180,9 +180,9 @@ Message RequestHandler::HandlePull(Message& req, Clock::time_point received) {
   if (!puller_)
     return Reject(&req.header, Unsupported("this node has no controller to find its peers"));
   // The caller's deadline, counted from when the request arrived.
-  const auto timeout = std::chrono::milliseconds(std::clamp<int64_t>(
-      FieldInt(req.header.fields, "timeout_ms", kDefaultPullTimeout.count()), 1,
-      kMaxPullTimeout.count()));
+  const auto timeout = std::chrono::milliseconds(
+      std::clamp<int64_t>(FieldInt(req.header.fields, "timeout_ms", kDefaultPullTimeout.count()), 1,
+                          kMaxPullTimeout.count()));
   return puller_->Pull(req.header, received + timeout);
 }
 

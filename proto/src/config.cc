@@ -119,7 +119,8 @@ Status Config::LoadYamlText(const std::string& text, const std::string& origin) 
 
 Status Config::ApplyYaml(const YAML::Node& root, const std::string& origin) {
   for (const auto& kv : root) {
-    if (!kv.first.IsScalar()) return InvalidArgument(origin + ": a setting's name must be a string");
+    if (!kv.first.IsScalar())
+      return InvalidArgument(origin + ": a setting's name must be a string");
     const std::string key = kv.first.as<std::string>();
     auto it = entries_.find(key);
     if (it == entries_.end()) return InvalidArgument(origin + ": unknown setting '" + key + "'");

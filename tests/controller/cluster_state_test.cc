@@ -20,8 +20,8 @@ class ClusterStateTest : public ::testing::Test {
   Clock::time_point now_ = Clock::now();
 
   NodeRegistration Reg(const std::string& id, uint64_t incarnation) {
-    return {id, "host-" + id, "tcp://" + id + ":7400", "ipc:///tmp/" + id, incarnation, 1 << 30,
-            1ull << 34};
+    return {id,      "host-" + id, "tcp://" + id + ":7400", "ipc:///tmp/" + id, incarnation,
+            1 << 30, 1ull << 34};
   }
   ClusterState::Outcome Events(const std::string& id, uint64_t inc, uint64_t seq,
                                std::vector<std::pair<ChunkKey, int64_t>> ev) {

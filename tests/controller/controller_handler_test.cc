@@ -44,8 +44,7 @@ class ControllerHandlerTest : public ::testing::Test {
 // the sender's choosing, are refused where they enter.
 TEST_F(ControllerHandlerTest, RegistrationsCarryingBadStringsAreRefusedAndAdminStillAnswers) {
   EXPECT_EQ(Register("ok-node", "host-1", "tcp://127.0.0.1:7400").status, ErrorCode::kOk);
-  EXPECT_EQ(Register("bad\xff\xfe", "h", "tcp://127.0.0.1:1").status,
-            ErrorCode::kInvalidArgument);
+  EXPECT_EQ(Register("bad\xff\xfe", "h", "tcp://127.0.0.1:1").status, ErrorCode::kInvalidArgument);
   EXPECT_EQ(Register("n2", "h\xc3\x28", "tcp://127.0.0.1:1").status, ErrorCode::kInvalidArgument);
   EXPECT_EQ(Register("n3", "h", "tcp://\xff:1").status, ErrorCode::kInvalidArgument);
   EXPECT_EQ(Register("x\"}\npikv_controller_fake 1\n", "h", "tcp://127.0.0.1:1").status,

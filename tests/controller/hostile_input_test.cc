@@ -36,8 +36,11 @@ class FakeNode {
   Result<Message> Register(const std::string& tcp, const std::string& host = "fake-host") {
     Message m;
     m.header.type = MsgType::kRegister;
-    m.header.fields = {{"node_id", id_}, {"incarnation", int64_t{1}}, {"host", host},
-                       {"tcp", tcp},     {"ipc", std::string()}};
+    m.header.fields = {{"node_id", id_},
+                       {"incarnation", int64_t{1}},
+                       {"host", host},
+                       {"tcp", tcp},
+                       {"ipc", std::string()}};
     return rpc_.Call(std::move(m), 2s);
   }
   // Claims to hold `keys` in CPU (no reply comes: the short wait is expected).
@@ -46,8 +49,11 @@ class FakeNode {
     m.header.type = MsgType::kInventory;
     m.header.keys = keys;
     m.header.values.assign(keys.size(), static_cast<int64_t>(TierKind::kCpu));
-    m.header.fields = {{"node_id", id_}, {"incarnation", int64_t{1}}, {"seq", int64_t{0}},
-                       {"part", int64_t{0}}, {"final", int64_t{1}}};
+    m.header.fields = {{"node_id", id_},
+                       {"incarnation", int64_t{1}},
+                       {"seq", int64_t{0}},
+                       {"part", int64_t{0}},
+                       {"final", int64_t{1}}};
     rpc_.Call(std::move(m), 50ms).status().IgnoreError();
   }
 
@@ -71,7 +77,7 @@ TEST_F(HostileInputTest, APullNamingAnUnusablePeerIsRefusedAndTheNodeLives) {
 
 TEST_F(HostileInputTest, ARegistrationWithAnUnusableAddressOrNameIsRefused) {
   const std::vector<std::pair<std::string, std::string>> bad = {
-      {"tcp", "garbage"}, {"tcp", "tcp://"}, {"tcp", "udp://1.2.3.4:5"},
+      {"tcp", "garbage"},    {"tcp", "tcp://"},     {"tcp", "udp://1.2.3.4:5"},
       {"id", "bad\xff\xfe"}, {"id", "line\nbreak"}, {"host", "h\xc3\x28"}};
   for (const auto& [what, value] : bad) {
     FakeNode fake(Endpoint(), what == "id" ? value : "fake");
@@ -121,8 +127,11 @@ TEST_F(HostileInputTest, PullsFromAPeerThatNeverAnswersDoNotDelayLocalRequests) 
   auto reg = fake.Register(silent_ep);
   ASSERT_TRUE(reg.ok() && reg->header.status == ErrorCode::kOk);
   fake.Inventory({o.key});
-  WaitFor([&] { return Locate(o.key).count({"sluggish", TierKind::kCpu}) == 1; }, 1s,
-          "the silent peer located");
+  WaitFor(
+      [&] {
+        return Locate(o.key).count({"sluggish", TierKind::kCpu}) == 1;
+      },
+      1s, "the silent peer located");
   // Two pulls that will wait their full 3 s on the silent peer...
   std::vector<std::future<bool>> pulls;
   for (int i = 0; i < 2; ++i) {

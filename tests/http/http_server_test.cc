@@ -1,13 +1,13 @@
 #include "pikv/http/http_server.h"
 
-#include "test_support.h"
-
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <thread>
+
+#include "test_support.h"
 
 namespace pikv::http {
 namespace {

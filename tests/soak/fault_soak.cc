@@ -65,7 +65,9 @@ class Soak {
   }
 
  private:
-  std::string ControllerEndpoint() const { return "tcp://127.0.0.1:" + std::to_string(controller_port_); }
+  std::string ControllerEndpoint() const {
+    return "tcp://127.0.0.1:" + std::to_string(controller_port_);
+  }
   static std::string Id(int i) { return "soak-" + std::to_string(i); }
 
   void StartController() {
@@ -109,7 +111,8 @@ class Soak {
   void Preload(int node) {
     for (int done = 0; done < keys_per_node_; done += 500) {
       std::vector<uint64_t> seeds;
-      for (int i = done; i < std::min(keys_per_node_, done + 500); ++i) seeds.push_back(next_seed_++);
+      for (int i = done; i < std::min(keys_per_node_, done + 500); ++i)
+        seeds.push_back(next_seed_++);
       Put(node, seeds);
     }
   }
@@ -127,7 +130,8 @@ class Soak {
       verified_objects_++;
       if (b.size() != expected.bytes.size() ||
           std::memcmp(b.data(), expected.bytes.data(), b.size()) != 0) {
-        size_t wrong = std::max(b.size(), expected.bytes.size()) - std::min(b.size(), expected.bytes.size());
+        size_t wrong =
+            std::max(b.size(), expected.bytes.size()) - std::min(b.size(), expected.bytes.size());
         for (size_t j = 0; j < std::min(b.size(), expected.bytes.size()); ++j)
           wrong += b.data()[j] != expected.bytes.data()[j];
         corrupted_bytes_ += wrong;
@@ -215,7 +219,8 @@ class Soak {
         for (size_t k = 0; k < batch.size(); ++k) {
           TierMask said = 0;
           for (const auto& r : (*located)[k]) {
-            if (r.node_id == Id(i) && r.location.tier != TierKind::kRemote) said |= Bit(r.location.tier);
+            if (r.node_id == Id(i) && r.location.tier != TierKind::kRemote)
+              said |= Bit(r.location.tier);
           }
           const TierMask real = (*masks)[k] & (Bit(TierKind::kCpu) | Bit(TierKind::kDisk));
           if (said != real) {
@@ -254,7 +259,8 @@ class Soak {
       const int count = kind == "preload" || kind == "final" ? 1 : faults_[kind];
       std::cout << "| " << kind << " | " << count << " | " << times[times.size() / 2] << " | "
                 << times.back() << " |\n";
-      per_kind[kind] = {{"count", count}, {"median_s", times[times.size() / 2]}, {"max_s", times.back()}};
+      per_kind[kind] = {
+          {"count", count}, {"median_s", times[times.size() / 2]}, {"max_s", times.back()}};
     }
     std::cout << "\noperations " << ops_ << " (failed " << failed_ops_ << "), objects verified "
               << verified_objects_ << " (" << verified_bytes_ << " bytes), misses " << misses_

@@ -27,8 +27,8 @@ namespace pikv::http {
 inline constexpr size_t kMaxRequestHead = 8192;
 
 struct Request {
-  std::string method;  // GET or HEAD
-  std::string path;    // without the query
+  std::string method;                        // GET or HEAD
+  std::string path;                          // without the query
   std::map<std::string, std::string> query;  // percent-decoded
   std::string Param(const std::string& name) const;
 };

@@ -15,8 +15,7 @@
 namespace pikv::node {
 
 // Per-key objects from a get or pull reply that answers `expected` keys.
-Result<std::vector<Result<SharedBuffer>>> ObjectsFromReply(Result<Message> reply,
-                                                          size_t expected);
+Result<std::vector<Result<SharedBuffer>>> ObjectsFromReply(Result<Message> reply, size_t expected);
 
 class NodeClient {
  public:

@@ -34,7 +34,7 @@ class Puller;
 
 // How a node pulls from its peers (kPull).
 struct PullOptions {
-  std::string controller;  // where the peers are looked up; empty: pulls are refused
+  std::string controller;            // where the peers are looked up; empty: pulls are refused
   size_t max_idle_connections = 16;  // peer connections kept between pulls
 };
 
@@ -74,8 +74,8 @@ class RequestHandler {
   std::string node_id_;
   std::unique_ptr<Puller> puller_;
   std::atomic<uint64_t> requests_{0}, gets_{0}, puts_{0}, exists_{0}, deletes_{0}, pins_{0},
-      unpins_{0}, stats_{0}, pings_{0}, clears_{0}, pulls_{0}, malformed_{0}, busy_{0}, too_large_{0}, unsupported_{0}, bad_requests_{0},
-      bytes_in_{0}, bytes_out_{0};
+      unpins_{0}, stats_{0}, pings_{0}, clears_{0}, pulls_{0}, malformed_{0}, busy_{0},
+      too_large_{0}, unsupported_{0}, bad_requests_{0}, bytes_in_{0}, bytes_out_{0};
 };
 
 }  // namespace pikv::node

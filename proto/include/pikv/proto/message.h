@@ -93,9 +93,9 @@ struct Message {
 // replies are built to fit them (locate).
 struct WireLimits {
   size_t max_header_bytes = 1u << 20;
-  size_t max_batch = 4096;     // keys and payload frames per message
-  size_t max_values = 65536;   // values per message (locate: counts plus locations)
-  size_t max_fields = 8192;    // e.g. locate: 4 per node referenced
+  size_t max_batch = 4096;    // keys and payload frames per message
+  size_t max_values = 65536;  // values per message (locate: counts plus locations)
+  size_t max_fields = 8192;   // e.g. locate: 4 per node referenced
   size_t max_string = 4096;
   uint64_t max_payload_bytes = 1ull << 30;          // one payload frame
   uint64_t max_message_payload_bytes = 4ull << 30;  // all payload frames
