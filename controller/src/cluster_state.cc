@@ -19,8 +19,12 @@ Status CheckRegistration(const NodeRegistration& reg) {
     if (Status s = CheckHostName(reg.host); !s.ok()) return s;
   }
   if (!reg.tcp.empty()) {
-    if (auto e = ParseTcpEndpoint(reg.tcp); !e.ok())
-      return InvalidArgument("tcp " + e.status().message());
+    auto e = ParseTcpEndpoint(reg.tcp);
+    if (!e.ok()) return InvalidArgument("tcp " + e.status().message());
+    // Peers dial this address: a wildcard would make them dial themselves.
+    if (IsWildcardHost(e->host))
+      return InvalidArgument("tcp endpoint " + reg.tcp +
+                             " is a wildcard: advertise a reachable host");
   }
   if (!reg.ipc.empty()) {
     auto e = ParseEndpoint(reg.ipc);

@@ -29,6 +29,15 @@ std::string HostName() {
   return buf;
 }
 
+// What peers should dial for a bound tcp endpoint: a wildcard bind
+// (tcp://0.0.0.0:7400) is advertised under the node's host name.
+std::string AdvertisedTcp(const std::string& bound, const std::string& host) {
+  auto e = ParseTcpEndpoint(bound);
+  if (!e.ok() || !IsWildcardHost(e->host)) return bound;
+  e->host = host.find(':') != std::string::npos ? "[" + host + "]" : host;
+  return e->ToString();
+}
+
 }  // namespace
 
 // A request waiting for a worker.
@@ -144,7 +153,7 @@ Result<std::unique_ptr<NodeServer>> NodeServer::Start(NodeOptions options) {
     if (r.node_id.empty()) r.node_id = options.node_id;
     if (r.host.empty()) r.host = HostName();
     for (const auto& ep : server->endpoints_) {
-      if (r.tcp.empty() && ep.rfind("tcp://", 0) == 0) r.tcp = ep;
+      if (r.tcp.empty() && ep.rfind("tcp://", 0) == 0) r.tcp = AdvertisedTcp(ep, r.host);
       if (r.ipc.empty() && ep.rfind("ipc://", 0) == 0) r.ipc = ep;
     }
     const uint64_t disk = options.storage.disk ? options.storage.disk->capacity_bytes : 0;

@@ -87,6 +87,8 @@ Result<Endpoint> ParseTcpEndpoint(std::string_view text) {
   return e;
 }
 
+bool IsWildcardHost(std::string_view host) { return host == "0.0.0.0" || host == "[::]"; }
+
 bool IsValidUtf8(std::string_view s) {
   size_t i = 0;
   while (i < s.size()) {

@@ -124,6 +124,9 @@ TEST_F(ClusterStateTest, RegistrationsWithUnusableNamesOrAddressesAreRefused) {
   EXPECT_EQ(with([](auto& r) { r.host = "h\xc3\x28"; }), ErrorCode::kInvalidArgument);
   EXPECT_EQ(with([](auto& r) { r.tcp = "garbage"; }), ErrorCode::kInvalidArgument);
   EXPECT_EQ(with([](auto& r) { r.tcp = "ipc:///x"; }), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(with([](auto& r) { r.tcp = "tcp://0.0.0.0:7400"; }), ErrorCode::kInvalidArgument)
+      << "peers would dial themselves";
+  EXPECT_EQ(with([](auto& r) { r.tcp = "tcp://[::]:7400"; }), ErrorCode::kInvalidArgument);
   EXPECT_EQ(with([](auto& r) { r.ipc = "tcp://h:1"; }), ErrorCode::kInvalidArgument);
   EXPECT_EQ(state_.node_count(), 0u);
   EXPECT_EQ(with([](auto& r) { r.ipc = ""; }), ErrorCode::kOk);  // tcp-only nodes are fine

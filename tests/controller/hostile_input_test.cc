@@ -154,6 +154,32 @@ TEST_F(HostileInputTest, PullsFromAPeerThatNeverAnswersDoNotDelayLocalRequests) 
   for (auto& p : pulls) EXPECT_TRUE(p.get()) << "a pull from a silent peer is a miss";
 }
 
+// A node bound to a wildcard used to advertise it, and peers dialled
+// 0.0.0.0: themselves. It advertises its host instead.
+TEST_F(HostileInputTest, ANodeBoundToAWildcardAdvertisesItsHost) {
+  testing::TempDir dir;
+  const int port = testing::FreePort();
+  auto wild =
+      testing::StartNode({"--endpoint", "tcp://0.0.0.0:" + std::to_string(port), "--data-dir",
+                          dir.str(), "--node-id", "node-w", "--host", "127.0.0.1", "--controller",
+                          Endpoint(), "--heartbeat-interval", "200ms", "--log-level", "warn"});
+  WaitFor([&] { return AliveNodes() == 4; }, 5s, "the fourth node alive");
+  std::string advertised;
+  const auto table = Admin(MsgType::kAdminNodes);
+  for (const auto& n : table["nodes"]) {
+    if (n["id"] == "node-w") advertised = n["tcp"];
+  }
+  EXPECT_EQ(advertised, "tcp://127.0.0.1:" + std::to_string(port));
+  auto o = MakeObject(6, 8 << 10);
+  node::NodeClient w("tcp://127.0.0.1:" + std::to_string(port), 3s);
+  ASSERT_TRUE(w.Put({&o.key, 1}, {&o.bytes, 1}).ok());
+  WaitFor([&] { return Locate(o.key).count({"node-w", TierKind::kCpu}) == 1; }, 5s, "located");
+  node::NodeClient a(nodes_[0].tcp, 3s);
+  auto r = a.Pull({&o.key, 1}, advertised, 2s);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE((*r)[0].ok()) << "node-a pulled from node-w at its advertised address";
+}
+
 TEST_F(HostileInputTest, ANodeNeverPullsFromItself) {
   auto o = MakeObject(5, 8 << 10);
   Put(0, o);

@@ -56,7 +56,8 @@ struct NodeOptions {
   WireLimits limits;
   storage::StorageOptions storage;
   // Set to report to a controller. Empty tcp/ipc/node_id/host are filled in
-  // from the bound endpoints and the node's own id and host name.
+  // from the bound endpoints and the node's own id and host name; a tcp
+  // endpoint bound to a wildcard (0.0.0.0, [::]) is advertised under the host.
   std::optional<ReporterOptions> reporter;
 };
 

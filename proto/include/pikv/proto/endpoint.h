@@ -37,6 +37,9 @@ Result<Endpoint> ParseEndpoint(std::string_view text);
 // ParseEndpoint, and a tcp endpoint.
 Result<Endpoint> ParseTcpEndpoint(std::string_view text);
 
+// 0.0.0.0 or [::]: fine to bind, useless to dial from another host.
+bool IsWildcardHost(std::string_view host);
+
 bool IsValidUtf8(std::string_view text);
 
 // A node id: 1..kMaxNodeIdLength of [A-Za-z0-9._:@-].
