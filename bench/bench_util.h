@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "pikv/proto/text_table.h"
+#include "pikv/common/text_table.h"
 
 namespace pikv::bench {
 

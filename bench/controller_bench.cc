@@ -24,7 +24,7 @@
 #include <zmq.hpp>
 
 #include "bench_util.h"
-#include "pikv/controller/admin_client.h"
+#include "pikv/rpc/admin_client.h"
 #include "pikv/controller/registry.h"
 #include "pikv/proto/zmq_frames.h"
 #include "test_support.h"
@@ -33,7 +33,7 @@ namespace pikv::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using controller::Location;
+using pikv::Location;
 using controller::Registry;
 
 ChunkKey Key(uint64_t i) {
@@ -129,13 +129,13 @@ Header Batch(const std::string& node_id, uint64_t seq, uint64_t first_key, size_
       {"node_id", node_id}, {"incarnation", int64_t{1}}, {"seq", static_cast<int64_t>(seq)}};
   for (size_t i = 0; i < n; ++i) {
     h.keys.push_back(Key(first_key + i));
-    h.values.push_back(controller::EncodeEvent(TierKind::kCpu, true));
+    h.values.push_back(EncodeEvent(TierKind::kCpu, true));
   }
   return h;
 }
 
 int64_t EventsApplied(const std::string& endpoint) {
-  controller::AdminClient admin(endpoint, std::chrono::seconds(5));
+  rpc::AdminClient admin(endpoint, std::chrono::seconds(5));
   auto j = admin.Json(MsgType::kAdminStats);
   return j.ok() ? nlohmann::json::parse(*j)["events_applied"].get<int64_t>() : -1;
 }
@@ -207,7 +207,7 @@ double SendEvents(const std::string& endpoint, int senders, int batches, size_t 
 // ---- 3. Locate latency -------------------------------------------------------------
 std::vector<double> LocateLatencies(const std::string& endpoint, uint64_t key_space, int calls,
                                     uint64_t& found) {
-  controller::AdminClient admin(endpoint, std::chrono::seconds(5));
+  rpc::AdminClient admin(endpoint, std::chrono::seconds(5));
   std::mt19937_64 rng(7);
   std::vector<double> ms;
   std::vector<ChunkKey> keys(32);

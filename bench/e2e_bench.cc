@@ -16,7 +16,7 @@
 #include <random>
 
 #include "bench_util.h"
-#include "engine_harness.h"
+#include "pikv/engine/demo_engine.h"
 #include "test_support.h"
 
 namespace pikv::bench {
@@ -25,8 +25,8 @@ namespace {
 using Tokens = std::vector<int32_t>;
 
 int Run(int prompts, int docs, uint64_t seed, int check_every) {
-  const device::ModelConfig cfg = testing::DemoModelConfig();
-  device::ReferenceModel model(cfg);
+  const engine::ModelConfig cfg = engine::DemoModelConfig();
+  engine::ReferenceModel model(cfg);
 
   testing::TempDir dir_a, dir_b;
   testing::RedisServer redis;
@@ -41,14 +41,14 @@ int Run(int prompts, int docs, uint64_t seed, int check_every) {
   };
   auto na = node(dir_a, "a"), nb = node(dir_b, "b");
   auto options = [&](const testing::NodeProcess& n, const std::string& host) {
-    return testing::ReferenceClientOptions(cfg, "reference-bench", n.ipc, ctl.endpoint, host);
+    return engine::ReferenceClientOptions(cfg, "reference-bench", n.ipc, ctl.endpoint, host);
   };
-  testing::Engine engines[2] = {testing::Engine(model, options(na, "host-a")),
-                                testing::Engine(model, options(nb, "host-b"))};
+  engine::Engine engines[2] = {engine::Engine(model, options(na, "host-a")),
+                                engine::Engine(model, options(nb, "host-b"))};
 
-  testing::RagTrace trace(cfg.vocab, docs, seed);
+  engine::RagTrace trace(cfg.vocab, docs, seed);
 
-  testing::Tally tally;
+  engine::Tally tally;
   double worst_error = 0;
   int checked = 0;
   for (int p = 0; p < prompts; ++p) {
@@ -56,7 +56,7 @@ int Run(int prompts, int docs, uint64_t seed, int check_every) {
     auto answer = engines[p % 2].Run(prompt);
     tally.Add(prompt, answer);
     if (check_every > 0 && p % check_every == check_every - 1) {
-      auto scratch = testing::ScratchLogits(model, prompt);
+      auto scratch = engine::ScratchLogits(model, prompt);
       for (size_t i = 0; i < scratch.size(); ++i) {
         worst_error = std::max(worst_error, double(std::fabs(scratch[i] - answer.logits[i])));
       }

@@ -25,8 +25,8 @@
 #include <zmq.hpp>
 
 #include "bench_util.h"
-#include "pikv/node/node_client.h"
-#include "pikv/proto/units.h"
+#include "pikv/rpc/node_client.h"
+#include "pikv/common/units.h"
 #include "pikv/proto/zmq_frames.h"
 #include "test_support.h"
 
@@ -102,7 +102,7 @@ redisContext* ConnectRedis(const Setup& s, bool unix_socket) {
 }
 
 std::function<void()> PikvWorker(const std::string& ep, const Pools& pools, bool put, int thread) {
-  auto client = std::make_shared<node::NodeClient>(ep, std::chrono::seconds(60));
+  auto client = std::make_shared<rpc::NodeClient>(ep, std::chrono::seconds(60));
   auto rng = std::make_shared<std::mt19937>(thread + 1);
   auto next = std::make_shared<size_t>(thread * pools.objects.size() / 4);
   return [client, rng, next, &pools, put] {
@@ -221,7 +221,7 @@ int Run(double seconds, int num_rounds, const std::vector<uint64_t>& sizes) {
       for (int clients : {1, 4}) {
         for (bool put : {true, false}) {
           if (!put) {  // make the GET set resident everywhere (untimed)
-            node::NodeClient c(s.pikv_tcp, std::chrono::seconds(60));
+            rpc::NodeClient c(s.pikv_tcp, std::chrono::seconds(60));
             for (size_t i = 0; i < pools.resident; ++i) {
               auto r = c.Put({&pools.objects[i].key, 1}, {&pools.objects[i].bytes, 1});
               if (!r.ok()) g_errors++;

@@ -1,5 +1,5 @@
 // A YAML config file, as pikv-node reads one, against keys of every kind.
-#include "pikv/proto/config.h"
+#include "pikv/common/config.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using K = pikv::Config::Kind;

@@ -2,8 +2,8 @@
 
 #include <map>
 
-#include "pikv/controller/admin_client.h"
-#include "pikv/node/node_client.h"
+#include "pikv/rpc/admin_client.h"
+#include "pikv/rpc/node_client.h"
 #include "pikv/proto/chunk_object.h"
 
 namespace pikv::client {
@@ -34,20 +34,20 @@ std::string_view SourceName(Source s) {
 }
 
 struct Client::Connections {
-  std::unique_ptr<node::NodeClient> local;
-  std::unique_ptr<controller::AdminClient> controller;
-  std::map<std::string, std::unique_ptr<node::NodeClient>>
+  std::unique_ptr<rpc::NodeClient> local;
+  std::unique_ptr<rpc::AdminClient> controller;
+  std::map<std::string, std::unique_ptr<rpc::NodeClient>>
       peers;  // direct, when the local node is down
 };
 
 Client::Client(ClientOptions options)
     : options_(std::move(options)), conn_(std::make_unique<Connections>()) {
   if (!options_.local_node.empty()) {
-    conn_->local = std::make_unique<node::NodeClient>(options_.local_node, options_.node_timeout);
+    conn_->local = std::make_unique<rpc::NodeClient>(options_.local_node, options_.node_timeout);
   }
   if (!options_.controller.empty()) {
     conn_->controller =
-        std::make_unique<controller::AdminClient>(options_.controller, options_.controller_timeout);
+        std::make_unique<rpc::AdminClient>(options_.controller, options_.controller_timeout);
   }
 }
 
@@ -187,7 +187,7 @@ std::vector<Result<SharedBuffer>> Client::Fetch(Plan& plan) {
                                    std::max(std::chrono::milliseconds(1), left * 8 / 10)));
     } else {
       auto& peer = conn_->peers[endpoint];
-      if (!peer) peer = std::make_unique<node::NodeClient>(endpoint, Left(deadline));
+      if (!peer) peer = std::make_unique<rpc::NodeClient>(endpoint, Left(deadline));
       peer->set_timeout(Left(deadline));
       stats_.peer_direct += idx.size();
       auto got = peer->Get(keys_of(idx));
@@ -281,7 +281,7 @@ std::future<Status> Client::StoreAsync(const ChunkKey& key, std::vector<int32_t>
   return std::async(std::launch::async,
                     [endpoint = options_.local_node, timeout = options_.node_timeout, key,
                      object = std::move(*object)]() -> Status {
-                      node::NodeClient node(endpoint, timeout);
+                      rpc::NodeClient node(endpoint, timeout);
                       auto put = node.Put({&key, 1}, {&object, 1});
                       return put.ok() ? (*put)[0] : put.status();
                     });

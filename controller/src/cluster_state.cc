@@ -151,11 +151,10 @@ Status ClusterState::Heartbeat(const std::string& id, uint64_t incarnation, Fiel
 void ClusterState::ApplyLocked(uint16_t index, std::span<const ChunkKey> keys,
                                std::span<const int64_t> values, bool admit_only) {
   for (size_t i = 0; i < keys.size() && i < values.size(); ++i) {
-    const auto tier = static_cast<TierKind>(values[i] & 0xf);
-    if (static_cast<int>(tier) >= kNumTiers) continue;
-    const bool admit = admit_only || (values[i] >> 4) == 1;
-    const Location loc{tier == TierKind::kRemote ? kSharedTierNode : index, tier};
-    if (admit) {
+    const auto event = DecodeEvent(values[i]);
+    if (!event) continue;
+    const Location loc{event->tier == TierKind::kRemote ? kSharedTierNode : index, event->tier};
+    if (admit_only || event->admit) {
       registry_.Admit(keys[i], loc);
     } else {
       registry_.Evict(keys[i], loc);

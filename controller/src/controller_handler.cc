@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "pikv/controller/views.h"
+#include "pikv/proto/admin_wire.h"
 #include "pikv/proto/locate_reply.h"
 
 namespace pikv::controller {
@@ -47,6 +48,7 @@ void ControllerHandler::Apply(const std::string& identity, const Header& h, Cloc
     out.push_back({identity, std::move(r)});
   };
   Header reply = ReplyTo(h);
+  std::string document;  // an admin reply's JSON, sent as its payload frame
   switch (h.type) {
     case MsgType::kRegister: {
       NodeRegistration reg{
@@ -132,17 +134,17 @@ void ControllerHandler::Apply(const std::string& identity, const Header& h, Cloc
         reply.fields[p + "tcp"] = r->tcp;
         reply.fields[p + "ipc"] = r->ipc;
       }
-      if (FieldInt(h.fields, "json")) reply.fields["json"] = LocateJson(h.keys, all);
+      if (FieldInt(h.fields, admin::kJsonField)) document = LocateJson(h.keys, all);
       break;
     }
     case MsgType::kAdminNodes:
-      reply.fields["json"] = NodesJson(state_, now);
+      document = NodesJson(state_, now);
       break;
     case MsgType::kAdminStats:
-      reply.fields["json"] = StatsJson(state_, now);
+      document = StatsJson(state_, now);
       break;
     case MsgType::kAdminHealth:
-      reply.fields["json"] = HealthJson(state_, now);
+      document = HealthJson(state_, now);
       break;
     case MsgType::kAdminClear:
     case MsgType::kAdminPin:
@@ -166,7 +168,7 @@ void ControllerHandler::Apply(const std::string& identity, const Header& h, Cloc
         out = Reject(identity, &h, NotFound("no live node " + node_id));
         return;
       }
-      reply.fields["json"] = ForwardedJson(sent, h.keys.size());
+      document = ForwardedJson(sent, h.keys.size());
       break;
     }
     default:
@@ -175,7 +177,12 @@ void ControllerHandler::Apply(const std::string& identity, const Header& h, Cloc
                  Unsupported("the controller does not serve " + std::string(MsgTypeName(h.type))));
       return;
   }
-  out.push_back({identity, std::move(reply)});
+  Outgoing answer{identity, std::move(reply), {}};
+  if (!document.empty()) {
+    answer.payloads.push_back(SharedBuffer::Copy(
+        {reinterpret_cast<const uint8_t*>(document.data()), document.size()}));
+  }
+  out.push_back(std::move(answer));
 }
 
 void ControllerHandler::Tick(Clock::time_point now) {

@@ -35,7 +35,6 @@ Result<std::vector<ChunkKey>> ParseKeyList(const std::string& list) {
 struct ControllerServer::Loop {
   zmq::context_t context{1};
   zmq::socket_t router{context, zmq::socket_type::router};
-  std::map<std::string, std::string> identities;  // node id -> ROUTER identity of its reporter
   std::atomic<bool> stopping{false};
   std::thread thread;
   std::unique_ptr<http::Server> http;
@@ -162,7 +161,7 @@ void ControllerServer::Serve() {
         header = {static_cast<const uint8_t*>(frames[1].data()), frames[1].size()};
       const size_t payloads = frames.size() > 2 ? frames.size() - 2 : 0;
       for (const auto& o : handler_->Handle(identity, header, payloads, now))
-        l.Send(o.identity, o.header);
+        l.Send(o.identity, o.header, o.payloads);
     }
   }
 }

@@ -3,6 +3,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "pikv/proto/admin_wire.h"
+
 namespace pikv::controller {
 
 namespace {
@@ -44,12 +46,12 @@ json TierTotals(const std::vector<NodeView>& nodes) {
       chunks += n.chunks[t];
     }
     tiers[name] = {
-        {"chunks", chunks},
-        {"used_bytes", used},
-        {"capacity_bytes", capacity},
-        {"hits", hits},
-        {"misses", misses},
-        {"hit_rate", hits + misses > 0 ? static_cast<double>(hits) / (hits + misses) : 0.0}};
+        {admin::kChunks, chunks},
+        {admin::kUsedBytes, used},
+        {admin::kCapacityBytes, capacity},
+        {admin::kHits, hits},
+        {admin::kMisses, misses},
+        {admin::kHitRate, hits + misses > 0 ? static_cast<double>(hits) / (hits + misses) : 0.0}};
   }
   return tiers;
 }
@@ -62,25 +64,25 @@ std::string NodesJson(const ClusterState& state, Clock::time_point now) {
     json tiers = json::object();
     for (int t = 0; t < kNumTiers; ++t) {
       const std::string name(TierName(static_cast<TierKind>(t)));
-      tiers[name] = {{"chunks", n.chunks[t]},
-                     {"used_bytes", Usage(n, name + ".used_bytes")},
-                     {"capacity_bytes", Usage(n, name + ".capacity_bytes")}};
+      tiers[name] = {{admin::kChunks, n.chunks[t]},
+                     {admin::kUsedBytes, Usage(n, name + ".used_bytes")},
+                     {admin::kCapacityBytes, Usage(n, name + ".capacity_bytes")}};
     }
-    nodes.push_back({{"id", n.reg.id},
-                     {"index", n.index},
-                     {"state", std::string(NodeStateName(n.state))},
-                     {"host", n.reg.host},
-                     {"tcp", n.reg.tcp},
-                     {"ipc", n.reg.ipc},
-                     {"incarnation", std::to_string(n.reg.incarnation)},
-                     {"resync_pending", n.resync_pending},
-                     {"last_seq", n.last_seq},
-                     {"events_applied", n.events_applied},
-                     {"seconds_since_heartbeat", n.seconds_since_heartbeat},
-                     {"requests", Usage(n, "requests")},
-                     {"tiers", tiers}});
+    nodes.push_back({{admin::kId, n.reg.id},
+                     {admin::kIndex, n.index},
+                     {admin::kState, std::string(NodeStateName(n.state))},
+                     {admin::kHost, n.reg.host},
+                     {admin::kTcp, n.reg.tcp},
+                     {admin::kIpc, n.reg.ipc},
+                     {admin::kIncarnation, std::to_string(n.reg.incarnation)},
+                     {admin::kResyncPending, n.resync_pending},
+                     {admin::kLastSeq, n.last_seq},
+                     {admin::kEventsApplied, n.events_applied},
+                     {admin::kSecondsSinceHeartbeat, n.seconds_since_heartbeat},
+                     {admin::kRequests, Usage(n, "requests")},
+                     {admin::kTiers, tiers}});
   }
-  return Dump(json{{"nodes", nodes}});
+  return Dump(json{{admin::kNodes, nodes}});
 }
 
 std::string StatsJson(const ClusterState& state, Clock::time_point now) {
@@ -88,40 +90,40 @@ std::string StatsJson(const ClusterState& state, Clock::time_point now) {
   auto nodes = state.Nodes(now);
   json per_node = json::array();
   for (const auto& n : nodes) {
-    per_node.push_back({{"id", n.reg.id},
-                        {"state", std::string(NodeStateName(n.state))},
-                        {"cpu_chunks", n.chunks[0]},
-                        {"disk_chunks", n.chunks[1]},
-                        {"cpu_used_bytes", Usage(n, "cpu.used_bytes")},
-                        {"disk_used_bytes", Usage(n, "disk.used_bytes")},
-                        {"hits", Usage(n, "storage.hits")},
-                        {"misses", Usage(n, "storage.misses")}});
+    per_node.push_back({{admin::kId, n.reg.id},
+                        {admin::kState, std::string(NodeStateName(n.state))},
+                        {admin::kCpuChunks, n.chunks[0]},
+                        {admin::kDiskChunks, n.chunks[1]},
+                        {admin::kCpuUsedBytes, Usage(n, "cpu.used_bytes")},
+                        {admin::kDiskUsedBytes, Usage(n, "disk.used_bytes")},
+                        {admin::kHits, Usage(n, "storage.hits")},
+                        {admin::kMisses, Usage(n, "storage.misses")}});
   }
-  json out = {{"nodes_alive", s.nodes_alive},
-              {"nodes_suspect", s.nodes_suspect},
-              {"nodes_dead", s.nodes_dead},
-              {"keys", s.keys},
-              {"locations", s.locations},
-              {"registry_bytes", s.registry_bytes},
-              {"events_applied", s.events_applied},
-              {"events_ignored", s.events_ignored},
-              {"events_per_second", s.events_per_second},
-              {"sequence_gaps", s.gaps},
-              {"resyncs", s.resyncs},
-              {"node_deaths", s.deaths},
-              {"tiers", TierTotals(nodes)},
-              {"per_node", per_node}};
+  json out = {{admin::kNodesAlive, s.nodes_alive},
+              {admin::kNodesSuspect, s.nodes_suspect},
+              {admin::kNodesDead, s.nodes_dead},
+              {admin::kKeys, s.keys},
+              {admin::kLocations, s.locations},
+              {admin::kRegistryBytes, s.registry_bytes},
+              {admin::kEventsApplied, s.events_applied},
+              {admin::kEventsIgnored, s.events_ignored},
+              {admin::kEventsPerSecond, s.events_per_second},
+              {admin::kSequenceGaps, s.gaps},
+              {admin::kResyncs, s.resyncs},
+              {admin::kNodeDeaths, s.deaths},
+              {admin::kTiers, TierTotals(nodes)},
+              {admin::kPerNode, per_node}};
   return Dump(out);
 }
 
 std::string HealthJson(const ClusterState& state, Clock::time_point now) {
   ClusterStats s = state.Stats(now);
   const bool degraded = s.nodes_suspect > 0 || s.nodes_alive == 0;
-  return Dump(json{{"status", degraded ? "degraded" : "ok"},
-                   {"epoch", std::to_string(state.epoch())},
-                   {"nodes_alive", s.nodes_alive},
-                   {"nodes_suspect", s.nodes_suspect},
-                   {"nodes_dead", s.nodes_dead}});
+  return Dump(json{{admin::kStatus, degraded ? "degraded" : "ok"},
+                   {admin::kEpoch, std::to_string(state.epoch())},
+                   {admin::kNodesAlive, s.nodes_alive},
+                   {admin::kNodesSuspect, s.nodes_suspect},
+                   {admin::kNodesDead, s.nodes_dead}});
 }
 
 std::string LocateJson(const std::vector<ChunkKey>& keys,
@@ -130,19 +132,19 @@ std::string LocateJson(const std::vector<ChunkKey>& keys,
   for (size_t i = 0; i < keys.size(); ++i) {
     json locs = json::array();
     for (const auto& r : replicas[i]) {
-      locs.push_back({{"node", r.node_id},
-                      {"tier", std::string(TierName(r.location.tier))},
-                      {"host", r.host},
-                      {"tcp", r.tcp},
-                      {"ipc", r.ipc}});
+      locs.push_back({{admin::kNode, r.node_id},
+                      {admin::kTier, std::string(TierName(r.location.tier))},
+                      {admin::kHost, r.host},
+                      {admin::kTcp, r.tcp},
+                      {admin::kIpc, r.ipc}});
     }
-    out.push_back({{"key", keys[i].Hex()}, {"locations", locs}});
+    out.push_back({{admin::kKey, keys[i].Hex()}, {admin::kLocations, locs}});
   }
-  return Dump(json{{"keys", out}});
+  return Dump(json{{admin::kKeys, out}});
 }
 
 std::string ForwardedJson(const std::vector<std::string>& node_ids, size_t keys) {
-  return Dump(json{{"forwarded_to", node_ids}, {"keys", keys}});
+  return Dump(json{{admin::kForwardedTo, node_ids}, {admin::kKeys, keys}});
 }
 
 std::string MetricsText(const ClusterState& state, Clock::time_point now) {

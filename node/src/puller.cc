@@ -4,7 +4,7 @@
 
 #include <map>
 
-#include "pikv/node/node_client.h"
+#include "pikv/rpc/node_client.h"
 #include "pikv/proto/endpoint.h"
 #include "pikv/proto/locate_reply.h"
 
@@ -87,7 +87,7 @@ Message Puller::Pull(const Header& request, Clock::time_point deadline) {
     Message get;
     get.header.type = MsgType::kGet;
     for (size_t i : idx) get.header.keys.push_back(request.keys[i]);
-    auto got = ObjectsFromReply(peer->Call(std::move(get), Left(deadline)), idx.size());
+    auto got = rpc::ObjectsFromReply(peer->Call(std::move(get), Left(deadline)), idx.size());
     if (!got.ok()) {
       peer.Discard();  // reconnect next time
       fail("peer " + endpoint + ": " + got.status().ToString());

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <random>
 
+#include "pikv/proto/location.h"
 #include "pikv/proto/zmq_frames.h"
 
 namespace pikv::node {
@@ -131,7 +132,7 @@ void Reporter::Report() {
       h.fields["part"] = static_cast<int64_t>(part++);
       for (; i < all.size() && h.keys.size() < part_keys; ++i) {
         h.keys.push_back(all[i].first);
-        h.values.push_back(static_cast<int64_t>(all[i].second));
+        h.values.push_back(static_cast<int64_t>(all[i].second));  // kind 0: held
       }
       h.fields["final"] = int64_t{i == all.size()};
       if (!send(std::move(h))) {
@@ -179,8 +180,7 @@ void Reporter::Report() {
           h.fields["seq"] = static_cast<int64_t>(++impl.seq);
           for (const auto& e : batch) {
             h.keys.push_back(e.key);
-            h.values.push_back(static_cast<int64_t>(e.tier) |
-                               (e.kind == storage::EventKind::kAdmit ? 1 : 2) << 4);
+            h.values.push_back(EncodeEvent(e.tier, e.kind == storage::EventKind::kAdmit));
           }
           if (!send(std::move(h))) spdlog::debug("reporter: event batch {} not sent", impl.seq);
         }

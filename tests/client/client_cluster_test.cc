@@ -12,24 +12,24 @@
 #include <thread>
 
 #include "cluster_queries.h"
-#include "engine_harness.h"
+#include "pikv/engine/demo_engine.h"
 #include "pikv/client/client.h"
-#include "pikv/controller/admin_client.h"
-#include "pikv/device/reference_model.h"
-#include "pikv/node/node_client.h"
+#include "pikv/rpc/admin_client.h"
+#include "pikv/engine/reference_model.h"
+#include "pikv/rpc/node_client.h"
 #include "test_support.h"
 
 namespace pikv::client {
 namespace {
 
 using namespace std::chrono_literals;
-using device::ReferenceModel;
-using testing::Engine;
+using engine::ReferenceModel;
+using engine::Engine;
 using Clock = std::chrono::steady_clock;
 using Tokens = std::vector<int32_t>;
 
-device::ModelConfig ModelCfg() {
-  device::ModelConfig c;
+engine::ModelConfig ModelCfg() {
+  engine::ModelConfig c;
   c.rope.head_dim = c.head_dim;
   c.rope.rotary_dim = c.head_dim;
   c.rope.theta = 10000;
@@ -59,7 +59,7 @@ class ClientClusterTest : public ::testing::Test {
                                     "--redis", redis_.address(), "--log-level", "error"});
   }
   ClientOptions Options(int i) {
-    ClientOptions o = testing::ReferenceClientOptions(model_.config(), "reference", nodes_[i].ipc,
+    ClientOptions o = engine::ReferenceClientOptions(model_.config(), "reference", nodes_[i].ipc,
                                                       ControllerEp(), "host-" + Id(i));
     o.node_timeout = 500ms;
     o.controller_timeout = 200ms;
@@ -88,7 +88,7 @@ class ClientClusterTest : public ::testing::Test {
     return t;
   }
   ChunkedPrompt Prompt(std::vector<Tokens> segments) { return *FromSegments(std::move(segments)); }
-  std::vector<float> Scratch(const ChunkedPrompt& p) { return testing::ScratchLogits(model_, p); }
+  std::vector<float> Scratch(const ChunkedPrompt& p) { return engine::ScratchLogits(model_, p); }
   static double MaxDiff(const std::vector<float>& a, const std::vector<float>& b) {
     double m = 0;
     for (size_t i = 0; i < a.size(); ++i) m = std::max(m, double(std::fabs(a[i] - b[i])));
@@ -138,7 +138,7 @@ TEST_F(ClientClusterTest, ChunksComputedOnOneHostAreReusedExactlyOnOthersThrough
         3s, "copies located on A and B");
   }
   EXPECT_EQ(b.Run(p2).plan.chunks[1].source, Source::kLocal) << "the second time, B has it";
-  node::NodeClient b_node(nodes_[1].tcp, 2s);
+  rpc::NodeClient b_node(nodes_[1].tcp, 2s);
   EXPECT_EQ(std::get<int64_t>(b_node.Stats()->at("p2p.pulled_objects")), 2)
       << "B's node pulled d3 and d1 from A";
 

@@ -10,13 +10,15 @@
 #include <thread>
 
 #include "cluster_queries.h"
-#include "pikv/controller/admin_client.h"
-#include "pikv/node/node_client.h"
+#include "pikv/rpc/admin_client.h"
+#include "pikv/rpc/node_client.h"
 #include "test_support.h"
 
 namespace pikv::controller {
 
 using namespace std::chrono_literals;
+using rpc::AdminClient;
+using rpc::NodeClient;
 using Where = std::set<std::pair<std::string, TierKind>>;
 
 constexpr auto kDeadAfter = 1500ms;
@@ -60,7 +62,7 @@ class ClusterTest : public ::testing::Test {
     return out;
   }
   void Put(int i, const testing::TestObject& o) {
-    node::NodeClient c(nodes_[i].tcp, 10s);
+    rpc::NodeClient c(nodes_[i].tcp, 10s);
     auto r = c.Put({&o.key, 1}, {&o.bytes, 1});
     ASSERT_TRUE(r.ok() && (*r)[0].ok());
   }

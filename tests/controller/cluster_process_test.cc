@@ -10,8 +10,8 @@
 #include <zmq.hpp>
 
 #include "cluster_fixture.h"
-#include "pikv/controller/admin_client.h"
-#include "pikv/node/node_client.h"
+#include "pikv/rpc/admin_client.h"
+#include "pikv/rpc/node_client.h"
 #include "pikv/proto/zmq_frames.h"
 #include "test_support.h"
 
@@ -20,7 +20,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using nlohmann::json;
-using node::NodeClient;
+using rpc::NodeClient;
 using testing::ChildProcess;
 using testing::MakeObject;
 using testing::TempDir;

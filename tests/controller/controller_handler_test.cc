@@ -31,12 +31,18 @@ class ControllerHandlerTest : public ::testing::Test {
     EXPECT_EQ(out.size(), 1u);
     return out.empty() ? Header{} : out[0].header;
   }
+  // An admin reply's document: its one payload frame.
+  static nlohmann::json Document(const ControllerHandler::Outgoing& reply) {
+    if (reply.payloads.size() != 1) return nullptr;
+    const SharedBuffer& doc = reply.payloads[0];
+    return nlohmann::json::parse(std::string(reinterpret_cast<const char*>(doc.data()), doc.size()));
+  }
   nlohmann::json Admin(MsgType type) {
     Header h;
     h.type = type;
     auto out = Send("cli", h);
     EXPECT_EQ(out.size(), 1u);
-    return nlohmann::json::parse(FieldString(out.at(0).header.fields, "json"));
+    return Document(out.at(0));
   }
 };
 
@@ -83,7 +89,7 @@ TEST_F(ControllerHandlerTest, AdminCommandsGoToTheNodesThatRegistered) {
   EXPECT_EQ(out[0].header.type, MsgType::kDelete);
   EXPECT_EQ(out[1].identity, "peer-b");
   EXPECT_EQ(out[2].identity, "cli");
-  auto j = nlohmann::json::parse(FieldString(out[2].header.fields, "json"));
+  auto j = Document(out[2]);
   EXPECT_EQ(j["forwarded_to"], nlohmann::json::array({"a", "b"}));
   EXPECT_EQ(j["keys"], 1);
 }

@@ -66,7 +66,7 @@ class HostileInputTest : public ClusterTest {};
 
 TEST_F(HostileInputTest, APullNamingAnUnusablePeerIsRefusedAndTheNodeLives) {
   auto o = MakeObject(1, 8 << 10);
-  node::NodeClient a(nodes_[0].tcp, 3s);
+  rpc::NodeClient a(nodes_[0].tcp, 3s);
   for (const std::string from : {"garbage", "tcp://", "ipc://", "udp://1.2.3.4:5",
                                  "tcp://127.0.0.1:0", "tcp://a;b:1", "tcp://[zz]:1"}) {
     auto r = a.Pull({&o.key, 1}, from, 500ms);
@@ -98,7 +98,7 @@ TEST_F(HostileInputTest, PullsNamingOnePeerInManySpellingsKeepConnectionsBounded
   Put(1, o);
   WaitFor([&] { return Locate(o.key).count({"node-b", TierKind::kCpu}) == 1; }, 5s, "located");
   const std::string port = nodes_[1].tcp.substr(nodes_[1].tcp.rfind(':') + 1);
-  node::NodeClient a(nodes_[0].tcp, 5s);
+  rpc::NodeClient a(nodes_[0].tcp, 5s);
   ASSERT_TRUE(a.Pull({&o.key, 1}, nodes_[1].tcp, 2s).ok());
   const size_t before = OpenFiles(nodes_[0].process->pid());
   int pulled = 0;
@@ -136,7 +136,7 @@ TEST_F(HostileInputTest, PullsFromAPeerThatNeverAnswersDoNotDelayLocalRequests) 
   std::vector<std::future<bool>> pulls;
   for (int i = 0; i < 2; ++i) {
     pulls.push_back(std::async(std::launch::async, [&] {
-      node::NodeClient c(nodes_[0].tcp, 5s);
+      rpc::NodeClient c(nodes_[0].tcp, 5s);
       auto r = c.Pull({&o.key, 1}, silent_ep, 3s);
       return r.ok() && !(*r)[0].ok();
     }));
@@ -144,7 +144,7 @@ TEST_F(HostileInputTest, PullsFromAPeerThatNeverAnswersDoNotDelayLocalRequests) 
   std::this_thread::sleep_for(200ms);
   // ...while a get of missing keys (disk lookups: a worker's job) is answered at once.
   auto missing = MakeObject(4, 8 << 10);
-  node::NodeClient a(nodes_[0].tcp, 5s);
+  rpc::NodeClient a(nodes_[0].tcp, 5s);
   const auto t0 = std::chrono::steady_clock::now();
   auto got = a.Get({&missing.key, 1});
   const auto took = std::chrono::steady_clock::now() - t0;
@@ -171,10 +171,10 @@ TEST_F(HostileInputTest, ANodeBoundToAWildcardAdvertisesItsHost) {
   }
   EXPECT_EQ(advertised, "tcp://127.0.0.1:" + std::to_string(port));
   auto o = MakeObject(6, 8 << 10);
-  node::NodeClient w("tcp://127.0.0.1:" + std::to_string(port), 3s);
+  rpc::NodeClient w("tcp://127.0.0.1:" + std::to_string(port), 3s);
   ASSERT_TRUE(w.Put({&o.key, 1}, {&o.bytes, 1}).ok());
   WaitFor([&] { return Locate(o.key).count({"node-w", TierKind::kCpu}) == 1; }, 5s, "located");
-  node::NodeClient a(nodes_[0].tcp, 3s);
+  rpc::NodeClient a(nodes_[0].tcp, 3s);
   auto r = a.Pull({&o.key, 1}, advertised, 2s);
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE((*r)[0].ok()) << "node-a pulled from node-w at its advertised address";
@@ -184,7 +184,7 @@ TEST_F(HostileInputTest, ANodeNeverPullsFromItself) {
   auto o = MakeObject(5, 8 << 10);
   Put(0, o);
   WaitFor([&] { return Locate(o.key).count({"node-a", TierKind::kCpu}) == 1; }, 5s, "located");
-  node::NodeClient a(nodes_[0].tcp, 3s);
+  rpc::NodeClient a(nodes_[0].tcp, 3s);
   auto r = a.Pull({&o.key, 1}, nodes_[0].tcp, 1s);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ((*r)[0].code(), ErrorCode::kNotFound) << "the only holder is the node itself";
@@ -195,7 +195,7 @@ TEST_F(HostileInputTest, ANodeNeverPullsFromItself) {
 
 TEST_F(HostileInputTest, InventoriesLargerThanOneMessageConvergeAfterAControllerRestart) {
   constexpr int kObjects = 5000;  // past the 4,096 keys one message may carry
-  node::NodeClient a(nodes_[0].tcp, 30s);
+  rpc::NodeClient a(nodes_[0].tcp, 30s);
   for (int first = 0; first < kObjects; first += 500) {
     std::vector<ChunkKey> keys;
     std::vector<SharedBuffer> objects;

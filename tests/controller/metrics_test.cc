@@ -8,7 +8,7 @@
 #include <regex>
 #include <thread>
 
-#include "pikv/node/node_client.h"
+#include "pikv/rpc/node_client.h"
 #include "test_support.h"
 
 namespace pikv {
@@ -52,7 +52,7 @@ TEST(MetricsTest, NodeAndControllerExposeEveryDocumentedMetric) {
                           "m1", "--http", "127.0.0.1:0", "--controller", ctl.endpoint,
                           "--heartbeat-interval", "200ms", "--log-level", "error"});
   ASSERT_FALSE(node.http.empty());
-  node::NodeClient client(node.tcp, 5s);
+  rpc::NodeClient client(node.tcp, 5s);
   auto o = testing::MakeObject(1, 64 << 10);
   ASSERT_TRUE((*client.Put({&o.key, 1}, {&o.bytes, 1}))[0].ok());
   for (int i = 0; i < 3; ++i) ASSERT_TRUE((*client.Get({&o.key, 1}))[0].ok());

@@ -8,11 +8,13 @@
 
 #include "device_test_util.h"
 #include "pikv/device/attention_metadata.h"
-#include "pikv/device/reference_model.h"
+#include "pikv/engine/reference_model.h"
 
 namespace pikv::device {
 namespace {
 
+using engine::ModelConfig;
+using engine::ReferenceModel;
 using Tokens = std::vector<int32_t>;
 
 class ExactnessTest : public ::testing::Test {

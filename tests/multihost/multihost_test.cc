@@ -14,8 +14,8 @@
 #include <thread>
 
 #include "cluster_queries.h"
-#include "pikv/controller/admin_client.h"
-#include "pikv/node/node_client.h"
+#include "pikv/rpc/admin_client.h"
+#include "pikv/rpc/node_client.h"
 #include "test_support.h"
 
 namespace pikv {
@@ -110,7 +110,7 @@ class MultiHostTest : public ::testing::Test {
   int Alive() { return testing::AliveNodes(Controller()); }
   std::set<std::string> Holders(const ChunkKey& key) { return testing::Holders(Controller(), key); }
   int64_t Stat(int i, const std::string& name) {
-    node::NodeClient c("tcp://" + node_ip_[i] + ":7400", 2s);
+    rpc::NodeClient c("tcp://" + node_ip_[i] + ":7400", 2s);
     auto s = c.Stats();
     return s.ok() ? FieldInt(*s, name, -1) : -1;
   }
@@ -128,7 +128,7 @@ class MultiHostTest : public ::testing::Test {
     return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0);
   }
   void Put(int i, const testing::TestObject& o) {
-    node::NodeClient c("tcp://" + node_ip_[i] + ":7400", 5s);
+    rpc::NodeClient c("tcp://" + node_ip_[i] + ":7400", 5s);
     auto r = c.Put({&o.key, 1}, {&o.bytes, 1});
     ASSERT_TRUE(r.ok() && (*r)[0].ok());
   }
@@ -145,7 +145,7 @@ TEST_F(MultiHostTest, P2PPullsCrossHosts) {
   auto o = testing::MakeObject(1, 256 << 10);
   Put(0, o);
   WaitFor([&] { return Holders(o.key).count("h1") == 1; }, 5s, "h1's chunk located");
-  node::NodeClient h2("tcp://" + node_ip_[1] + ":7400", 5s);
+  rpc::NodeClient h2("tcp://" + node_ip_[1] + ":7400", 5s);
   auto pulled = h2.Pull({&o.key, 1}, "tcp://" + node_ip_[0] + ":7400", 3s);
   ASSERT_TRUE(pulled.ok()) << pulled.status().ToString();
   ASSERT_TRUE((*pulled)[0].ok());
@@ -188,7 +188,7 @@ TEST_F(MultiHostTest, RedisCutOffDegradesToCpuAndDiskAndRecovers) {
   topo_.Link("rd", false);
   auto during = testing::MakeObject(5, 64 << 10);
   Put(1, during);  // still accepted: CPU and disk take it
-  node::NodeClient h2("tcp://" + node_ip_[1] + ":7400", 10s);
+  rpc::NodeClient h2("tcp://" + node_ip_[1] + ":7400", 10s);
   auto got = h2.Get({&during.key, 1});
   ASSERT_TRUE(got.ok() && (*got)[0].ok()) << "served from CPU with Redis unreachable";
   WaitFor([&] { return Stat(1, "remote.errors") >= 1 || Stat(1, "remote.rejects") >= 1; }, 10s,

@@ -6,7 +6,7 @@
 #include <thread>
 #include <zmq.hpp>
 
-#include "pikv/node/node_client.h"
+#include "pikv/rpc/node_client.h"
 #include "pikv/proto/message.h"
 #include "pikv/proto/zmq_frames.h"
 #include "test_support.h"
@@ -14,6 +14,7 @@
 namespace pikv::node {
 namespace {
 
+using rpc::NodeClient;
 using testing::MakeObject;
 using testing::NodeProcess;
 using testing::StartNode;

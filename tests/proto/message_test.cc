@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "pikv/proto/units.h"
+#include "pikv/common/units.h"
 
 namespace pikv {
 namespace {

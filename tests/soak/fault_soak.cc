@@ -26,8 +26,8 @@
 #include <random>
 #include <thread>
 
-#include "pikv/controller/admin_client.h"
-#include "pikv/node/node_client.h"
+#include "pikv/rpc/admin_client.h"
+#include "pikv/rpc/node_client.h"
 #include "test_support.h"
 
 namespace {
@@ -81,7 +81,7 @@ class Soak {
          dirs_[i].str(), "--node-id", Id(i), "--host", "host-" + std::to_string(i), "--controller",
          ControllerEndpoint(), "--heartbeat-interval", "200ms", "--redis", redis_.address(),
          "--cpu-capacity", "256MiB", "--log-level", "error"});
-    clients_[i] = std::make_unique<node::NodeClient>(nodes_[i].tcp, 10s);
+    clients_[i] = std::make_unique<rpc::NodeClient>(nodes_[i].tcp, 10s);
   }
 
   testing::TestObject Object(uint64_t seed) { return testing::MakeObject(seed, kObjectBytes); }
@@ -197,7 +197,7 @@ class Soak {
 
   // Whether the controller's picture equals the nodes' own, now.
   bool Converged(std::string* why) {
-    controller::AdminClient admin(ControllerEndpoint(), 2s);
+    rpc::AdminClient admin(ControllerEndpoint(), 2s);
     auto nodes = admin.Json(MsgType::kAdminNodes);
     if (!nodes.ok()) return *why = "controller: " + nodes.status().ToString(), false;
     int alive = 0;
@@ -288,7 +288,7 @@ class Soak {
   testing::TempDir dirs_[kNodes];
   testing::ControllerProcess controller_;
   testing::NodeProcess nodes_[kNodes];
-  std::unique_ptr<node::NodeClient> clients_[kNodes];
+  std::unique_ptr<rpc::NodeClient> clients_[kNodes];
   std::vector<ChunkKey> keys_;
   std::map<ChunkKey, uint64_t> seed_of_;
   uint64_t next_seed_ = 1;

@@ -7,20 +7,20 @@
 #include <set>
 #include <string>
 
-#include "pikv/controller/admin_client.h"
+#include "pikv/rpc/admin_client.h"
 
 namespace pikv::testing {
 
 // Alive nodes, or -1 when the controller does not answer.
 inline int AliveNodes(const std::string& controller) {
-  controller::AdminClient admin(controller, std::chrono::seconds(1));
+  rpc::AdminClient admin(controller, std::chrono::seconds(1));
   auto j = admin.Json(MsgType::kAdminHealth);
   return j.ok() ? nlohmann::json::parse(*j)["nodes_alive"].get<int>() : -1;
 }
 
 // Ids of the nodes holding `key` in CPU or disk (the shared tier excluded).
 inline std::set<std::string> Holders(const std::string& controller, const ChunkKey& key) {
-  controller::AdminClient admin(controller, std::chrono::seconds(1));
+  rpc::AdminClient admin(controller, std::chrono::seconds(1));
   auto r = admin.Locate({key});
   std::set<std::string> out;
   if (!r.ok()) return out;

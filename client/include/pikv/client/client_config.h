@@ -12,7 +12,7 @@
 #include <string>
 
 #include "pikv/client/client.h"
-#include "pikv/proto/config.h"
+#include "pikv/common/config.h"
 
 namespace pikv::client {
 

@@ -13,7 +13,7 @@
 #include <span>
 #include <vector>
 
-#include "pikv/proto/status.h"
+#include "pikv/common/status.h"
 
 namespace pikv::client {
 

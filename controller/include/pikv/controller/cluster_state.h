@@ -77,14 +77,6 @@ struct NodeView {
   std::array<uint64_t, kNumTiers> chunks{};  // from the registry
 };
 
-struct Replica {
-  Location location;
-  std::string node_id;
-  std::string host;
-  std::string tcp;
-  std::string ipc;
-};
-
 struct ClusterStats {
   size_t nodes_alive = 0, nodes_suspect = 0, nodes_dead = 0;
   uint64_t keys = 0, locations = 0, registry_bytes = 0;
@@ -135,7 +127,6 @@ class ClusterState {
   // Node indexes to forward an admin command to: one id, or every live node.
   std::vector<std::pair<uint16_t, std::string>> LiveNodes(const std::string& only_id = {}) const;
   ClusterStats Stats(Clock::time_point now) const;
-  Registry& registry() { return registry_; }
 
  private:
   struct Node {
@@ -178,10 +169,5 @@ class ClusterState {
   mutable Clock::time_point rate_at_{};  // guarded by mu_
   mutable double rate_ = 0;              // guarded by mu_
 };
-
-// Event values on the wire: tier | kind << 4 (kind 1 = admit, 2 = evict).
-inline int64_t EncodeEvent(TierKind tier, bool admit) {
-  return static_cast<int64_t>(tier) | (admit ? 1 : 2) << 4;
-}
 
 }  // namespace pikv::controller

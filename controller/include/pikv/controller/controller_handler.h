@@ -28,6 +28,7 @@ class ControllerHandler {
   struct Outgoing {
     std::string identity;  // ROUTER identity of the recipient
     Header header;
+    std::vector<SharedBuffer> payloads;  // an admin reply's document (proto/admin_wire.h)
   };
 
   ControllerHandler(ClusterState& state, WireLimits limits) : state_(state), limits_(limits) {}

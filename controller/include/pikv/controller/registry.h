@@ -19,20 +19,9 @@
 #include <vector>
 
 #include "pikv/proto/chunk_key.h"
-#include "pikv/proto/tier_kind.h"
+#include "pikv/proto/location.h"
 
 namespace pikv::controller {
-
-struct Location {
-  uint16_t node = 0;  // index into the controller's node table
-  TierKind tier = TierKind::kCpu;
-
-  uint16_t Code() const { return static_cast<uint16_t>(node << 2 | static_cast<uint16_t>(tier)); }
-  static Location FromCode(uint16_t code) {
-    return {static_cast<uint16_t>(code >> 2), static_cast<TierKind>(code & 3)};
-  }
-  friend bool operator==(const Location&, const Location&) = default;
-};
 
 class Registry {
  public:

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "pikv/proto/kv_types.h"
-#include "pikv/proto/status.h"
+#include "pikv/common/status.h"
 
 namespace pikv::device {
 

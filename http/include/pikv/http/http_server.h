@@ -20,7 +20,7 @@
 #include <string>
 #include <string_view>
 
-#include "pikv/proto/status.h"
+#include "pikv/common/status.h"
 
 namespace pikv::http {
 

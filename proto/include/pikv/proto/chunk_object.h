@@ -20,7 +20,7 @@
 
 #include "pikv/proto/chunk_key.h"
 #include "pikv/proto/kv_types.h"
-#include "pikv/proto/status.h"
+#include "pikv/common/status.h"
 
 namespace pikv {
 

@@ -24,7 +24,7 @@
 
 #include "pikv/proto/chunk_key.h"
 #include "pikv/proto/shared_buffer.h"
-#include "pikv/proto/status.h"
+#include "pikv/common/status.h"
 
 namespace pikv {
 

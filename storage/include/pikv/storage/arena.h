@@ -16,7 +16,7 @@
 #include <mutex>
 #include <optional>
 
-#include "pikv/proto/status.h"
+#include "pikv/common/status.h"
 
 namespace pikv::storage {
 

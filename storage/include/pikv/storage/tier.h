@@ -21,7 +21,7 @@
 
 #include "pikv/proto/chunk_key.h"
 #include "pikv/proto/shared_buffer.h"
-#include "pikv/proto/status.h"
+#include "pikv/common/status.h"
 #include "pikv/proto/tier_kind.h"
 
 namespace pikv::storage {

@@ -1,0 +1,66 @@
+// pikv-controller: the cluster's registry of who holds what. Prints
+// "endpoint <url>" and "http <host:port>", then "pikv-controller ready", and
+// serves until SIGTERM or SIGINT.
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "pikv/controller/controller_server.h"
+#include "pikv/common/config_cli.h"
+#include "pikv/common/stop_signal.h"
+#include "pikv/common/units.h"
+#include "pikv/common/version.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"pikv-controller: global registry of KV chunks, node lifecycle, locate and admin"};
+  app.set_version_flag("--version", pikv::VersionLine("pikv-controller"));
+  using K = pikv::Config::Kind;
+  pikv::Config config;
+  config.Declare("endpoint", K::kString, "tcp://127.0.0.1:7300",
+                 "ZeroMQ endpoint for nodes, clients and the CLI");
+  config.Declare("http", K::kString, "127.0.0.1:7380",
+                 "host:port for read-only HTTP (empty: off; port 0: any)");
+  config.Declare("suspect-after", K::kDuration, "2500ms", "Silence before a node is suspect");
+  config.Declare("dead-after", K::kDuration, "5s",
+                 "Silence before a node is dead and its entries removed");
+  config.Declare("log-level", K::kString, "info", "trace, debug, info, warn, error");
+  pikv::ConfigFlags flags;
+  pikv::AddConfigFlags(app, config, flags);
+  CLI11_PARSE(app, argc, argv);
+  if (pikv::Status s = pikv::ApplyConfigLayers(config, flags); !s.ok()) {
+    std::cerr << "pikv-controller: " << s.message() << "\n";
+    return 2;
+  }
+  if (flags.print) {
+    std::cout << config.Print();
+    return 0;
+  }
+  if (config.Duration("dead-after") <= config.Duration("suspect-after")) {
+    std::cerr << "pikv-controller: dead-after must be longer than suspect-after\n";
+    return 2;
+  }
+  pikv::controller::ControllerOptions options;
+  options.endpoint = config.String("endpoint");
+  options.http = config.String("http");
+  options.lifecycle = {config.Duration("suspect-after"), config.Duration("dead-after")};
+  const std::string log_level = config.String("log-level");
+  spdlog::set_default_logger(spdlog::stderr_color_mt("pikv-controller"));
+  spdlog::set_level(spdlog::level::from_str(log_level));
+
+  const sigset_t stop_signals = pikv::BlockStopSignals();  // before any thread starts
+
+  auto server = pikv::controller::ControllerServer::Start(options);
+  if (!server.ok()) {
+    spdlog::error("pikv-controller failed to start: {}", server.status().ToString());
+    return 1;
+  }
+  std::cout << "endpoint " << (*server)->endpoint() << "\n";
+  if (!(*server)->http_address().empty()) std::cout << "http " << (*server)->http_address() << "\n";
+  std::cout << "pikv-controller ready" << std::endl;
+  const int sig = pikv::WaitForStopSignal(stop_signals);
+  spdlog::info("signal {}: shutting down", sig);
+  (*server)->Stop();
+  return 0;
+}

@@ -1,0 +1,141 @@
+// pikv-node: the per-host agent. Settings come from flags, PIKV_* variables
+// and a YAML file (common/config.h). Prints "endpoint <url>" per bound endpoint, then
+// "pikv-node <id> ready", then serves until SIGTERM or SIGINT, and exits 0 after a clean shutdown.
+#include <malloc.h>
+#include <signal.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+#include "pikv/node/node_server.h"
+#include "pikv/common/config_cli.h"
+#include "pikv/common/stop_signal.h"
+#include "pikv/common/units.h"
+#include "pikv/common/version.h"
+
+namespace {
+
+pikv::Config NodeConfig() {
+  using K = pikv::Config::Kind;
+  pikv::Config c;
+  c.Declare("endpoint", K::kList, "",
+            "Endpoints to serve; default tcp://127.0.0.1:7400 and ipc://<data-dir>/node.sock");
+  c.Declare("node-id", K::kString, "", "Node id (default: host name)");
+  c.Declare("data-dir", K::kString, "./data", "Directory for the disk tier and the ipc socket");
+  c.Declare("cpu-capacity", K::kSize, "1GiB", "CPU tier bytes");
+  c.Declare("disk-capacity", K::kSize, "16GiB", "Disk tier bytes");
+  c.Declare("disk", K::kBool, "true", "Run the disk tier");
+  c.Declare("prefault", K::kBool, "false",
+            "Fault in the CPU arena at start (no page faults later)");
+  c.Declare("redis", K::kString, "", "Redis host:port for the shared tier (empty: none)");
+  c.Declare("redis-namespace", K::kString, "default", "Key namespace in Redis");
+  c.Declare("redis-ttl", K::kDuration, "0s", "Time before Redis expires an object (0s = never)");
+  c.Declare("workers", K::kInt, "2", "Worker threads for local requests (disk, Redis, puts)");
+  c.Declare("pull-workers", K::kInt, "2", "Threads for P2P pulls (they wait on peers)");
+  c.Declare("max-pulls-in-flight", K::kInt, "16",
+            "Pulls queued or running before more are answered 'retry'");
+  c.Declare("max-object-size", K::kSize, "1GiB", "Largest chunk object accepted");
+  c.Declare("controller", K::kString, "tcp://127.0.0.1:7300",
+            "Controller endpoint to report to (empty: none)");
+  c.Declare("heartbeat-interval", K::kDuration, "1s", "Heartbeat period");
+  c.Declare("host", K::kString, "",
+            "Host name reported to the controller (default: this machine's)");
+  c.Declare("http", K::kString, "",
+            "host:port for /metrics and /healthz (empty: off; port 0: any)");
+  c.Declare("log-level", K::kString, "info", "trace, debug, info, warn, error");
+  return c;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"pikv-node: per-host KV chunk cache agent (CPU, RocksDB and Redis tiers)"};
+  app.set_version_flag("--version", pikv::VersionLine("pikv-node"));
+  pikv::Config config = NodeConfig();
+  pikv::ConfigFlags flags;
+  pikv::AddConfigFlags(app, config, flags);
+  CLI11_PARSE(app, argc, argv);
+  if (pikv::Status s = pikv::ApplyConfigLayers(config, flags); !s.ok()) {
+    std::cerr << "pikv-node: " << s.message() << "\n";
+    return 2;
+  }
+  if (flags.print) {
+    std::cout << config.Print();
+    return 0;
+  }
+  pikv::node::NodeOptions options;
+  const std::string data_dir = config.String("data-dir");
+  options.node_id = config.String("node-id");
+  options.workers = static_cast<int>(config.Int("workers"));
+  options.pull_workers = static_cast<int>(config.Int("pull-workers"));
+  options.max_pulls_in_flight = static_cast<int>(config.Int("max-pulls-in-flight"));
+  options.http = config.String("http");
+  options.storage.cpu.capacity_bytes = config.Size("cpu-capacity");
+  options.storage.cpu.prefault = config.Bool("prefault");
+  options.limits.max_payload_bytes = config.Size("max-object-size");
+  if (config.Bool("disk")) {
+    pikv::storage::DiskTierOptions disk;
+    disk.path = (std::filesystem::path(data_dir) / "disk").string();
+    disk.capacity_bytes = config.Size("disk-capacity");
+    options.storage.disk = disk;
+  }
+  if (!config.String("redis").empty()) {
+    auto remote = pikv::storage::ParseRedisAddress(config.String("redis"));
+    if (!remote.ok()) {
+      std::cerr << "pikv-node: redis: " << remote.status().message() << "\n";
+      return 2;
+    }
+    remote->key_namespace = config.String("redis-namespace");
+    remote->ttl_seconds = static_cast<uint32_t>(config.Duration("redis-ttl").count() / 1000);
+    options.storage.remote = *remote;
+  }
+  if (!config.String("controller").empty()) {
+    pikv::node::ReporterOptions r;
+    r.controller = config.String("controller");
+    r.host = config.String("host");
+    r.heartbeat_interval = config.Duration("heartbeat-interval");
+    options.reporter = r;
+  }
+  std::vector<std::string> endpoints = config.List("endpoint");
+  const std::string log_level = config.String("log-level");
+  spdlog::set_default_logger(spdlog::stderr_color_mt("pikv-node"));
+  spdlog::set_level(spdlog::level::from_str(log_level));
+  std::error_code ec;
+  std::filesystem::create_directories(data_dir, ec);
+  if (ec) {
+    spdlog::error("cannot create data dir {}: {}", data_dir, ec.message());
+    return 1;
+  }
+  if (endpoints.empty()) {
+    endpoints = {"tcp://127.0.0.1:7400",
+                 "ipc://" + (std::filesystem::absolute(data_dir) / "node.sock").string()};
+  }
+  options.endpoints = endpoints;
+
+  // Large request frames are malloc'd by ZeroMQ; keep freed ones in the heap
+  // instead of returning them to the kernel, so steady-state puts do not page
+  // fault on every object.
+  mallopt(M_MMAP_THRESHOLD, 1 << 30);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+
+  const sigset_t stop_signals = pikv::BlockStopSignals();  // before any thread starts
+
+  auto server = pikv::node::NodeServer::Start(options);
+  if (!server.ok()) {
+    spdlog::error("pikv-node failed to start: {}", server.status().ToString());
+    return 1;
+  }
+  for (const auto& ep : (*server)->endpoints()) std::cout << "endpoint " << ep << "\n";
+  if (!(*server)->http_address().empty()) std::cout << "http " << (*server)->http_address() << "\n";
+  std::cout << "pikv-node " << (*server)->node_id() << " ready\n";
+  std::cout << std::flush;
+
+  const int sig = pikv::WaitForStopSignal(stop_signals);
+  spdlog::info("signal {}: shutting down", sig);
+  (*server)->Stop();
+  return 0;
+}

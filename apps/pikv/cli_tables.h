@@ -1,0 +1,92 @@
+// Human tables for the controller's admin documents (proto/admin_wire.h);
+// shared by `pikv admin` and `pikv demo`. A document that lacks a member or
+// has one of another type throws nlohmann::json::exception: callers catch it
+// and report the reply as unexpected.
+#pragma once
+
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "pikv/common/text_table.h"
+#include "pikv/common/units.h"
+#include "pikv/proto/admin_wire.h"
+
+namespace pikv::cli {
+
+using nlohmann::json;
+
+inline std::string Num(const json& v) {
+  if (v.is_number_float()) {
+    std::ostringstream s;
+    s.precision(3);
+    s << v.get<double>();
+    return s.str();
+  }
+  return v.dump();
+}
+
+inline std::string Str(const json& j, const char* member) { return j.at(member).get<std::string>(); }
+inline std::string Bytes(const json& v) { return pikv::FormatBytes(v.get<uint64_t>()); }
+
+inline void PrintNodes(const json& j) {
+  pikv::TextTable t({"node", "state", "host", "tcp", "cpu chunks", "cpu used", "disk chunks",
+                     "disk used", "heartbeat"});
+  for (const auto& n : j.at(admin::kNodes)) {
+    const auto& cpu = n.at(admin::kTiers).at("cpu");
+    const auto& disk = n.at(admin::kTiers).at("disk");
+    t.Add({Str(n, admin::kId), Str(n, admin::kState), Str(n, admin::kHost), Str(n, admin::kTcp),
+           Num(cpu.at(admin::kChunks)), Bytes(cpu.at(admin::kUsedBytes)),
+           Num(disk.at(admin::kChunks)), Bytes(disk.at(admin::kUsedBytes)),
+           Num(n.at(admin::kSecondsSinceHeartbeat)) + "s ago"});
+  }
+  t.Print(std::cout);
+}
+
+inline void PrintStats(const json& j) {
+  std::cout << "nodes: " << j.at(admin::kNodesAlive) << " alive, " << j.at(admin::kNodesSuspect)
+            << " suspect, " << j.at(admin::kNodesDead) << " dead\n"
+            << "registry: " << j.at(admin::kKeys) << " keys, " << j.at(admin::kLocations)
+            << " locations, " << Bytes(j.at(admin::kRegistryBytes)) << "\n"
+            << "events: " << j.at(admin::kEventsApplied) << " applied, "
+            << Num(j.at(admin::kEventsPerSecond)) << "/s, " << j.at(admin::kSequenceGaps)
+            << " gaps, " << j.at(admin::kResyncs) << " resyncs\n\n";
+  pikv::TextTable t({"tier", "chunks", "used", "capacity", "hits", "misses", "hit rate"});
+  for (const char* tier : {"cpu", "disk", "remote"}) {
+    const auto& x = j.at(admin::kTiers).at(tier);
+    t.Add({tier, Num(x.at(admin::kChunks)), Bytes(x.at(admin::kUsedBytes)),
+           Bytes(x.at(admin::kCapacityBytes)), Num(x.at(admin::kHits)), Num(x.at(admin::kMisses)),
+           Num(x.at(admin::kHitRate))});
+  }
+  t.Print(std::cout);
+}
+
+inline void PrintLocate(const json& j) {
+  pikv::TextTable t({"key", "node", "tier", "host", "tcp"});
+  for (const auto& k : j.at(admin::kKeys)) {
+    const auto& locations = k.at(admin::kLocations);
+    if (locations.empty()) t.Add({Str(k, admin::kKey), "-", "-", "-", "-"});
+    for (const auto& l : locations) {
+      t.Add({Str(k, admin::kKey), Str(l, admin::kNode), Str(l, admin::kTier), Str(l, admin::kHost),
+             Str(l, admin::kTcp)});
+    }
+  }
+  t.Print(std::cout);
+}
+
+// Returns the exit code: 0 when the cluster is healthy.
+inline int PrintHealth(const json& j) {
+  std::cout << "status: " << Str(j, admin::kStatus) << " (" << j.at(admin::kNodesAlive)
+            << " alive, " << j.at(admin::kNodesSuspect) << " suspect, " << j.at(admin::kNodesDead)
+            << " dead)\n";
+  return Str(j, admin::kStatus) == "ok" ? 0 : 1;
+}
+
+inline void PrintForwarded(const json& j) {
+  const auto& to = j.at(admin::kForwardedTo);
+  std::cout << "sent to " << to.size() << " node(s)";
+  for (const auto& id : to) std::cout << " " << id.get<std::string>();
+  std::cout << "\n";
+}
+
+}  // namespace pikv::cli

@@ -1,0 +1,141 @@
+#include "demo.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "cli_tables.h"
+#include "pikv/common/stop_signal.h"
+#include "pikv/engine/demo_engine.h"
+#include "pikv/rpc/admin_client.h"
+#include "pikv/rpc/node_client.h"
+
+namespace pikv::cli {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+void Progress(int done, int total) {
+  const int width = 30, filled = total ? done * width / total : width;
+  std::cerr << "\r  [" << std::string(filled, '#') << std::string(width - filled, ' ') << "] "
+            << done << "/" << total << " prompts" << std::flush;
+  if (done == total) std::cerr << "\n";
+}
+
+}  // namespace
+
+int RunDemo(const DemoOptions& o) {
+  const int num_nodes = o.cluster.nodes;
+  std::cout << "pikv demo: a controller, " << num_nodes << " nodes"
+            << (o.cluster.redis == "off" ? "" : " and Redis (if available)")
+            << " on this machine\n";
+  launch::LocalCluster cluster;
+  if (Status s = cluster.Start(o.cluster); !s.ok()) {
+    std::cerr << "pikv demo: " << s.message() << "\n";
+    return 1;
+  }
+  std::cout << "controller " << cluster.controller().endpoint << " (http "
+            << cluster.controller().http << "), " << num_nodes << " nodes, Redis "
+            << (cluster.redis_address().empty() ? "off" : cluster.redis_address()) << "\n"
+            << "processes: " << cluster.Pids() << "\n";
+
+  const engine::ModelConfig cfg = engine::DemoModelConfig();
+  engine::ReferenceModel model(cfg);
+  std::vector<std::unique_ptr<engine::Engine>> engines;
+  for (int i = 0; i < num_nodes; ++i) {
+    engines.push_back(std::make_unique<engine::Engine>(
+        model, engine::ReferenceClientOptions(cfg, "pikv-demo-reference", cluster.nodes()[i].ipc,
+                                              cluster.controller().endpoint, cluster.NodeHost(i))));
+  }
+  std::cout
+      << "workload: " << o.prompts << " RAG prompts over " << o.docs
+      << " documents (Zipf popularity, 3-8 per prompt, random order), round-robin over the nodes\n";
+  engine::RagTrace trace(cfg.vocab, o.docs, 2024);
+  engine::Tally tally;
+  double worst = 0;
+  int checked = 0;
+  for (int p = 0; p < o.prompts; ++p) {
+    auto prompt = trace.Next();
+    auto answer = engines[p % num_nodes]->Run(prompt);
+    tally.Add(prompt, answer);
+    if (o.check_every > 0 && p % o.check_every == 0) {
+      auto scratch = engine::ScratchLogits(model, prompt);
+      for (size_t i = 0; i < scratch.size(); ++i) {
+        worst = std::max(worst, double(std::fabs(scratch[i] - answer.logits[i])));
+      }
+      checked++;
+    }
+    Progress(p + 1, o.prompts);
+  }
+  uint64_t pulls = 0;
+  for (const auto& n : cluster.nodes()) {
+    rpc::NodeClient nc(n.tcp, 2s);
+    auto s = nc.Stats();
+    if (s.ok()) pulls += static_cast<uint64_t>(FieldInt(*s, "p2p.pulled_objects"));
+  }
+  const uint64_t* by_source = tally.by_source;
+  const uint64_t chunks = tally.chunks();
+  const double saved_ms =
+      (tally.tokens_reused * tally.ComputeMicrosPerToken() - double(tally.hit_path.count())) /
+      1000.0;
+  const bool exact = worst <= 1e-4;
+
+  std::cout << "\nreport\n";
+  pikv::TextTable t({"", "value"});
+  const char* names[4] = {"chunks from the engine's own node", "chunks pulled from a peer (P2P)",
+                          "chunks from the shared Redis tier", "chunks computed"};
+  for (int s = 0; s < 4; ++s) {
+    t.Add({names[s], std::to_string(by_source[s]) + " (" +
+                         Num(json(100.0 * by_source[s] / std::max<uint64_t>(1, chunks))) + " %)"});
+  }
+  t.Add({"P2P pulls (objects)", std::to_string(pulls)});
+  t.Add({"prompt tokens computed / total",
+         std::to_string(tally.tokens_computed) + " / " + std::to_string(tally.tokens_total)});
+  t.Add({"time saved (model compute avoided - hit path)", Num(json(saved_ms)) + " ms"});
+  t.Add({"exactness vs recompute", std::string(exact ? "PASS" : "FAIL") + " (" +
+                                       std::to_string(checked) + " answers, max |logit error| " +
+                                       Num(json(worst)) + ")"});
+  t.Print(std::cout);
+
+  rpc::AdminClient admin(cluster.controller().endpoint, 2s);
+  try {
+    if (auto nodes = admin.Json(MsgType::kAdminNodes); nodes.ok()) {
+      std::cout << "\npikv admin nodes\n";
+      PrintNodes(json::parse(*nodes));
+    }
+    if (auto stats = admin.Json(MsgType::kAdminStats); stats.ok()) {
+      std::cout << "\npikv admin stats\n";
+      PrintStats(json::parse(*stats));
+    }
+  } catch (const json::exception& e) {
+    std::cerr << "pikv demo: the controller sent an unexpected document: " << e.what() << "\n";
+  }
+  std::cout << "\nstopping " << cluster.Pids() << std::endl;
+  return exact && chunks > by_source[3] ? 0 : 1;
+}
+
+int RunCluster(const DemoOptions& o) {
+  const sigset_t stop = BlockStopSignals();
+  launch::LocalCluster cluster;
+  if (Status s = cluster.Start(o.cluster); !s.ok()) {
+    std::cerr << "pikv cluster: " << s.message() << "\n";
+    return 1;
+  }
+  std::cout << "controller " << cluster.controller().endpoint << "  http "
+            << cluster.controller().http << "\n";
+  for (const auto& n : cluster.nodes())
+    std::cout << "node " << n.tcp << "  " << n.ipc << "  http " << n.http << "\n";
+  if (!cluster.redis_address().empty()) std::cout << "redis " << cluster.redis_address() << "\n";
+  std::cout << "try: pikv admin nodes --controller " << cluster.controller().endpoint
+            << "\nCtrl-C stops it" << std::endl;
+  WaitForStopSignal(stop);
+  return 0;
+}
+
+}  // namespace pikv::cli

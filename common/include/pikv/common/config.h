@@ -1,0 +1,74 @@
+// Config: one process's settings, from defaults, a YAML file, PIKV_*
+// environment variables and command-line flags (later layers win: flags,
+// then environment, then file, then defaults).
+//
+// Keys are declared once with a kind, a default and a help line; every value
+// is parsed and checked when it is set, so a bad value or an unknown key fails
+// with the key's name and the reason before the process starts. Sizes take
+// human units (64GiB), durations too (500ms); lists are YAML sequences or
+// comma-separated in the environment. The environment variable of key
+// `cpu-capacity` is PIKV_CPU_CAPACITY. Print() shows each effective value and
+// where it came from.
+// Thread-safety: fill it before starting threads; reads are const.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "pikv/common/status.h"
+
+namespace YAML {
+class Node;
+}
+
+namespace pikv {
+
+class Config {
+ public:
+  enum class Kind { kString, kSize, kDuration, kInt, kBool, kList };
+  enum class Source { kDefault, kFile, kEnv, kFlag };
+
+  void Declare(const std::string& key, Kind kind, const std::string& default_value,
+               const std::string& help);
+
+  Status LoadYamlFile(const std::string& path);
+  Status LoadYamlText(const std::string& text, const std::string& origin = "config");
+  // Reads PIKV_<KEY> for every declared key; `getenv` is injectable for tests.
+  Status LoadEnv(const std::function<const char*(const char*)>& getenv_fn = nullptr);
+  Status Set(const std::string& key, const std::string& value, Source source);
+
+  std::string String(const std::string& key) const;
+  uint64_t Size(const std::string& key) const;
+  std::chrono::milliseconds Duration(const std::string& key) const;
+  int64_t Int(const std::string& key) const;
+  bool Bool(const std::string& key) const;
+  std::vector<std::string> List(const std::string& key) const;
+  Source SourceOf(const std::string& key) const;
+  Kind KindOf(const std::string& key) const;
+
+  const std::vector<std::string>& keys() const { return order_; }
+  const std::string& Help(const std::string& key) const;
+  static std::string EnvName(const std::string& key);
+  std::string Print() const;
+
+ private:
+  Status ApplyYaml(const YAML::Node& root, const std::string& origin);
+  struct Entry {
+    Kind kind;
+    std::string help;
+    std::vector<std::string> values;  // one for scalars
+    Source source = Source::kDefault;
+  };
+  Status Check(const std::string& key, const Entry& e,
+               const std::vector<std::string>& values) const;
+  const Entry& At(const std::string& key) const;
+
+  std::map<std::string, Entry> entries_;
+  std::vector<std::string> order_;
+};
+
+}  // namespace pikv

@@ -1,0 +1,19 @@
+// Human-readable sizes ("64GiB", "512MiB", "4096") and durations ("500ms",
+// "2s", "1m"). Binary units (KiB, MiB, GiB, TiB) and their short forms (K, M,
+// G, T) are powers of 1024; KB/MB/GB/TB are powers of 1000.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "pikv/common/status.h"
+
+namespace pikv {
+
+Result<uint64_t> ParseByteSize(std::string_view text);
+Result<std::chrono::milliseconds> ParseDuration(std::string_view text);
+std::string FormatBytes(uint64_t bytes);
+
+}  // namespace pikv

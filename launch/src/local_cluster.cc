@@ -1,0 +1,90 @@
+#include "pikv/launch/local_cluster.h"
+
+#include <signal.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "pikv/rpc/admin_client.h"
+
+namespace pikv::launch {
+
+using namespace std::chrono_literals;
+
+LocalCluster::~LocalCluster() {
+  for (auto& n : nodes_) n.process->Signal(SIGTERM);
+  for (auto& n : nodes_) n.process->Wait(10s);
+  if (controller_.process) {
+    controller_.process->Signal(SIGTERM);
+    controller_.process->Wait(10s);
+  }
+}
+
+Status LocalCluster::Start(const LocalClusterOptions& options) {
+  if (options.nodes < 1 || options.nodes > 64) return InvalidArgument("--nodes must be 1..64");
+  // Nothing below may throw past this boundary: a launcher reports, it does not abort.
+  try {
+    return StartAll(options);
+  } catch (const std::exception& e) {
+    return Unavailable(std::string("local cluster: ") + e.what());
+  }
+}
+
+Status LocalCluster::StartAll(const LocalClusterOptions& o) {
+  auto controller_bin = FindDaemon("pikv-controller", o.bin_dir);
+  if (!controller_bin.ok()) return controller_bin.status();
+  auto node_bin = FindDaemon("pikv-node", o.bin_dir);
+  if (!node_bin.ok()) return node_bin.status();
+  dir_ = std::make_unique<TempDir>();
+
+  if (o.redis == "auto" && RedisServer::Available()) {
+    redis_ = std::make_unique<RedisServer>();
+    if (Status s = redis_->Start(); !s.ok()) return s;
+    redis_address_ = redis_->address();
+  } else if (o.redis != "auto" && o.redis != "off") {
+    redis_address_ = o.redis;
+  }
+
+  auto controller = StartController(*controller_bin, {"--endpoint", "tcp://127.0.0.1:*", "--http",
+                                                      "127.0.0.1:0", "--log-level", "error"});
+  if (!controller.ok()) return controller.status();
+  controller_ = std::move(*controller);
+
+  for (int i = 0; i < o.nodes; ++i) {
+    const std::string data_dir = dir_->str() + "/" + NodeId(i);
+    std::filesystem::create_directories(data_dir);
+    std::vector<std::string> args = {
+        "--endpoint",     "tcp://127.0.0.1:*", "--endpoint",  "ipc://" + data_dir + "/node.sock",
+        "--data-dir",     data_dir,            "--node-id",   NodeId(i),
+        "--host",         NodeHost(i),         "--controller", controller_.endpoint,
+        "--http",         "127.0.0.1:0",       "--heartbeat-interval", "200ms",
+        "--cpu-capacity", "256MiB",            "--disk-capacity", "1GiB",
+        "--log-level",    "error"};
+    if (!redis_address_.empty()) args.insert(args.end(), {"--redis", redis_address_});
+    auto node = StartNode(*node_bin, args);
+    if (!node.ok()) return node.status();
+    nodes_.push_back(std::move(*node));
+  }
+  return WaitAlive(nodes_.size(), o.ready_timeout);
+}
+
+Status LocalCluster::WaitAlive(size_t n, std::chrono::milliseconds timeout) {
+  rpc::AdminClient admin(controller_.endpoint, 1s);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto health = admin.Health();
+    if (health.ok() && health->nodes_alive == n) return Status::Ok();
+    std::this_thread::sleep_for(25ms);
+  }
+  return Timeout("the controller did not see " + std::to_string(n) + " nodes alive within " +
+                 std::to_string(timeout.count()) + " ms");
+}
+
+std::string LocalCluster::Pids() const {
+  std::string s = controller_.process ? std::to_string(controller_.process->pid()) : "";
+  for (const auto& n : nodes_) s += " " + std::to_string(n.process->pid());
+  if (redis_) s += " " + std::to_string(redis_->pid());
+  return s;
+}
+
+}  // namespace pikv::launch

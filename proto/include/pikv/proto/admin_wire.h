@@ -1,0 +1,70 @@
+// The admin wire: what `pikv admin`, the HTTP endpoints and tests read from
+// the controller. An admin request is an ordinary header (kAdminNodes,
+// kAdminStats, kAdminHealth, kLocate with `json`, kAdminClear/Pin/Unpin/
+// Evict); the reply's one payload frame is a JSON document whose member
+// names are defined here, once, for the controller that writes them and the
+// clients that read them. The document is a payload frame, not a header
+// string, so it is bounded by kMaxAdminReplyBytes (a 16,383-node table is
+// about 10 MB), not by the header's string limit.
+#pragma once
+
+#include <cstdint>
+
+namespace pikv::admin {
+
+inline constexpr uint64_t kMaxAdminReplyBytes = 64ull << 20;
+
+// Request field: kLocate answers with a document when it is set.
+inline constexpr char kJsonField[] = "json";
+
+// Members, by document. Tier objects are keyed by TierName (cpu, disk, remote).
+inline constexpr char kNodes[] = "nodes";  // nodes: [node]
+inline constexpr char kId[] = "id";
+inline constexpr char kIndex[] = "index";
+inline constexpr char kState[] = "state";
+inline constexpr char kHost[] = "host";
+inline constexpr char kTcp[] = "tcp";
+inline constexpr char kIpc[] = "ipc";
+inline constexpr char kIncarnation[] = "incarnation";
+inline constexpr char kResyncPending[] = "resync_pending";
+inline constexpr char kLastSeq[] = "last_seq";
+inline constexpr char kEventsApplied[] = "events_applied";
+inline constexpr char kSecondsSinceHeartbeat[] = "seconds_since_heartbeat";
+inline constexpr char kRequests[] = "requests";
+inline constexpr char kTiers[] = "tiers";
+inline constexpr char kChunks[] = "chunks";
+inline constexpr char kUsedBytes[] = "used_bytes";
+inline constexpr char kCapacityBytes[] = "capacity_bytes";
+inline constexpr char kHits[] = "hits";
+inline constexpr char kMisses[] = "misses";
+inline constexpr char kHitRate[] = "hit_rate";
+
+// stats (and health: status, epoch and the three node counts)
+inline constexpr char kStatus[] = "status";  // "ok" or "degraded"
+inline constexpr char kEpoch[] = "epoch";
+inline constexpr char kNodesAlive[] = "nodes_alive";
+inline constexpr char kNodesSuspect[] = "nodes_suspect";
+inline constexpr char kNodesDead[] = "nodes_dead";
+inline constexpr char kKeys[] = "keys";  // stats: a count; locate: [entry]; forwarded: a count
+inline constexpr char kLocations[] = "locations";
+inline constexpr char kRegistryBytes[] = "registry_bytes";
+inline constexpr char kEventsIgnored[] = "events_ignored";
+inline constexpr char kEventsPerSecond[] = "events_per_second";
+inline constexpr char kSequenceGaps[] = "sequence_gaps";
+inline constexpr char kResyncs[] = "resyncs";
+inline constexpr char kNodeDeaths[] = "node_deaths";
+inline constexpr char kPerNode[] = "per_node";
+inline constexpr char kCpuChunks[] = "cpu_chunks";
+inline constexpr char kDiskChunks[] = "disk_chunks";
+inline constexpr char kCpuUsedBytes[] = "cpu_used_bytes";
+inline constexpr char kDiskUsedBytes[] = "disk_used_bytes";
+
+// locate: keys: [{key, locations: [{node, tier, host, tcp, ipc}]}]
+inline constexpr char kKey[] = "key";
+inline constexpr char kNode[] = "node";
+inline constexpr char kTier[] = "tier";
+
+// clear, pin, unpin, evict
+inline constexpr char kForwardedTo[] = "forwarded_to";
+
+}  // namespace pikv::admin

@@ -1,0 +1,56 @@
+// NodeClient: typed calls to one pikv-node over tcp or ipc.
+//
+// Each call is one request with a deadline (RpcClient). A call-level error
+// (node down, timeout, rejected request) is the Result's status; per-key
+// outcomes are in the returned vector. Not thread-safe: one per thread.
+#pragma once
+
+#include <chrono>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "pikv/proto/rpc_client.h"
+
+namespace pikv::rpc {
+
+// Per-key objects from a get or pull reply that answers `expected` keys.
+Result<std::vector<Result<SharedBuffer>>> ObjectsFromReply(Result<Message> reply, size_t expected);
+
+class NodeClient {
+ public:
+  explicit NodeClient(std::string endpoint,
+                      std::chrono::milliseconds timeout = std::chrono::seconds(5),
+                      WireLimits limits = {});
+
+  Status Ping();
+  // Tier mask per key (bit 0 CPU, 1 disk, 2 remote; 0 = absent).
+  Result<std::vector<uint8_t>> Exists(std::span<const ChunkKey> keys);
+  // Per key: the object, or why not (kNotFound for a miss).
+  Result<std::vector<Result<SharedBuffer>>> Get(std::span<const ChunkKey> keys);
+  Result<std::vector<Status>> Put(std::span<const ChunkKey> keys,
+                                  std::span<const SharedBuffer> objects);
+  Result<std::vector<Status>> Delete(std::span<const ChunkKey> keys);
+  Result<std::vector<Status>> Pin(std::span<const ChunkKey> keys);
+  Result<std::vector<Status>> Unpin(std::span<const ChunkKey> keys);
+  Result<Fields> Stats();
+  // P2P: the node gets `keys` from peers that the controller says hold them
+  // (preferring the one at `from`, if any), admits them and returns them:
+  // misses for what no peer has or when none answers within `peer_timeout`.
+  Result<std::vector<Result<SharedBuffer>>> Pull(std::span<const ChunkKey> keys,
+                                                 const std::string& from,
+                                                 std::chrono::milliseconds peer_timeout);
+
+  void set_timeout(std::chrono::milliseconds t) { timeout_ = t; }
+
+ private:
+  Result<Message> Call(MsgType type, std::span<const ChunkKey> keys,
+                       std::vector<SharedBuffer> payloads = {});
+  Result<std::vector<Status>> PerKey(MsgType type, std::span<const ChunkKey> keys,
+                                     std::vector<SharedBuffer> payloads = {});
+
+  RpcClient rpc_;
+  std::chrono::milliseconds timeout_;
+};
+
+}  // namespace pikv::rpc
