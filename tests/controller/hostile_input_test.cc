@@ -12,11 +12,13 @@
 #include <zmq.hpp>
 
 #include "cluster_fixture.h"
+#include "fake_node.h"
 #include "pikv/proto/zmq_frames.h"
 
 namespace pikv::controller {
 namespace {
 
+using testing::FakeNode;
 using testing::MakeObject;
 using testing::TestObject;
 
@@ -28,39 +30,6 @@ size_t OpenFiles(pid_t pid) {
   closedir(d);
   return n;
 }
-
-// A fake node over a raw DEALER: registers whatever it is told to.
-class FakeNode {
- public:
-  FakeNode(const std::string& controller, std::string id) : rpc_(controller), id_(std::move(id)) {}
-  Result<Message> Register(const std::string& tcp, const std::string& host = "fake-host") {
-    Message m;
-    m.header.type = MsgType::kRegister;
-    m.header.fields = {{"node_id", id_},
-                       {"incarnation", int64_t{1}},
-                       {"host", host},
-                       {"tcp", tcp},
-                       {"ipc", std::string()}};
-    return rpc_.Call(std::move(m), 2s);
-  }
-  // Claims to hold `keys` in CPU (no reply comes: the short wait is expected).
-  void Inventory(const std::vector<ChunkKey>& keys) {
-    Message m;
-    m.header.type = MsgType::kInventory;
-    m.header.keys = keys;
-    m.header.values.assign(keys.size(), static_cast<int64_t>(TierKind::kCpu));
-    m.header.fields = {{"node_id", id_},
-                       {"incarnation", int64_t{1}},
-                       {"seq", int64_t{0}},
-                       {"part", int64_t{0}},
-                       {"final", int64_t{1}}};
-    rpc_.Call(std::move(m), 50ms).status().IgnoreError();
-  }
-
- private:
-  RpcClient rpc_;
-  std::string id_;
-};
 
 class HostileInputTest : public ClusterTest {};
 
