@@ -24,17 +24,17 @@
 #include <zmq.hpp>
 
 #include "bench_util.h"
-#include "pikv/rpc/admin_client.h"
 #include "pikv/controller/registry.h"
 #include "pikv/proto/zmq_frames.h"
+#include "pikv/rpc/admin_client.h"
 #include "test_support.h"
 
 namespace pikv::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using pikv::Location;
 using controller::Registry;
+using pikv::Location;
 
 ChunkKey Key(uint64_t i) {
   // Distinct, well-spread keys without hashing cost in the timed loops.

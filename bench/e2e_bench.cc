@@ -44,7 +44,7 @@ int Run(int prompts, int docs, uint64_t seed, int check_every) {
     return engine::ReferenceClientOptions(cfg, "reference-bench", n.ipc, ctl.endpoint, host);
   };
   engine::Engine engines[2] = {engine::Engine(model, options(na, "host-a")),
-                                engine::Engine(model, options(nb, "host-b"))};
+                               engine::Engine(model, options(nb, "host-b"))};
 
   engine::RagTrace trace(cfg.vocab, docs, seed);
 

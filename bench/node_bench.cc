@@ -25,9 +25,9 @@
 #include <zmq.hpp>
 
 #include "bench_util.h"
-#include "pikv/rpc/node_client.h"
 #include "pikv/common/units.h"
 #include "pikv/proto/zmq_frames.h"
+#include "pikv/rpc/node_client.h"
 #include "test_support.h"
 
 namespace pikv::bench {

@@ -7,11 +7,11 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 
-#include "pikv/controller/controller_server.h"
 #include "pikv/common/config_cli.h"
 #include "pikv/common/stop_signal.h"
 #include "pikv/common/units.h"
 #include "pikv/common/version.h"
+#include "pikv/controller/controller_server.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"pikv-controller: global registry of KV chunks, node lifecycle, locate and admin"};

@@ -11,11 +11,11 @@
 #include <filesystem>
 #include <iostream>
 
-#include "pikv/node/node_server.h"
 #include "pikv/common/config_cli.h"
 #include "pikv/common/stop_signal.h"
 #include "pikv/common/units.h"
 #include "pikv/common/version.h"
+#include "pikv/node/node_server.h"
 
 namespace {
 

@@ -26,7 +26,9 @@ inline std::string Num(const json& v) {
   return v.dump();
 }
 
-inline std::string Str(const json& j, const char* member) { return j.at(member).get<std::string>(); }
+inline std::string Str(const json& j, const char* member) {
+  return j.at(member).get<std::string>();
+}
 inline std::string Bytes(const json& v) { return pikv::FormatBytes(v.get<uint64_t>()); }
 
 inline void PrintNodes(const json& j) {

@@ -9,10 +9,10 @@
 
 #include "cli_tables.h"
 #include "demo.h"
-#include "pikv/rpc/admin_client.h"
 #include "pikv/common/text_table.h"
 #include "pikv/common/units.h"
 #include "pikv/common/version.h"
+#include "pikv/rpc/admin_client.h"
 
 namespace {
 

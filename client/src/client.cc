@@ -2,9 +2,9 @@
 
 #include <map>
 
+#include "pikv/proto/chunk_object.h"
 #include "pikv/rpc/admin_client.h"
 #include "pikv/rpc/node_client.h"
-#include "pikv/proto/chunk_object.h"
 
 namespace pikv::client {
 

@@ -69,7 +69,7 @@ ClusterState::Node* ClusterState::LiveLocked(const std::string& id, uint64_t inc
 
 Result<uint16_t> ClusterState::Register(const NodeRegistration& reg, Clock::time_point now) {
   if (Status s = CheckRegistration(reg); !s.ok()) return s;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   uint16_t index;
   if (auto it = ids_.find(reg.id); it != ids_.end()) {
     index = it->second;
@@ -127,13 +127,13 @@ void ClusterState::ForgetLocked(uint16_t index) {
 }
 
 size_t ClusterState::node_count() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return ids_.size();
 }
 
 Status ClusterState::Heartbeat(const std::string& id, uint64_t incarnation, Fields usage,
                                Clock::time_point now) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   Node* n = LiveLocked(id, incarnation);
   if (!n) return NotFound("unknown node " + id + ": register again");
   n->last_seen = now;
@@ -166,7 +166,7 @@ ClusterState::Outcome ClusterState::ApplyEvents(const std::string& id, uint64_t 
                                                 uint64_t seq, std::span<const ChunkKey> keys,
                                                 std::span<const int64_t> values,
                                                 Clock::time_point now) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   Node* n = LiveLocked(id, incarnation);
   if (!n) return Outcome::kUnknownNode;
   n->last_seen = now;
@@ -193,7 +193,7 @@ ClusterState::Outcome ClusterState::ApplyInventory(const std::string& id, uint64
                                                    std::span<const ChunkKey> keys,
                                                    std::span<const int64_t> values,
                                                    Clock::time_point now) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   Node* n = LiveLocked(id, incarnation);
   if (!n) return Outcome::kUnknownNode;
   n->last_seen = now;
@@ -223,7 +223,7 @@ ClusterState::Outcome ClusterState::ApplyInventory(const std::string& id, uint64
 
 bool ClusterState::TakeResyncRequest(const std::string& id, uint64_t incarnation,
                                      Clock::time_point now) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   Node* n = LiveLocked(id, incarnation);
   if (!n || !n->resync_pending || now - n->resync_asked_at < options_.suspect_after) return false;
   n->resync_asked_at = now;
@@ -231,7 +231,7 @@ bool ClusterState::TakeResyncRequest(const std::string& id, uint64_t incarnation
 }
 
 Status ClusterState::Deregister(const std::string& id, uint64_t incarnation) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   Node* n = LiveLocked(id, incarnation);
   if (!n) return NotFound("unknown node " + id);
   registry_.RemoveNode(ids_[id]);
@@ -248,7 +248,7 @@ void ClusterState::KillLocked(uint16_t index, Clock::time_point now) {
 }
 
 ClusterState::TickResult ClusterState::Tick(Clock::time_point now) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   TickResult out;
   for (size_t i = 1; i < nodes_.size(); ++i) {
     Node& n = nodes_[i];
@@ -274,7 +274,7 @@ ClusterState::TickResult ClusterState::Tick(Clock::time_point now) {
 std::vector<Replica> ClusterState::Locate(const ChunkKey& key, const std::string& host) const {
   std::vector<Location> locations;
   registry_.Locate(key, locations);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   struct Ranked {
     std::tuple<bool, bool, int, double> cost;
     Replica replica;
@@ -298,7 +298,7 @@ std::vector<Replica> ClusterState::Locate(const ChunkKey& key, const std::string
 }
 
 std::vector<NodeView> ClusterState::Nodes(Clock::time_point now) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::vector<NodeView> out;
   for (size_t i = 1; i < nodes_.size(); ++i) {
     const Node& n = nodes_[i];
@@ -321,7 +321,7 @@ std::vector<NodeView> ClusterState::Nodes(Clock::time_point now) const {
 
 std::vector<std::pair<uint16_t, std::string>> ClusterState::LiveNodes(
     const std::string& only_id) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::vector<std::pair<uint16_t, std::string>> out;
   for (size_t i = 1; i < nodes_.size(); ++i) {
     const Node& n = nodes_[i];
@@ -334,7 +334,7 @@ std::vector<std::pair<uint16_t, std::string>> ClusterState::LiveNodes(
 }
 
 ClusterStats ClusterState::Stats(Clock::time_point now) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   ClusterStats s;
   for (size_t i = 1; i < nodes_.size(); ++i) {
     if (!nodes_[i].in_use) continue;

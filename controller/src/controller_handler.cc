@@ -179,8 +179,8 @@ void ControllerHandler::Apply(const std::string& identity, const Header& h, Cloc
   }
   Outgoing answer{identity, std::move(reply), {}};
   if (!document.empty()) {
-    answer.payloads.push_back(SharedBuffer::Copy(
-        {reinterpret_cast<const uint8_t*>(document.data()), document.size()}));
+    answer.payloads.push_back(
+        SharedBuffer::Copy({reinterpret_cast<const uint8_t*>(document.data()), document.size()}));
   }
   out.push_back(std::move(answer));
 }

@@ -20,14 +20,16 @@ std::vector<uint8_t> AttentionMetadata::DenseMask() const {
   return mask;
 }
 
-Result<AttentionMetadata> BuildAttentionMetadata(std::span<const uint32_t> lengths, AttentionMode mode,
-                                                 int64_t start_position) {
-  if (lengths.size() < 2) return InvalidArgument("a chunked prompt needs a system prompt and a question");
+Result<AttentionMetadata> BuildAttentionMetadata(std::span<const uint32_t> lengths,
+                                                 AttentionMode mode, int64_t start_position) {
+  if (lengths.size() < 2)
+    return InvalidArgument("a chunked prompt needs a system prompt and a question");
   for (size_t s = 0; s < lengths.size(); ++s) {
     if (lengths[s] == 0) {
       return InvalidArgument(s == 0 ? "the system prompt is empty"
-                             : s + 1 == lengths.size() ? "the question is empty"
-                                                       : "chunk " + std::to_string(s) + " is empty");
+                             : s + 1 == lengths.size()
+                                 ? "the question is empty"
+                                 : "chunk " + std::to_string(s) + " is empty");
     }
   }
   AttentionMetadata m;

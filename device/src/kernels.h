@@ -22,9 +22,11 @@ struct HeadShape {
 };
 
 // Copies one K head vector from src to dst, rotating its rotary dims.
-void RotateHeadPortable(DType dtype, const uint8_t* src, uint8_t* dst, const HeadShape& shape, const Rotation& r);
+void RotateHeadPortable(DType dtype, const uint8_t* src, uint8_t* dst, const HeadShape& shape,
+                        const Rotation& r);
 // Same with AVX2/FMA/F16C; false if this shape is not vectorizable (caller falls back).
-bool RotateHeadAvx2(DType dtype, const uint8_t* src, uint8_t* dst, const HeadShape& shape, const Rotation& r);
+bool RotateHeadAvx2(DType dtype, const uint8_t* src, uint8_t* dst, const HeadShape& shape,
+                    const Rotation& r);
 bool CpuHasAvx2();
 
 }  // namespace pikv::device::kernels

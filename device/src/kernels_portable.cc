@@ -20,8 +20,8 @@ void Rotation::Fill(const std::vector<float>& c, const std::vector<float>& s) {
 namespace {
 
 template <typename Load, typename Store>
-void Rotate(const uint8_t* src, uint8_t* dst, size_t elem, const HeadShape& shape, const Rotation& r, Load load,
-            Store store) {
+void Rotate(const uint8_t* src, uint8_t* dst, size_t elem, const HeadShape& shape,
+            const Rotation& r, Load load, Store store) {
   // Non-rotary dims are copied bit for bit.
   std::memcpy(dst, src, shape.offset * elem);
   const uint32_t end = shape.offset + shape.rotary_dim;
@@ -38,21 +38,44 @@ void Rotate(const uint8_t* src, uint8_t* dst, size_t elem, const HeadShape& shap
 
 }  // namespace
 
-void RotateHeadPortable(DType dtype, const uint8_t* src, uint8_t* dst, const HeadShape& shape, const Rotation& r) {
+void RotateHeadPortable(DType dtype, const uint8_t* src, uint8_t* dst, const HeadShape& shape,
+                        const Rotation& r) {
   switch (dtype) {
     case DType::kF32:
-      Rotate(src, dst, 4, shape, r, [](const uint8_t* p) { float f; std::memcpy(&f, p, 4); return f; },
-             [](uint8_t* p, float f) { std::memcpy(p, &f, 4); });
+      Rotate(
+          src, dst, 4, shape, r,
+          [](const uint8_t* p) {
+            float f;
+            std::memcpy(&f, p, 4);
+            return f;
+          },
+          [](uint8_t* p, float f) { std::memcpy(p, &f, 4); });
       break;
     case DType::kBF16:
-      Rotate(src, dst, 2, shape, r,
-             [](const uint8_t* p) { uint16_t v; std::memcpy(&v, p, 2); return math::Bf16ToF32(v); },
-             [](uint8_t* p, float f) { uint16_t v = math::F32ToBf16(f); std::memcpy(p, &v, 2); });
+      Rotate(
+          src, dst, 2, shape, r,
+          [](const uint8_t* p) {
+            uint16_t v;
+            std::memcpy(&v, p, 2);
+            return math::Bf16ToF32(v);
+          },
+          [](uint8_t* p, float f) {
+            uint16_t v = math::F32ToBf16(f);
+            std::memcpy(p, &v, 2);
+          });
       break;
     case DType::kF16:
-      Rotate(src, dst, 2, shape, r,
-             [](const uint8_t* p) { uint16_t v; std::memcpy(&v, p, 2); return math::F16ToF32(v); },
-             [](uint8_t* p, float f) { uint16_t v = math::F32ToF16(f); std::memcpy(p, &v, 2); });
+      Rotate(
+          src, dst, 2, shape, r,
+          [](const uint8_t* p) {
+            uint16_t v;
+            std::memcpy(&v, p, 2);
+            return math::F16ToF32(v);
+          },
+          [](uint8_t* p, float f) {
+            uint16_t v = math::F32ToF16(f);
+            std::memcpy(p, &v, 2);
+          });
       break;
   }
 }

@@ -12,8 +12,8 @@ namespace pikv::device {
 
 // ---- PagedLayout ---------------------------------------------------------------------
 
-PagedLayout PagedLayout::Make(Order order, DType dtype, KvFormat format, uint32_t heads, uint32_t dim,
-                              uint32_t block_size, uint64_t num_blocks) {
+PagedLayout PagedLayout::Make(Order order, DType dtype, KvFormat format, uint32_t heads,
+                              uint32_t dim, uint32_t block_size, uint64_t num_blocks) {
   PagedLayout l;
   l.dtype = dtype;
   l.kv_format = format;
@@ -47,13 +47,15 @@ PagedLayout PagedLayout::Make(Order order, DType dtype, KvFormat format, uint32_
 
 uint64_t PagedLayout::ElementsPerLayer() const {
   // The farthest element any (plane, block, offset, head, d) reaches, plus one.
-  return (planes() - 1) * stride_plane + (num_blocks - 1) * stride_block + (block_size - 1) * stride_offset +
-         (num_kv_heads - 1) * stride_head + head_dim;
+  return (planes() - 1) * stride_plane + (num_blocks - 1) * stride_block +
+         (block_size - 1) * stride_offset + (num_kv_heads - 1) * stride_head + head_dim;
 }
 
-uint8_t* PagedLayout::HeadVector(uint32_t layer, uint32_t plane, int64_t slot, uint32_t head) const {
+uint8_t* PagedLayout::HeadVector(uint32_t layer, uint32_t plane, int64_t slot,
+                                 uint32_t head) const {
   const int64_t block = slot / block_size, offset = slot % block_size;
-  const int64_t element = plane * stride_plane + block * stride_block + offset * stride_offset + head * stride_head;
+  const int64_t element =
+      plane * stride_plane + block * stride_block + offset * stride_offset + head * stride_head;
   return static_cast<uint8_t*>(layers[layer]) + element * static_cast<int64_t>(DTypeSize(dtype));
 }
 
@@ -61,7 +63,8 @@ Status PagedLayout::Validate() const {
   if (num_kv_heads == 0 || head_dim == 0 || block_size == 0 || num_blocks == 0) {
     return InvalidArgument("paged layout has an empty dimension");
   }
-  if (stride_head <= 0 || stride_offset <= 0 || stride_block <= 0 || (planes() > 1 && stride_plane <= 0)) {
+  if (stride_head <= 0 || stride_offset <= 0 || stride_block <= 0 ||
+      (planes() > 1 && stride_plane <= 0)) {
     return InvalidArgument("paged layout strides must be positive");
   }
   // Head vectors of distinct (plane, block, offset, head) must not overlap:
@@ -70,12 +73,15 @@ Status PagedLayout::Validate() const {
     int64_t stride;
     uint64_t count;
   };
-  std::vector<Axis> axes = {{stride_head, num_kv_heads}, {stride_offset, block_size}, {stride_block, num_blocks}};
+  std::vector<Axis> axes = {
+      {stride_head, num_kv_heads}, {stride_offset, block_size}, {stride_block, num_blocks}};
   if (planes() > 1) axes.push_back({stride_plane, planes()});
-  std::sort(axes.begin(), axes.end(), [](const Axis& a, const Axis& b) { return a.stride < b.stride; });
+  std::sort(axes.begin(), axes.end(),
+            [](const Axis& a, const Axis& b) { return a.stride < b.stride; });
   int64_t extent = head_dim;
   for (const Axis& a : axes) {
-    if (a.count > 1 && a.stride < extent) return InvalidArgument("paged layout strides overlap head vectors");
+    if (a.count > 1 && a.stride < extent)
+      return InvalidArgument("paged layout strides overlap head vectors");
     extent = a.stride * static_cast<int64_t>(a.count);
   }
   for (void* p : layers) {
@@ -99,15 +105,18 @@ Status CheckPlacement(const ChunkGeometry& g, const RopeSpec& rope, std::span<co
   if (Status s = cache.Validate(); !s.ok()) return s;
   if (Status s = rope.Validate(); !s.ok()) return s;
   if (g.dtype != cache.dtype) {
-    return InvalidArgument(std::string("chunk dtype ") + std::string(DTypeName(g.dtype)) + " differs from cache dtype " +
-                           std::string(DTypeName(cache.dtype)));
+    return InvalidArgument(std::string("chunk dtype ") + std::string(DTypeName(g.dtype)) +
+                           " differs from cache dtype " + std::string(DTypeName(cache.dtype)));
   }
-  if (g.kv_format != cache.kv_format) return InvalidArgument("chunk KV format differs from the cache's");
-  if (g.num_layers != cache.layers.size()) return InvalidArgument("chunk and cache have different layer counts");
+  if (g.kv_format != cache.kv_format)
+    return InvalidArgument("chunk KV format differs from the cache's");
+  if (g.num_layers != cache.layers.size())
+    return InvalidArgument("chunk and cache have different layer counts");
   if (g.num_kv_heads != cache.num_kv_heads || g.head_dim != cache.head_dim) {
     return InvalidArgument("chunk and cache have different KV heads or head_dim");
   }
-  if (rope.head_dim != g.head_dim) return InvalidArgument("RoPE spec head_dim differs from the chunk's");
+  if (rope.head_dim != g.head_dim)
+    return InvalidArgument("RoPE spec head_dim differs from the chunk's");
   if (slots.size() != g.num_tokens) {
     return InvalidArgument("slot mapping has " + std::to_string(slots.size()) + " entries for " +
                            std::to_string(g.num_tokens) + " tokens");
@@ -147,7 +156,8 @@ void Parallel(uint64_t n, int threads, Fn fn) {
 }  // namespace
 
 Status Remap(std::span<const uint8_t> object, const RopeSpec& rope, int64_t actual_start,
-             std::span<const int64_t> slots, const PagedLayout& cache, const RemapOptions& options) {
+             std::span<const int64_t> slots, const PagedLayout& cache,
+             const RemapOptions& options) {
   auto header = ParseChunkHeader(object);
   if (!header.ok()) return header.status();
   const ChunkHeader& h = *header;
@@ -156,7 +166,8 @@ Status Remap(std::span<const uint8_t> object, const RopeSpec& rope, int64_t actu
                            rope.Signature() + "'");
   }
   if (Status s = CheckPlacement(h.geometry, rope, slots, cache); !s.ok()) return s;
-  if (options.backend == Backend::kAvx2 && !Avx2Available()) return Unsupported("this CPU has no AVX2/FMA/F16C");
+  if (options.backend == Backend::kAvx2 && !Avx2Available())
+    return Unsupported("this CPU has no AVX2/FMA/F16C");
   const bool avx2 = options.backend != Backend::kPortable && Avx2Available();
 
   const ChunkGeometry& g = h.geometry;
@@ -172,7 +183,8 @@ Status Remap(std::span<const uint8_t> object, const RopeSpec& rope, int64_t actu
       rotations[i].Fill(t.cos, t.sin);
     }
   }
-  const kernels::HeadShape shape{g.head_dim, rope.rotary_dim, rope.rope_offset, rope.style == RopeStyle::kNeox};
+  const kernels::HeadShape shape{g.head_dim, rope.rotary_dim, rope.rope_offset,
+                                 rope.style == RopeStyle::kNeox};
   const size_t vec_bytes = size_t{g.head_dim} * DTypeSize(g.dtype);
   const size_t token_bytes = vec_bytes * g.num_kv_heads;
   const uint32_t planes = cache.planes();
@@ -209,13 +221,17 @@ Status Remap(std::span<const uint8_t> object, const RopeSpec& rope, int64_t actu
 namespace {
 
 // The header a gather writes, after checking the placement.
-Result<ChunkHeader> GatherHeader(const PagedLayout& cache, std::span<const int64_t> slots, const RopeSpec& rope,
-                                 const GatherSpec& spec) {
+Result<ChunkHeader> GatherHeader(const PagedLayout& cache, std::span<const int64_t> slots,
+                                 const RopeSpec& rope, const GatherSpec& spec) {
   ChunkHeader h;
   h.key = spec.key;
   h.model_id = spec.model_id;
-  h.geometry = {static_cast<uint32_t>(cache.layers.size()), static_cast<uint32_t>(slots.size()), cache.num_kv_heads,
-                cache.head_dim, cache.dtype, cache.kv_format};
+  h.geometry = {static_cast<uint32_t>(cache.layers.size()),
+                static_cast<uint32_t>(slots.size()),
+                cache.num_kv_heads,
+                cache.head_dim,
+                cache.dtype,
+                cache.kv_format};
   h.rope_style = rope.style;
   h.rotary_dim = rope.rotary_dim;
   h.rope_offset = rope.rope_offset;
@@ -224,16 +240,18 @@ Result<ChunkHeader> GatherHeader(const PagedLayout& cache, std::span<const int64
   h.k_form = spec.k_form;
   h.virtual_start = spec.virtual_start;
   h.tokens = spec.tokens;
-  if (spec.tokens.size() != slots.size()) return InvalidArgument("gather needs one token id per slot");
-  if (std::find(slots.begin(), slots.end(), -1) != slots.end()) return InvalidArgument("gather cannot skip slots");
+  if (spec.tokens.size() != slots.size())
+    return InvalidArgument("gather needs one token id per slot");
+  if (std::find(slots.begin(), slots.end(), -1) != slots.end())
+    return InvalidArgument("gather cannot skip slots");
   if (Status s = CheckPlacement(h.geometry, rope, slots, cache); !s.ok()) return s;
   return h;
 }
 
 }  // namespace
 
-Result<size_t> GatherSize(const PagedLayout& cache, std::span<const int64_t> slots, const RopeSpec& rope,
-                          const GatherSpec& spec) {
+Result<size_t> GatherSize(const PagedLayout& cache, std::span<const int64_t> slots,
+                          const RopeSpec& rope, const GatherSpec& spec) {
   auto h = GatherHeader(cache, slots, rope, spec);
   if (!h.ok()) return h.status();
   return ChunkHeaderSize(*h) + h->geometry.PayloadBytes();
@@ -244,7 +262,8 @@ Status GatherInto(const PagedLayout& cache, std::span<const int64_t> slots, cons
   auto h = GatherHeader(cache, slots, rope, spec);
   if (!h.ok()) return h.status();
   const size_t header_size = ChunkHeaderSize(*h);
-  if (object.size() != header_size + h->geometry.PayloadBytes()) return InvalidArgument("gather buffer has the wrong size");
+  if (object.size() != header_size + h->geometry.PayloadBytes())
+    return InvalidArgument("gather buffer has the wrong size");
   const size_t vec_bytes = size_t{cache.head_dim} * DTypeSize(cache.dtype);
   XXH3_state_t* state = XXH3_createState();
   XXH3_64bits_reset(state);
@@ -268,8 +287,8 @@ Status GatherInto(const PagedLayout& cache, std::span<const int64_t> slots, cons
   return WriteChunkHeader(*h, checksum, object);
 }
 
-Result<std::vector<uint8_t>> Gather(const PagedLayout& cache, std::span<const int64_t> slots, const RopeSpec& rope,
-                                    const GatherSpec& spec) {
+Result<std::vector<uint8_t>> Gather(const PagedLayout& cache, std::span<const int64_t> slots,
+                                    const RopeSpec& rope, const GatherSpec& spec) {
   auto size = GatherSize(cache, slots, rope, spec);
   if (!size.ok()) return size.status();
   std::vector<uint8_t> object(*size);

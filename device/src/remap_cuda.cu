@@ -24,18 +24,31 @@ struct Params {
 __device__ float Load(int dtype, const uint8_t* p) {
   uint16_t v;
   switch (dtype) {
-    case 1: return *reinterpret_cast<const float*>(p);
-    case 2: memcpy(&v, p, 2); return math::F16ToF32(v);
-    default: memcpy(&v, p, 2); return math::Bf16ToF32(v);
+    case 1:
+      return *reinterpret_cast<const float*>(p);
+    case 2:
+      memcpy(&v, p, 2);
+      return math::F16ToF32(v);
+    default:
+      memcpy(&v, p, 2);
+      return math::Bf16ToF32(v);
   }
 }
 
 __device__ void Store(int dtype, uint8_t* p, float f) {
   uint16_t v;
   switch (dtype) {
-    case 1: *reinterpret_cast<float*>(p) = f; return;
-    case 2: v = math::F32ToF16(f); memcpy(p, &v, 2); return;
-    default: v = math::F32ToBf16(f); memcpy(p, &v, 2); return;
+    case 1:
+      *reinterpret_cast<float*>(p) = f;
+      return;
+    case 2:
+      v = math::F32ToF16(f);
+      memcpy(p, &v, 2);
+      return;
+    default:
+      v = math::F32ToBf16(f);
+      memcpy(p, &v, 2);
+      return;
   }
 }
 
@@ -52,8 +65,9 @@ __global__ void RemapKernel(Params p) {
     const uint8_t* src_row = p.payload + ((size_t{layer} * p.planes + plane) * p.tokens + t) * row;
     for (uint32_t i = threadIdx.x; i < p.heads * p.dim; i += blockDim.x) {
       const uint32_t head = i / p.dim, d = i % p.dim;
-      uint8_t* dst = p.layers[layer] + (plane * p.stride_plane + block * p.stride_block + off * p.stride_offset +
-                                        head * p.stride_head) * p.dtype_size;
+      uint8_t* dst = p.layers[layer] + (plane * p.stride_plane + block * p.stride_block +
+                                        off * p.stride_offset + head * p.stride_head) *
+                                           p.dtype_size;
       const uint8_t* src = src_row + head * vec;
       const bool rotary = plane == 0 && d >= p.offset && d < p.offset + p.rotary;
       if (!rotary) {
@@ -82,16 +96,19 @@ __global__ void RemapKernel(Params p) {
 
 }  // namespace
 
-Status RemapCudaLaunch(const ChunkHeader& h, const uint8_t* device_payload, const int64_t* device_slots,
-                       const float* device_cos, const float* device_sin, const RopeSpec& rope,
-                       const PagedLayout& cache, void* stream) {
-  if (cache.layers.size() > kMaxLayers) return Unsupported("the CUDA backend handles at most 256 layers");
+Status RemapCudaLaunch(const ChunkHeader& h, const uint8_t* device_payload,
+                       const int64_t* device_slots, const float* device_cos,
+                       const float* device_sin, const RopeSpec& rope, const PagedLayout& cache,
+                       void* stream) {
+  if (cache.layers.size() > kMaxLayers)
+    return Unsupported("the CUDA backend handles at most 256 layers");
   Params p{};
   p.payload = device_payload;
   p.slots = device_slots;
   p.cos = device_cos;
   p.sin = device_sin;
-  for (size_t l = 0; l < cache.layers.size(); ++l) p.layers[l] = static_cast<uint8_t*>(cache.layers[l]);
+  for (size_t l = 0; l < cache.layers.size(); ++l)
+    p.layers[l] = static_cast<uint8_t*>(cache.layers[l]);
   p.tokens = h.geometry.num_tokens;
   p.heads = h.geometry.num_kv_heads;
   p.dim = h.geometry.head_dim;

@@ -18,12 +18,18 @@ double CorrectionDim(double rotations, double dim, double base, double max_pos) 
 
 const char* ScalingName(RopeScaling s) {
   switch (s) {
-    case RopeScaling::kNone: return "none";
-    case RopeScaling::kLinear: return "linear";
-    case RopeScaling::kLlama3: return "llama3";
-    case RopeScaling::kNtk: return "ntk";
-    case RopeScaling::kYarn: return "yarn";
-    case RopeScaling::kLongRope: return "longrope";
+    case RopeScaling::kNone:
+      return "none";
+    case RopeScaling::kLinear:
+      return "linear";
+    case RopeScaling::kLlama3:
+      return "llama3";
+    case RopeScaling::kNtk:
+      return "ntk";
+    case RopeScaling::kYarn:
+      return "yarn";
+    case RopeScaling::kLongRope:
+      return "longrope";
   }
   return "?";
 }
@@ -32,7 +38,8 @@ const char* ScalingName(RopeScaling s) {
 
 Result<RopeSpec> RopeSpec::FromConfigJson(std::string_view text, RopeStyle style) {
   nlohmann::json c = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (c.is_discarded() || !c.is_object()) return InvalidArgument("model config is not a JSON object");
+  if (c.is_discarded() || !c.is_object())
+    return InvalidArgument("model config is not a JSON object");
   RopeSpec s;
   s.style = style;
   try {
@@ -45,7 +52,8 @@ Result<RopeSpec> RopeSpec::FromConfigJson(std::string_view text, RopeStyle style
     }
     s.rotary_dim = s.head_dim;
     if (c.contains("partial_rotary_factor")) {
-      s.rotary_dim = static_cast<uint32_t>(std::lround(s.head_dim * c["partial_rotary_factor"].get<double>()));
+      s.rotary_dim =
+          static_cast<uint32_t>(std::lround(s.head_dim * c["partial_rotary_factor"].get<double>()));
     }
     if (c.contains("rope_theta")) s.theta = c["rope_theta"].get<double>();
     const uint32_t max_pos = c.value("max_position_embeddings", 0u);
@@ -53,7 +61,8 @@ Result<RopeSpec> RopeSpec::FromConfigJson(std::string_view text, RopeStyle style
     if (!r.is_null()) {
       std::string type = r.value("rope_type", r.value("type", std::string("default")));
       s.factor = r.value("factor", 1.0);
-      s.original_max_position = r.value("original_max_position_embeddings", max_pos ? max_pos : 8192u);
+      s.original_max_position =
+          r.value("original_max_position_embeddings", max_pos ? max_pos : 8192u);
       if (type == "default") {
         s.scaling = RopeScaling::kNone;
       } else if (type == "linear") {
@@ -76,7 +85,8 @@ Result<RopeSpec> RopeSpec::FromConfigJson(std::string_view text, RopeStyle style
         s.max_position = max_pos;
       } else if (type == "dynamic") {
         return Unsupported(
-            "dynamic NTK scaling depends on the sequence length, so a cached key cannot be re-rotated exactly");
+            "dynamic NTK scaling depends on the sequence length, so a cached key cannot be "
+            "re-rotated exactly");
       } else {
         return Unsupported("unknown rope_scaling type '" + type + "'");
       }
@@ -90,10 +100,12 @@ Result<RopeSpec> RopeSpec::FromConfigJson(std::string_view text, RopeStyle style
 
 Status RopeSpec::Validate() const {
   if (head_dim == 0) return InvalidArgument("head_dim must be positive");
-  if (rotary_dim == 0 || rotary_dim % 2 != 0) return InvalidArgument("rotary_dim must be even and positive");
+  if (rotary_dim == 0 || rotary_dim % 2 != 0)
+    return InvalidArgument("rotary_dim must be even and positive");
   if (rope_offset + rotary_dim > head_dim) return InvalidArgument("rotary dims exceed head_dim");
   if (!(theta > 1.0)) return InvalidArgument("rope_theta must exceed 1");
-  if (scaling != RopeScaling::kNone && !(factor > 0)) return InvalidArgument("rope scaling factor must be positive");
+  if (scaling != RopeScaling::kNone && !(factor > 0))
+    return InvalidArgument("rope scaling factor must be positive");
   if (scaling == RopeScaling::kLlama3 && !(high_freq_factor > low_freq_factor)) {
     return InvalidArgument("llama3 scaling needs high_freq_factor > low_freq_factor");
   }
@@ -108,12 +120,16 @@ Status RopeSpec::Validate() const {
 std::string RopeSpec::Signature() const {
   std::ostringstream s;
   s.precision(17);
-  s << (style == RopeStyle::kNeox ? "neox" : "gptj") << ";head_dim=" << head_dim << ";rotary_dim=" << rotary_dim
-    << ";offset=" << rope_offset << ";theta=" << theta << ";scaling=" << ScalingName(scaling);
+  s << (style == RopeStyle::kNeox ? "neox" : "gptj") << ";head_dim=" << head_dim
+    << ";rotary_dim=" << rotary_dim << ";offset=" << rope_offset << ";theta=" << theta
+    << ";scaling=" << ScalingName(scaling);
   switch (scaling) {
-    case RopeScaling::kNone: break;
+    case RopeScaling::kNone:
+      break;
     case RopeScaling::kLinear:
-    case RopeScaling::kNtk: s << ";factor=" << factor; break;
+    case RopeScaling::kNtk:
+      s << ";factor=" << factor;
+      break;
     case RopeScaling::kLlama3:
       s << ";factor=" << factor << ";low=" << low_freq_factor << ";high=" << high_freq_factor
         << ";orig=" << original_max_position;
@@ -141,7 +157,8 @@ std::vector<double> RopeSpec::InverseFrequencies() const {
   for (uint32_t i = 0; i < half; ++i) inv[i] = std::pow(base, -2.0 * i / r);
   switch (scaling) {
     case RopeScaling::kNone:
-    case RopeScaling::kNtk: break;
+    case RopeScaling::kNtk:
+      break;
     case RopeScaling::kLinear:
       for (double& f : inv) f /= factor;
       break;
@@ -155,7 +172,8 @@ std::vector<double> RopeSpec::InverseFrequencies() const {
           f /= factor;  // low frequency: interpolated
           continue;
         }
-        const double smooth = (original_max_position / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor);
+        const double smooth = (original_max_position / wavelen - low_freq_factor) /
+                              (high_freq_factor - low_freq_factor);
         f = (1 - smooth) * f / factor + smooth * f;
       }
       break;
@@ -202,7 +220,8 @@ RotationTable Table(const RopeSpec& spec, double position, double magnitude) {
   t.cos.resize(inv.size());
   t.sin.resize(inv.size());
   for (size_t i = 0; i < inv.size(); ++i) {
-    const double angle = position * inv[i];  // double: at p = 128 K an fp32 angle is off by ~0.008 rad
+    const double angle =
+        position * inv[i];  // double: at p = 128 K an fp32 angle is off by ~0.008 rad
     t.cos[i] = static_cast<float>(std::cos(angle) * magnitude);
     t.sin[i] = static_cast<float>(std::sin(angle) * magnitude);
   }
@@ -212,6 +231,8 @@ RotationTable Table(const RopeSpec& spec, double position, double magnitude) {
 }  // namespace
 
 RotationTable PureRotation(const RopeSpec& spec, double delta) { return Table(spec, delta, 1.0); }
-RotationTable Encoding(const RopeSpec& spec, double position) { return Table(spec, position, spec.AttentionScale()); }
+RotationTable Encoding(const RopeSpec& spec, double position) {
+  return Table(spec, position, spec.AttentionScale());
+}
 
 }  // namespace pikv::device

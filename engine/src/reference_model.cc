@@ -19,7 +19,8 @@ std::vector<float> Random(std::mt19937_64& rng, size_t n, float scale) {
 }
 
 // y[n][out] = x[n][in] * w[in][out]
-std::vector<float> MatMul(const std::vector<float>& x, const std::vector<float>& w, size_t n, size_t in, size_t out) {
+std::vector<float> MatMul(const std::vector<float>& x, const std::vector<float>& w, size_t n,
+                          size_t in, size_t out) {
   std::vector<float> y(n * out, 0.f);
   for (size_t i = 0; i < n; ++i) {
     for (size_t k = 0; k < in; ++k) {
@@ -31,7 +32,8 @@ std::vector<float> MatMul(const std::vector<float>& x, const std::vector<float>&
   return y;
 }
 
-std::vector<float> RmsNorm(const std::vector<float>& x, const std::vector<float>& gain, size_t n, size_t dim) {
+std::vector<float> RmsNorm(const std::vector<float>& x, const std::vector<float>& gain, size_t n,
+                           size_t dim) {
   std::vector<float> y(x.size());
   for (size_t i = 0; i < n; ++i) {
     double sum = 0;
@@ -73,15 +75,17 @@ ReferenceModel::ReferenceModel(ModelConfig c) : config_(std::move(c)) {
     layer.mlp_norm = std::vector<float>(h, 1.f);
     layer.w_gate = Random(rng, h * config_.intermediate, 1.f / std::sqrt(float(h)));
     layer.w_up = Random(rng, h * config_.intermediate, 1.f / std::sqrt(float(h)));
-    layer.w_down = Random(rng, size_t{config_.intermediate} * h, 1.f / std::sqrt(float(config_.intermediate)));
+    layer.w_down =
+        Random(rng, size_t{config_.intermediate} * h, 1.f / std::sqrt(float(config_.intermediate)));
     layers_.push_back(std::move(layer));
   }
   final_norm_ = std::vector<float>(h, 1.f);
   lm_head_ = Random(rng, h * config_.vocab, 1.f / std::sqrt(float(h)));
 }
 
-std::vector<float> ReferenceModel::Forward(std::span<const int32_t> tokens, std::span<const int64_t> positions,
-                                           const Past& past, const Mask& mask, std::vector<LayerKv>* kv_out) const {
+std::vector<float> ReferenceModel::Forward(std::span<const int32_t> tokens,
+                                           std::span<const int64_t> positions, const Past& past,
+                                           const Mask& mask, std::vector<LayerKv>* kv_out) const {
   const size_t n = tokens.size(), h = config_.hidden, hd = config_.head_dim;
   const size_t H = config_.heads, KV = config_.kv_heads, P = past.slots.size();
   const float scale = 1.f / std::sqrt(float(hd));
@@ -99,11 +103,13 @@ std::vector<float> ReferenceModel::Forward(std::span<const int32_t> tokens, std:
     if (kv_out) (*kv_out)[l] = {k, v};
     // Keys: the past (from the paged cache), then the new tokens.
     auto key = [&](size_t j, size_t kvh) -> const float* {
-      if (j < P) return reinterpret_cast<const float*>(past.cache->HeadVector(l, 0, past.slots[j], kvh));
+      if (j < P)
+        return reinterpret_cast<const float*>(past.cache->HeadVector(l, 0, past.slots[j], kvh));
       return &k[((j - P) * KV + kvh) * hd];
     };
     auto value = [&](size_t j, size_t kvh) -> const float* {
-      if (j < P) return reinterpret_cast<const float*>(past.cache->HeadVector(l, 1, past.slots[j], kvh));
+      if (j < P)
+        return reinterpret_cast<const float*>(past.cache->HeadVector(l, 1, past.slots[j], kvh));
       return &v[((j - P) * KV + kvh) * hd];
     };
     std::vector<float> attn(n * H * hd, 0.f), scores(P + n);
@@ -142,7 +148,8 @@ std::vector<float> ReferenceModel::Forward(std::span<const int32_t> tokens, std:
     auto m = RmsNorm(x, w.mlp_norm, n, h);
     auto gate = MatMul(m, w.w_gate, n, h, config_.intermediate);
     auto up = MatMul(m, w.w_up, n, h, config_.intermediate);
-    for (size_t i = 0; i < gate.size(); ++i) gate[i] = gate[i] / (1.f + std::exp(-gate[i])) * up[i];  // SwiGLU
+    for (size_t i = 0; i < gate.size(); ++i)
+      gate[i] = gate[i] / (1.f + std::exp(-gate[i])) * up[i];  // SwiGLU
     auto down = MatMul(gate, w.w_down, n, config_.intermediate, h);
     for (size_t i = 0; i < x.size(); ++i) x[i] += down[i];
   }

@@ -134,12 +134,27 @@ void RedisServer::Resume() {
 Status RedisServer::Start() {
   if (port_ == 0) return Unavailable("no free loopback port for redis-server");
   try {
-    process_ = std::make_unique<ChildProcess>(
-        "redis-server",
-        std::vector<std::string>{"--port", std::to_string(port_), "--bind", "127.0.0.1", "--save",
-                                 "", "--appendonly", "no", "--dir", dir_.str(), "--logfile", "",
-                                 "--loglevel", "warning", "--proto-max-bulk-len", "1gb",
-                                 "--unixsocket", unix_socket(), "--unixsocketperm", "700"});
+    process_ = std::make_unique<ChildProcess>("redis-server",
+                                              std::vector<std::string>{"--port",
+                                                                       std::to_string(port_),
+                                                                       "--bind",
+                                                                       "127.0.0.1",
+                                                                       "--save",
+                                                                       "",
+                                                                       "--appendonly",
+                                                                       "no",
+                                                                       "--dir",
+                                                                       dir_.str(),
+                                                                       "--logfile",
+                                                                       "",
+                                                                       "--loglevel",
+                                                                       "warning",
+                                                                       "--proto-max-bulk-len",
+                                                                       "1gb",
+                                                                       "--unixsocket",
+                                                                       unix_socket(),
+                                                                       "--unixsocketperm",
+                                                                       "700"});
   } catch (const std::exception& e) {
     return Unavailable(std::string("redis-server: ") + e.what());
   }

@@ -53,13 +53,28 @@ Status LocalCluster::StartAll(const LocalClusterOptions& o) {
   for (int i = 0; i < o.nodes; ++i) {
     const std::string data_dir = dir_->str() + "/" + NodeId(i);
     std::filesystem::create_directories(data_dir);
-    std::vector<std::string> args = {
-        "--endpoint",     "tcp://127.0.0.1:*", "--endpoint",  "ipc://" + data_dir + "/node.sock",
-        "--data-dir",     data_dir,            "--node-id",   NodeId(i),
-        "--host",         NodeHost(i),         "--controller", controller_.endpoint,
-        "--http",         "127.0.0.1:0",       "--heartbeat-interval", "200ms",
-        "--cpu-capacity", "256MiB",            "--disk-capacity", "1GiB",
-        "--log-level",    "error"};
+    std::vector<std::string> args = {"--endpoint",
+                                     "tcp://127.0.0.1:*",
+                                     "--endpoint",
+                                     "ipc://" + data_dir + "/node.sock",
+                                     "--data-dir",
+                                     data_dir,
+                                     "--node-id",
+                                     NodeId(i),
+                                     "--host",
+                                     NodeHost(i),
+                                     "--controller",
+                                     controller_.endpoint,
+                                     "--http",
+                                     "127.0.0.1:0",
+                                     "--heartbeat-interval",
+                                     "200ms",
+                                     "--cpu-capacity",
+                                     "256MiB",
+                                     "--disk-capacity",
+                                     "1GiB",
+                                     "--log-level",
+                                     "error"};
     if (!redis_address_.empty()) args.insert(args.end(), {"--redis", redis_address_});
     auto node = StartNode(*node_bin, args);
     if (!node.ok()) return node.status();

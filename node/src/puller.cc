@@ -4,9 +4,9 @@
 
 #include <map>
 
-#include "pikv/rpc/node_client.h"
 #include "pikv/proto/endpoint.h"
 #include "pikv/proto/locate_reply.h"
+#include "pikv/rpc/node_client.h"
 
 namespace pikv::node {
 

@@ -54,7 +54,7 @@ void RangeAllocator::EraseFree(std::map<uint64_t, uint64_t>::iterator it) {
 
 std::optional<uint64_t> RangeAllocator::Allocate(uint64_t bytes) {
   const uint64_t need = RoundUp(std::max<uint64_t>(bytes, 1));
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto fit = by_size_.lower_bound(need);
   if (fit == by_size_.end()) return std::nullopt;
   const uint64_t offset = fit->second;
@@ -67,7 +67,7 @@ std::optional<uint64_t> RangeAllocator::Allocate(uint64_t bytes) {
 
 void RangeAllocator::Free(uint64_t offset, uint64_t bytes) {
   uint64_t size = RoundUp(std::max<uint64_t>(bytes, 1));
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   used_ -= size;
   auto next = by_offset_.lower_bound(offset);
   if (next != by_offset_.end() && offset + size == next->first) {
@@ -87,12 +87,12 @@ void RangeAllocator::Free(uint64_t offset, uint64_t bytes) {
 }
 
 uint64_t RangeAllocator::used() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return used_;
 }
 
 size_t RangeAllocator::free_ranges() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return by_offset_.size();
 }
 

@@ -75,7 +75,7 @@ Result<SharedBuffer> CpuTier::PutAndHold(const ChunkKey& key, const SharedBuffer
   std::shared_ptr<Block> block;
   Status status;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (auto held = HoldLocked(key); held.ok()) return held;
     std::optional<uint64_t> offset;
     if (RangeAllocator::RoundUp(object.size()) > shared_->allocator.capacity()) {
@@ -97,7 +97,7 @@ Result<SharedBuffer> CpuTier::PutAndHold(const ChunkKey& key, const SharedBuffer
   if (block) {
     // Copy outside the lock: other readers and writers proceed meanwhile.
     std::memcpy(block->data(), object.data(), object.size());
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!index_.contains(key)) {  // a concurrent Put of the same key may have won
       lru_.push_front(key);
       index_.emplace(key, Entry{std::move(block), object.size(), 0, lru_.begin()});
@@ -112,7 +112,7 @@ Result<SharedBuffer> CpuTier::PutAndHold(const ChunkKey& key, const SharedBuffer
 }
 
 Result<SharedBuffer> CpuTier::Get(const ChunkKey& key) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = index_.find(key);
   if (it == index_.end()) {
     counters_->misses++;
@@ -123,7 +123,7 @@ Result<SharedBuffer> CpuTier::Get(const ChunkKey& key) {
 }
 
 bool CpuTier::Contains(const ChunkKey& key) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return index_.contains(key);
 }
 
@@ -131,7 +131,7 @@ Status CpuTier::Remove(const ChunkKey& key) {
   std::shared_ptr<Block> released;
   TierEvent event{};
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = index_.find(key);
     if (it == index_.end()) return NotFound();
     event = {TierKind::kCpu, EventKind::kEvict, key, it->second.size};
@@ -146,12 +146,12 @@ Status CpuTier::Remove(const ChunkKey& key) {
 }
 
 Status CpuTier::Pin(const ChunkKey& key) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return PinLocked(index_, key);
 }
 
 Status CpuTier::Unpin(const ChunkKey& key) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return UnpinLocked(index_, key);
 }
 
@@ -160,7 +160,7 @@ TierStats CpuTier::Stats() const {
   s.capacity_bytes = shared_->allocator.capacity();
   s.used_bytes = shared_->allocator.used();
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     s.entries = index_.size();
   }
   counters_->CopyTo(s);
@@ -168,7 +168,7 @@ TierStats CpuTier::Stats() const {
 }
 
 std::vector<ChunkKey> CpuTier::LruOrder() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return {lru_.begin(), lru_.end()};
 }
 

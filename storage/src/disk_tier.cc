@@ -120,7 +120,7 @@ Status DiskTier::RebuildIndex() {
   if (!it->status().ok()) return FromRocks(it->status());
   std::sort(items.begin(), items.end(),
             [](const Item& a, const Item& b) { return a.tick > b.tick; });
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (const Item& item : items) {
     lru_.push_back(item.key);
     index_.emplace(item.key, Entry{item.size, item.tick, 0, std::prev(lru_.end())});
@@ -147,12 +147,12 @@ Status DiskTier::DeleteFromDb(const ChunkKey& key) {
 }
 
 Status DiskTier::Put(const ChunkKey& key, const SharedBuffer& object) {
-  std::lock_guard write_lock(write_mu_);
+  MutexLock write_lock(write_mu_);
   std::vector<TierEvent> events;
   std::vector<ChunkKey> victims;
   uint64_t tick = 0;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (auto it = index_.find(key); it != index_.end()) {
       lru_.splice(lru_.begin(), lru_, it->second.lru);
       return Status::Ok();
@@ -194,7 +194,7 @@ Status DiskTier::Put(const ChunkKey& key, const SharedBuffer& object) {
     return s;
   }
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (const ChunkKey& v : victims) {
       auto it = index_.find(v);
       if (it == index_.end()) continue;
@@ -218,7 +218,7 @@ Result<SharedBuffer> DiskTier::Get(const ChunkKey& key) {
   uint64_t tick = 0;
   uint64_t size = 0;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = index_.find(key);
     if (it == index_.end()) {
       counters_->misses++;
@@ -262,15 +262,15 @@ Result<SharedBuffer> DiskTier::Get(const ChunkKey& key) {
 }
 
 bool DiskTier::Contains(const ChunkKey& key) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return index_.contains(key);
 }
 
 Status DiskTier::Remove(const ChunkKey& key) {
-  std::lock_guard write_lock(write_mu_);
+  MutexLock write_lock(write_mu_);
   uint64_t size = 0;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = index_.find(key);
     if (it == index_.end()) return NotFound();
     size = it->second.size;
@@ -280,7 +280,7 @@ Status DiskTier::Remove(const ChunkKey& key) {
     return s;
   }
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = index_.find(key);
     if (it != index_.end()) {
       used_ -= it->second.size;
@@ -294,12 +294,12 @@ Status DiskTier::Remove(const ChunkKey& key) {
 }
 
 Status DiskTier::Pin(const ChunkKey& key) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return PinLocked(index_, key);
 }
 
 Status DiskTier::Unpin(const ChunkKey& key) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return UnpinLocked(index_, key);
 }
 
@@ -307,7 +307,7 @@ TierStats DiskTier::Stats() const {
   TierStats s;
   s.capacity_bytes = options_.capacity_bytes;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     s.used_bytes = used_;
     s.entries = index_.size();
   }
@@ -321,7 +321,7 @@ Status DiskTier::Flush() {
 }
 
 std::vector<ChunkKey> DiskTier::LruOrder() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return {lru_.begin(), lru_.end()};
 }
 

@@ -12,10 +12,10 @@
 #include <thread>
 
 #include "cluster_queries.h"
-#include "pikv/engine/demo_engine.h"
 #include "pikv/client/client.h"
-#include "pikv/rpc/admin_client.h"
+#include "pikv/engine/demo_engine.h"
 #include "pikv/engine/reference_model.h"
+#include "pikv/rpc/admin_client.h"
 #include "pikv/rpc/node_client.h"
 #include "test_support.h"
 
@@ -23,8 +23,8 @@ namespace pikv::client {
 namespace {
 
 using namespace std::chrono_literals;
-using engine::ReferenceModel;
 using engine::Engine;
+using engine::ReferenceModel;
 using Clock = std::chrono::steady_clock;
 using Tokens = std::vector<int32_t>;
 
@@ -60,7 +60,7 @@ class ClientClusterTest : public ::testing::Test {
   }
   ClientOptions Options(int i) {
     ClientOptions o = engine::ReferenceClientOptions(model_.config(), "reference", nodes_[i].ipc,
-                                                      ControllerEp(), "host-" + Id(i));
+                                                     ControllerEp(), "host-" + Id(i));
     o.node_timeout = 500ms;
     o.controller_timeout = 200ms;
     o.fetch_timeout = 1000ms;

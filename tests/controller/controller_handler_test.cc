@@ -35,7 +35,8 @@ class ControllerHandlerTest : public ::testing::Test {
   static nlohmann::json Document(const ControllerHandler::Outgoing& reply) {
     if (reply.payloads.size() != 1) return nullptr;
     const SharedBuffer& doc = reply.payloads[0];
-    return nlohmann::json::parse(std::string(reinterpret_cast<const char*>(doc.data()), doc.size()));
+    return nlohmann::json::parse(
+        std::string(reinterpret_cast<const char*>(doc.data()), doc.size()));
   }
   nlohmann::json Admin(MsgType type) {
     Header h;

@@ -6,9 +6,9 @@
 #include <thread>
 #include <zmq.hpp>
 
-#include "pikv/rpc/node_client.h"
 #include "pikv/proto/message.h"
 #include "pikv/proto/zmq_frames.h"
+#include "pikv/rpc/node_client.h"
 #include "test_support.h"
 
 namespace pikv::node {

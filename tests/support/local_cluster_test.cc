@@ -1,10 +1,11 @@
 // LocalCluster and FindDaemon: what `pikv demo` and `pikv cluster` stand on.
+#include "pikv/launch/local_cluster.h"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 
-#include "pikv/launch/local_cluster.h"
 #include "pikv/rpc/admin_client.h"
 #include "test_support.h"
 

@@ -38,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "pikv/common/mutex.h"
 #include "pikv/controller/registry.h"
 #include "pikv/proto/message.h"
 
@@ -147,27 +148,30 @@ class ClusterState {
     Clock::time_point last_requests_at;
   };
   // Requires mu_. The node's record if id and incarnation match a live node.
-  Node* LiveLocked(const std::string& id, uint64_t incarnation);
+  Node* LiveLocked(const std::string& id, uint64_t incarnation) PIKV_REQUIRES(mu_);
   void ApplyLocked(uint16_t index, std::span<const ChunkKey> keys, std::span<const int64_t> values,
-                   bool admit_only);
-  void KillLocked(uint16_t index, Clock::time_point now);
-  void ForgetLocked(uint16_t index);
+                   bool admit_only) PIKV_REQUIRES(mu_);
+  void KillLocked(uint16_t index, Clock::time_point now) PIKV_REQUIRES(mu_);
+  void ForgetLocked(uint16_t index) PIKV_REQUIRES(mu_);
   // A free table index for a new node, reclaiming the longest-ended one when
   // the table is full; nullopt when every entry is alive or suspect.
-  std::optional<uint16_t> FreeIndexLocked();
+  std::optional<uint16_t> FreeIndexLocked() PIKV_REQUIRES(mu_);
 
   const Options options_;
   const uint64_t epoch_;
-  mutable std::mutex mu_;
-  std::vector<Node> nodes_;              // by index; index 0 is the shared tier; guarded by mu_
-  std::map<std::string, uint16_t> ids_;  // guarded by mu_
-  std::vector<uint16_t> free_;           // unused indexes; guarded by mu_
+  mutable Mutex mu_;
+  std::vector<Node> nodes_ PIKV_GUARDED_BY(mu_);  // by index; index 0 is the shared tier
+  std::map<std::string, uint16_t> ids_ PIKV_GUARDED_BY(mu_);
+  std::vector<uint16_t> free_ PIKV_GUARDED_BY(mu_);  // unused indexes
   Registry registry_;
-  uint64_t events_applied_ = 0, events_ignored_ = 0, gaps_ = 0, resyncs_ = 0,
-           deaths_ = 0;                  // guarded by mu_
-  mutable uint64_t rate_events_ = 0;     // guarded by mu_
-  mutable Clock::time_point rate_at_{};  // guarded by mu_
-  mutable double rate_ = 0;              // guarded by mu_
+  uint64_t events_applied_ PIKV_GUARDED_BY(mu_) = 0;
+  uint64_t events_ignored_ PIKV_GUARDED_BY(mu_) = 0;
+  uint64_t gaps_ PIKV_GUARDED_BY(mu_) = 0;
+  uint64_t resyncs_ PIKV_GUARDED_BY(mu_) = 0;
+  uint64_t deaths_ PIKV_GUARDED_BY(mu_) = 0;
+  mutable uint64_t rate_events_ PIKV_GUARDED_BY(mu_) = 0;
+  mutable Clock::time_point rate_at_ PIKV_GUARDED_BY(mu_) = {};
+  mutable double rate_ PIKV_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace pikv::controller

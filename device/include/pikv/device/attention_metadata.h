@@ -15,8 +15,8 @@
 #include <span>
 #include <vector>
 
-#include "pikv/proto/kv_types.h"
 #include "pikv/common/status.h"
+#include "pikv/proto/kv_types.h"
 
 namespace pikv::device {
 
@@ -25,10 +25,10 @@ struct KeyRange {
 };
 
 struct AttentionMetadata {
-  std::vector<int32_t> segment_ids;               // 0 = system, 1..n chunks, n + 1 question
-  std::vector<int64_t> positions;                 // absolute position per token
-  std::vector<uint32_t> segment_starts;           // first token index of each segment
-  std::vector<std::vector<KeyRange>> allowed;     // per query token
+  std::vector<int32_t> segment_ids;            // 0 = system, 1..n chunks, n + 1 question
+  std::vector<int64_t> positions;              // absolute position per token
+  std::vector<uint32_t> segment_starts;        // first token index of each segment
+  std::vector<std::vector<KeyRange>> allowed;  // per query token
 
   uint32_t num_tokens() const { return static_cast<uint32_t>(segment_ids.size()); }
   bool Allowed(uint32_t query, uint32_t key) const;
@@ -37,7 +37,7 @@ struct AttentionMetadata {
 
 // segment_lengths: system prompt, chunks..., question (at least two segments,
 // none empty).
-Result<AttentionMetadata> BuildAttentionMetadata(std::span<const uint32_t> segment_lengths, AttentionMode mode,
-                                                 int64_t start_position = 0);
+Result<AttentionMetadata> BuildAttentionMetadata(std::span<const uint32_t> segment_lengths,
+                                                 AttentionMode mode, int64_t start_position = 0);
 
 }  // namespace pikv::device

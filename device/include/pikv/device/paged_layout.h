@@ -15,8 +15,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "pikv/proto/kv_types.h"
 #include "pikv/common/status.h"
+#include "pikv/proto/kv_types.h"
 
 namespace pikv::device {
 
@@ -40,8 +40,8 @@ struct PagedLayout {
 
   enum class Order { kVllmFlash, kHnd, kBlockMajor };
   // Fills strides for `order`; `layers` still has to be set by the caller.
-  static PagedLayout Make(Order order, DType dtype, KvFormat format, uint32_t num_kv_heads, uint32_t head_dim,
-                          uint32_t block_size, uint64_t num_blocks);
+  static PagedLayout Make(Order order, DType dtype, KvFormat format, uint32_t num_kv_heads,
+                          uint32_t head_dim, uint32_t block_size, uint64_t num_blocks);
 };
 
 }  // namespace pikv::device

@@ -38,7 +38,8 @@ struct RemapOptions {
 };
 
 Status Remap(std::span<const uint8_t> object, const RopeSpec& rope, int64_t actual_start,
-             std::span<const int64_t> slots, const PagedLayout& cache, const RemapOptions& options = {});
+             std::span<const int64_t> slots, const PagedLayout& cache,
+             const RemapOptions& options = {});
 
 // What a gathered chunk object says about itself besides the KV.
 struct GatherSpec {
@@ -49,12 +50,12 @@ struct GatherSpec {
   int64_t virtual_start = 0;  // the positions the cached K was rotated at
 };
 
-Result<std::vector<uint8_t>> Gather(const PagedLayout& cache, std::span<const int64_t> slots, const RopeSpec& rope,
-                                    const GatherSpec& spec);
+Result<std::vector<uint8_t>> Gather(const PagedLayout& cache, std::span<const int64_t> slots,
+                                    const RopeSpec& rope, const GatherSpec& spec);
 // The same into a caller's buffer of exactly GatherSize bytes (a reused
 // staging buffer: no allocation or page faults per chunk).
-Result<size_t> GatherSize(const PagedLayout& cache, std::span<const int64_t> slots, const RopeSpec& rope,
-                          const GatherSpec& spec);
+Result<size_t> GatherSize(const PagedLayout& cache, std::span<const int64_t> slots,
+                          const RopeSpec& rope, const GatherSpec& spec);
 Status GatherInto(const PagedLayout& cache, std::span<const int64_t> slots, const RopeSpec& rope,
                   const GatherSpec& spec, std::span<uint8_t> object);
 

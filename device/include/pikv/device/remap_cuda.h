@@ -18,8 +18,9 @@ namespace pikv::device {
 
 // cos/sin: device arrays of rotary_dim / 2 floats per rotation (one rotation
 // for a rotated chunk, one per token for a pre-RoPE chunk).
-Status RemapCudaLaunch(const ChunkHeader& header, const uint8_t* device_payload, const int64_t* device_slots,
-                       const float* device_cos, const float* device_sin, const RopeSpec& rope,
+Status RemapCudaLaunch(const ChunkHeader& header, const uint8_t* device_payload,
+                       const int64_t* device_slots, const float* device_cos,
+                       const float* device_sin, const RopeSpec& rope,
                        const PagedLayout& device_cache, void* cuda_stream);
 
 }  // namespace pikv::device

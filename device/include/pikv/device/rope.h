@@ -19,8 +19,8 @@
 #include <string_view>
 #include <vector>
 
-#include "pikv/proto/kv_types.h"
 #include "pikv/common/status.h"
+#include "pikv/proto/kv_types.h"
 
 namespace pikv::device {
 
@@ -33,12 +33,12 @@ struct RopeSpec {
   uint32_t rope_offset = 0;
   double theta = 10000.0;
   RopeScaling scaling = RopeScaling::kNone;
-  double factor = 1.0;                    // linear, Llama-3.1, NTK, YaRN
-  double low_freq_factor = 1.0;           // Llama-3.1
-  double high_freq_factor = 4.0;          // Llama-3.1
-  uint32_t original_max_position = 8192;  // Llama-3.1, YaRN, LongRoPE
-  double beta_fast = 32.0, beta_slow = 1.0;  // YaRN
-  double yarn_attention_factor = 0.0;        // YaRN; 0 = 0.1 ln(factor) + 1
+  double factor = 1.0;                            // linear, Llama-3.1, NTK, YaRN
+  double low_freq_factor = 1.0;                   // Llama-3.1
+  double high_freq_factor = 4.0;                  // Llama-3.1
+  uint32_t original_max_position = 8192;          // Llama-3.1, YaRN, LongRoPE
+  double beta_fast = 32.0, beta_slow = 1.0;       // YaRN
+  double yarn_attention_factor = 0.0;             // YaRN; 0 = 0.1 ln(factor) + 1
   std::vector<double> long_factor, short_factor;  // LongRoPE, rotary_dim / 2 each
   uint32_t max_position = 0;                      // LongRoPE: picks long or short factors once
 

@@ -22,7 +22,8 @@ PIKV_HOST_DEVICE void RotatePair(float& a, float& b, float c, float s) {
 }
 
 // Index of the partner dims of pair i in a head vector (NeoX or GPT-J).
-PIKV_HOST_DEVICE void PairIndex(bool neox, uint32_t rotary_dim, uint32_t i, uint32_t& first, uint32_t& second) {
+PIKV_HOST_DEVICE void PairIndex(bool neox, uint32_t rotary_dim, uint32_t i, uint32_t& first,
+                                uint32_t& second) {
   if (neox) {
     first = i;
     second = i + rotary_dim / 2;
@@ -42,7 +43,8 @@ PIKV_HOST_DEVICE float Bf16ToF32(uint16_t v) {
 PIKV_HOST_DEVICE uint16_t F32ToBf16(float f) {
   uint32_t bits;
   memcpy(&bits, &f, 4);
-  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40);  // quiet NaN
+  if ((bits & 0x7fffffffu) > 0x7f800000u)
+    return static_cast<uint16_t>((bits >> 16) | 0x40);  // quiet NaN
   bits += 0x7fffu + ((bits >> 16) & 1u);
   return static_cast<uint16_t>(bits >> 16);
 }
@@ -79,13 +81,13 @@ PIKV_HOST_DEVICE uint16_t F32ToF16(float f) {
   memcpy(&bits, &f, 4);
   const uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
   const uint32_t abs = bits & 0x7fffffffu;
-  if (abs > 0x7f800000u) return sign | 0x7e00u;               // NaN
-  if (abs >= 0x477ff000u) return sign | 0x7c00u;              // overflow -> inf
-  if (abs < 0x38800000u) {                                     // subnormal or zero
-    if (abs < 0x33000000u) return sign;                        // rounds to zero
+  if (abs > 0x7f800000u) return sign | 0x7e00u;   // NaN
+  if (abs >= 0x477ff000u) return sign | 0x7c00u;  // overflow -> inf
+  if (abs < 0x38800000u) {                        // subnormal or zero
+    if (abs < 0x33000000u) return sign;           // rounds to zero
     const uint32_t e = abs >> 23;
     const uint32_t m = (abs & 0x7fffffu) | 0x800000u;
-    const uint32_t shift = 126 - e;                            // 14..24
+    const uint32_t shift = 126 - e;  // 14..24
     uint32_t half = m >> shift;
     const uint32_t rem = m & ((1u << shift) - 1);
     const uint32_t mid = 1u << (shift - 1);

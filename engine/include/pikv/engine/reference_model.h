@@ -41,13 +41,14 @@ class ReferenceModel {
   };
   struct Past {
     const device::PagedLayout* cache = nullptr;  // fp32
-    std::vector<int64_t> slots;          // one per past key, in order
+    std::vector<int64_t> slots;                  // one per past key, in order
   };
   using Mask = std::function<bool(size_t query, size_t key)>;
 
   // Logits [token][vocab] for the new tokens.
-  std::vector<float> Forward(std::span<const int32_t> tokens, std::span<const int64_t> positions, const Past& past,
-                             const Mask& mask, std::vector<LayerKv>* kv_out = nullptr) const;
+  std::vector<float> Forward(std::span<const int32_t> tokens, std::span<const int64_t> positions,
+                             const Past& past, const Mask& mask,
+                             std::vector<LayerKv>* kv_out = nullptr) const;
   const ModelConfig& config() const { return config_; }
 
  private:

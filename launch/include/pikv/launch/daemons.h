@@ -44,7 +44,7 @@ class RedisServer {
   ~RedisServer();
   static bool Available();  // redis-server is on PATH
   Status Start();
-  void Kill();  // SIGKILL
+  void Kill();   // SIGKILL
   void Pause();  // SIGSTOP: connections hang instead of failing
   void Resume();
   int port() const { return port_; }

@@ -18,9 +18,9 @@
 #include <string>
 #include <vector>
 
+#include "pikv/common/status.h"
 #include "pikv/proto/chunk_key.h"
 #include "pikv/proto/kv_types.h"
-#include "pikv/common/status.h"
 
 namespace pikv {
 

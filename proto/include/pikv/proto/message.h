@@ -22,9 +22,9 @@
 #include <variant>
 #include <vector>
 
+#include "pikv/common/status.h"
 #include "pikv/proto/chunk_key.h"
 #include "pikv/proto/shared_buffer.h"
-#include "pikv/common/status.h"
 
 namespace pikv {
 

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <optional>
 
+#include "pikv/common/mutex.h"
 #include "pikv/common/status.h"
 
 namespace pikv::storage {
@@ -54,14 +55,14 @@ class RangeAllocator {
   size_t free_ranges() const;
 
  private:
-  void InsertFree(uint64_t offset, uint64_t size);
-  void EraseFree(std::map<uint64_t, uint64_t>::iterator it);
+  void InsertFree(uint64_t offset, uint64_t size) PIKV_REQUIRES(mu_);
+  void EraseFree(std::map<uint64_t, uint64_t>::iterator it) PIKV_REQUIRES(mu_);
 
   const uint64_t capacity_;
-  mutable std::mutex mu_;
-  uint64_t used_ = 0;                          // guarded by mu_
-  std::map<uint64_t, uint64_t> by_offset_;     // offset -> size; guarded by mu_
-  std::multimap<uint64_t, uint64_t> by_size_;  // size -> offset; guarded by mu_
+  mutable Mutex mu_;
+  uint64_t used_ PIKV_GUARDED_BY(mu_) = 0;
+  std::map<uint64_t, uint64_t> by_offset_ PIKV_GUARDED_BY(mu_);     // offset -> size
+  std::multimap<uint64_t, uint64_t> by_size_ PIKV_GUARDED_BY(mu_);  // size -> offset
 };
 
 }  // namespace pikv::storage

@@ -20,6 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "pikv/common/mutex.h"
 #include "pikv/storage/tier.h"
 
 namespace pikv::storage {
@@ -62,15 +63,15 @@ class CpuTier final : public Tier {
 
   CpuTier(std::shared_ptr<Shared> shared, EventListener listener);
   // Evicts the least recently used evictable entry; false if there is none.
-  bool EvictOneLocked(std::vector<TierEvent>& events);
+  bool EvictOneLocked(std::vector<TierEvent>& events) PIKV_REQUIRES(mu_);
   void Emit(const std::vector<TierEvent>& events);
-  Result<SharedBuffer> HoldLocked(const ChunkKey& key);
+  Result<SharedBuffer> HoldLocked(const ChunkKey& key) PIKV_REQUIRES(mu_);
 
   std::shared_ptr<Shared> shared_;
   EventListener listener_;
-  mutable std::mutex mu_;
-  std::unordered_map<ChunkKey, Entry, ChunkKeyHash> index_;  // guarded by mu_
-  std::list<ChunkKey> lru_;                                  // front = most recent; guarded by mu_
+  mutable Mutex mu_;
+  std::unordered_map<ChunkKey, Entry, ChunkKeyHash> index_ PIKV_GUARDED_BY(mu_);
+  std::list<ChunkKey> lru_ PIKV_GUARDED_BY(mu_);  // front = most recent
   std::unique_ptr<TierCounters> counters_;
 };
 

@@ -23,6 +23,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "pikv/common/mutex.h"
 #include "pikv/storage/tier.h"
 
 namespace pikv::storage {
@@ -72,12 +73,12 @@ class DiskTier final : public Tier {
   std::unique_ptr<Db> db_;
   DiskTierOptions options_;
   EventListener listener_;
-  mutable std::mutex mu_;
-  std::unordered_map<ChunkKey, Entry, ChunkKeyHash> index_;  // guarded by mu_
-  std::list<ChunkKey> lru_;                                  // front = most recent; guarded by mu_
-  uint64_t used_ = 0;                                        // guarded by mu_
-  uint64_t next_tick_ = 1;                                   // guarded by mu_
-  std::mutex write_mu_;  // serializes puts and removes (taken before mu_)
+  Mutex write_mu_;  // serializes puts and removes (taken before mu_)
+  mutable Mutex mu_ PIKV_ACQUIRED_AFTER(write_mu_);
+  std::unordered_map<ChunkKey, Entry, ChunkKeyHash> index_ PIKV_GUARDED_BY(mu_);
+  std::list<ChunkKey> lru_ PIKV_GUARDED_BY(mu_);  // front = most recent
+  uint64_t used_ PIKV_GUARDED_BY(mu_) = 0;
+  uint64_t next_tick_ PIKV_GUARDED_BY(mu_) = 1;
   std::unique_ptr<TierCounters> counters_;
 };
 

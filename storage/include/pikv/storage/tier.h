@@ -19,9 +19,9 @@
 #include <string_view>
 #include <vector>
 
+#include "pikv/common/status.h"
 #include "pikv/proto/chunk_key.h"
 #include "pikv/proto/shared_buffer.h"
-#include "pikv/common/status.h"
 #include "pikv/proto/tier_kind.h"
 
 namespace pikv::storage {
