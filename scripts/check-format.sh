@@ -2,7 +2,7 @@
 # Every C++ source follows .clang-format. `--fix` rewrites them instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-mapfile -t files < <(git ls-files '*.h' '*.cc' '*.cu' | grep -v '^fuzz/corpus/')
+mapfile -t files < <(git ls-files --cached --others --exclude-standard '*.h' '*.cc' '*.cu' | grep -v '^fuzz/corpus/')
 if [ "${1:-}" = --fix ]; then
   clang-format -i "${files[@]}"
   exit 0

@@ -22,7 +22,7 @@ for part in "${parts[@]}"; do
       echo "$file:$lineno: $part may not include pikv/$used (see $readme)" >&2
       status=1
     fi
-  done < <(git ls-files -- "$part" | grep -E '\.(h|cc|cu)$' |
+  done < <(git ls-files --cached --others --exclude-standard -- "$part" | grep -E '\.(h|cc|cu)$' |
              xargs -r grep -Hn '#include "pikv/' || true)
 done
 [ "$status" = 0 ] && echo "layering: every include follows its part's README"

@@ -50,7 +50,8 @@ TEST(DaemonCliTest, EveryBinaryAnswersVersion) {
     auto line = p.ReadLine(std::chrono::seconds(10));
     EXPECT_EQ(p.Wait(std::chrono::seconds(10)), 0) << binary;
     ASSERT_TRUE(line.has_value()) << binary;
-    EXPECT_TRUE(std::regex_match(*line, std::regex(binary + R"( \d+\.\d+\.\d+ \(git [0-9a-z-]+\))")))
+    EXPECT_TRUE(
+        std::regex_match(*line, std::regex(binary + R"( \d+\.\d+\.\d+ \(git [0-9a-z-]+\))")))
         << *line;
   }
 }
