@@ -8,6 +8,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <sstream>
 #include <thread>
 
@@ -33,9 +34,22 @@ std::unique_ptr<ChildProcess> Spawn(const std::string& binary, const std::vector
   return std::make_unique<ChildProcess>(prefix.front(), rest);
 }
 
-// Why a daemon that did not report ready failed: its exit status if it ended.
-Status NotReady(const std::string& binary, ChildProcess& process) {
-  const auto status = process.Wait(std::chrono::milliseconds(200));
+// Starts `binary` and hands its stdout lines to `ready` until that returns
+// true. A daemon that cannot start, exits or stays silent is an error saying
+// which, with its exit status.
+Status SpawnUntilReady(const std::string& binary, const std::vector<std::string>& args,
+                       const std::vector<std::string>& prefix,
+                       std::unique_ptr<ChildProcess>& process,
+                       const std::function<bool(const std::string&)>& ready) {
+  try {
+    process = Spawn(binary, args, prefix);
+  } catch (const std::exception& e) {
+    return Unavailable(binary + ": " + e.what());
+  }
+  while (auto line = process->ReadLine(kReadyTimeout)) {
+    if (ready(*line)) return Status::Ok();
+  }
+  const auto status = process->Wait(std::chrono::milliseconds(200));
   if (!status) return Timeout(binary + " did not report ready within 20 s");
   return Unavailable(binary + " exited with status " + std::to_string(*status) +
                      " before it was ready (see its log above)");
@@ -77,36 +91,28 @@ Result<std::string> FindDaemon(const std::string& name, const std::string& bin_d
 Result<NodeProcess> StartNode(const std::string& binary, const std::vector<std::string>& args,
                               const std::vector<std::string>& prefix) {
   NodeProcess node;
-  try {
-    node.process = Spawn(binary, args, prefix);
-  } catch (const std::exception& e) {
-    return Unavailable(binary + ": " + e.what());
-  }
   // The node prints one "endpoint <url>" line per endpoint, then "... ready".
-  while (auto line = node.process->ReadLine(kReadyTimeout)) {
-    if (line->rfind("endpoint tcp://", 0) == 0) node.tcp = line->substr(9);
-    if (line->rfind("endpoint ipc://", 0) == 0) node.ipc = line->substr(9);
-    if (line->rfind("http ", 0) == 0) node.http = line->substr(5);
-    if (line->ends_with(" ready")) return node;
-  }
-  return NotReady(binary, *node.process);
+  Status s = SpawnUntilReady(binary, args, prefix, node.process, [&](const std::string& line) {
+    if (line.rfind("endpoint tcp://", 0) == 0) node.tcp = line.substr(9);
+    if (line.rfind("endpoint ipc://", 0) == 0) node.ipc = line.substr(9);
+    if (line.rfind("http ", 0) == 0) node.http = line.substr(5);
+    return line.ends_with(" ready");
+  });
+  if (!s.ok()) return s;
+  return node;
 }
 
 Result<ControllerProcess> StartController(const std::string& binary,
                                           const std::vector<std::string>& args,
                                           const std::vector<std::string>& prefix) {
   ControllerProcess c;
-  try {
-    c.process = Spawn(binary, args, prefix);
-  } catch (const std::exception& e) {
-    return Unavailable(binary + ": " + e.what());
-  }
-  while (auto line = c.process->ReadLine(kReadyTimeout)) {
-    if (line->rfind("endpoint ", 0) == 0) c.endpoint = line->substr(9);
-    if (line->rfind("http ", 0) == 0) c.http = line->substr(5);
-    if (*line == "pikv-controller ready") return c;
-  }
-  return NotReady(binary, *c.process);
+  Status s = SpawnUntilReady(binary, args, prefix, c.process, [&](const std::string& line) {
+    if (line.rfind("endpoint ", 0) == 0) c.endpoint = line.substr(9);
+    if (line.rfind("http ", 0) == 0) c.http = line.substr(5);
+    return line == "pikv-controller ready";
+  });
+  if (!s.ok()) return s;
+  return c;
 }
 
 bool RedisServer::Available() {
