@@ -35,9 +35,8 @@ CliRun Pikv(std::vector<std::string> args) {
 class AdminCliTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    controller_ =
-        testing::StartController({"--endpoint", "tcp://127.0.0.1:*", "--http", "127.0.0.1:0",
-                                  "--log-level", "error"});
+    controller_ = testing::StartController(
+        {"--endpoint", "tcp://127.0.0.1:*", "--http", "127.0.0.1:0", "--log-level", "error"});
     shared_ = ChunkKey::FromHex("0123456789abcdef0123456789abcdef").value();
     for (int i = 0; i < kNodes; ++i) {
       const std::string id = "big-node-" + std::to_string(i);
