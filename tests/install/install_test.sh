@@ -7,7 +7,9 @@
 #   2. the same program builds with the pkg-config file;
 #   3. the installed binaries answer --version and carry no build-tree path;
 #   4. the installed `pikv demo --prompts 8` runs a local cluster from the
-#      prefix, with PATH holding nothing of pikv's, and exits 0;
+#      prefix, with PATH holding nothing of pikv's and, where a mount
+#      namespace can be made (root), the build tree hidden under an empty
+#      tmpfs for the demo's processes only, and exits 0;
 #   5. `pikv` copied alone to a directory without the daemons reports them
 #      missing and exits 1 (it once aborted with an uncaught exception).
 # Usage: install_test.sh BUILD_DIR SOURCE_DIR
@@ -51,8 +53,17 @@ for b in pikv pikv-node pikv-controller; do
 done
 
 echo "== installed demo"
+# The build tree is hidden from the demo (not from tests running beside it).
+hide=()
+if unshare --mount true 2>/dev/null; then
+  hide=(unshare --mount sh -c \
+    'mount -t tmpfs pikv-hidden "$1" && [ -z "$(ls -A "$1")" ] && shift && exec "$@"' sh "$build")
+  echo "build tree hidden: $build is an empty tmpfs for the demo"
+else
+  echo "no mount namespace here (not root): the build tree stays visible"
+fi
 env -i HOME="$work" TMPDIR="$work" PATH=/usr/bin:/bin \
-  "$prefix/bin/pikv" demo --prompts 8 --redis off >"$work/demo.log" 2>&1 ||
+  "${hide[@]}" "$prefix/bin/pikv" demo --prompts 8 --redis off >"$work/demo.log" 2>&1 ||
   { cat "$work/demo.log"; fail "the installed pikv demo failed"; }
 grep -q "exactness vs recompute.*PASS" "$work/demo.log" || { cat "$work/demo.log"; fail "no report"; }
 tail -n 25 "$work/demo.log"
