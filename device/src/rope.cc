@@ -1,8 +1,12 @@
 #include "pikv/device/rope.h"
 
 #include <cmath>
+#include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
+#include <stdexcept>
 
 namespace pikv::device {
 
@@ -36,6 +40,54 @@ const char* ScalingName(RopeScaling s) {
 
 }  // namespace
 
+namespace {
+
+// The rope_scaling keys each type understands: anything else changes the
+// encoding in a way pikv does not implement, so it is refused, not ignored.
+Status CheckScalingKeys(const nlohmann::json& r, const std::string& type) {
+  static const std::set<std::string> common = {"type", "rope_type", "factor",
+                                               "original_max_position_embeddings"};
+  static const std::map<std::string, std::set<std::string>> by_type = {
+      {"default", {}},
+      {"linear", {}},
+      {"llama3", {"low_freq_factor", "high_freq_factor"}},
+      {"ntk", {}},
+      {"static_ntk", {}},
+      {"yarn",
+       {"beta_fast", "beta_slow", "attention_factor", "mscale", "mscale_all_dim", "truncate"}},
+      {"longrope", {"long_factor", "short_factor", "attention_factor"}},
+      {"su", {"long_factor", "short_factor", "attention_factor"}},
+  };
+  const auto known = by_type.find(type);
+  if (known == by_type.end()) return Status::Ok();  // the type itself is refused by the caller
+  for (const auto& [key, value] : r.items()) {
+    if (!common.count(key) && !known->second.count(key)) {
+      return Unsupported("rope_scaling." + key + " (" + type +
+                         ") changes the encoding in a way pikv does not implement");
+    }
+  }
+  return Status::Ok();
+}
+
+// A count from a config: an integer in [0, 2^32), never a float cast (which
+// is undefined behaviour out of range). Throws std::invalid_argument naming it.
+uint32_t Count(const nlohmann::json& v, const std::string& name) {
+  if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > UINT32_MAX)
+    throw std::invalid_argument(name + " must be a non-negative integer");
+  return static_cast<uint32_t>(v.get<int64_t>());
+}
+
+// A count field of `c`, or `fallback` when absent or null.
+uint32_t CountOr(const nlohmann::json& c, const char* name, uint32_t fallback) {
+  return c.contains(name) && !c[name].is_null() ? Count(c[name], name) : fallback;
+}
+
+double NumberOr(const nlohmann::json& c, const char* name, double fallback) {
+  return c.contains(name) && !c[name].is_null() ? c[name].get<double>() : fallback;
+}
+
+}  // namespace
+
 Result<RopeSpec> RopeSpec::FromConfigJson(std::string_view text, RopeStyle style) {
   nlohmann::json c = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (c.is_discarded() || !c.is_object())
@@ -43,26 +95,56 @@ Result<RopeSpec> RopeSpec::FromConfigJson(std::string_view text, RopeStyle style
   RopeSpec s;
   s.style = style;
   try {
-    if (c.contains("head_dim")) {
-      s.head_dim = c["head_dim"].get<uint32_t>();
-    } else if (c.contains("hidden_size") && c.contains("num_attention_heads")) {
-      s.head_dim = c["hidden_size"].get<uint32_t>() / c["num_attention_heads"].get<uint32_t>();
+    if (c.contains("kv_lora_rank") || c.contains("qk_rope_head_dim")) {
+      return Unsupported(
+          "kv_lora_rank / qk_rope_head_dim: multi-head latent attention (MLA) keeps its rope "
+          "part beside a latent, which pikv cannot place yet");
+    }
+    // hidden/heads under their GPT-J names too (n_embd, n_head).
+    const uint32_t hidden = CountOr(c, "hidden_size", CountOr(c, "n_embd", 0));
+    const uint32_t heads = CountOr(c, "num_attention_heads", CountOr(c, "n_head", 0));
+    if (c.contains("head_dim") && !c["head_dim"].is_null()) {
+      s.head_dim = Count(c["head_dim"], "head_dim");
+    } else if (hidden > 0 && heads > 0) {
+      if (hidden % heads != 0)
+        return InvalidArgument("hidden_size is not a multiple of num_attention_heads");
+      s.head_dim = hidden / heads;
     } else {
       return InvalidArgument("config has neither head_dim nor hidden_size and num_attention_heads");
     }
-    s.rotary_dim = s.head_dim;
-    if (c.contains("partial_rotary_factor")) {
-      s.rotary_dim =
-          static_cast<uint32_t>(std::lround(s.head_dim * c["partial_rotary_factor"].get<double>()));
+    // The rotated part: an absolute rotary_dim (GPT-J), or a fraction of the
+    // head (partial_rotary_factor; GPT-NeoX/Pythia call it rotary_pct).
+    const int ways =
+        c.contains("rotary_dim") + c.contains("partial_rotary_factor") + c.contains("rotary_pct");
+    if (ways > 1) {
+      return InvalidArgument(
+          "more than one of rotary_dim, partial_rotary_factor and rotary_pct is given");
     }
-    if (c.contains("rope_theta")) s.theta = c["rope_theta"].get<double>();
-    const uint32_t max_pos = c.value("max_position_embeddings", 0u);
+    s.rotary_dim = s.head_dim;
+    if (c.contains("rotary_dim")) s.rotary_dim = Count(c["rotary_dim"], "rotary_dim");
+    for (const char* fraction : {"partial_rotary_factor", "rotary_pct"}) {
+      if (c.contains(fraction)) {
+        const double f = c[fraction].get<double>();
+        if (!(f > 0 && f <= 1))
+          return InvalidArgument(std::string(fraction) + " must be in (0, 1]");
+        // As the engines do: int(head_dim * fraction).
+        s.rotary_dim = static_cast<uint32_t>(s.head_dim * f);
+      }
+    }
+    s.theta = NumberOr(c, "rope_theta", NumberOr(c, "rotary_emb_base", s.theta));
+    const uint32_t max_pos = CountOr(c, "max_position_embeddings", CountOr(c, "n_positions", 0));
+    // Phi-3 keeps the pretrained length at the top level, not in rope_scaling.
+    const uint32_t top_original = CountOr(c, "original_max_position_embeddings", 0);
     const auto& r = c.contains("rope_scaling") ? c["rope_scaling"] : nlohmann::json();
     if (!r.is_null()) {
+      if (!r.is_object()) return InvalidArgument("rope_scaling is not an object");
       std::string type = r.value("rope_type", r.value("type", std::string("default")));
+      if (Status st = CheckScalingKeys(r, type); !st.ok()) return st;
       s.factor = r.value("factor", 1.0);
       s.original_max_position =
-          r.value("original_max_position_embeddings", max_pos ? max_pos : 8192u);
+          r.value("original_max_position_embeddings", top_original ? top_original
+                                                      : max_pos    ? max_pos
+                                                                   : 8192u);
       if (type == "default") {
         s.scaling = RopeScaling::kNone;
       } else if (type == "linear") {
@@ -78,10 +160,14 @@ Result<RopeSpec> RopeSpec::FromConfigJson(std::string_view text, RopeStyle style
         s.beta_fast = r.value("beta_fast", 32.0);
         s.beta_slow = r.value("beta_slow", 1.0);
         s.yarn_attention_factor = r.value("attention_factor", 0.0);
+        s.yarn_mscale = r.value("mscale", 0.0);
+        s.yarn_mscale_all_dim = r.value("mscale_all_dim", 0.0);
+        s.yarn_truncate = r.value("truncate", true);
       } else if (type == "longrope" || type == "su") {
         s.scaling = RopeScaling::kLongRope;
         s.long_factor = r.value("long_factor", std::vector<double>{});
         s.short_factor = r.value("short_factor", std::vector<double>{});
+        s.longrope_attention_factor = r.value("attention_factor", 0.0);
         s.max_position = max_pos;
       } else if (type == "dynamic") {
         return Unsupported(
@@ -91,7 +177,7 @@ Result<RopeSpec> RopeSpec::FromConfigJson(std::string_view text, RopeStyle style
         return Unsupported("unknown rope_scaling type '" + type + "'");
       }
     }
-  } catch (const nlohmann::json::exception& e) {
+  } catch (const std::exception& e) {  // nlohmann's type errors and Count's
     return InvalidArgument(std::string("model config: ") + e.what());
   }
   if (Status st = s.Validate(); !st.ok()) return st;
@@ -137,10 +223,12 @@ std::string RopeSpec::Signature() const {
     case RopeScaling::kYarn:
       s << ";factor=" << factor << ";orig=" << original_max_position << ";beta_fast=" << beta_fast
         << ";beta_slow=" << beta_slow << ";attn=" << AttentionScale();
+      if (!yarn_truncate) s << ";truncate=0";
       break;
     case RopeScaling::kLongRope: {
       const auto& f = max_position > original_max_position ? long_factor : short_factor;
-      s << ";orig=" << original_max_position << ";max=" << max_position << ";factors=";
+      s << ";orig=" << original_max_position << ";max=" << max_position
+        << ";attn=" << AttentionScale() << ";factors=";
       for (double x : f) s << x << ",";
       break;
     }
@@ -179,8 +267,12 @@ std::vector<double> RopeSpec::InverseFrequencies() const {
       break;
     }
     case RopeScaling::kYarn: {
-      double low = std::floor(CorrectionDim(beta_fast, r, theta, original_max_position));
-      double high = std::ceil(CorrectionDim(beta_slow, r, theta, original_max_position));
+      double low = CorrectionDim(beta_fast, r, theta, original_max_position);
+      double high = CorrectionDim(beta_slow, r, theta, original_max_position);
+      if (yarn_truncate) {
+        low = std::floor(low);
+        high = std::ceil(high);
+      }
       low = std::max(low, 0.0);
       high = std::min(high, r - 1);
       if (low == high) high += 0.001;
@@ -201,10 +293,16 @@ std::vector<double> RopeSpec::InverseFrequencies() const {
 }
 
 double RopeSpec::AttentionScale() const {
+  // YaRN's magnitude: 0.1 m ln(factor) + 1 (1 for factor <= 1).
+  auto get_mscale = [&](double m) { return factor > 1 ? 0.1 * m * std::log(factor) + 1.0 : 1.0; };
   if (scaling == RopeScaling::kYarn) {
     if (yarn_attention_factor > 0) return yarn_attention_factor;
-    return factor > 1 ? 0.1 * std::log(factor) + 1.0 : 1.0;
+    if (yarn_mscale > 0 && yarn_mscale_all_dim > 0)
+      return get_mscale(yarn_mscale) / get_mscale(yarn_mscale_all_dim);
+    return get_mscale(1.0);
   }
+  if (scaling == RopeScaling::kLongRope && longrope_attention_factor > 0)
+    return longrope_attention_factor;
   if (scaling == RopeScaling::kLongRope && max_position > original_max_position) {
     const double scale = static_cast<double>(max_position) / original_max_position;
     return std::sqrt(1 + std::log(scale) / std::log(static_cast<double>(original_max_position)));

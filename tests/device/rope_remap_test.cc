@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <set>
 
 #include "device_test_util.h"
@@ -351,6 +353,101 @@ TEST(RopeSpecTest, ParsesModelConfigs) {
     "short_factor":[1,2]}})");
   EXPECT_EQ(longrope.code(), ErrorCode::kInvalidArgument)
       << "factor lists must match rotary_dim / 2";
+}
+
+// Config keys the engines read and pikv once ignored or misread (issue 11).
+TEST(RopeSpecTest, ReadsTheConfigKeysTheEnginesRead) {
+  // YaRN with DeepSeek's mscale / mscale_all_dim: the magnitude is their ratio
+  // (1.0 when equal), not 0.1 ln(factor) + 1 = 1.369.
+  auto equal = RopeSpec::FromConfigJson(R"({"head_dim":64,"max_position_embeddings":163840,
+    "rope_scaling":{"type":"yarn","factor":40,"mscale":1.0,"mscale_all_dim":1.0,
+    "original_max_position_embeddings":4096,"beta_fast":32,"beta_slow":1}})");
+  ASSERT_TRUE(equal.ok()) << equal.status().ToString();
+  EXPECT_DOUBLE_EQ(equal->AttentionScale(), 1.0);
+  auto ratio = RopeSpec::FromConfigJson(R"({"head_dim":64,"rope_scaling":{"type":"yarn",
+    "factor":40,"mscale":0.707,"mscale_all_dim":1.0,"original_max_position_embeddings":4096}})");
+  ASSERT_TRUE(ratio.ok());
+  EXPECT_NEAR(ratio->AttentionScale(),
+              (0.1 * 0.707 * std::log(40.0) + 1) / (0.1 * std::log(40.0) + 1), 1e-15);
+  EXPECT_NE(ratio->Signature(), equal->Signature());
+
+  // gpt-oss: YaRN with truncate false keeps the correction range unrounded.
+  const char* kOss = R"({"head_dim":64,"rope_theta":150000,"rope_scaling":{"rope_type":"yarn",
+    "factor":32.0,"beta_fast":32.0,"beta_slow":1.0,"original_max_position_embeddings":4096%s}})";
+  char with_flag[512], without[512];
+  std::snprintf(with_flag, sizeof with_flag, kOss, R"(,"truncate":false)");
+  std::snprintf(without, sizeof without, kOss, "");
+  auto oss = RopeSpec::FromConfigJson(with_flag);
+  auto rounded = RopeSpec::FromConfigJson(without);
+  ASSERT_TRUE(oss.ok() && rounded.ok()) << oss.status().ToString();
+  EXPECT_FALSE(oss->yarn_truncate);
+  EXPECT_NE(oss->Signature(), rounded->Signature());
+  const double dim = 64, base = 150000, orig = 4096, pi = std::acos(-1.0);
+  auto correction = [&](double rot) {
+    return dim * std::log(orig / (rot * 2 * pi)) / (2 * std::log(base));
+  };
+  const double low = std::max(correction(32), 0.0), high = std::min(correction(1), dim - 1);
+  const auto inv = oss->InverseFrequencies();
+  for (int i = 0; i < 32; ++i) {
+    const double ramp = std::clamp((i - low) / (high - low), 0.0, 1.0);
+    const double f = std::pow(base, -2.0 * i / dim);
+    EXPECT_NEAR(inv[i], f / 32 * ramp + f * (1 - ramp), 1e-15 * f) << i;
+  }
+
+  // Phi-3: original_max_position_embeddings at the top level; the long
+  // factors and sqrt(1 + ln(32) / ln(4096)) = 1.19 follow from it.
+  std::string longs, shorts;
+  for (int i = 0; i < 48; ++i) {
+    longs += (i ? "," : "") + std::to_string(1.0 + i);
+    shorts += (i ? "," : "") + std::string("1.0");
+  }
+  auto phi3 = RopeSpec::FromConfigJson(
+      R"({"hidden_size":3072,"num_attention_heads":32,"max_position_embeddings":131072,
+      "original_max_position_embeddings":4096,"rope_theta":10000.0,"rope_scaling":{
+      "type":"longrope","long_factor":[)" +
+      longs + R"(],"short_factor":[)" + shorts + "]}}");
+  ASSERT_TRUE(phi3.ok()) << phi3.status().ToString();
+  EXPECT_EQ(phi3->original_max_position, 4096u);
+  EXPECT_NEAR(phi3->AttentionScale(), std::sqrt(1 + std::log(32.0) / std::log(4096.0)), 1e-15);
+  EXPECT_NEAR(phi3->InverseFrequencies()[47], std::pow(10000.0, -94.0 / 96) / 48, 1e-18);
+
+  // GPT-NeoX / Pythia rotate rotary_pct of the head; GPT-J names its own keys.
+  auto pythia = RopeSpec::FromConfigJson(
+      R"({"hidden_size":2048,"num_attention_heads":16,"rotary_pct":0.25,"rotary_emb_base":10000})");
+  ASSERT_TRUE(pythia.ok()) << pythia.status().ToString();
+  EXPECT_EQ(pythia->head_dim, 128u);
+  EXPECT_EQ(pythia->rotary_dim, 32u);
+  auto gptj = RopeSpec::FromConfigJson(
+      R"({"n_embd":4096,"n_head":16,"rotary_dim":64,"n_positions":2048})", RopeStyle::kGptj);
+  ASSERT_TRUE(gptj.ok()) << gptj.status().ToString();
+  EXPECT_EQ(gptj->head_dim, 256u);
+  EXPECT_EQ(gptj->rotary_dim, 64u);
+}
+
+TEST(RopeSpecTest, RefusesWhatItDoesNotUnderstandByName) {
+  auto unknown = RopeSpec::FromConfigJson(
+      R"({"head_dim":64,"rope_scaling":{"type":"yarn","factor":4,"extrapolation_factor":1}})");
+  EXPECT_EQ(unknown.code(), ErrorCode::kUnsupported);
+  EXPECT_NE(unknown.status().message().find("rope_scaling.extrapolation_factor"), std::string::npos)
+      << unknown.status().ToString();
+  // DeepSeek-V3 (MLA): hidden/heads would give 56; the rope part is 64 dims
+  // beside a 512-wide latent. Refused until pikv can place it.
+  auto mla = RopeSpec::FromConfigJson(R"({"hidden_size":7168,"num_attention_heads":128,
+    "kv_lora_rank":512,"qk_rope_head_dim":64,"qk_nope_head_dim":128,"rope_scaling":{"type":"yarn",
+    "factor":40,"mscale":1.0,"mscale_all_dim":1.0,"original_max_position_embeddings":4096}})");
+  EXPECT_EQ(mla.code(), ErrorCode::kUnsupported);
+  EXPECT_NE(mla.status().message().find("kv_lora_rank"), std::string::npos);
+  auto twice =
+      RopeSpec::FromConfigJson(R"({"head_dim":64,"rotary_dim":32,"partial_rotary_factor":0.5})");
+  EXPECT_EQ(twice.code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(RopeSpec::FromConfigJson(R"({"head_dim":64,"rotary_pct":-1})").code(),
+            ErrorCode::kInvalidArgument);
+  for (const char* count : {R"({"head_dim":1e300})", R"({"head_dim":64.5})", R"({"head_dim":-64})",
+                            R"({"head_dim":64,"max_position_embeddings":1e99})"}) {
+    EXPECT_EQ(RopeSpec::FromConfigJson(count).code(), ErrorCode::kInvalidArgument) << count;
+  }
+  auto uneven = RopeSpec::FromConfigJson(R"({"hidden_size":100,"num_attention_heads":3})");
+  EXPECT_EQ(uneven.code(), ErrorCode::kInvalidArgument);
 }
 
 TEST(RopeSpecTest, SignatureSeparatesEverythingThatChangesTheKv) {

@@ -33,18 +33,24 @@ struct RopeSpec {
   uint32_t rope_offset = 0;
   double theta = 10000.0;
   RopeScaling scaling = RopeScaling::kNone;
-  double factor = 1.0;                            // linear, Llama-3.1, NTK, YaRN
-  double low_freq_factor = 1.0;                   // Llama-3.1
-  double high_freq_factor = 4.0;                  // Llama-3.1
-  uint32_t original_max_position = 8192;          // Llama-3.1, YaRN, LongRoPE
-  double beta_fast = 32.0, beta_slow = 1.0;       // YaRN
-  double yarn_attention_factor = 0.0;             // YaRN; 0 = 0.1 ln(factor) + 1
+  double factor = 1.0;                                  // linear, Llama-3.1, NTK, YaRN
+  double low_freq_factor = 1.0;                         // Llama-3.1
+  double high_freq_factor = 4.0;                        // Llama-3.1
+  uint32_t original_max_position = 8192;                // Llama-3.1, YaRN, LongRoPE
+  double beta_fast = 32.0, beta_slow = 1.0;             // YaRN
+  double yarn_attention_factor = 0.0;                   // YaRN; 0 = from mscale (below) or factor
+  double yarn_mscale = 0.0, yarn_mscale_all_dim = 0.0;  // YaRN (DeepSeek): 0 = absent
+  bool yarn_truncate = true;  // YaRN: round the correction range to whole dims (gpt-oss: false)
   std::vector<double> long_factor, short_factor;  // LongRoPE, rotary_dim / 2 each
   uint32_t max_position = 0;                      // LongRoPE: picks long or short factors once
+  double longrope_attention_factor = 0.0;         // LongRoPE; 0 = from the context extension
 
   // From a model config's JSON (HF names: rope_theta, rope_scaling{type|rope_type,
-  // factor, ...}, partial_rotary_factor, head_dim or hidden_size/num_attention_heads,
-  // max_position_embeddings). `style` is not in configs: pass it.
+  // factor, ...}, partial_rotary_factor or rotary_pct or rotary_dim, head_dim or
+  // hidden_size/num_attention_heads (GPT-J: n_embd/n_head), max_position_embeddings,
+  // original_max_position_embeddings). A rope_scaling key pikv does not implement
+  // is refused by name, never ignored; so are MLA configs (kv_lora_rank), whose
+  // rope part pikv cannot place yet. `style` is not in configs: pass it.
   static Result<RopeSpec> FromConfigJson(std::string_view json, RopeStyle style = RopeStyle::kNeox);
 
   Status Validate() const;
