@@ -1,4 +1,6 @@
-// A model's config.json, as the client reads its RoPE spec.
+// A model's config.json, as the client reads its RoPE spec and as
+// `pikv model-info` reads the whole model.
+#include "pikv/device/model_config.h"
 #include "pikv/device/rope.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -6,6 +8,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (auto style : {pikv::RopeStyle::kNeox, pikv::RopeStyle::kGptj}) {
     auto spec = pikv::device::RopeSpec::FromConfigJson(json, style);
     if (spec.ok()) (void)spec->Signature();
+  }
+  pikv::device::ModelConfigOptions options;
+  options.max_model_len = 4096;
+  auto model = pikv::device::ReadModelConfig(json, options);
+  if (model.ok()) {
+    (void)model->rope.Signature();
+    (void)model->rope.InverseFrequencies();
+    (void)model->KvBytesPerToken();
   }
   return 0;
 }

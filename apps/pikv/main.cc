@@ -9,6 +9,7 @@
 
 #include "cli_tables.h"
 #include "demo.h"
+#include "model_info.h"
 #include "pikv/common/text_table.h"
 #include "pikv/common/units.h"
 #include "pikv/common/version.h"
@@ -55,6 +56,15 @@ int main(int argc, char** argv) {
   demo->add_option("--check-every", demo_options.check_every,
                    "Check every Nth answer against recomputing")
       ->capture_default_str();
+  pikv::cli::ModelInfoOptions model_info_options;
+  CLI::App* model_info = app.add_subcommand(
+      "model-info", "What pikv derives from a model's config.json (RoPE, geometry, KV size)");
+  model_info->add_option("config", model_info_options.path, "The model's config.json")->required();
+  model_info->add_option("--max-model-len", model_info_options.max_model_len,
+                         "The engine's maximum model length (picks LongRoPE's factors)");
+  model_info->add_option("--dtype", model_info_options.dtype,
+                         "KV dtype (f32, f16, bf16) instead of the config's torch_dtype");
+  model_info->add_flag("--json", model_info_options.json, "Print JSON");
   CLI::App* admin =
       app.add_subcommand("admin", "Query and administer the cluster through its controller");
   admin->require_subcommand(1);
@@ -91,6 +101,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   if (demo->parsed()) return pikv::cli::RunDemo(demo_options);
   if (cluster->parsed()) return pikv::cli::RunCluster(demo_options);
+  if (model_info->parsed()) return pikv::cli::RunModelInfo(model_info_options);
 
   auto wait = pikv::ParseDuration(timeout);
   if (!wait.ok()) {

@@ -20,24 +20,6 @@ double CorrectionDim(double rotations, double dim, double base, double max_pos) 
   return dim * std::log(max_pos / (rotations * 2 * kPi)) / (2 * std::log(base));
 }
 
-const char* ScalingName(RopeScaling s) {
-  switch (s) {
-    case RopeScaling::kNone:
-      return "none";
-    case RopeScaling::kLinear:
-      return "linear";
-    case RopeScaling::kLlama3:
-      return "llama3";
-    case RopeScaling::kNtk:
-      return "ntk";
-    case RopeScaling::kYarn:
-      return "yarn";
-    case RopeScaling::kLongRope:
-      return "longrope";
-  }
-  return "?";
-}
-
 }  // namespace
 
 namespace {
@@ -169,6 +151,13 @@ Result<RopeSpec> RopeSpec::FromConfigJson(std::string_view text, RopeStyle style
         s.short_factor = r.value("short_factor", std::vector<double>{});
         s.longrope_attention_factor = r.value("attention_factor", 0.0);
         s.max_position = max_pos;
+        if (!(s.longrope_attention_factor > 0) && s.original_max_position > 1) {
+          // From the config's context extension, as both engines do, whichever
+          // factors a deployment's max_model_len later picks.
+          const double scale = static_cast<double>(max_pos) / s.original_max_position;
+          s.longrope_attention_factor =
+              scale > 1 ? std::sqrt(1 + std::log(scale) / std::log(s.original_max_position)) : 1.0;
+        }
       } else if (type == "dynamic") {
         return Unsupported(
             "dynamic NTK scaling depends on the sequence length, so a cached key cannot be "
@@ -184,8 +173,27 @@ Result<RopeSpec> RopeSpec::FromConfigJson(std::string_view text, RopeStyle style
   return s;
 }
 
+const char* ScalingName(RopeScaling s) {
+  switch (s) {
+    case RopeScaling::kNone:
+      return "none";
+    case RopeScaling::kLinear:
+      return "linear";
+    case RopeScaling::kLlama3:
+      return "llama3";
+    case RopeScaling::kNtk:
+      return "ntk";
+    case RopeScaling::kYarn:
+      return "yarn";
+    case RopeScaling::kLongRope:
+      return "longrope";
+  }
+  return "?";
+}
+
 Status RopeSpec::Validate() const {
-  if (head_dim == 0) return InvalidArgument("head_dim must be positive");
+  if (head_dim == 0 || head_dim > kMaxHeadDim)
+    return InvalidArgument("head_dim must be in 1.." + std::to_string(kMaxHeadDim));
   if (rotary_dim == 0 || rotary_dim % 2 != 0)
     return InvalidArgument("rotary_dim must be even and positive");
   if (rope_offset + rotary_dim > head_dim) return InvalidArgument("rotary dims exceed head_dim");

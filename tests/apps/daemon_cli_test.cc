@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <regex>
 
 #include "test_support.h"
@@ -54,6 +55,40 @@ TEST(DaemonCliTest, EveryBinaryAnswersVersion) {
         std::regex_match(*line, std::regex(binary + R"( \d+\.\d+\.\d+ \(git [0-9a-z-]+\))")))
         << *line;
   }
+}
+
+TEST(DaemonCliTest, ModelInfoPrintsWhatPikvDerivesAndRefusesWithAReason) {
+  testing::TempDir dir;
+  const std::string llama = dir.str() + "/config.json";
+  std::ofstream(llama) << R"({"hidden_size":4096,"num_attention_heads":32,
+    "num_hidden_layers":32,"num_key_value_heads":8,"max_position_embeddings":131072,
+    "model_type":"llama","rope_scaling":{"factor":8.0,"low_freq_factor":1.0,
+    "high_freq_factor":4.0,"original_max_position_embeddings":8192,"rope_type":"llama3"},
+    "rope_theta":500000.0,"torch_dtype":"bfloat16"})";
+  auto run = [](std::vector<std::string> args) {
+    testing::ChildProcess p(testing::BinaryPath("pikv"), args);
+    std::string out;
+    while (auto line = p.ReadLine(std::chrono::seconds(10))) out += *line + "\n";
+    return std::pair{p.Wait(std::chrono::seconds(10)).value_or(-1), out};
+  };
+  auto [rc, out] = run({"model-info", llama, "--json"});
+  ASSERT_EQ(rc, 0) << out;
+  auto j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["kv_bytes_per_token"], 131072);
+  EXPECT_EQ(j["rope_scaling"], "llama3");
+  EXPECT_EQ(j["layers"], 32);
+  EXPECT_NE(j["rope_signature"].get<std::string>().find("llama3"), std::string::npos);
+  auto [table_rc, table] = run({"model-info", llama});
+  EXPECT_EQ(table_rc, 0);
+  EXPECT_NE(table.find("128.0 KiB"), std::string::npos) << table;
+
+  const std::string dynamic = dir.str() + "/dynamic.json";
+  std::ofstream(dynamic) << R"({"num_hidden_layers":2,"head_dim":64,"num_attention_heads":4,
+    "torch_dtype":"bfloat16","rope_scaling":{"type":"dynamic","factor":2.0}})";
+  auto [refused_rc, refused_out] = run({"model-info", dynamic});
+  EXPECT_EQ(refused_rc, 1);
+  EXPECT_TRUE(refused_out.empty()) << refused_out;
+  EXPECT_EQ(run({"model-info", dir.str() + "/missing.json"}).first, 1);
 }
 
 }  // namespace

@@ -25,8 +25,13 @@
 namespace pikv::device {
 
 enum class RopeScaling : uint8_t { kNone, kLinear, kLlama3, kNtk, kYarn, kLongRope };
+const char* ScalingName(RopeScaling s);  // none, linear, llama3, ntk, yarn, longrope
 
 struct RopeSpec {
+  // Far above any model's (MLA's 576 is the widest known); bounds what a
+  // config can make pikv allocate.
+  static constexpr uint32_t kMaxHeadDim = 16384;
+
   RopeStyle style = RopeStyle::kNeox;
   uint32_t head_dim = 128;
   uint32_t rotary_dim = 128;
@@ -43,7 +48,7 @@ struct RopeSpec {
   bool yarn_truncate = true;  // YaRN: round the correction range to whole dims (gpt-oss: false)
   std::vector<double> long_factor, short_factor;  // LongRoPE, rotary_dim / 2 each
   uint32_t max_position = 0;                      // LongRoPE: picks long or short factors once
-  double longrope_attention_factor = 0.0;         // LongRoPE; 0 = from the context extension
+  double longrope_attention_factor = 0.0;  // LongRoPE; from the config (0: from max_position)
 
   // From a model config's JSON (HF names: rope_theta, rope_scaling{type|rope_type,
   // factor, ...}, partial_rotary_factor or rotary_pct or rotary_dim, head_dim or

@@ -1,0 +1,70 @@
+#include "model_info.h"
+
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "pikv/common/text_table.h"
+#include "pikv/common/units.h"
+#include "pikv/device/model_config.h"
+
+namespace pikv::cli {
+
+int RunModelInfo(const ModelInfoOptions& o) {
+  std::ifstream file(o.path);
+  if (!file) {
+    std::cerr << "pikv: cannot read " << o.path << "\n";
+    return 1;
+  }
+  std::stringstream text;
+  text << file.rdbuf();
+  device::ModelConfigOptions options;
+  options.max_model_len = o.max_model_len;
+  if (!o.dtype.empty()) {
+    options.dtype = ParseDType(o.dtype);
+    if (!options.dtype) {
+      std::cerr << "pikv: --dtype '" << o.dtype << "' is not f32, f16 or bf16\n";
+      return 2;
+    }
+  }
+  auto spec = device::ReadModelConfig(text.str(), options, o.path);
+  if (!spec.ok()) {
+    std::cerr << "pikv: refused: " << spec.status().message() << "\n";
+    return 1;
+  }
+  const device::RopeSpec& r = spec->rope;
+  const auto inv = r.InverseFrequencies();
+  nlohmann::ordered_json j = {{"model_type", spec->model_type},
+                              {"kv_format", std::string(KvFormatName(spec->geometry.format))},
+                              {"layers", spec->geometry.num_layers},
+                              {"kv_heads", spec->geometry.num_kv_heads},
+                              {"head_dim", spec->geometry.head_dim},
+                              {"latent_dim", spec->geometry.latent_dim},
+                              {"dtype", std::string(DTypeName(spec->dtype))},
+                              {"kv_bytes_per_token", spec->KvBytesPerToken()},
+                              {"rope_style", r.style == RopeStyle::kNeox ? "neox" : "gptj"},
+                              {"rotary_dim", r.rotary_dim},
+                              {"rope_offset", r.rope_offset},
+                              {"rope_theta", r.theta},
+                              {"rope_scaling", device::ScalingName(r.scaling)},
+                              {"rope_factor", r.factor},
+                              {"original_max_position", r.original_max_position},
+                              {"attention_factor", r.AttentionScale()},
+                              {"inv_freq_first", inv.front()},
+                              {"inv_freq_last", inv.back()},
+                              {"rope_signature", r.Signature()}};
+  if (o.json) {
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  TextTable t({"", "value"});
+  for (const auto& [key, value] : j.items()) {
+    t.Add({key, value.is_string() ? value.get<std::string>() : value.dump()});
+  }
+  t.Add({"kv per token", FormatBytes(spec->KvBytesPerToken())});
+  t.Print(std::cout);
+  return 0;
+}
+
+}  // namespace pikv::cli

@@ -1,0 +1,121 @@
+// ReadModelConfig: geometry, dtype and RoPE from config.json as the engines
+// read them, both layouts, MLA, and the engine's max_model_len.
+#include "pikv/device/model_config.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+namespace pikv::device {
+namespace {
+
+const char* kLlama31 = R"({"architectures":["LlamaForCausalLM"],"hidden_size":4096,
+  "num_attention_heads":32,"num_hidden_layers":32,"num_key_value_heads":8,
+  "max_position_embeddings":131072,"model_type":"llama","rope_scaling":{"factor":8.0,
+  "low_freq_factor":1.0,"high_freq_factor":4.0,"original_max_position_embeddings":8192,
+  "rope_type":"llama3"},"rope_theta":500000.0,"torch_dtype":"bfloat16"})";
+
+TEST(ModelConfigTest, ReadsTheGeometryAndKvSizeOfAStandardModel) {
+  auto m = ReadModelConfig(kLlama31);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->geometry.format, KvFormat::kStandard);
+  EXPECT_EQ(m->geometry.num_layers, 32u);
+  EXPECT_EQ(m->geometry.num_kv_heads, 8u);
+  EXPECT_EQ(m->geometry.head_dim, 128u);
+  EXPECT_EQ(m->dtype, DType::kBF16);
+  EXPECT_EQ(m->rope.style, RopeStyle::kNeox);
+  EXPECT_EQ(m->KvBytesPerToken(), 128u << 10);  // 4 K tokens: 512 MiB
+  ModelConfigOptions f16_kv;
+  f16_kv.dtype = DType::kF16;
+  auto f16 = ReadModelConfig(kLlama31, f16_kv);
+  ASSERT_TRUE(f16.ok());
+  EXPECT_EQ(f16->dtype, DType::kF16);
+}
+
+TEST(ModelConfigTest, TheNewerRopeParametersLayoutReadsTheSame) {
+  const char* newer = R"({"hidden_size":4096,"num_attention_heads":32,"num_hidden_layers":32,
+    "num_key_value_heads":8,"max_position_embeddings":131072,"model_type":"llama",
+    "rope_parameters":{"rope_theta":500000.0,"factor":8.0,"low_freq_factor":1.0,
+    "high_freq_factor":4.0,"original_max_position_embeddings":8192,"rope_type":"llama3"},
+    "dtype":"bfloat16"})";
+  auto a = ReadModelConfig(kLlama31), b = ReadModelConfig(newer);
+  ASSERT_TRUE(a.ok() && b.ok()) << b.status().ToString();
+  EXPECT_EQ(a->rope.Signature(), b->rope.Signature());
+  auto plain = ReadModelConfig(R"({"num_hidden_layers":2,"head_dim":64,"num_attention_heads":4,
+    "num_key_value_heads":2,"torch_dtype":"float32",
+    "rope_parameters":{"rope_type":"default","rope_theta":1000000.0}})");
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_EQ(plain->rope.scaling, RopeScaling::kNone);
+  EXPECT_EQ(plain->rope.theta, 1e6);
+}
+
+TEST(ModelConfigTest, PlacesTheRopePartOfMlaAfterTheLatent) {
+  // DeepSeek-V3's attention fields: hidden/heads would say 56.
+  auto m = ReadModelConfig(R"({"model_type":"deepseek_v3","hidden_size":7168,
+    "num_attention_heads":128,"num_hidden_layers":61,"num_key_value_heads":128,
+    "kv_lora_rank":512,"q_lora_rank":1536,"qk_nope_head_dim":128,"qk_rope_head_dim":64,
+    "v_head_dim":128,"max_position_embeddings":163840,"rope_theta":10000,"rope_scaling":{
+    "beta_fast":32,"beta_slow":1,"factor":40,"mscale":1.0,"mscale_all_dim":1.0,
+    "original_max_position_embeddings":4096,"type":"yarn"},"torch_dtype":"bfloat16"})");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->geometry.format, KvFormat::kMla);
+  EXPECT_EQ(m->geometry.num_kv_heads, 1u);
+  EXPECT_EQ(m->geometry.head_dim, 576u);
+  EXPECT_EQ(m->geometry.latent_dim, 512u);
+  EXPECT_EQ(m->rope.rope_offset, 512u);
+  EXPECT_EQ(m->rope.rotary_dim, 64u);
+  EXPECT_EQ(m->rope.style, RopeStyle::kGptj);  // DeepSeek pairs interleaved
+  EXPECT_DOUBLE_EQ(m->rope.AttentionScale(), 1.0);
+  EXPECT_EQ(m->KvBytesPerToken(), 61u * 576 * 2);
+}
+
+TEST(ModelConfigTest, TheEnginesMaxModelLenPicksLongRopeFactors) {
+  std::string longs, shorts;
+  for (int i = 0; i < 48; ++i) {
+    longs += (i ? "," : "") + std::to_string(2.0 + i);
+    shorts += (i ? "," : "") + std::string("1.5");
+  }
+  const std::string phi3 =
+      R"({"model_type":"phi3","hidden_size":3072,"num_attention_heads":32,
+      "num_hidden_layers":32,"num_key_value_heads":32,"max_position_embeddings":131072,
+      "original_max_position_embeddings":4096,"rope_theta":10000.0,"torch_dtype":"bfloat16",
+      "rope_scaling":{"type":"longrope","long_factor":[)" +
+      longs + R"(],"short_factor":[)" + shorts + "]}}";
+  auto full = ReadModelConfig(phi3);
+  ModelConfigOptions engine;
+  engine.max_model_len = 4096;
+  auto short_ctx = ReadModelConfig(phi3, engine);
+  ASSERT_TRUE(full.ok() && short_ctx.ok()) << full.status().ToString();
+  const double inv0 = 1.0;                                                // theta^0
+  EXPECT_DOUBLE_EQ(full->rope.InverseFrequencies()[0], inv0 / 2.0);       // long
+  EXPECT_DOUBLE_EQ(short_ctx->rope.InverseFrequencies()[0], inv0 / 1.5);  // short
+  // The magnitude follows the config's extension in both, as in the engines.
+  const double mscale = std::sqrt(1 + std::log(32.0) / std::log(4096.0));
+  EXPECT_NEAR(full->rope.AttentionScale(), mscale, 1e-15);
+  EXPECT_NEAR(short_ctx->rope.AttentionScale(), mscale, 1e-15);
+  EXPECT_NE(full->rope.Signature(), short_ctx->rope.Signature());
+}
+
+TEST(ModelConfigTest, RefusesNamingTheFileAndTheKey) {
+  auto dynamic = ReadModelConfig(R"({"num_hidden_layers":2,"head_dim":64,
+    "torch_dtype":"bfloat16","rope_scaling":{"type":"dynamic","factor":2.0}})",
+                                 {}, "models/x/config.json");
+  EXPECT_EQ(dynamic.code(), ErrorCode::kUnsupported);
+  EXPECT_EQ(dynamic.status().message().rfind("models/x/config.json: ", 0), 0u)
+      << dynamic.status().ToString();
+  auto no_dtype = ReadModelConfig(R"({"num_hidden_layers":2,"head_dim":64})");
+  EXPECT_EQ(no_dtype.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(no_dtype.status().message().find("torch_dtype"), std::string::npos);
+  auto int8 = ReadModelConfig(R"({"num_hidden_layers":2,"head_dim":64,"torch_dtype":"int8"})");
+  EXPECT_EQ(int8.code(), ErrorCode::kUnsupported);
+  auto no_layers = ReadModelConfig(R"({"head_dim":64,"torch_dtype":"bfloat16"})");
+  EXPECT_NE(no_layers.status().message().find("num_hidden_layers"), std::string::npos);
+  auto gqa = ReadModelConfig(R"({"num_hidden_layers":2,"hidden_size":512,
+    "num_attention_heads":8,"num_key_value_heads":3,"torch_dtype":"bfloat16"})");
+  EXPECT_EQ(gqa.code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(ReadModelConfig("[1,2]").code(), ErrorCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace pikv::device
