@@ -3,26 +3,19 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "config_json.h"
+
 namespace pikv::device {
 
 namespace {
 
+using config_json::CountOr;
 using nlohmann::json;
 
 // Model types whose rotary pairs are interleaved (x[2i], x[2i+1]).
 const std::set<std::string>& InterleavedTypes() {
   static const std::set<std::string> types = {"gptj", "codegen", "deepseek_v2", "deepseek_v3"};
   return types;
-}
-
-// The first of `names` that `c` holds as a non-negative integer, or 0.
-uint32_t FirstCount(const json& c, std::initializer_list<const char*> names) {
-  for (const char* n : names) {
-    auto it = c.find(n);
-    if (it != c.end() && it->is_number_unsigned() && it->get<uint64_t>() <= UINT32_MAX)
-      return static_cast<uint32_t>(it->get<uint64_t>());
-  }
-  return 0;
 }
 
 Result<DType> ConfigDType(const json& c) {
@@ -68,54 +61,58 @@ Result<ModelSpec> ReadModelConfig(std::string_view text, const ModelConfigOption
   json c = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (c.is_discarded() || !c.is_object()) return fail(InvalidArgument("not a JSON object"));
   ModelSpec m;
-  m.model_type = c.value("model_type", std::string());
-  FlattenRopeParameters(c);
-
-  m.geometry.num_layers = FirstCount(c, {"num_hidden_layers", "n_layer", "num_layers"});
-  if (m.geometry.num_layers == 0) return fail(InvalidArgument("num_hidden_layers is missing"));
-  if (options.dtype) {
-    m.dtype = *options.dtype;
-  } else {
-    auto d = ConfigDType(c);
-    if (!d.ok()) return fail(d.status());
-    m.dtype = *d;
-  }
-  const RopeStyle style =
-      InterleavedTypes().count(m.model_type) ? RopeStyle::kGptj : RopeStyle::kNeox;
-
-  const bool mla = c.contains("kv_lora_rank") && !c["kv_lora_rank"].is_null();
-  if (mla) {
-    // One latent row per token: [kv_lora_rank | qk_rope_head_dim], the rope
-    // part rotating after the latent (vLLM's MLA cache).
-    const uint32_t latent = FirstCount(c, {"kv_lora_rank"});
-    const uint32_t rope_dim = FirstCount(c, {"qk_rope_head_dim"});
-    if (latent == 0 || rope_dim == 0)
-      return fail(InvalidArgument("MLA needs positive kv_lora_rank and qk_rope_head_dim"));
-    json rope = c;
-    for (const char* key : {"kv_lora_rank", "qk_rope_head_dim", "partial_rotary_factor",
-                            "rotary_pct", "rotary_dim"}) {
-      rope.erase(key);
+  try {
+    m.model_type = c.value("model_type", std::string());
+    FlattenRopeParameters(c);
+    m.geometry.num_layers =
+        CountOr(c, "num_hidden_layers", CountOr(c, "n_layer", CountOr(c, "num_layers", 0)));
+    if (m.geometry.num_layers == 0) return fail(InvalidArgument("num_hidden_layers is missing"));
+    if (options.dtype) {
+      m.dtype = *options.dtype;
+    } else {
+      auto d = ConfigDType(c);
+      if (!d.ok()) return fail(d.status());
+      m.dtype = *d;
     }
-    rope["head_dim"] = latent + rope_dim;
-    rope["rotary_dim"] = rope_dim;
-    auto spec = RopeSpec::FromConfigJson(rope.dump(), style);
-    if (!spec.ok()) return fail(spec.status());
-    m.rope = *spec;
-    m.rope.rope_offset = latent;
-    m.geometry = {KvFormat::kMla, m.geometry.num_layers, 1, latent + rope_dim, latent};
-  } else {
-    auto spec = RopeSpec::FromConfigJson(c.dump(), style);
-    if (!spec.ok()) return fail(spec.status());
-    m.rope = *spec;
-    const uint32_t heads = FirstCount(c, {"num_attention_heads", "n_head"});
-    uint32_t kv_heads = FirstCount(c, {"num_key_value_heads", "num_kv_heads"});
-    if (kv_heads == 0 && c.value("multi_query", false)) kv_heads = 1;
-    if (kv_heads == 0) kv_heads = heads;
-    if (kv_heads == 0) return fail(InvalidArgument("num_key_value_heads is missing"));
-    if (heads % kv_heads != 0)
-      return fail(InvalidArgument("num_attention_heads is not a multiple of num_key_value_heads"));
-    m.geometry.num_kv_heads = kv_heads;
-    m.geometry.head_dim = m.rope.head_dim;
+    const RopeStyle style =
+        InterleavedTypes().count(m.model_type) ? RopeStyle::kGptj : RopeStyle::kNeox;
+
+    if (c.contains("kv_lora_rank") && !c["kv_lora_rank"].is_null()) {
+      // One latent row per token: [kv_lora_rank | qk_rope_head_dim], the rope
+      // part rotating after the latent (vLLM's MLA cache).
+      const uint32_t latent = CountOr(c, "kv_lora_rank", 0);
+      const uint32_t rope_dim = CountOr(c, "qk_rope_head_dim", 0);
+      if (latent == 0 || rope_dim == 0)
+        return fail(InvalidArgument("MLA needs positive kv_lora_rank and qk_rope_head_dim"));
+      for (const char* key : {"kv_lora_rank", "qk_rope_head_dim", "partial_rotary_factor",
+                              "rotary_pct", "rotary_dim"}) {
+        c.erase(key);
+      }
+      c["head_dim"] = latent + rope_dim;
+      c["rotary_dim"] = rope_dim;
+      auto spec = config_json::RopeFromConfig(c, style);
+      if (!spec.ok()) return fail(spec.status());
+      m.rope = *spec;
+      m.rope.rope_offset = latent;
+      m.geometry = {KvFormat::kMla, m.geometry.num_layers, 1, latent + rope_dim, latent};
+    } else {
+      auto spec = config_json::RopeFromConfig(c, style);
+      if (!spec.ok()) return fail(spec.status());
+      m.rope = *spec;
+      const uint32_t heads = CountOr(c, "num_attention_heads", CountOr(c, "n_head", 0));
+      uint32_t kv_heads = CountOr(c, "num_key_value_heads", CountOr(c, "num_kv_heads", 0));
+      if (kv_heads == 0 && c.value("multi_query", false)) kv_heads = 1;
+      if (kv_heads == 0) kv_heads = heads;
+      if (kv_heads == 0) return fail(InvalidArgument("num_key_value_heads is missing"));
+      if (heads % kv_heads != 0) {
+        return fail(
+            InvalidArgument("num_attention_heads is not a multiple of num_key_value_heads"));
+      }
+      m.geometry.num_kv_heads = kv_heads;
+      m.geometry.head_dim = m.rope.head_dim;
+    }
+  } catch (const std::exception& e) {  // nlohmann's type errors and CountOr's
+    return fail(InvalidArgument(e.what()));
   }
   if (options.max_model_len > 0 && m.rope.scaling == RopeScaling::kLongRope)
     m.rope.max_position = options.max_model_len;

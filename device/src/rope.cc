@@ -8,6 +8,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "config_json.h"
+
 namespace pikv::device {
 
 namespace {
@@ -51,15 +53,16 @@ Status CheckScalingKeys(const nlohmann::json& r, const std::string& type) {
   return Status::Ok();
 }
 
-// A count from a config: an integer in [0, 2^32), never a float cast (which
-// is undefined behaviour out of range). Throws std::invalid_argument naming it.
+}  // namespace
+
+namespace config_json {
+
 uint32_t Count(const nlohmann::json& v, const std::string& name) {
   if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > UINT32_MAX)
     throw std::invalid_argument(name + " must be a non-negative integer");
   return static_cast<uint32_t>(v.get<int64_t>());
 }
 
-// A count field of `c`, or `fallback` when absent or null.
 uint32_t CountOr(const nlohmann::json& c, const char* name, uint32_t fallback) {
   return c.contains(name) && !c[name].is_null() ? Count(c[name], name) : fallback;
 }
@@ -68,12 +71,7 @@ double NumberOr(const nlohmann::json& c, const char* name, double fallback) {
   return c.contains(name) && !c[name].is_null() ? c[name].get<double>() : fallback;
 }
 
-}  // namespace
-
-Result<RopeSpec> RopeSpec::FromConfigJson(std::string_view text, RopeStyle style) {
-  nlohmann::json c = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (c.is_discarded() || !c.is_object())
-    return InvalidArgument("model config is not a JSON object");
+Result<RopeSpec> RopeFromConfig(const nlohmann::json& c, RopeStyle style) {
   RopeSpec s;
   s.style = style;
   try {
@@ -171,6 +169,15 @@ Result<RopeSpec> RopeSpec::FromConfigJson(std::string_view text, RopeStyle style
   }
   if (Status st = s.Validate(); !st.ok()) return st;
   return s;
+}
+
+}  // namespace config_json
+
+Result<RopeSpec> RopeSpec::FromConfigJson(std::string_view text, RopeStyle style) {
+  nlohmann::json c = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (c.is_discarded() || !c.is_object())
+    return InvalidArgument("model config is not a JSON object");
+  return config_json::RopeFromConfig(c, style);
 }
 
 const char* ScalingName(RopeScaling s) {

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -23,6 +24,16 @@ constexpr auto kReadyTimeout = std::chrono::seconds(20);
 bool IsExecutable(const fs::path& p) {
   std::error_code ec;
   return fs::is_regular_file(p, ec) && access(p.c_str(), X_OK) == 0;
+}
+
+// `name` in a directory of PATH, as a shell would find it.
+std::optional<std::string> FindOnPath(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::stringstream dirs(path ? path : "");
+  for (std::string dir; std::getline(dirs, dir, ':');) {
+    if (!dir.empty() && IsExecutable(fs::path(dir) / name)) return (fs::path(dir) / name).string();
+  }
+  return std::nullopt;
 }
 
 std::unique_ptr<ChildProcess> Spawn(const std::string& binary, const std::vector<std::string>& args,
@@ -78,11 +89,7 @@ Result<std::string> FindDaemon(const std::string& name, const std::string& bin_d
   std::error_code ec;
   const fs::path self = fs::read_symlink("/proc/self/exe", ec);
   if (!ec && IsExecutable(self.parent_path() / name)) return (self.parent_path() / name).string();
-  const char* path = std::getenv("PATH");
-  std::stringstream dirs(path ? path : "");
-  for (std::string dir; std::getline(dirs, dir, ':');) {
-    if (!dir.empty() && IsExecutable(fs::path(dir) / name)) return (fs::path(dir) / name).string();
-  }
+  if (auto on_path = FindOnPath(name)) return *on_path;
   return NotFound(name + " was found neither next to " +
                   (ec ? std::string("this program") : self.string()) +
                   " nor on PATH (give its directory with --bin-dir)");
@@ -115,9 +122,7 @@ Result<ControllerProcess> StartController(const std::string& binary,
   return c;
 }
 
-bool RedisServer::Available() {
-  return std::system("command -v redis-server >/dev/null 2>&1") == 0;
-}
+bool RedisServer::Available() { return FindOnPath("redis-server").has_value(); }
 
 RedisServer::RedisServer() : port_(FreePort()) {}
 

@@ -115,6 +115,11 @@ TEST(ModelConfigTest, RefusesNamingTheFileAndTheKey) {
     "num_attention_heads":8,"num_key_value_heads":3,"torch_dtype":"bfloat16"})");
   EXPECT_EQ(gqa.code(), ErrorCode::kInvalidArgument);
   EXPECT_EQ(ReadModelConfig("[1,2]").code(), ErrorCode::kInvalidArgument);
+  auto fractional = ReadModelConfig(R"({"num_hidden_layers":32.5,"head_dim":64,
+    "num_attention_heads":4,"torch_dtype":"bfloat16"})");
+  EXPECT_EQ(fractional.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(fractional.status().message().find("num_hidden_layers must be"), std::string::npos)
+      << fractional.status().ToString();
 }
 
 }  // namespace
