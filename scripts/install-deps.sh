@@ -9,7 +9,7 @@ packages=(
   libxxhash-dev libspdlog-dev libfmt-dev libyaml-cpp-dev libcli11-dev
   libcpp-httplib-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  redis-server iproute2 procps docker-compose
+  redis-server iproute2 procps docker-compose python3
   clang libclang-rt-14-dev
 )
 

@@ -51,19 +51,23 @@ int RunModelInfo(const ModelInfoOptions& o) {
                               {"rope_factor", r.factor},
                               {"original_max_position", r.original_max_position},
                               {"attention_factor", r.AttentionScale()},
-                              {"inv_freq_first", inv.front()},
-                              {"inv_freq_last", inv.back()},
+                              {"inv_freq", inv},
                               {"rope_signature", r.Signature()}};
   if (o.json) {
     std::cout << j.dump(2) << "\n";
     return 0;
   }
+  // The table: one line per scalar; the frequencies as their range and the
+  // signature (long for LongRoPE) under it.
   TextTable t({"", "value"});
   for (const auto& [key, value] : j.items()) {
+    if (value.is_array() || key == "rope_signature") continue;
     t.Add({key, value.is_string() ? value.get<std::string>() : value.dump()});
   }
+  t.Add({"inv_freq", j["inv_freq"].front().dump() + " .. " + j["inv_freq"].back().dump()});
   t.Add({"kv per token", FormatBytes(spec->KvBytesPerToken())});
   t.Print(std::cout);
+  std::cout << "rope signature: " << r.Signature() << "\n";
   return 0;
 }
 

@@ -1,7 +1,10 @@
 #include "pikv/device/rope.h"
 
+#include <xxhash.h>
+
 #include <cmath>
 #include <cstdint>
+#include <iomanip>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -242,9 +245,16 @@ std::string RopeSpec::Signature() const {
       break;
     case RopeScaling::kLongRope: {
       const auto& f = max_position > original_max_position ? long_factor : short_factor;
+      // The factors themselves (Phi-3's 48 at 17 digits are about 1 KB) as a
+      // 128-bit digest, so that the signature fits a chunk header.
+      std::ostringstream text;
+      text.precision(17);
+      for (double x : f) text << x << ",";
+      const std::string factors = text.str();
+      const XXH128_hash_t digest = XXH3_128bits(factors.data(), factors.size());
       s << ";orig=" << original_max_position << ";max=" << max_position
-        << ";attn=" << AttentionScale() << ";factors=";
-      for (double x : f) s << x << ",";
+        << ";attn=" << AttentionScale() << ";factors=" << f.size() << ":" << std::hex
+        << std::setfill('0') << std::setw(16) << digest.high64 << std::setw(16) << digest.low64;
       break;
     }
   }

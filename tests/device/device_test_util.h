@@ -2,9 +2,13 @@
 // objects built from float K/V, and paged caches backed by vectors.
 #pragma once
 
+#include <gtest/gtest.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "pikv/device/remap.h"
@@ -113,7 +117,9 @@ inline std::vector<uint8_t> MakeChunk(FloatKv kv, const RopeSpec& spec, DType dt
       }
     }
   }
-  return *BuildChunkObject(h, payload);
+  auto object = BuildChunkObject(h, payload);
+  EXPECT_TRUE(object.ok()) << object.status().ToString();
+  return object.ok() ? std::move(*object) : std::vector<uint8_t>{};
 }
 
 // A paged cache whose layers live in vectors.
@@ -144,6 +150,102 @@ inline std::vector<int64_t> RandomSlots(uint32_t n, uint32_t block_size, uint64_
   std::shuffle(all.begin(), all.end(), rng);
   all.resize(n);
   return all;
+}
+
+// One unit in the last place of `x` in `t` (at least the smallest normal's).
+inline float Ulp(DType t, float x) {
+  const int mantissa = t == DType::kBF16 ? 7 : t == DType::kF16 ? 10 : 23;
+  const int min_exp = t == DType::kF16 ? -14 : -126;
+  return std::ldexp(1.f, std::max(std::ilogb(std::max(std::fabs(x), 1e-30f)), min_exp) - mantissa);
+}
+
+struct RemapCase {
+  DType dtype;
+  KForm form;
+  int64_t virtual_start, actual_start;
+  Backend backend;
+};
+
+// Remaps a random chunk (K rotated at virtual_start, or pre-RoPE) to
+// actual_start and checks every element against (1) the exact rotation, in
+// double, of the bits the object holds: one rounding; and (2) the engine's
+// own encoding of the original K at the actual position: fp32 relative 1e-5,
+// fp16/bf16 2 ulp (the stored K and the remapped K are each rounded once).
+// Dims outside the rope part and V are copied bit for bit. MLA: one latent
+// plane per token, its rope part at spec.rope_offset.
+inline void CheckRemapMatchesEncoding(const RopeSpec& spec, KvFormat format, const RemapCase& c) {
+  SCOPED_TRACE(std::string(DTypeName(c.dtype)) +
+               (c.form == KForm::kRotated ? " rotated" : " pre-rope") +
+               " v=" + std::to_string(c.virtual_start) + " a=" + std::to_string(c.actual_start) +
+               (c.backend == Backend::kPortable ? " portable" : " avx2"));
+  ASSERT_TRUE(spec.Validate().ok()) << spec.Validate().ToString();
+  const bool mla = format == KvFormat::kMla;
+  const uint32_t layers = 2, tokens = 5, heads = mla ? 1 : 2, dim = spec.head_dim,
+                 planes = mla ? 1 : 2;
+  FloatKv kv = RandomKv(layers, tokens, heads, dim, 99);
+  auto object = MakeChunk(kv, spec, c.dtype, c.form, c.virtual_start, mla);
+  ASSERT_FALSE(object.empty());
+  Cache cache(PagedLayout::Order::kVllmFlash, c.dtype, layers, heads, dim, 4, 4, mla);
+  auto slots = RandomSlots(tokens, 4, 4, 5);
+  RemapOptions opt;
+  opt.backend = c.backend;
+  ASSERT_TRUE(Remap(object, spec, c.actual_start, slots, cache.layout, opt).ok());
+  auto header = *ParseChunkHeader(object);
+  const uint8_t* stored = ChunkPayload(object, header).data();
+  const size_t es = DTypeSize(c.dtype);
+  const uint32_t lo = spec.rope_offset, hi = spec.rope_offset + spec.rotary_dim;
+  for (uint32_t l = 0; l < layers; ++l) {
+    for (uint32_t t = 0; t < tokens; ++t) {
+      // The rotation remap applies to this token, per the chunk's K form.
+      auto rot = c.form == KForm::kRotated
+                     ? PureRotation(spec, double(c.actual_start - c.virtual_start))
+                     : Encoding(spec, double(c.actual_start + t));
+      for (uint32_t h = 0; h < heads; ++h) {
+        const uint8_t* src = stored + ((size_t(l) * planes * tokens + t) * heads + h) * dim * es;
+        std::vector<double> exact(dim);
+        for (uint32_t d = 0; d < dim; ++d) exact[d] = Decode(c.dtype, src + d * es);
+        for (uint32_t i = 0; i < spec.rotary_dim / 2; ++i) {
+          uint32_t a, b;
+          math::PairIndex(spec.style == RopeStyle::kNeox, spec.rotary_dim, i, a, b);
+          const double x = exact[lo + a], y = exact[lo + b];
+          exact[lo + a] = x * rot.cos[i] - y * rot.sin[i];
+          exact[lo + b] = y * rot.cos[i] + x * rot.sin[i];
+        }
+        std::vector<float> direct(&kv.K(l, t, h, 0), &kv.K(l, t, h, 0) + dim);
+        EncodeHead(spec, double(c.actual_start + t), direct.data());
+        float max_abs = 0;
+        for (float x : direct) max_abs = std::max(max_abs, std::fabs(x));
+        for (uint32_t d = 0; d < dim; ++d) {
+          const float got = cache.At(l, 0, slots[t], h, d);
+          if (d < lo || d >= hi) {
+            ASSERT_EQ(got, Decode(c.dtype, src + d * es)) << "non-rotary dim " << d << " changed";
+            continue;
+          }
+          if (c.dtype == DType::kF32) {
+            ASSERT_NEAR(got, exact[d], 1e-6 * std::max(1.f, max_abs))
+                << "token " << t << " dim " << d;
+            ASSERT_NEAR(got, direct[d], 1e-5 * std::max(1.f, max_abs))
+                << "token " << t << " dim " << d;
+            if (c.form == KForm::kPreRope && c.backend == Backend::kPortable) {
+              ASSERT_EQ(got, direct[d]) << "pre-RoPE must equal the engine's own encoding exactly";
+            }
+          } else {
+            ASSERT_LE(std::fabs(got - exact[d]),
+                      Ulp(c.dtype, static_cast<float>(exact[d])) + 1e-6 * max_abs)
+                << "token " << t << " dim " << d;
+            ASSERT_LE(std::fabs(got - direct[d]), 2 * Ulp(c.dtype, max_abs))
+                << "token " << t << " dim " << d;
+          }
+        }
+        if (mla) continue;
+        const uint8_t* v_src =
+            stored + ((size_t(l) * 2 * tokens + tokens + t) * heads + h) * dim * es;
+        for (uint32_t d = 0; d < dim; ++d) {  // V is copied bit for bit
+          ASSERT_EQ(cache.At(l, 1, slots[t], h, d), Decode(c.dtype, v_src + d * es));
+        }
+      }
+    }
+  }
 }
 
 }  // namespace pikv::device::testing

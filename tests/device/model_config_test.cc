@@ -5,7 +5,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
+
+#include "device_test_util.h"
+#include "pikv/proto/chunk_key.h"
 
 namespace pikv::device {
 namespace {
@@ -120,6 +127,109 @@ TEST(ModelConfigTest, RefusesNamingTheFileAndTheKey) {
   EXPECT_EQ(fractional.code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(fractional.status().message().find("num_hidden_layers must be"), std::string::npos)
       << fractional.status().ToString();
+}
+
+// The published configs under tests/device/model_configs (their sources:
+// SOURCES.md there). Remapping a chunk of each model's K, both forms, in every
+// dtype, to positions up to 1 M, equals the engine's encoding at the actual
+// position within one rounding. The float64 reference of what is derived from
+// them is tests/device/model_config_reference.py (CTest ModelConfigReference).
+std::vector<std::filesystem::path> PublishedConfigs() {
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::directory_iterator(PIKV_MODEL_CONFIG_DIR))
+    if (e.path().extension() == ".json") files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+TEST(PublishedConfigTest, EveryModelRemapsToTheEnginesEncoding) {
+  using namespace testing;
+  const auto files = PublishedConfigs();
+  ASSERT_GE(files.size(), 15u);
+  std::vector<Backend> backends = {Backend::kPortable};
+  if (Avx2Available()) backends.push_back(Backend::kAvx2);
+  for (const auto& file : files) {
+    SCOPED_TRACE(file.filename().string());
+    std::ifstream in(file);
+    std::stringstream text;
+    text << in.rdbuf();
+    ModelConfigOptions options;
+    options.dtype = DType::kF32;  // GPT-J and gpt-oss name none; every dtype is checked below
+    auto model = ReadModelConfig(text.str(), options, file.string());
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    for (auto dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+      for (auto form : {KForm::kRotated, KForm::kPreRope}) {
+        for (auto [v, a] : {std::pair<int64_t, int64_t>{0, 4096},
+                            {1000, 3},
+                            {0, 1000000},
+                            {1000000, 17},
+                            {131000, 999990}}) {
+          for (auto b : backends) {
+            CheckRemapMatchesEncoding(model->rope, model->geometry.format, {dtype, form, v, a, b});
+            if (::testing::Test::HasFatalFailure()) return;
+          }
+        }
+      }
+    }
+  }
+}
+
+// Every field of a published config's rope_scaling (and rope_theta) that
+// pikv reads changes the chunk key namespace when it changes, or makes the
+// config refused: two deployments that encode differently never share keys.
+// The signature also fits a chunk header (LongRoPE's factors are a digest).
+TEST(PublishedConfigTest, ChangingAnyScalingFieldChangesTheKeyNamespace) {
+  using json = nlohmann::json;
+  auto key_of = [](const ModelSpec& m) {
+    KeyNamespace ns{
+        "model", m.geometry.format, m.dtype, m.rope.Signature(), AttentionMode::kIsolated, {}};
+    const int32_t tokens[] = {1, 2, 3};
+    return MakeChunkKey(ns, tokens);
+  };
+  ModelConfigOptions options;
+  options.dtype = DType::kBF16;
+  size_t perturbed = 0;
+  for (const auto& file : PublishedConfigs()) {
+    SCOPED_TRACE(file.filename().string());
+    std::ifstream in(file);
+    const json config = json::parse(in);
+    auto base = ReadModelConfig(config.dump(), options);
+    ASSERT_TRUE(base.ok()) << base.status().ToString();
+    EXPECT_LE(base->rope.Signature().size(), ChunkLimits{}.max_rope_spec);
+    std::vector<json::json_pointer> fields = {json::json_pointer("/rope_theta")};
+    if (config.contains("rope_scaling") && config["rope_scaling"].is_object()) {
+      for (const auto& [key, value] : config["rope_scaling"].items()) {
+        // LongRoPE encodes with one of its two lists (long: this deployment
+        // is longer than the original length); the other does not matter.
+        const bool long_list = base->rope.max_position > base->rope.original_max_position;
+        if (key == (long_list ? "short_factor" : "long_factor")) continue;
+        if (value.is_array()) {
+          fields.emplace_back("/rope_scaling/" + key + "/" + std::to_string(value.size() / 2));
+        } else if (value.is_number() || value.is_boolean()) {
+          fields.emplace_back("/rope_scaling/" + key);
+        }
+      }
+    }
+    for (const auto& field : fields) {
+      if (!config.contains(field)) continue;
+      SCOPED_TRACE(field.to_string());
+      json changed = config;
+      json& v = changed[field];
+      if (v.is_boolean()) {
+        v = !v.get<bool>();
+      } else if (v.is_number_integer()) {
+        v = v.get<int64_t>() * 2;
+      } else {
+        v = v.get<double>() * 1.01;
+      }
+      auto other = ReadModelConfig(changed.dump(), options);
+      ++perturbed;
+      if (!other.ok()) continue;  // refused: never shares keys either
+      EXPECT_NE(other->rope.Signature(), base->rope.Signature());
+      EXPECT_NE(key_of(*other), key_of(*base));
+    }
+  }
+  EXPECT_GT(perturbed, 40u);  // the check ran over the scaling fields, not nothing
 }
 
 }  // namespace

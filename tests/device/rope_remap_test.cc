@@ -31,13 +31,6 @@ RopeSpec Spec(RopeStyle style, uint32_t dim, uint32_t rotary, RopeScaling scalin
   return s;
 }
 
-// One unit in the last place of `x` in `t` (at least the smallest normal's).
-float Ulp(DType t, float x) {
-  const int mantissa = t == DType::kBF16 ? 7 : t == DType::kF16 ? 10 : 23;
-  const int min_exp = t == DType::kF16 ? -14 : -126;
-  return std::ldexp(1.f, std::max(std::ilogb(std::max(std::fabs(x), 1e-30f)), min_exp) - mantissa);
-}
-
 struct Case {
   RopeStyle style;
   uint32_t dim, rotary;
@@ -48,85 +41,12 @@ struct Case {
   Backend backend;
 };
 
-std::string Name(const Case& c) {
-  return std::string(c.style == RopeStyle::kNeox ? "neox" : "gptj") +
-         " dim=" + std::to_string(c.dim) + " rot=" + std::to_string(c.rotary) +
-         " scaling=" + std::to_string(int(c.scaling)) + " " + std::string(DTypeName(c.dtype)) +
-         (c.form == KForm::kRotated ? " rotated" : " pre-rope") +
-         " v=" + std::to_string(c.virtual_start) + " a=" + std::to_string(c.actual_start) +
-         (c.backend == Backend::kPortable ? " portable" : " avx2");
-}
-
 void CheckRemap(const Case& c) {
-  SCOPED_TRACE(Name(c));
-  const RopeSpec spec = Spec(c.style, c.dim, c.rotary, c.scaling);
-  ASSERT_TRUE(spec.Validate().ok());
-  const uint32_t layers = 2, tokens = 5, heads = 2;
-  FloatKv kv = RandomKv(layers, tokens, heads, c.dim, 99);
-  auto object = MakeChunk(kv, spec, c.dtype, c.form, c.virtual_start);
-  Cache cache(PagedLayout::Order::kVllmFlash, c.dtype, layers, heads, c.dim, 4, 4);
-  auto slots = RandomSlots(tokens, 4, 4, 5);
-  RemapOptions opt;
-  opt.backend = c.backend;
-  ASSERT_TRUE(Remap(object, spec, c.actual_start, slots, cache.layout, opt).ok());
-  auto header = *ParseChunkHeader(object);
-  const uint8_t* stored_k = ChunkPayload(object, header).data();
-  const size_t es = DTypeSize(c.dtype);
-  for (uint32_t l = 0; l < layers; ++l) {
-    for (uint32_t t = 0; t < tokens; ++t) {
-      // The rotation remap applies to this token, per the chunk's K form.
-      auto rot = c.form == KForm::kRotated
-                     ? PureRotation(spec, double(c.actual_start - c.virtual_start))
-                     : Encoding(spec, double(c.actual_start + t));
-      for (uint32_t h = 0; h < heads; ++h) {
-        // (1) Kernel accuracy: the exact rotation (double) of the bits the object holds.
-        const uint8_t* src = stored_k + ((size_t(l) * 2 * tokens + t) * heads + h) * c.dim * es;
-        std::vector<double> exact(c.dim);
-        for (uint32_t d = 0; d < c.dim; ++d) exact[d] = Decode(c.dtype, src + d * es);
-        for (uint32_t i = 0; i < spec.rotary_dim / 2; ++i) {
-          uint32_t a, b;
-          math::PairIndex(spec.style == RopeStyle::kNeox, spec.rotary_dim, i, a, b);
-          const double x = exact[a], y = exact[b];
-          exact[a] = x * rot.cos[i] - y * rot.sin[i];
-          exact[b] = y * rot.cos[i] + x * rot.sin[i];
-        }
-        // (2) End to end: the engine's own encoding at the actual position.
-        std::vector<float> direct(&kv.K(l, t, h, 0), &kv.K(l, t, h, 0) + c.dim);
-        EncodeHead(spec, double(c.actual_start + t), direct.data());
-        float max_abs = 0;
-        for (float x : direct) max_abs = std::max(max_abs, std::fabs(x));
-        for (uint32_t d = 0; d < c.dim; ++d) {
-          const float got = cache.At(l, 0, slots[t], h, d);
-          if (d >= spec.rotary_dim) {
-            ASSERT_EQ(got, Decode(c.dtype, src + d * es)) << "non-rotary dim " << d << " changed";
-            continue;
-          }
-          if (c.dtype == DType::kF32) {
-            ASSERT_NEAR(got, exact[d], 1e-6 * std::max(1.f, max_abs))
-                << "token " << t << " dim " << d;
-            ASSERT_NEAR(got, direct[d], 1e-5 * std::max(1.f, max_abs))
-                << "token " << t << " dim " << d;
-            if (c.form == KForm::kPreRope && c.backend == Backend::kPortable) {
-              ASSERT_EQ(got, direct[d]) << "pre-RoPE must equal the engine's own encoding exactly";
-            }
-          } else {
-            // One rounding of the exact result; two roundings end to end
-            // (the stored K, then the remapped K).
-            ASSERT_LE(std::fabs(got - exact[d]),
-                      Ulp(c.dtype, static_cast<float>(exact[d])) + 1e-6 * max_abs)
-                << "token " << t << " dim " << d;
-            ASSERT_LE(std::fabs(got - direct[d]), 2 * Ulp(c.dtype, max_abs))
-                << "token " << t << " dim " << d;
-          }
-        }
-        for (uint32_t d = 0; d < c.dim; ++d) {  // V is copied bit for bit
-          const uint8_t* v_src =
-              stored_k + ((size_t(l) * 2 * tokens + tokens + t) * heads + h) * c.dim * es;
-          ASSERT_EQ(cache.At(l, 1, slots[t], h, d), Decode(c.dtype, v_src + d * es));
-        }
-      }
-    }
-  }
+  SCOPED_TRACE(std::string(c.style == RopeStyle::kNeox ? "neox" : "gptj") +
+               " dim=" + std::to_string(c.dim) + " rot=" + std::to_string(c.rotary) +
+               " scaling=" + std::to_string(int(c.scaling)));
+  CheckRemapMatchesEncoding(Spec(c.style, c.dim, c.rotary, c.scaling), KvFormat::kStandard,
+                            {c.dtype, c.form, c.virtual_start, c.actual_start, c.backend});
 }
 
 TEST(RemapTest, EncodeAtVThenRemapEqualsEncodeAtA) {

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "pikv/common/status.h"
+#include "pikv/proto/chunk_object.h"
 #include "pikv/proto/kv_types.h"
 
 namespace pikv::device {
@@ -28,9 +29,9 @@ enum class RopeScaling : uint8_t { kNone, kLinear, kLlama3, kNtk, kYarn, kLongRo
 const char* ScalingName(RopeScaling s);  // none, linear, llama3, ntk, yarn, longrope
 
 struct RopeSpec {
-  // Far above any model's (MLA's 576 is the widest known); bounds what a
-  // config can make pikv allocate.
-  static constexpr uint32_t kMaxHeadDim = 16384;
+  // What a chunk object can hold (far above any model's: MLA's 576 is the
+  // widest known); bounds what a config can make pikv allocate.
+  static constexpr uint32_t kMaxHeadDim = ChunkLimits{}.max_head_dim;
 
   RopeStyle style = RopeStyle::kNeox;
   uint32_t head_dim = 128;
