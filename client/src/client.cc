@@ -54,8 +54,8 @@ Client::Client(ClientOptions options)
 Client::~Client() = default;
 
 KeyNamespace Client::Namespace(const ChunkKey* sys_key) const {
-  KeyNamespace ns{options_.model_id,         KvFormat::kStandard, options_.dtype,
-                  options_.rope.Signature(), options_.mode,       {}};
+  KeyNamespace ns{options_.model_id,         options_.kv_format, options_.dtype,
+                  options_.rope.Signature(), options_.mode,      {}};
   if (options_.mode == AttentionMode::kSysPrefixed && sys_key) ns.sys_key = *sys_key;
   return ns;
 }
@@ -233,7 +233,7 @@ Result<SharedBuffer> Client::BuildObject(const ChunkKey& key, std::span<const in
   h.model_id = options_.model_id;
   h.geometry = {options_.num_layers,   static_cast<uint32_t>(tokens.size()),
                 options_.num_kv_heads, options_.head_dim,
-                options_.dtype,        KvFormat::kStandard};
+                options_.dtype,        options_.kv_format};
   h.rope_style = options_.rope.style;
   h.rotary_dim = options_.rope.rotary_dim;
   h.rope_offset = options_.rope.rope_offset;

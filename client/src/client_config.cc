@@ -1,7 +1,11 @@
 #include "pikv/client/client_config.h"
 
 #include <fstream>
+#include <optional>
 #include <sstream>
+#include <tuple>
+
+#include "pikv/device/model_config.h"
 
 namespace pikv::client {
 
@@ -13,13 +17,15 @@ Result<ClientOptions> LoadClientOptions(const std::string& path, Config* config_
             "The controller (empty: local-only plans)");
   c.Declare("host", K::kString, "", "This host's name, for locate's ranking");
   c.Declare("model-id", K::kString, "", "Model id of the key namespace");
-  c.Declare("dtype", K::kString, "bf16", "KV dtype: f32, f16 or bf16");
+  c.Declare("model-config", K::kString, "",
+            "Path of the model's config.json: geometry, KV dtype and RoPE");
+  c.Declare("max-model-len", K::kInt, "0",
+            "The engine's maximum model length (0: the config's); picks LongRoPE's factors");
+  c.Declare("dtype", K::kString, "",
+            "KV dtype: f32, f16 or bf16 (empty: the model config's, else bf16)");
   c.Declare("num-layers", K::kInt, "0", "Layers of the model");
   c.Declare("num-kv-heads", K::kInt, "0", "KV heads per layer");
   c.Declare("head-dim", K::kInt, "0", "Head dimension");
-  c.Declare("rope-config", K::kString, "",
-            "Path of the model's config.json (rope_theta, rope_scaling, ...)");
-  c.Declare("rope-style", K::kString, "neox", "neox or gptj");
   c.Declare("attention-mode", K::kString, "isolated", "isolated or sys-prefixed");
   c.Declare("node-timeout", K::kDuration, "500ms", "Deadline of calls to the local node");
   c.Declare("controller-timeout", K::kDuration, "200ms", "Deadline of locate");
@@ -34,30 +40,50 @@ Result<ClientOptions> LoadClientOptions(const std::string& path, Config* config_
   o.controller = c.String("controller");
   o.host = c.String("host");
   o.model_id = c.String("model-id");
-  auto dtype = ParseDType(c.String("dtype"));
-  if (!dtype) return InvalidArgument("dtype: '" + c.String("dtype") + "' is not f32, f16 or bf16");
-  o.dtype = *dtype;
+  std::optional<DType> dtype;
+  if (!c.String("dtype").empty()) {
+    dtype = ParseDType(c.String("dtype"));
+    if (!dtype)
+      return InvalidArgument("dtype: '" + c.String("dtype") + "' is not f32, f16 or bf16");
+  }
+  o.dtype = dtype.value_or(DType::kBF16);
   o.num_layers = static_cast<uint32_t>(c.Int("num-layers"));
   o.num_kv_heads = static_cast<uint32_t>(c.Int("num-kv-heads"));
   o.head_dim = static_cast<uint32_t>(c.Int("head-dim"));
-  const std::string style = c.String("rope-style");
-  if (style != "neox" && style != "gptj")
-    return InvalidArgument("rope-style: '" + style + "' is not neox or gptj");
   const std::string mode = c.String("attention-mode");
   if (mode != "isolated" && mode != "sys-prefixed") {
     return InvalidArgument("attention-mode: '" + mode + "' is not isolated or sys-prefixed");
   }
   o.mode = mode == "isolated" ? AttentionMode::kIsolated : AttentionMode::kSysPrefixed;
-  if (!c.String("rope-config").empty()) {
-    std::ifstream f(c.String("rope-config"));
-    if (!f) return InvalidArgument("rope-config: cannot read " + c.String("rope-config"));
+  if (const std::string path = c.String("model-config"); !path.empty()) {
+    std::ifstream f(path);
+    if (!f) return InvalidArgument("model-config: cannot read " + path);
     std::stringstream text;
     text << f.rdbuf();
-    auto rope = device::RopeSpec::FromConfigJson(
-        text.str(), style == "neox" ? RopeStyle::kNeox : RopeStyle::kGptj);
-    if (!rope.ok()) return InvalidArgument("rope-config: " + rope.status().message());
-    o.rope = *rope;
-    if (o.head_dim == 0) o.head_dim = o.rope.head_dim;
+    device::ModelConfigOptions read;
+    const int64_t max_len = c.Int("max-model-len");
+    if (max_len < 0 || max_len > UINT32_MAX)
+      return InvalidArgument("max-model-len: " + std::to_string(max_len) + " is out of range");
+    read.max_model_len = static_cast<uint32_t>(max_len);
+    read.dtype = dtype;
+    auto model = device::ReadModelConfig(text.str(), read, path);
+    if (!model.ok()) return InvalidArgument("model-config: " + model.status().message());
+    // Given sizes are checks on the config, never silent overrides of it.
+    const device::KvGeometry& g = model->geometry;
+    for (auto [key, given, derived] : {std::tuple{"num-layers", o.num_layers, g.num_layers},
+                                       {"num-kv-heads", o.num_kv_heads, g.num_kv_heads},
+                                       {"head-dim", o.head_dim, g.head_dim}}) {
+      if (given != 0 && given != derived) {
+        return InvalidArgument(std::string(key) + ": " + std::to_string(given) + " but " + path +
+                               " says " + std::to_string(derived));
+      }
+    }
+    o.num_layers = g.num_layers;
+    o.num_kv_heads = g.num_kv_heads;
+    o.head_dim = g.head_dim;
+    o.kv_format = g.format;
+    o.dtype = model->dtype;
+    o.rope = model->rope;
   }
   o.node_timeout = c.Duration("node-timeout");
   o.controller_timeout = c.Duration("controller-timeout");

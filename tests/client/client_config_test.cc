@@ -3,31 +3,82 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <sstream>
 
 #include "test_support.h"
 
 namespace pikv::client {
 namespace {
 
-TEST(ClientConfigTest, FileRopeConfigAndEnvironment) {
+const std::string kConfigs = std::string(PIKV_SOURCE_DIR) + "/tests/device/model_configs/";
+
+TEST(ClientConfigTest, FileModelConfigAndEnvironment) {
   testing::TempDir dir;
-  std::ofstream(dir.str() + "/config.json")
-      << R"({"hidden_size":4096,"num_attention_heads":32,"rope_theta":500000,
-    "rope_scaling":{"rope_type":"llama3","factor":8.0,"low_freq_factor":1.0,"high_freq_factor":4.0,
-    "original_max_position_embeddings":8192}})";
   std::ofstream(dir.str() + "/client.yaml")
-      << "model-id: llama\nnum-layers: 32\nnum-kv-heads: 8\nrope-config: " + dir.str() +
-             "/config.json\nfetch-timeout: 3s\n";
+      << "model-id: llama\nmodel-config: " + kConfigs + "llama-3.1-8b.json\nfetch-timeout: 3s\n";
   setenv("PIKV_FETCH_TIMEOUT", "750ms", 1);
   auto o = LoadClientOptions(dir.str() + "/client.yaml");
   unsetenv("PIKV_FETCH_TIMEOUT");
   ASSERT_TRUE(o.ok()) << o.status().ToString();
   EXPECT_EQ(o->model_id, "llama");
-  EXPECT_EQ(o->num_layers, 32u);
-  EXPECT_EQ(o->head_dim, 128u);  // from the model config
+  EXPECT_EQ(o->num_layers, 32u);  // geometry, dtype and RoPE from the model config
+  EXPECT_EQ(o->num_kv_heads, 8u);
+  EXPECT_EQ(o->head_dim, 128u);
+  EXPECT_EQ(o->kv_format, KvFormat::kStandard);
+  EXPECT_EQ(o->dtype, DType::kBF16);
   EXPECT_EQ(o->rope.scaling, device::RopeScaling::kLlama3);
   EXPECT_EQ(o->fetch_timeout.count(), 750);  // the environment wins over the file
-  EXPECT_EQ(o->dtype, DType::kBF16);
+
+  std::ofstream(dir.str() + "/mla.yaml")
+      << "model-id: dsv3\ndtype: f16\nmodel-config: " + kConfigs + "deepseek-v3.json\n";
+  auto mla = LoadClientOptions(dir.str() + "/mla.yaml");
+  ASSERT_TRUE(mla.ok()) << mla.status().ToString();
+  EXPECT_EQ(mla->kv_format, KvFormat::kMla);
+  EXPECT_EQ(mla->head_dim, 576u);
+  EXPECT_EQ(mla->rope.rope_offset, 512u);
+  EXPECT_EQ(mla->dtype, DType::kF16);  // the setting beats the config's bfloat16
+}
+
+TEST(ClientConfigTest, SizesThatDisagreeWithTheModelConfigAreRefused) {
+  testing::TempDir dir;
+  std::ofstream(dir.str() + "/a.yaml")
+      << "num-kv-heads: 32\nmodel-config: " + kConfigs + "llama-3.1-8b.json\n";
+  auto o = LoadClientOptions(dir.str() + "/a.yaml");
+  EXPECT_NE(o.status().message().find("num-kv-heads: 32 but"), std::string::npos)
+      << o.status().ToString();
+  std::ofstream(dir.str() + "/b.yaml") << "model-config: " + kConfigs + "gpt-j-6b.json\n";
+  o = LoadClientOptions(dir.str() + "/b.yaml");  // GPT-J names no dtype: pikv does not guess
+  EXPECT_NE(o.status().message().find("dtype"), std::string::npos) << o.status().ToString();
+}
+
+// Two deployments whose configs differ in one scaling field never share keys;
+// the same config read twice does.
+TEST(ClientConfigTest, TheKeyNamespaceFollowsTheEncoding) {
+  testing::TempDir dir;
+  auto key = [&](const std::string& config_path, const std::string& extra) {
+    std::ofstream(dir.str() + "/c.yaml") << "model-id: m\nlocal-node: \"\"\ncontroller: \"\"\n"
+                                         << "model-config: " << config_path << "\n"
+                                         << extra;
+    auto o = LoadClientOptions(dir.str() + "/c.yaml");
+    EXPECT_TRUE(o.ok()) << o.status().ToString();
+    const int32_t tokens[] = {5, 6, 7};
+    return Client(*o).KeyOf(tokens);
+  };
+  const std::string qwen = kConfigs + "qwen2.5-7b-instruct-yarn.json";
+  std::ifstream in(qwen);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string changed = text.str();
+  const std::string from = "\"factor\": 4.0", to = "\"factor\": 4.5";
+  ASSERT_NE(changed.find(from), std::string::npos);
+  changed.replace(changed.find(from), from.size(), to);
+  std::ofstream(dir.str() + "/changed.json") << changed;
+  EXPECT_EQ(key(qwen, ""), key(qwen, ""));
+  EXPECT_NE(key(qwen, ""), key(dir.str() + "/changed.json", ""));
+  // LongRoPE: the engine's max_model_len picks the factors, so it splits keys.
+  const std::string phi3 = kConfigs + "phi-3-mini-128k-instruct.json";
+  EXPECT_NE(key(phi3, "max-model-len: 4096\n"), key(phi3, "max-model-len: 131072\n"));
+  EXPECT_EQ(key(phi3, "max-model-len: 131072\n"), key(phi3, ""));
 }
 
 TEST(ClientConfigTest, BadValuesNameTheKey) {
@@ -48,7 +99,7 @@ TEST(ClientConfigTest, BadValuesNameTheKey) {
 TEST(ClientConfigTest, TheExampleLoadsUpToItsModelConfig) {
   auto o = LoadClientOptions(std::string(PIKV_SOURCE_DIR) + "/deploy/client.example.yaml");
   // The example points at a model config that is not on this machine.
-  EXPECT_NE(o.status().message().find("rope-config: cannot read /models/"), std::string::npos)
+  EXPECT_NE(o.status().message().find("model-config: cannot read /models/"), std::string::npos)
       << o.status().ToString();
 }
 

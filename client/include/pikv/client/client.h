@@ -45,6 +45,7 @@ struct ClientOptions {
   // The namespace: everything the KV depends on besides the tokens.
   std::string model_id;
   DType dtype = DType::kBF16;
+  KvFormat kv_format = KvFormat::kStandard;  // MLA: one latent row per token
   uint32_t num_layers = 0, num_kv_heads = 0, head_dim = 0;
   device::RopeSpec rope;
   AttentionMode mode = AttentionMode::kIsolated;

@@ -2,10 +2,12 @@
 // engine owns its command line), with the same rules as the daemons: the
 // environment beats the file, the file beats the defaults; unknown keys and
 // bad values fail with the key's name. Keys:
-//   local-node, controller, host, model-id, dtype (f32 | f16 | bf16),
-//   num-layers, num-kv-heads, head-dim, rope-config (a model config.json
-//   whose rope fields define the RoPE spec), rope-style (neox | gptj),
-//   attention-mode (isolated | sys-prefixed), node-timeout,
+//   local-node, controller, host, model-id, model-config (the model's
+//   config.json: geometry, KV dtype and RoPE, read as the engines read it,
+//   device::ReadModelConfig), max-model-len (the engine's; picks LongRoPE's
+//   factors), dtype (f32 | f16 | bf16; overrides the config's), num-layers,
+//   num-kv-heads, head-dim (without a model config; with one they must agree
+//   with it), attention-mode (isolated | sys-prefixed), node-timeout,
 //   controller-timeout, fetch-timeout.
 #pragma once
 
