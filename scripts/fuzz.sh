@@ -19,6 +19,8 @@ for fuzzer in "$dir"/bin/fuzz_*; do
   [ "$name" = make_seeds ] && continue
   mkdir -p "$work/$name"
   cp -r "fuzz/corpus/$name/." "$work/$name/" 2>/dev/null || true
+  # The published model configs are seeds too (kept once, as test data).
+  [ "$name" = model_config ] && cp tests/device/model_configs/*.json "$work/$name/"
   log="$work/$name.log"
   if ! "$fuzzer" "$work/$name" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=4096 \
        -print_final_stats=1 -artifact_prefix="$work/$name-" >"$log" 2>&1; then
