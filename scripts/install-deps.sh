@@ -9,7 +9,9 @@ packages=(
   libxxhash-dev libspdlog-dev libfmt-dev libyaml-cpp-dev libcli11-dev
   libcpp-httplib-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  redis-server iproute2 procps docker-compose python3
+  redis-server iproute2 procps docker-compose
+  python3 python3-dev python3-venv python3-pip python3-setuptools pybind11-dev
+  python3-pytest python3-numpy python3-torch
   clang libclang-rt-14-dev
 )
 

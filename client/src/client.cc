@@ -247,20 +247,13 @@ Result<SharedBuffer> Client::BuildObject(const ChunkKey& key, std::span<const in
   return SharedBuffer::FromVector(std::move(*object));
 }
 
-Status Client::Store(const ChunkKey& key, std::span<const int32_t> tokens, int64_t virtual_start,
-                     std::span<const uint8_t> payload, SharedBuffer* object_out) {
-  auto object = BuildObject(key, tokens, virtual_start, payload);
-  if (!object.ok()) {
-    stats_.store_failures++;
-    return object.status();
-  }
-  if (object_out) *object_out = *object;
+Status Client::Put(const ChunkKey& key, const SharedBuffer& object) {
   if (!conn_->local) {
     stats_.store_failures++;
     return Unavailable("no local node to store into");
   }
   conn_->local->set_timeout(options_.node_timeout);
-  auto put = conn_->local->Put({&key, 1}, {&*object, 1});
+  auto put = conn_->local->Put({&key, 1}, {&object, 1});
   Status s = put.ok() ? (*put)[0] : put.status();
   if (s.ok()) {
     stats_.stores++;
@@ -270,21 +263,90 @@ Status Client::Store(const ChunkKey& key, std::span<const int32_t> tokens, int64
   return s;
 }
 
+namespace {
+
+std::future<Status> Ready(Status s) {
+  std::promise<Status> p;
+  p.set_value(std::move(s));
+  return p.get_future();
+}
+
+// A put on a connection of its own, so that it is safe beside the client's calls.
+std::future<Status> PutInBackground(std::string endpoint, std::chrono::milliseconds timeout,
+                                    ChunkKey key, SharedBuffer object) {
+  return std::async(
+      std::launch::async,
+      [endpoint = std::move(endpoint), timeout, key, object = std::move(object)]() -> Status {
+        rpc::NodeClient node(endpoint, timeout);
+        auto put = node.Put({&key, 1}, {&object, 1});
+        return put.ok() ? (*put)[0] : put.status();
+      });
+}
+
+}  // namespace
+
+Status Client::Store(const ChunkKey& key, std::span<const int32_t> tokens, int64_t virtual_start,
+                     std::span<const uint8_t> payload, SharedBuffer* object_out) {
+  auto object = BuildObject(key, tokens, virtual_start, payload);
+  if (!object.ok()) {
+    stats_.store_failures++;
+    return object.status();
+  }
+  if (object_out) *object_out = *object;
+  return Put(key, *object);
+}
+
 std::future<Status> Client::StoreAsync(const ChunkKey& key, std::vector<int32_t> tokens,
                                        int64_t virtual_start, SharedBuffer payload) {
   auto object = BuildObject(key, tokens, virtual_start, payload.span());
-  if (!object.ok() || options_.local_node.empty()) {
-    std::promise<Status> failed;
-    failed.set_value(object.ok() ? Unavailable("no local node to store into") : object.status());
-    return failed.get_future();
+  if (!object.ok()) return Ready(object.status());
+  if (options_.local_node.empty()) return Ready(Unavailable("no local node to store into"));
+  return PutInBackground(options_.local_node, options_.node_timeout, key, std::move(*object));
+}
+
+Status Client::CheckLayout(const device::PagedLayout& cache) const {
+  if (cache.dtype != options_.dtype || cache.kv_format != options_.kv_format ||
+      cache.num_kv_heads != options_.num_kv_heads || cache.head_dim != options_.head_dim ||
+      cache.layers.size() != options_.num_layers) {
+    return InvalidArgument(
+        "the cache (" + std::to_string(cache.layers.size()) + " layers, " +
+        std::to_string(cache.num_kv_heads) + " heads of " + std::to_string(cache.head_dim) + ", " +
+        std::string(DTypeName(cache.dtype)) + ") is not this client's namespace (" +
+        std::to_string(options_.num_layers) + " layers, " + std::to_string(options_.num_kv_heads) +
+        " heads of " + std::to_string(options_.head_dim) + ", " +
+        std::string(DTypeName(options_.dtype)) + ")");
   }
-  return std::async(std::launch::async,
-                    [endpoint = options_.local_node, timeout = options_.node_timeout, key,
-                     object = std::move(*object)]() -> Status {
-                      rpc::NodeClient node(endpoint, timeout);
-                      auto put = node.Put({&key, 1}, {&object, 1});
-                      return put.ok() ? (*put)[0] : put.status();
-                    });
+  return cache.Validate();
+}
+
+std::future<Status> Client::StoreFromCache(std::span<const int32_t> tokens,
+                                           const device::PagedLayout& cache,
+                                           std::span<const int64_t> slots, int64_t virtual_start,
+                                           bool async) {
+  auto fail = [&](Status s) {
+    stats_.store_failures++;
+    return Ready(std::move(s));
+  };
+  if (Status s = CheckLayout(cache); !s.ok()) return fail(s);
+  if (slots.size() != tokens.size())
+    return fail(InvalidArgument("one slot per token: " + std::to_string(tokens.size()) +
+                                " tokens, " + std::to_string(slots.size()) + " slots"));
+  device::GatherSpec spec;
+  spec.key = KeyOf(tokens);
+  spec.model_id = options_.model_id;
+  spec.tokens.assign(tokens.begin(), tokens.end());
+  spec.k_form = KForm::kRotated;
+  spec.virtual_start = virtual_start;
+  auto size = device::GatherSize(cache, slots, options_.rope, spec);
+  if (!size.ok()) return fail(size.status());
+  std::vector<uint8_t> bytes(*size);
+  if (Status s = device::GatherInto(cache, slots, options_.rope, spec, bytes); !s.ok())
+    return fail(s);
+  SharedBuffer object = SharedBuffer::FromVector(std::move(bytes));
+  if (!async) return Ready(Put(spec.key, object));
+  if (options_.local_node.empty()) return fail(Unavailable("no local node to store into"));
+  stats_.stores++;  // counted when handed off; the future says whether it landed
+  return PutInBackground(options_.local_node, options_.node_timeout, spec.key, std::move(object));
 }
 
 }  // namespace pikv::client

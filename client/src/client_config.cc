@@ -9,7 +9,8 @@
 
 namespace pikv::client {
 
-Result<ClientOptions> LoadClientOptions(const std::string& path, Config* config_out) {
+Result<ClientOptions> LoadClientOptions(const std::string& path, Config* config_out,
+                                        const std::map<std::string, std::string>& overrides) {
   using K = Config::Kind;
   Config c;
   c.Declare("local-node", K::kString, "tcp://127.0.0.1:7400", "This host's node");
@@ -34,6 +35,9 @@ Result<ClientOptions> LoadClientOptions(const std::string& path, Config* config_
     if (Status s = c.LoadYamlFile(path); !s.ok()) return s;
   }
   if (Status s = c.LoadEnv(); !s.ok()) return s;
+  for (const auto& [key, value] : overrides) {
+    if (Status s = c.Set(key, value, Config::Source::kFlag); !s.ok()) return s;
+  }
 
   ClientOptions o;
   o.local_node = c.String("local-node");

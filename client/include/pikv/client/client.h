@@ -112,11 +112,25 @@ class Client {
   std::future<Status> StoreAsync(const ChunkKey& key, std::vector<int32_t> tokens,
                                  int64_t virtual_start, SharedBuffer payload);
 
+  // Stores a chunk the engine computed on its own (its tokens at positions
+  // virtual_start.., K rotated as the engine rotates it) straight out of the
+  // engine's paged cache: gathered by `slots` into a chunk object (the one
+  // copy), then put on the local node. The gather is done when this returns,
+  // so the engine may reuse the blocks; with `async` the put runs on a task of
+  // its own (its own connection) and the future says how it went. The layout
+  // must match this client's namespace (dtype, format, heads, head dim, layers).
+  std::future<Status> StoreFromCache(std::span<const int32_t> tokens,
+                                     const device::PagedLayout& cache,
+                                     std::span<const int64_t> slots, int64_t virtual_start,
+                                     bool async = false);
+
   ClientStats Stats() const { return stats_; }
 
  private:
   struct Connections;
   KeyNamespace Namespace(const ChunkKey* sys_key) const;
+  Status CheckLayout(const device::PagedLayout& cache) const;
+  Status Put(const ChunkKey& key, const SharedBuffer& object);
   Result<SharedBuffer> BuildObject(const ChunkKey& key, std::span<const int32_t> tokens,
                                    int64_t virtual_start, std::span<const uint8_t> payload) const;
 

@@ -11,6 +11,7 @@
 //   controller-timeout, fetch-timeout.
 #pragma once
 
+#include <map>
 #include <string>
 
 #include "pikv/client/client.h"
@@ -18,8 +19,11 @@
 
 namespace pikv::client {
 
-// `path` may be empty (environment and defaults only). `config_out`, when
+// `path` may be empty (environment and defaults only). `overrides` (key ->
+// value, as flags would give them) beat the environment: an engine's own
+// settings, e.g. from vLLM's kv_connector_extra_config. `config_out`, when
 // given, receives the effective settings (for printing).
-Result<ClientOptions> LoadClientOptions(const std::string& path, Config* config_out = nullptr);
+Result<ClientOptions> LoadClientOptions(const std::string& path, Config* config_out = nullptr,
+                                        const std::map<std::string, std::string>& overrides = {});
 
 }  // namespace pikv::client

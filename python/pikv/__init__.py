@@ -1,0 +1,17 @@
+"""pikv from Python: the C++ client (plan, fetch, remap, store), the model
+config reader, the controller's admin queries, an engine-neutral connector
+core and the vLLM connector over it (pikv.vllm, imported on its own)."""
+
+from pikv._pikv import (  # noqa: F401
+    ChunkObject,
+    ChunkPlan,
+    Client,
+    KvLayout,
+    Options,
+    PendingStore,
+    Plan,
+    __version__,
+    model_info,
+)
+from pikv.admin import Admin  # noqa: F401
+from pikv.tensors import TensorInfo, describe, kv_layout  # noqa: F401

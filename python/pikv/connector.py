@@ -1,0 +1,205 @@
+"""The engine-neutral connector core: what any engine with a paged KV cache
+needs to reuse pikv chunks, without knowing pikv's client.
+
+A request's prompt is segments: [system, chunk, ..., question]. The core
+answers how many prompt tokens it can provide (the longest prefix of cached
+segments before the question), loads them into the request's blocks at
+their actual positions (remap: K re-rotated, V copied), stores segments the
+engine computed standalone (from position 0), and forgets a request when it
+ends. In chunk-isolated mode, KV loaded this way plus the question computed
+with ordinary causal attention is exactly pikv's answer.
+
+Nothing here raises into the engine: a failure (node or controller down, a
+chunk evicted between plan and load, a corrupt object, a bad layout) becomes
+fewer tokens matched or loaded, a counter in `stats`, and a log line; the
+engine recomputes what was not provided.
+"""
+
+import logging
+import threading
+from dataclasses import dataclass, field
+
+from pikv import _pikv
+from pikv.tensors import kv_layout
+
+log = logging.getLogger("pikv.connector")
+
+
+def split_segments(tokens, separator=None, lengths=None):
+    """[system, chunks..., question] covering `tokens` exactly.
+
+    `lengths`: explicit segment lengths (their sum is len(tokens)). Else
+    `separator` (a token sequence): each separator starts the segment after
+    it, so the segments still concatenate to the prompt the engine sees and a
+    chunk is stored with its separator. None when the prompt is not chunked.
+    """
+    tokens = list(tokens)
+    if lengths is not None:
+        if sum(lengths) != len(tokens) or any(n <= 0 for n in lengths) or len(lengths) < 2:
+            return None
+        out, at = [], 0
+        for n in lengths:
+            out.append(tokens[at:at + n])
+            at += n
+        return out
+    if not separator:
+        return None
+    sep, cuts, i = list(separator), [], 0
+    while i + len(sep) <= len(tokens):
+        if tokens[i:i + len(sep)] == sep:
+            cuts.append(i)
+            i += len(sep)
+        else:
+            i += 1
+    if not cuts or cuts[0] == 0:
+        return None
+    bounds = [0] + cuts + [len(tokens)]
+    out = [tokens[a:b] for a, b in zip(bounds, bounds[1:])]
+    return out if all(len(s) > len(sep) or k == 0 for k, s in enumerate(out)) else None
+
+
+def slots_of(block_ids, block_size, start, count):
+    """Slots of positions start..start+count-1 in a request's blocks."""
+    return [block_ids[p // block_size] * block_size + p % block_size
+            for p in range(start, start + count)]
+
+
+@dataclass
+class LoadResult:
+    loaded_tokens: int = 0  # a prefix of the prompt, now in the blocks
+    failed_block_ids: set = field(default_factory=set)  # blocks the engine must recompute
+
+
+@dataclass
+class CoreStats:
+    lookups: int = 0
+    matched_tokens: int = 0
+    loads: int = 0
+    loaded_tokens: int = 0
+    load_failures: int = 0
+    saves: int = 0
+    save_failures: int = 0
+    errors: int = 0  # unexpected exceptions turned into a degraded answer
+
+
+class ConnectorCore:
+    """One per engine process side (scheduler or worker); thread-safe.
+
+    `settings`: the client settings (keys of deploy/client.example.yaml, e.g.
+    model-id, model-config, local-node, controller); `settings_file` a YAML
+    file of them. `block_size`: the engine's tokens per block.
+    """
+
+    def __init__(self, settings=None, settings_file="", block_size=16, separator=None,
+                 threads=1):
+        self.options = _pikv.Options.load(settings_file, {k: str(v) for k, v in
+                                                          (settings or {}).items()})
+        self.client = _pikv.Client(self.options)
+        self.block_size = block_size
+        self.separator = list(separator) if separator else None
+        self.threads = threads
+        self.stats = CoreStats()
+        self.pending = []  # PendingStore of saves handed off without waiting
+        self._layout = None
+        self._layer_names = []
+        self._lock = threading.Lock()  # the C++ client is one connection set, one caller
+
+    # --- scheduler side -------------------------------------------------------
+
+    def segments(self, tokens, lengths=None):
+        return split_segments(tokens, self.separator, lengths)
+
+    def num_matched_tokens(self, tokens, lengths=None) -> int:
+        """Prompt tokens pikv can provide: the longest prefix of cached segments
+        before the question (0 when the prompt is not chunked or on any
+        failure). Asks the local node and the controller; changes nothing."""
+        segments = self.segments(tokens, lengths)
+        if segments is None:
+            return 0
+        try:
+            with self._lock:
+                plan = self.client.plan(segments)
+        except Exception as e:  # never into the engine loop
+            self.stats.errors += 1
+            log.warning("pikv plan failed: %s", e)
+            return 0
+        matched = 0
+        for chunk in plan.chunks:
+            if chunk.source == "miss":
+                break
+            matched = chunk.actual_start + len(segments[chunk.segment])
+        self.stats.lookups += 1
+        self.stats.matched_tokens += matched
+        return matched
+
+    # --- worker side ----------------------------------------------------------
+
+    def register_kv_caches(self, layers, layout=None, axes=None):
+        """The engine's per-layer paged KV tensors (a dict name -> tensor, in
+        layer order, or a list). Raises on a layout pikv cannot address: this
+        is set-up, not the request path."""
+        if isinstance(layers, dict):
+            self._layer_names = list(layers)
+            layers = list(layers.values())
+        built = kv_layout(layers, layout=layout, axes=axes)
+        if built.block_size != self.block_size:
+            raise ValueError(f"the cache's blocks hold {built.block_size} tokens, "
+                             f"the engine said {self.block_size}")
+        self._layout = built
+
+    def load(self, tokens, block_ids, num_tokens, lengths=None) -> LoadResult:
+        """Remaps the cached segments covering the first `num_tokens` prompt
+        tokens into the request's blocks. What could not be loaded is
+        reported as failed blocks, from the first segment that failed on."""
+        result = LoadResult()
+        segments = self.segments(tokens, lengths)
+        if num_tokens <= 0 or segments is None:
+            return result
+        try:
+            with self._lock:
+                plan = self.client.plan(segments)
+                objects = self.client.fetch(plan)  # in plan order, None for a miss
+                for chunk, obj in zip(plan.chunks, objects):
+                    n = len(segments[chunk.segment])
+                    if obj is None or chunk.actual_start >= num_tokens:
+                        break
+                    slots = slots_of(block_ids, self.block_size, chunk.actual_start, n)
+                    self.client.remap(obj, chunk, slots, self._layout, self.threads)
+                    result.loaded_tokens = chunk.actual_start + n
+        except Exception as e:
+            self.stats.errors += 1
+            log.warning("pikv load stopped at token %d: %s", result.loaded_tokens, e)
+        self.stats.loads += 1
+        self.stats.loaded_tokens += result.loaded_tokens
+        if result.loaded_tokens < num_tokens:
+            self.stats.load_failures += 1
+            first = result.loaded_tokens // self.block_size
+            last = (num_tokens - 1) // self.block_size
+            result.failed_block_ids = set(block_ids[first:last + 1])
+        return result
+
+    def save(self, tokens, block_ids, virtual_start=0, wait=True):
+        """Stores a segment the engine computed standalone (its tokens at
+        positions virtual_start..) from the request's blocks. True when stored
+        (wait) or handed off (not wait: a PendingStore is kept in `pending`)."""
+        try:
+            slots = slots_of(block_ids, self.block_size, virtual_start, len(tokens))
+            with self._lock:
+                pending = self.client.store(list(tokens), self._layout, slots, virtual_start, wait)
+            if pending is not None:
+                self.pending.append(pending)
+            self.stats.saves += 1
+            return True
+        except Exception as e:
+            self.stats.save_failures += 1
+            log.warning("pikv save failed: %s", e)
+            return False
+
+    def wait_for_saves(self) -> int:
+        """Waits for saves handed off with wait=False; how many failed."""
+        failed = 0
+        while self.pending:
+            if not self.pending.pop().result():
+                failed += 1
+                self.stats.save_failures += 1
+        return failed

@@ -1,0 +1,130 @@
+"""Tensors as pikv sees them: an address, a dtype, a shape, strides and the
+bytes the view spans. Torch tensors, objects with __array_interface__ (numpy)
+and writable buffers are described without copying; pikv.KvLayout checks
+every layout against that span before anything is written."""
+
+import ctypes
+from dataclasses import dataclass
+
+_TORCH_DTYPES = {"torch.float32": "f32", "torch.float16": "f16", "torch.bfloat16": "bf16"}
+_TYPESTRS = {"f4": "f32", "f2": "f16"}  # bf16 has no typestr: pass dtype="bf16"
+_SIZES = {"f32": 4, "f16": 2, "bf16": 2}
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    ptr: int
+    dtype: str  # f32, f16 or bf16
+    shape: tuple
+    strides: tuple  # in elements
+    nbytes: int  # bytes from ptr that the view addresses
+
+    @property
+    def itemsize(self) -> int:
+        return _SIZES[self.dtype]
+
+
+def _span(shape, strides, itemsize):
+    if any(n == 0 for n in shape):
+        return 0
+    if any(s < 0 for s in strides):
+        raise ValueError("negative strides are not supported")
+    return (sum((n - 1) * s for n, s in zip(shape, strides)) + 1) * itemsize
+
+
+def describe(obj, dtype: str = None) -> TensorInfo:
+    """A CPU tensor's address, dtype, shape and strides. `dtype` is needed only
+    where the object cannot say it (bf16 in numpy or a raw buffer)."""
+    if hasattr(obj, "data_ptr") and hasattr(obj, "stride"):  # torch
+        if obj.device.type != "cpu":
+            raise ValueError(f"a {obj.device.type} tensor: this build remaps CPU memory only")
+        name = _TORCH_DTYPES.get(str(obj.dtype))
+        if name is None:
+            raise ValueError(f"dtype {obj.dtype} is not float32, float16 or bfloat16")
+        shape, strides = tuple(obj.shape), tuple(obj.stride())
+        return TensorInfo(obj.data_ptr(), name, shape, strides, _span(shape, strides, _SIZES[name]))
+    if hasattr(obj, "__array_interface__"):  # numpy and friends
+        ai = obj.__array_interface__
+        if ai["data"][1]:
+            raise ValueError("the array is read-only")
+        name = dtype or _TYPESTRS.get(ai["typestr"][1:])
+        if name not in _SIZES:
+            raise ValueError(f"typestr {ai['typestr']} needs dtype= f32, f16 or bf16")
+        size = _SIZES[name]
+        if int(ai["typestr"][2:]) != size:
+            raise ValueError(f"typestr {ai['typestr']} does not hold {name}")
+        shape = tuple(ai["shape"])
+        if ai.get("strides") is None:
+            strides, step = [], 1
+            for n in reversed(shape):
+                strides.insert(0, step)
+                step *= n
+            strides = tuple(strides)
+        else:
+            if any(s % size for s in ai["strides"]):
+                raise ValueError("strides are not whole elements")
+            strides = tuple(s // size for s in ai["strides"])
+        return TensorInfo(ai["data"][0], name, shape, strides, _span(shape, strides, size))
+    view = memoryview(obj)  # the buffer protocol
+    if view.readonly:
+        raise ValueError("the buffer is read-only")
+    name = dtype or {"f": "f32", "e": "f16"}.get(view.format)
+    if name not in _SIZES or _SIZES[name] != view.itemsize:
+        raise ValueError(f"buffer format {view.format!r} needs dtype= f32, f16 or bf16")
+    ptr = ctypes.addressof(ctypes.c_char.from_buffer(view))
+    strides = tuple(s // view.itemsize for s in view.strides)
+    return TensorInfo(ptr, name, tuple(view.shape), strides, _span(view.shape, strides, view.itemsize))
+
+
+# Logical axes of one layer's tensor: p(lane: K or V), b(lock), o(ffset in the
+# block), h(ead), d(im). Physical order is read from the strides, so HND and
+# other permuted views need no name of their own.
+LAYOUTS = {
+    "flash": "pbohd",  # vLLM FlashAttention: (2, num_blocks, block_size, H, D)
+    "block_major": "bpohd",  # newer vLLM: (num_blocks, 2, block_size, H, D)
+    "mla": "bod",  # MLA: (num_blocks, block_size, latent + rope)
+}
+
+
+def _detect(shape):
+    if len(shape) == 3:
+        return "mla"
+    if len(shape) == 5 and shape[0] == 2 and shape[1] != 2:
+        return "flash"
+    if len(shape) == 5 and shape[1] == 2 and shape[0] != 2:
+        return "block_major"
+    raise ValueError(f"cannot tell the KV layout of shape {shape}: pass layout= "
+                     f"({', '.join(LAYOUTS)}) or axes= (a string of p, b, o, h, d)")
+
+
+def kv_layout(layers, layout: str = None, axes: str = None, dtype: str = None):
+    """pikv.KvLayout over an engine's per-layer paged KV tensors (all of one
+    shape, strides and dtype). `layout` names a known order; `axes` spells
+    any other (e.g. "bohpd" for (num_blocks, block_size, H, 2, D))."""
+    infos = [describe(t, dtype) for t in layers]
+    if not infos:
+        raise ValueError("no layers")
+    first = infos[0]
+    for i, info in enumerate(infos[1:], 1):
+        if (info.shape, info.strides, info.dtype) != (first.shape, first.strides, first.dtype):
+            raise ValueError(f"layer {i} differs from layer 0 in shape, strides or dtype")
+    axes = axes or LAYOUTS[layout or _detect(first.shape)]
+    if sorted(axes) not in (sorted("pbohd"), sorted("bod")) or len(axes) != len(first.shape):
+        raise ValueError(f"axes {axes!r} do not name the {len(first.shape)} axes of {first.shape}")
+    dims = dict(zip(axes, first.shape))
+    strides = dict(zip(axes, first.strides))
+    if strides["d"] != 1:
+        raise ValueError("a head vector must be contiguous (stride 1 along d)")
+    mla = "p" not in axes
+    if not mla and dims["p"] != 2:
+        raise ValueError(f"the plane axis holds {dims['p']}, not K and V")
+    return _kv_layout(first.dtype, "mla" if mla else "standard", 1 if mla else dims["h"], dims["d"],
+                      dims["o"], dims["b"],
+                      (0 if mla else strides["p"], strides["b"], strides["o"],
+                       0 if mla else strides["h"]),
+                      [i.ptr for i in infos], [i.nbytes for i in infos])
+
+
+def _kv_layout(*args):
+    from pikv._pikv import KvLayout
+    return KvLayout(*args)

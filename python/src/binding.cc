@@ -1,0 +1,284 @@
+// pikv._pikv: the C++ client, model-config reader and admin client for
+// Python. Tensors never cross this boundary as objects: pikv/tensors.py
+// describes them (address, dtype, shape, strides, extent) and KvLayout checks
+// that description against the extent before anything is written. The GIL is
+// released around every network wait, remap and gather.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <stdexcept>
+
+#include "pikv/client/client.h"
+#include "pikv/client/client_config.h"
+#include "pikv/client/prompt.h"
+#include "pikv/common/version.h"
+#include "pikv/device/model_config.h"
+#include "pikv/rpc/admin_client.h"
+
+namespace py = pybind11;
+using namespace pybind11::literals;
+
+namespace pikv::python {
+namespace {
+
+// A failed Status becomes a Python exception with its message; callers on
+// the engine's hot path (the connector core) catch it and degrade.
+[[noreturn]] void Raise(const Status& s) {
+  if (s.code() == ErrorCode::kInvalidArgument) throw py::value_error(s.message());
+  throw std::runtime_error(s.ToString());
+}
+template <typename T>
+T Take(Result<T> r) {
+  if (!r.ok()) Raise(r.status());
+  return std::move(*r);
+}
+
+DType DTypeOf(const std::string& name) {
+  auto d = ParseDType(name);
+  if (!d) throw py::value_error("dtype '" + name + "' is not f32, f16 or bf16");
+  return *d;
+}
+
+py::dict ModelInfo(const std::string& path, uint32_t max_model_len, const std::string& dtype) {
+  std::ifstream file(path);
+  if (!file) throw py::value_error("cannot read " + path);
+  std::stringstream text;
+  text << file.rdbuf();
+  device::ModelConfigOptions options;
+  options.max_model_len = max_model_len;
+  if (!dtype.empty()) options.dtype = DTypeOf(dtype);
+  auto spec = Take(device::ReadModelConfig(text.str(), options, path));
+  const device::RopeSpec& r = spec.rope;
+  return py::dict("model_type"_a = spec.model_type,
+                  "kv_format"_a = std::string(KvFormatName(spec.geometry.format)),
+                  "layers"_a = spec.geometry.num_layers, "kv_heads"_a = spec.geometry.num_kv_heads,
+                  "head_dim"_a = spec.geometry.head_dim, "latent_dim"_a = spec.geometry.latent_dim,
+                  "dtype"_a = std::string(DTypeName(spec.dtype)),
+                  "kv_bytes_per_token"_a = spec.KvBytesPerToken(),
+                  "rope_style"_a = r.style == RopeStyle::kNeox ? "neox" : "gptj",
+                  "rotary_dim"_a = r.rotary_dim, "rope_offset"_a = r.rope_offset,
+                  "rope_theta"_a = r.theta, "rope_scaling"_a = device::ScalingName(r.scaling),
+                  "attention_factor"_a = r.AttentionScale(), "inv_freq"_a = r.InverseFrequencies(),
+                  "rope_signature"_a = r.Signature());
+}
+
+// The engine's paged KV tensors, one per layer, as pikv::device::PagedLayout.
+// `layer_ptrs` and `layer_bytes` give each layer's address and the bytes its
+// tensor may be addressed in; the strides must stay inside them.
+device::PagedLayout MakeLayout(const std::string& dtype, const std::string& kv_format,
+                               uint32_t num_kv_heads, uint32_t head_dim, uint32_t block_size,
+                               uint64_t num_blocks, std::vector<int64_t> strides,
+                               std::vector<uintptr_t> layer_ptrs,
+                               std::vector<uint64_t> layer_bytes) {
+  if (kv_format != "standard" && kv_format != "mla")
+    throw py::value_error("kv_format '" + kv_format + "' is not standard or mla");
+  if (strides.size() != 4) throw py::value_error("strides: (plane, block, offset, head)");
+  if (layer_ptrs.size() != layer_bytes.size() || layer_ptrs.empty())
+    throw py::value_error("one address and one size per layer");
+  device::PagedLayout l;
+  l.dtype = DTypeOf(dtype);
+  l.kv_format = kv_format == "mla" ? KvFormat::kMla : KvFormat::kStandard;
+  l.num_kv_heads = num_kv_heads;
+  l.head_dim = head_dim;
+  l.block_size = block_size;
+  l.num_blocks = num_blocks;
+  l.stride_plane = strides[0];
+  l.stride_block = strides[1];
+  l.stride_offset = strides[2];
+  l.stride_head = strides[3];
+  if (Status s = l.Validate(); !s.ok()) Raise(s);
+  const uint64_t extent = l.ElementsPerLayer() * DTypeSize(l.dtype);
+  for (size_t i = 0; i < layer_ptrs.size(); ++i) {
+    if (layer_ptrs[i] == 0) throw py::value_error("layer " + std::to_string(i) + " is null");
+    if (extent > layer_bytes[i]) {
+      throw py::value_error("layer " + std::to_string(i) + ": the layout spans " +
+                            std::to_string(extent) + " bytes but the tensor holds " +
+                            std::to_string(layer_bytes[i]));
+    }
+    l.layers.push_back(reinterpret_cast<void*>(layer_ptrs[i]));
+  }
+  return l;
+}
+
+py::dict StatsDict(const client::ClientStats& s) {
+  return py::dict("plans"_a = s.plans, "chunks_planned"_a = s.chunks_planned,
+                  "planned_local"_a = s.planned_local, "planned_peer"_a = s.planned_peer,
+                  "planned_remote"_a = s.planned_remote, "planned_miss"_a = s.planned_miss,
+                  "fetched"_a = s.fetched, "fetch_misses"_a = s.fetch_misses,
+                  "corrupt"_a = s.corrupt, "peer_direct"_a = s.peer_direct, "stores"_a = s.stores,
+                  "store_failures"_a = s.store_failures,
+                  "local_node_timeouts"_a = s.local_node_timeouts,
+                  "controller_timeouts"_a = s.controller_timeouts);
+}
+
+// A store running in the background; result() waits (without the GIL).
+struct PendingStore {
+  std::shared_ptr<std::future<Status>> future;
+  bool Wait() {
+    py::gil_scoped_release nogil;
+    return future->get().ok();
+  }
+};
+
+client::ClientOptions LoadOptions(const std::string& path,
+                                  const std::map<std::string, std::string>& overrides) {
+  return Take(client::LoadClientOptions(path, nullptr, overrides));
+}
+
+py::object AdminJson(const std::string& endpoint, int timeout_ms, MsgType type,
+                     const std::vector<std::string>& keys) {
+  std::vector<ChunkKey> parsed;
+  for (const auto& k : keys) {
+    auto key = ChunkKey::FromHex(k);
+    if (!key) throw py::value_error("'" + k + "' is not a chunk key (32 hex digits)");
+    parsed.push_back(*key);
+  }
+  std::string text;
+  {
+    py::gil_scoped_release nogil;
+    rpc::AdminClient admin(endpoint, std::chrono::milliseconds(timeout_ms));
+    text = Take(admin.Json(type, parsed));
+  }
+  return py::module_::import("json").attr("loads")(text);
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_pikv, m) {
+  m.doc() = "pikv's C++ client, model-config reader and admin client";
+  m.attr("__version__") = std::string(Version());
+  m.def("model_info", &ModelInfo, "path"_a, "max_model_len"_a = 0, "dtype"_a = "",
+        "What pikv derives from a Hugging Face config.json (pikv model-info)");
+
+  py::class_<client::ClientOptions>(m, "Options")
+      .def_static("load", &LoadOptions, "path"_a = "",
+                  "overrides"_a = std::map<std::string, std::string>{},
+                  "Settings from a YAML file, PIKV_* variables, then overrides (keys as in "
+                  "deploy/client.example.yaml)")
+      .def_readonly("model_id", &client::ClientOptions::model_id)
+      .def_readonly("local_node", &client::ClientOptions::local_node)
+      .def_readonly("controller", &client::ClientOptions::controller)
+      .def_readonly("num_layers", &client::ClientOptions::num_layers)
+      .def_readonly("num_kv_heads", &client::ClientOptions::num_kv_heads)
+      .def_readonly("head_dim", &client::ClientOptions::head_dim)
+      .def_property_readonly(
+          "dtype", [](const client::ClientOptions& o) { return std::string(DTypeName(o.dtype)); })
+      .def_property_readonly(
+          "kv_format",
+          [](const client::ClientOptions& o) { return std::string(KvFormatName(o.kv_format)); })
+      .def_property_readonly("rope_signature",
+                             [](const client::ClientOptions& o) { return o.rope.Signature(); })
+      .def_property_readonly("fetch_timeout_ms", [](const client::ClientOptions& o) {
+        return static_cast<int64_t>(o.fetch_timeout.count());
+      });
+
+  py::class_<device::PagedLayout>(m, "KvLayout")
+      .def(py::init(&MakeLayout), "dtype"_a, "kv_format"_a, "num_kv_heads"_a, "head_dim"_a,
+           "block_size"_a, "num_blocks"_a, "strides"_a, "layer_ptrs"_a, "layer_bytes"_a)
+      .def_readonly("block_size", &device::PagedLayout::block_size)
+      .def_readonly("num_blocks", &device::PagedLayout::num_blocks)
+      .def_property_readonly("num_layers",
+                             [](const device::PagedLayout& l) { return l.layers.size(); });
+
+  py::class_<client::ChunkPlan>(m, "ChunkPlan")
+      .def_property_readonly("key", [](const client::ChunkPlan& c) { return c.key.Hex(); })
+      .def_readonly("segment", &client::ChunkPlan::segment)
+      .def_property_readonly(
+          "source", [](const client::ChunkPlan& c) { return std::string(SourceName(c.source)); })
+      .def_readonly("peer_id", &client::ChunkPlan::peer_id)
+      .def_readonly("actual_start", &client::ChunkPlan::actual_start);
+
+  py::class_<client::Plan>(m, "Plan")
+      .def_readonly("chunks", &client::Plan::chunks)
+      .def_readonly("local_node_answered", &client::Plan::local_node_answered)
+      .def_readonly("controller_answered", &client::Plan::controller_answered);
+
+  py::class_<SharedBuffer>(m, "ChunkObject")
+      .def("__len__", &SharedBuffer::size)
+      .def_property_readonly("nbytes", &SharedBuffer::size);
+
+  py::class_<PendingStore>(m, "PendingStore")
+      .def("result", &PendingStore::Wait, "Waits for the put; True if it landed");
+
+  py::class_<client::Client>(m, "Client")
+      .def(py::init<client::ClientOptions>(), "options"_a)
+      .def_property_readonly("options", &client::Client::options)
+      .def(
+          "key_of",
+          [](const client::Client& c, const std::vector<int32_t>& tokens) {
+            return c.KeyOf(tokens).Hex();
+          },
+          "tokens"_a)
+      .def(
+          "plan",
+          [](client::Client& c, std::vector<std::vector<int32_t>> segments) {
+            auto prompt = Take(client::FromSegments(std::move(segments)));
+            py::gil_scoped_release nogil;
+            return c.MakePlan(prompt);
+          },
+          "segments"_a, "A source per chunk for [system, chunks..., question]")
+      .def(
+          "fetch",
+          [](client::Client& c, client::Plan& plan) {
+            std::vector<Result<SharedBuffer>> got;
+            {
+              py::gil_scoped_release nogil;
+              got = c.Fetch(plan);
+            }
+            py::list out;
+            for (auto& r : got) out.append(r.ok() ? py::cast(std::move(*r)) : py::none());
+            return out;
+          },
+          "plan"_a, "The plan's chunk objects, verified, in plan order; None for a miss")
+      .def(
+          "remap",
+          [](const client::Client& c, const SharedBuffer& object, const client::ChunkPlan& chunk,
+             const std::vector<int64_t>& slots, const device::PagedLayout& cache, int threads) {
+            Status s;
+            {
+              py::gil_scoped_release nogil;
+              s = c.Remap(object, chunk, slots, cache, threads);
+            }
+            if (!s.ok()) Raise(s);
+          },
+          "object"_a, "chunk"_a, "slots"_a, "cache"_a, "threads"_a = 1)
+      .def(
+          "store",
+          [](client::Client& c, const std::vector<int32_t>& tokens,
+             const device::PagedLayout& cache, const std::vector<int64_t>& slots,
+             int64_t virtual_start, bool wait) -> py::object {
+            std::future<Status> f;
+            {
+              py::gil_scoped_release nogil;
+              f = c.StoreFromCache(tokens, cache, slots, virtual_start, !wait);
+            }
+            if (wait) {
+              Status s = f.get();
+              if (!s.ok()) Raise(s);
+              return py::none();
+            }
+            return py::cast(PendingStore{std::make_shared<std::future<Status>>(std::move(f))});
+          },
+          "tokens"_a, "cache"_a, "slots"_a, "virtual_start"_a = 0, "wait"_a = true,
+          "Gathers a chunk by slots out of the cache and stores it; wait=False returns a "
+          "PendingStore (the gather is done either way)")
+      .def("stats", [](const client::Client& c) { return StatsDict(c.Stats()); });
+
+  py::enum_<MsgType>(m, "AdminQuery")
+      .value("nodes", MsgType::kAdminNodes)
+      .value("stats", MsgType::kAdminStats)
+      .value("health", MsgType::kAdminHealth)
+      .value("locate", MsgType::kLocate)
+      .value("pin", MsgType::kAdminPin)
+      .value("unpin", MsgType::kAdminUnpin)
+      .value("evict", MsgType::kAdminEvict)
+      .value("clear", MsgType::kAdminClear);
+  m.def("admin_json", &AdminJson, "endpoint"_a, "timeout_ms"_a, "query"_a,
+        "keys"_a = std::vector<std::string>{}, "The controller's document for an admin query");
+}
+
+}  // namespace pikv::python

@@ -1,0 +1,180 @@
+"""pikv's Python package and vLLM connector, on a real cluster (a controller,
+two pikv-nodes, Redis), driven by the torch engine stand-in in the order vLLM
+calls a connector."""
+
+import math
+import os
+import random
+import time
+import zlib
+
+import pytest
+import torch
+
+import pikv
+from conftest import CONFIGS, Cluster
+from pikv.connector import ConnectorCore, split_segments
+from pikv.vllm import precompute
+from standin_engine import StandInModel, StandInVllm, small_config
+
+LAYOUTS = ["flash", "block_major", "hnd"]
+MODELS = ["llama-3.2-1b.json", "qwen2.5-7b-instruct-yarn.json"]
+
+
+def make_model(tmp_path, config, kv_dtype):
+    model_dir = str(tmp_path / "model")
+    return StandInModel(small_config(os.path.join(CONFIGS, config), model_dir), kv_dtype), model_dir
+
+
+def tokens_for(model, seed):
+    rng = random.Random(seed)
+    return lambda n: [rng.randrange(model.vocab) for _ in range(n)]
+
+
+def settings(cluster, node, model_id, **more):
+    s = {"local-node": cluster.nodes[node]["ipc"], "controller": cluster.controller,
+         "model-id": model_id}
+    s.update(more)
+    return s
+
+
+@pytest.mark.parametrize("config", MODELS)
+@pytest.mark.parametrize("kv_dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_chunks_saved_by_one_engine_answer_on_another_as_from_scratch(cluster, tmp_path, layout,
+                                                                       kv_dtype, config):
+    model, model_dir = make_model(tmp_path, config, kv_dtype)
+    model_id = f"standin-{layout}-{kv_dtype}-{config}"
+    t = tokens_for(model, zlib.crc32(model_id.encode()))
+    sys1, d1, d2, d3, sys2, q = t(21), t(37), t(18), t(29), t(25), t(7)
+
+    # Engine 1 computes each segment alone (from position 0) and saves it.
+    e1 = StandInVllm(model, model_dir, settings(cluster, 0, model_id), layout)
+    assert precompute(e1.generate, e1.scheduler.core, [sys1, d1, d2, d3, q]) == 4
+
+    # Engine 2, on the other node: only sys2 is missing; it is computed first.
+    e2 = StandInVllm(model, model_dir, settings(cluster, 1, model_id), layout)
+    segments = [sys2, d3, d1, q]
+    assert precompute(e2.generate, e2.scheduler.core, segments) == 1
+    stats = e2.scheduler.core.client.stats()  # d3 and d1 come from node 1 or the shared Redis
+    assert stats["planned_peer"] + stats["planned_remote"] == 2 and stats["planned_miss"] == 1
+
+    prompt = sum(segments, [])
+    lengths = [len(s) for s in segments]
+    logits, provided = e2.run(prompt, {"pikv_segments": lengths})
+    assert provided == len(prompt) - len(q), "every chunk before the question is loaded"
+    assert logits.shape[0] == len(q), "only the question is computed"
+
+    want = model.forward_scratch(lengths)(prompt)[-len(q):]
+    err = (logits - want).abs().max().item()
+    scale = want.abs().max().item()
+    if kv_dtype == torch.float32:
+        assert err <= 1e-4, f"max |logit error| {err:.3g}"
+    else:
+        # Loaded K was rounded to bf16 twice (stored at 0, re-rotated), the
+        # scratch K once: within one bf16 ulp of the logits' scale (measured:
+        # 0.002-0.003 at scale 3-4, where an ulp is 0.016 and the causal mask
+        # instead of the isolated one is off by 0.3).
+        ulp = 2.0 ** (math.floor(math.log2(scale)) - 7)
+        assert err <= ulp, f"max |logit error| {err:.3g} at scale {scale:.3g}"
+    assert e2.worker.core.stats.errors == 0 and e2.scheduler.core.stats.errors == 0
+
+
+def test_a_miss_in_the_middle_reports_only_the_prefix(cluster, tmp_path):
+    model, model_dir = make_model(tmp_path, MODELS[0], torch.float32)
+    t = tokens_for(model, 7)
+    sys, d1, gone, d2, q = t(20), t(30), t(17), t(19), t(5)
+    e = StandInVllm(model, model_dir, settings(cluster, 0, "standin-miss"), "flash")
+    e.generate([sys, d1, d2], {"pikv_save": True})
+    prompt = sys + d1 + gone + d2 + q
+    _, provided = e.run(prompt, {"pikv_segments": [20, 30, 17, 19, 5]})
+    assert provided == len(sys) + len(d1), "d2 is cached but follows a miss: a prefix only"
+
+
+def test_a_chunk_lost_between_plan_and_load_is_reported_and_recomputed(cluster, tmp_path):
+    model, model_dir = make_model(tmp_path, MODELS[0], torch.float32)
+    t = tokens_for(model, 8)
+    sys, d1, q = t(20), t(33), t(6)
+    e = StandInVllm(model, model_dir, settings(cluster, 0, "standin-lost"), "flash")
+    e.generate([sys, d1], {"pikv_save": True})
+    core = e.worker.core
+    prompt, lengths = sys + d1 + q, [20, 33, 6]
+    assert core.num_matched_tokens(prompt, lengths) == 53
+
+    pikv.Admin(cluster.controller).evict([core.client.key_of(d1)])
+    deadline = time.monotonic() + 10
+    while core.num_matched_tokens(prompt, lengths) != 20:
+        assert time.monotonic() < deadline, "the eviction never took effect"
+        time.sleep(0.05)
+
+    blocks = [5, 2, 9, 7]
+    result = core.load(prompt, blocks, 53, lengths)
+    assert result.loaded_tokens == 20, "sys still loads"
+    assert result.failed_block_ids == {2, 9, 7}, "blocks from the failed chunk on"
+    assert core.stats.load_failures == 1
+
+
+def test_node_and_controller_down_match_nothing_within_the_deadline(tmp_path):
+    model, model_dir = make_model(tmp_path, MODELS[0], torch.float32)
+    t = tokens_for(model, 9)
+    sys, d1, q = t(20), t(30), t(4)
+    doomed = Cluster(nodes=1)
+    try:
+        s = {"local-node": doomed.nodes[0]["ipc"], "controller": doomed.controller,
+             "model-id": "standin-down", "node-timeout": "300ms", "controller-timeout": "200ms"}
+        e = StandInVllm(model, model_dir, s, "flash")
+        e.generate([sys, d1], {"pikv_save": True})
+        prompt = sys + d1 + q
+        assert e.run(prompt, {"pikv_segments": [20, 30, 4]})[1] == 50
+    finally:
+        doomed.stop()
+    took = time.monotonic()
+    logits, provided = e.run(prompt, {"pikv_segments": [20, 30, 4]})
+    took = time.monotonic() - took
+    assert provided == 0, "nothing is offered when pikv cannot be reached"
+    assert logits.shape[0] == len(prompt), "the engine computed the whole prompt"
+    assert took < 0.3 + 0.2 + 1.0, f"the engine waited {took:.2f} s"
+
+
+def test_segments_by_explicit_lengths_or_separator():
+    toks = [1, 2, 9, 9, 3, 4, 9, 9, 5]
+    assert split_segments(toks, separator=[9, 9]) == [[1, 2], [9, 9, 3, 4], [9, 9, 5]]
+    assert split_segments(toks, lengths=[2, 4, 3]) == [[1, 2], [9, 9, 3, 4], [9, 9, 5]]
+    assert split_segments(toks, lengths=[2, 4]) is None, "lengths must cover the prompt"
+    assert split_segments([9, 9, 1, 2], separator=[9, 9]) is None, "no system prompt"
+    assert split_segments([1, 2, 3], separator=[9]) is None, "not chunked"
+    assert split_segments([1, 9, 9], separator=[9]) is None, "an empty segment"
+
+
+def test_the_binding_checks_layouts_and_reads_configs(tmp_path):
+    info = pikv.model_info(os.path.join(CONFIGS, "gpt-oss-20b.json"), dtype="bf16")
+    assert info["rope_scaling"] == "yarn" and abs(info["attention_factor"] - 1.3466) < 1e-4
+    with pytest.raises(ValueError, match="dtype"):
+        pikv.model_info(os.path.join(CONFIGS, "gpt-j-6b.json"))  # GPT-J names none
+
+    flash = [torch.zeros(2, 4, 16, 8, 64, dtype=torch.bfloat16) for _ in range(3)]
+    layout = pikv.kv_layout(flash)
+    assert (layout.num_layers, layout.block_size, layout.num_blocks) == (3, 16, 4)
+    with pytest.raises(ValueError, match="cannot tell"):
+        pikv.kv_layout([torch.zeros(2, 2, 16, 8, 64)])  # 2 blocks: flash or block-major?
+    assert pikv.kv_layout([torch.zeros(2, 2, 16, 8, 64)], layout="block_major").num_blocks == 2
+    with pytest.raises(ValueError, match="contiguous"):
+        pikv.kv_layout([torch.zeros(2, 4, 16, 64, 8).transpose(3, 4)])
+    with pytest.raises(ValueError, match="differs"):
+        pikv.kv_layout([torch.zeros(2, 4, 16, 8, 64), torch.zeros(2, 4, 16, 8, 32)])
+    # A description that overruns its tensor is refused before anything is written.
+    with pytest.raises(ValueError, match="spans"):
+        pikv.KvLayout("f32", "standard", 8, 64, 16, 4, (4 * 16 * 8 * 64, 16 * 8 * 64, 8 * 64, 64),
+                      [flash[0].data_ptr()], [100])
+    # numpy (bf16 named explicitly) and plain writable buffers describe without copies.
+    import numpy as np
+    a = np.zeros((2, 4, 16, 8, 64), dtype=np.uint16)
+    assert pikv.describe(a, dtype="bf16").ptr == a.ctypes.data
+    buf = bytearray(4 * 8)
+    assert pikv.describe(memoryview(buf).cast("f")).nbytes == 32
+
+    options = pikv.Options.load("", {"model-config": os.path.join(CONFIGS, "deepseek-v3.json"),
+                                     "local-node": "", "controller": ""})
+    assert (options.kv_format, options.head_dim, options.num_kv_heads) == ("mla", 576, 1)
+    client = pikv.Client(options)
+    assert client.key_of([1, 2, 3]) == client.key_of([1, 2, 3]) != client.key_of([1, 2, 4])

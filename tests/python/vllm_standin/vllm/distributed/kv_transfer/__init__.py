@@ -1,0 +1,1 @@
+"""Stand-in of vLLM for pikv tests: only the connector interface (see README.md)."""
