@@ -118,11 +118,13 @@ def kv_layout(layers, layout: str = None, axes: str = None, dtype: str = None):
     mla = "p" not in axes
     if not mla and dims["p"] != 2:
         raise ValueError(f"the plane axis holds {dims['p']}, not K and V")
-    return _kv_layout(first.dtype, "mla" if mla else "standard", 1 if mla else dims["h"], dims["d"],
-                      dims["o"], dims["b"],
-                      (0 if mla else strides["p"], strides["b"], strides["o"],
-                       0 if mla else strides["h"]),
-                      [i.ptr for i in infos], [i.nbytes for i in infos])
+    built = _kv_layout(first.dtype, "mla" if mla else "standard", 1 if mla else dims["h"],
+                       dims["d"], dims["o"], dims["b"],
+                       (0 if mla else strides["p"], strides["b"], strides["o"],
+                        0 if mla else strides["h"]),
+                       [i.ptr for i in infos], [i.nbytes for i in infos])
+    built.tensors = list(layers)  # the memory stays alive as long as the layout
+    return built
 
 
 def _kv_layout(*args):

@@ -176,7 +176,9 @@ PYBIND11_MODULE(_pikv, m) {
         return static_cast<int64_t>(o.fetch_timeout.count());
       });
 
-  py::class_<device::PagedLayout>(m, "KvLayout")
+  // dynamic_attr: pikv.kv_layout keeps the tensors it describes on the layout,
+  // so their memory lives as long as anything can write through it.
+  py::class_<device::PagedLayout>(m, "KvLayout", py::dynamic_attr())
       .def(py::init(&MakeLayout), "dtype"_a, "kv_format"_a, "num_kv_heads"_a, "head_dim"_a,
            "block_size"_a, "num_blocks"_a, "strides"_a, "layer_ptrs"_a, "layer_bytes"_a)
       .def_readonly("block_size", &device::PagedLayout::block_size)

@@ -31,6 +31,16 @@ def tokens_for(model, seed):
     return lambda n: [rng.randrange(model.vocab) for _ in range(n)]
 
 
+def wait_until_located(cluster, core, segments, timeout=10.0):
+    """Until the controller lists a holder for each segment's chunk: a node
+    reports what it admitted asynchronously, as it would in production."""
+    keys = [core.client.key_of(s) for s in segments]
+    admin, deadline = pikv.Admin(cluster.controller), time.monotonic() + timeout
+    while not all(k["locations"] for k in admin.locate(keys)["keys"]):
+        assert time.monotonic() < deadline, "the controller never learned of the saved chunks"
+        time.sleep(0.02)
+
+
 def settings(cluster, node, model_id, **more):
     s = {"local-node": cluster.nodes[node]["ipc"], "controller": cluster.controller,
          "model-id": model_id}
@@ -51,6 +61,7 @@ def test_chunks_saved_by_one_engine_answer_on_another_as_from_scratch(cluster, t
     # Engine 1 computes each segment alone (from position 0) and saves it.
     e1 = StandInVllm(model, model_dir, settings(cluster, 0, model_id), layout)
     assert precompute(e1.generate, e1.scheduler.core, [sys1, d1, d2, d3, q]) == 4
+    wait_until_located(cluster, e1.scheduler.core, [sys1, d1, d2, d3])
 
     # Engine 2, on the other node: only sys2 is missing; it is computed first.
     e2 = StandInVllm(model, model_dir, settings(cluster, 1, model_id), layout)
@@ -155,6 +166,14 @@ def test_the_binding_checks_layouts_and_reads_configs(tmp_path):
     flash = [torch.zeros(2, 4, 16, 8, 64, dtype=torch.bfloat16) for _ in range(3)]
     layout = pikv.kv_layout(flash)
     assert (layout.num_layers, layout.block_size, layout.num_blocks) == (3, 16, 4)
+    # The layout keeps the tensors it writes through alive (a connector given a
+    # dict that the engine drops must not write into freed memory).
+    import weakref
+    probe = torch.zeros(2, 4, 16, 8, 64)
+    alive = weakref.ref(probe)
+    kept = pikv.kv_layout([probe])
+    del probe
+    assert alive() is not None and kept.num_layers == 1
     with pytest.raises(ValueError, match="cannot tell"):
         pikv.kv_layout([torch.zeros(2, 2, 16, 8, 64)])  # 2 blocks: flash or block-major?
     assert pikv.kv_layout([torch.zeros(2, 2, 16, 8, 64)], layout="block_major").num_blocks == 2
@@ -178,3 +197,16 @@ def test_the_binding_checks_layouts_and_reads_configs(tmp_path):
     assert (options.kv_format, options.head_dim, options.num_kv_heads) == ("mla", 576, 1)
     client = pikv.Client(options)
     assert client.key_of([1, 2, 3]) == client.key_of([1, 2, 3]) != client.key_of([1, 2, 4])
+
+
+def test_the_connector_refuses_vllms_prefix_caching(tmp_path):
+    from types import SimpleNamespace
+
+    from pikv.vllm import PikvConnector
+    from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole
+    config = SimpleNamespace(
+        kv_transfer_config=SimpleNamespace(kv_connector_extra_config={}),
+        cache_config=SimpleNamespace(block_size=16, enable_prefix_caching=True, cache_dtype="auto"),
+        model_config=SimpleNamespace(model=str(tmp_path), max_model_len=4096, dtype=torch.float32))
+    with pytest.raises(ValueError, match="prefix caching"):
+        PikvConnector(config, KVConnectorRole.SCHEDULER)
