@@ -94,6 +94,9 @@ class ConnectorCore:
                  threads=1):
         self.options = _pikv.Options.load(settings_file, {k: str(v) for k, v in
                                                           (settings or {}).items()})
+        if self.options.num_layers == 0:
+            raise ValueError("no model: give model-config (the model's config.json) or "
+                             "num-layers, num-kv-heads and head-dim")
         self.client = _pikv.Client(self.options)
         self.block_size = block_size
         self.separator = list(separator) if separator else None

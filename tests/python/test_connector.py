@@ -210,3 +210,6 @@ def test_the_connector_refuses_vllms_prefix_caching(tmp_path):
         model_config=SimpleNamespace(model=str(tmp_path), max_model_len=4096, dtype=torch.float32))
     with pytest.raises(ValueError, match="prefix caching"):
         PikvConnector(config, KVConnectorRole.SCHEDULER)
+    config.cache_config.enable_prefix_caching = False
+    with pytest.raises(ValueError, match="no model"):  # nothing says what the KV looks like
+        PikvConnector(config, KVConnectorRole.SCHEDULER)
