@@ -101,7 +101,11 @@ redisContext* ConnectRedis(const Setup& s, bool unix_socket) {
   return c;
 }
 
-std::function<void()> PikvWorker(const std::string& ep, const Pools& pools, bool put, int thread) {
+// A worker does one operation and says whether it succeeded with the bytes
+// expected; a failed operation is counted apart and never as throughput.
+using Worker = std::function<bool()>;
+
+Worker PikvWorker(const std::string& ep, const Pools& pools, bool put, int thread) {
   auto client = std::make_shared<rpc::NodeClient>(ep, std::chrono::seconds(60));
   auto rng = std::make_shared<std::mt19937>(thread + 1);
   auto next = std::make_shared<size_t>(thread * pools.objects.size() / 4);
@@ -109,17 +113,15 @@ std::function<void()> PikvWorker(const std::string& ep, const Pools& pools, bool
     if (put) {
       const TestObject& o = pools.objects[(*next)++ % pools.objects.size()];
       auto r = client->Put({&o.key, 1}, {&o.bytes, 1});
-      if (!r.ok() || !(*r)[0].ok()) g_errors++;
-    } else {
-      const TestObject& o = pools.objects[(*rng)() % pools.resident];
-      auto r = client->Get({&o.key, 1});
-      if (!r.ok() || !(*r)[0].ok() || (*r)[0]->size() != o.bytes.size()) g_errors++;
+      return r.ok() && (*r)[0].ok();
     }
+    const TestObject& o = pools.objects[(*rng)() % pools.resident];
+    auto r = client->Get({&o.key, 1});
+    return r.ok() && (*r)[0].ok() && (*r)[0]->size() == o.bytes.size();
   };
 }
 
-std::function<void()> RedisWorker(const Setup& s, bool unix_socket, const Pools& pools, bool put,
-                                  int thread) {
+Worker RedisWorker(const Setup& s, bool unix_socket, const Pools& pools, bool put, int thread) {
   std::shared_ptr<redisContext> c(ConnectRedis(s, unix_socket), redisFree);
   auto rng = std::make_shared<std::mt19937>(thread + 1);
   auto next = std::make_shared<size_t>(thread * pools.objects.size() / 4);
@@ -131,14 +133,14 @@ std::function<void()> RedisWorker(const Setup& s, bool unix_socket, const Pools&
         put ? static_cast<redisReply*>(redisCommand(c.get(), "SET %b %b", key.data(), key.size(),
                                                     o.bytes.data(), o.bytes.size()))
             : static_cast<redisReply*>(redisCommand(c.get(), "GET %b", key.data(), key.size()));
-    if (!r || r->type == REDIS_REPLY_ERROR ||
-        (!put && static_cast<size_t>(r->len) != o.bytes.size()))
-      g_errors++;
+    const bool ok = r && r->type != REDIS_REPLY_ERROR && r->type != REDIS_REPLY_NIL &&
+                    (put || static_cast<size_t>(r->len) == o.bytes.size());
     if (r) freeReplyObject(r);
+    return ok;
   };
 }
 
-std::function<void()> ZmqWorker(const std::string& ep, const Pools& pools, bool put, int thread) {
+Worker ZmqWorker(const std::string& ep, const Pools& pools, bool put, int thread) {
   auto sock = std::make_shared<zmq::socket_t>(ClientContext(), zmq::socket_type::dealer);
   sock->set(zmq::sockopt::linger, 0);
   sock->connect(ep);
@@ -159,17 +161,36 @@ std::function<void()> ZmqWorker(const std::string& ep, const Pools& pools, bool 
       std::memcpy(req + 9, &index, 8);
       sock->send(zmq::buffer(req, 17), zmq::send_flags::none);
     }
-    if (!RecvFrames(*sock, *frames) ||
-        (!put && (frames->size() != 2 || (*frames)[1].size() != size)))
-      g_errors++;
+    return RecvFrames(*sock, *frames) &&
+           (put || (frames->size() == 2 && (*frames)[1].size() == size));
   };
 }
 
 // ---- The matrix ---------------------------------------------------------------
 
 struct Cell {
-  double ops = 0, mibps = 0;
+  double ops = 0, mibps = 0;  // successful operations only; 0 for a failed cell
+  uint64_t failed = 0;        // failed operations over the cell's rounds
 };
+
+// One timed run: successful operations per second, and how many failed.
+struct Measured {
+  double ok_per_second = 0;
+  uint64_t failed = 0;
+  uint64_t ok = 0;
+};
+Measured Measure(int threads, double seconds, uint64_t min_ops,
+                 const std::function<Worker(int)>& make_worker) {
+  std::atomic<uint64_t> failed{0};
+  RunResult r = RunTimed(threads, seconds, min_ops, [&](int t) -> std::function<void()> {
+    return [w = make_worker(t), &failed] {
+      if (!w()) failed++;
+    };
+  });
+  const uint64_t ok = r.ops - failed.load();
+  g_errors += failed.load();
+  return {r.seconds > 0 ? ok / r.seconds : 0, failed.load(), ok};
+}
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -241,30 +262,37 @@ int Run(double seconds, int num_rounds, const std::vector<uint64_t>& sizes) {
           const bool fault_cell =
               !put && target == (32u << 20) && transport == "tcp" && clients == 1;
           std::map<std::string, std::vector<double>> rounds;  // system -> ops/s per round
+          std::map<std::string, uint64_t> failed;             // system -> failed operations
           for (int round = 0; round < num_rounds; ++round) {
             uint64_t faults_before = MinorFaults(node.process->pid());
-            RunResult pr = RunTimed(clients, seconds, min_ops,
-                                    [&](int t) { return PikvWorker(pikv_ep, pools, put, t); });
+            Measured pr = Measure(clients, seconds, min_ops,
+                                  [&](int t) { return PikvWorker(pikv_ep, pools, put, t); });
             if (fault_cell) {
               faults_get_32mib += MinorFaults(node.process->pid()) - faults_before;
-              gets_32mib += pr.ops;
+              gets_32mib += pr.ok;
             }
-            rounds["pikv"].push_back(pr.ops_per_second());
-            rounds["redis"].push_back(RunTimed(clients, seconds, min_ops, [&](int t) {
-                                        return RedisWorker(s, transport == "ipc", pools, put, t);
-                                      }).ops_per_second());
-            rounds["zmq"].push_back(RunTimed(clients, seconds, min_ops, [&](int t) {
-                                      return ZmqWorker(zmq_ep, pools, put, t);
-                                    }).ops_per_second());
+            rounds["pikv"].push_back(pr.ok_per_second);
+            failed["pikv"] += pr.failed;
+            Measured rr = Measure(clients, seconds, min_ops, [&](int t) {
+              return RedisWorker(s, transport == "ipc", pools, put, t);
+            });
+            rounds["redis"].push_back(rr.ok_per_second);
+            failed["redis"] += rr.failed;
+            Measured zr = Measure(clients, seconds, min_ops,
+                                  [&](int t) { return ZmqWorker(zmq_ep, pools, put, t); });
+            rounds["zmq"].push_back(zr.ok_per_second);
+            failed["zmq"] += zr.failed;
           }
           for (const std::string system : {"pikv", "redis", "zmq"}) {
-            const double ops = Median(rounds[system]);
-            Cell c{ops, ops * size / (1 << 20)};
+            // A cell with any failed operation reports no throughput at all.
+            const double ops = failed[system] ? 0 : Median(rounds[system]);
+            Cell c{ops, ops * size / (1 << 20), failed[system]};
             cells[system + "_" + op + "_" + transport + "_" + SizeName(target) + "_c" +
                   std::to_string(clients)] = c;
+            const std::string verdict = "FAILED (" + std::to_string(c.failed) + " errors)";
             table.Add({system, op, system == "redis" && transport == "ipc" ? "unix" : transport,
-                       FormatBytes(size), std::to_string(clients), Fixed(c.ops, 0),
-                       Fixed(c.mibps, 1)});
+                       FormatBytes(size), std::to_string(clients),
+                       c.failed ? verdict : Fixed(c.ops, 0), c.failed ? "-" : Fixed(c.mibps, 1)});
           }
         }
       }
@@ -272,7 +300,11 @@ int Run(double seconds, int num_rounds, const std::vector<uint64_t>& sizes) {
   }
   table.Print();
 
+  // -1 when either cell failed (or was not measured): never a ratio of errors.
   auto ratio = [&](const std::string& a, const std::string& b) {
+    if (!cells.count(a) || !cells.count(b) || cells[a].failed || cells[b].failed ||
+        cells[b].mibps == 0)
+      return -1.0;
     return cells[a].mibps / cells[b].mibps;
   };
   JsonLine json;
@@ -301,6 +333,7 @@ int Run(double seconds, int num_rounds, const std::vector<uint64_t>& sizes) {
   for (const auto& [name, c] : cells) {
     json.Add(name + "_mibps", c.mibps);
     json.Add(name + "_ops", c.ops);
+    if (c.failed) json.Add(name + "_failed", static_cast<double>(c.failed));
   }
   std::cout << json.str() << std::endl;
   return g_errors == 0 ? 0 : 1;

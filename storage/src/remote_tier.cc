@@ -3,7 +3,10 @@
 #include <hiredis/hiredis.h>
 #include <spdlog/spdlog.h>
 
+#include <random>
+
 #include "pikv/proto/chunk_object.h"
+#include "redis_parts.h"
 #include "tier_internal.h"
 
 namespace pikv::storage {
@@ -155,7 +158,19 @@ std::vector<Status> RemoteTier::PutMany(std::span<const ChunkKey> keys,
   for (const auto& k : keys) names.push_back(RedisKey(k));
   const std::string ttl = std::to_string(options_.ttl_seconds);
   std::vector<std::vector<std::string_view>> cmds;
+  std::vector<size_t> whole;  // indices stored as one value; the rest as parts
+  std::vector<Status> out(keys.size());
+  std::vector<TierEvent> events;
   for (size_t i = 0; i < keys.size(); ++i) {
+    if (objects[i].size() > options_.part_bytes) {
+      out[i] = PutParts(keys[i], objects[i]);
+      if (out[i].ok()) {
+        counters_->admits++;
+        events.push_back({TierKind::kRemote, EventKind::kAdmit, keys[i], objects[i].size()});
+      }
+      continue;
+    }
+    whole.push_back(i);
     std::string_view value(reinterpret_cast<const char*>(objects[i].data()), objects[i].size());
     if (options_.ttl_seconds > 0) {
       cmds.push_back({"SET", names[i], value, "EX", ttl});
@@ -163,23 +178,97 @@ std::vector<Status> RemoteTier::PutMany(std::span<const ChunkKey> keys,
       cmds.push_back({"SET", names[i], value});
     }
   }
-  auto replies = Pipeline(cmds);
-  if (!replies.ok()) return std::vector<Status>(keys.size(), replies.status());
-  std::vector<Status> out;
-  std::vector<TierEvent> events;
-  for (size_t i = 0; i < keys.size(); ++i) {
-    const redisReply* r = (*replies)[i]->r;
+  auto replies =
+      cmds.empty()
+          ? Result<std::vector<std::shared_ptr<Reply>>>(std::vector<std::shared_ptr<Reply>>{})
+          : Pipeline(cmds);
+  if (!replies.ok()) {
+    for (size_t i : whole) out[i] = replies.status();
+    Emit(events);
+    return out;
+  }
+  for (size_t w = 0; w < whole.size(); ++w) {
+    const size_t i = whole[w];
+    const redisReply* r = (*replies)[w]->r;
     if (r->type == REDIS_REPLY_ERROR) {
       counters_->errors++;
-      out.push_back(IoError(std::string("Redis SET: ") + r->str));
+      out[i] = IoError(std::string("Redis SET: ") + r->str);
     } else {
       counters_->admits++;
-      out.push_back(Status::Ok());
       events.push_back({TierKind::kRemote, EventKind::kAdmit, keys[i], objects[i].size()});
     }
   }
   Emit(events);
   return out;
+}
+
+Status RemoteTier::PutParts(const ChunkKey& key, const SharedBuffer& object) {
+  const std::string name = RedisKey(key);
+  PartsManifest m;
+  static thread_local std::mt19937_64 rng(std::random_device{}());
+  m.generation = rng();
+  m.size = object.size();
+  m.part_bytes = options_.part_bytes;
+  const uint64_t parts = (m.size + m.part_bytes - 1) / m.part_bytes;
+  if (m.size > kMaxPartedObjectBytes || parts > kMaxParts)
+    return TooLarge("object of " + std::to_string(m.size) + " bytes for the remote tier");
+  m.parts = static_cast<uint32_t>(parts);
+  const std::string orphan_ttl = std::to_string(options_.orphan_ttl_seconds);
+  std::vector<std::string> part_keys;
+  auto fail = [&](Status s) {
+    // Best effort: whatever was written would expire anyway.
+    std::vector<std::vector<std::string_view>> dels;
+    for (const auto& k : part_keys) dels.push_back({"DEL", k});
+    if (!dels.empty()) (void)Pipeline(dels);
+    counters_->errors++;
+    return s;
+  };
+  // One part per round trip: hiredis formats each command into its own
+  // buffer, so a pipeline of every part would hold the object twice.
+  for (uint32_t i = 0; i < m.parts; ++i) {
+    part_keys.push_back(PartKey(name, m, i));
+    const uint64_t offset = uint64_t{i} * m.part_bytes;
+    std::string_view slice(reinterpret_cast<const char*>(object.data()) + offset,
+                           std::min<uint64_t>(m.part_bytes, m.size - offset));
+    auto r = Pipeline({{"SET", part_keys.back(), slice, "EX", orphan_ttl}});
+    if (!r.ok()) return fail(r.status());
+    if ((*r)[0]->r->type == REDIS_REPLY_ERROR)
+      return fail(IoError(std::string("Redis SET part: ") + (*r)[0]->r->str));
+  }
+  // The manifest and the parts' final expiry, atomically.
+  const std::string manifest = EncodeManifest(m), ttl = std::to_string(options_.ttl_seconds);
+  std::vector<std::vector<std::string_view>> commit = {{"MULTI"}};
+  if (options_.ttl_seconds > 0) {
+    commit.push_back({"SET", name, manifest, "EX", ttl});
+    for (const auto& k : part_keys) commit.push_back({"EXPIRE", k, ttl});
+  } else {
+    commit.push_back({"SET", name, manifest});
+    for (const auto& k : part_keys) commit.push_back({"PERSIST", k});
+  }
+  commit.push_back({"EXEC"});
+  auto r = Pipeline(commit);
+  if (!r.ok()) return fail(r.status());
+  if (r->back()->r->type != REDIS_REPLY_ARRAY) return fail(IoError("Redis EXEC of a manifest"));
+  return Status::Ok();
+}
+
+Result<SharedBuffer> RemoteTier::GetParts(const std::string& name, std::string_view value) {
+  auto m = ParseManifest(value);
+  if (!m) return Corruption("malformed parts manifest");
+  auto bytes = std::make_shared<std::vector<uint8_t>>(m->size);
+  for (uint32_t i = 0; i < m->parts; ++i) {
+    const uint64_t offset = uint64_t{i} * m->part_bytes;
+    const uint64_t want = std::min<uint64_t>(m->part_bytes, m->size - offset);
+    const std::string part = PartKey(name, *m, i);
+    auto r = Pipeline({{"GET", part}});
+    if (!r.ok()) return r.status();
+    const redisReply* reply = (*r)[0]->r;
+    if (reply->type != REDIS_REPLY_STRING || static_cast<uint64_t>(reply->len) != want)
+      return Corruption("part " + std::to_string(i) + " of " + std::to_string(m->parts) +
+                        " is missing or short");
+    std::memcpy(bytes->data() + offset, reply->str, want);
+  }
+  return SharedBuffer(bytes->data(), bytes->size(), bytes);
 }
 
 std::vector<Result<SharedBuffer>> RemoteTier::GetMany(std::span<const ChunkKey> keys) {
@@ -200,7 +289,19 @@ std::vector<Result<SharedBuffer>> RemoteTier::GetMany(std::span<const ChunkKey> 
       continue;
     }
     SharedBuffer buf(reinterpret_cast<const uint8_t*>(r->str), r->len, reply);
-    if (Status s = VerifyChunkObject(buf.span(), &keys[i]); !s.ok()) {
+    const std::string_view value(r->str, r->len);
+    if (value.substr(0, kPartsMagic.size()) == kPartsMagic) {
+      auto whole = GetParts(RedisKey(keys[i]), value);
+      if (!whole.ok() && whole.code() != ErrorCode::kCorruption) {  // the connection failed
+        counters_->misses++;
+        out.emplace_back(whole.status());
+        continue;
+      }
+      buf = whole.ok() ? *whole : SharedBuffer();
+    }
+    if (Status s =
+            buf.empty() ? Corruption("incomplete parts") : VerifyChunkObject(buf.span(), &keys[i]);
+        !s.ok()) {
       counters_->corruptions++;
       counters_->misses++;
       spdlog::warn("remote tier: corrupt object {} deleted: {}", keys[i].Hex(), s.ToString());
@@ -237,7 +338,19 @@ Result<SharedBuffer> RemoteTier::Get(const ChunkKey& key) {
 bool RemoteTier::Contains(const ChunkKey& key) { return ContainsMany({&key, 1})[0]; }
 
 Status RemoteTier::Remove(const ChunkKey& key) {
-  auto replies = PerKey("DEL", {&key, 1});
+  // A parted object's manifest names its parts: they go with it.
+  const std::string name = RedisKey(key);
+  std::vector<std::string> doomed = {name};
+  auto current = PerKey("GET", {&key, 1});
+  if (!current.ok()) return current.status();
+  if (const redisReply* v = (*current)[0]->r; v->type == REDIS_REPLY_STRING) {
+    if (auto m = ParseManifest({v->str, v->len})) {
+      for (uint32_t i = 0; i < m->parts; ++i) doomed.push_back(PartKey(name, *m, i));
+    }
+  }
+  std::vector<std::vector<std::string_view>> dels;
+  for (const auto& k : doomed) dels.push_back({"DEL", k});
+  auto replies = Pipeline(dels);
   if (!replies.ok()) return replies.status();
   const redisReply* r = (*replies)[0]->r;
   if (r->type != REDIS_REPLY_INTEGER || r->integer == 0) return NotFound();

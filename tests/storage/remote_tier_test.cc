@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 #include <hiredis/hiredis.h>
 
+#include <cstring>
 #include <thread>
 
+#include "../../storage/src/redis_parts.h"
 #include "test_support.h"
 
 namespace pikv::storage {
@@ -99,6 +101,114 @@ TEST_F(RemoteTierTest, CorruptValueIsAMissAndDeleted) {
   redisReply* r = Raw({"EXISTS", tier_->RedisKey(o.key)});
   EXPECT_EQ(r->integer, 0);
   freeReplyObject(r);
+}
+
+// Objects over the part size (Redis's bulk limit in production) are stored as
+// parts behind a manifest and read back whole.
+class RemoteTierPartsTest : public RemoteTierTest {
+ protected:
+  std::unique_ptr<RemoteTier> Parted(uint64_t part_bytes, uint32_t ttl = 0) {
+    RemoteTierOptions o;
+    o.port = redis_->port();
+    o.key_namespace = "t";
+    o.part_bytes = part_bytes;
+    o.ttl_seconds = ttl;
+    return std::make_unique<RemoteTier>(o, nullptr);
+  }
+  long long Integer(const std::vector<std::string>& args) {
+    redisReply* r = Raw(args);
+    const long long v = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -99;
+    freeReplyObject(r);
+    return v;
+  }
+  size_t Keys(const std::string& pattern) {
+    redisReply* r = Raw({"KEYS", pattern});
+    const size_t n = r->elements;
+    freeReplyObject(r);
+    return n;
+  }
+};
+
+TEST_F(RemoteTierPartsTest, AnObjectOverTheServersBulkLimitIsStoredAsPartsAndReadWhole) {
+  freeReplyObject(Raw({"CONFIG", "SET", "proto-max-bulk-len", "1mb"}));
+  auto o = MakeObject(21, (5 << 20) / 2);  // 2.5 MiB: over the 1 MiB limit
+  auto whole = Parted(8 << 20);            // a part size over the limit: one SET, refused
+  EXPECT_FALSE(whole->Put(o.key, o.bytes).ok());
+  EXPECT_FALSE(whole->Get(o.key).ok());
+  const uint32_t parts = (o.bytes.size() + (512 << 10) - 1) / (512 << 10);  // the header adds one
+
+  auto tier = Parted(512 << 10);
+  ASSERT_TRUE(tier->Put(o.key, o.bytes).ok());
+  redisReply* manifest = Raw({"GET", tier->RedisKey(o.key)});
+  ASSERT_EQ(manifest->type, REDIS_REPLY_STRING);
+  auto m = ParseManifest({manifest->str, manifest->len});
+  freeReplyObject(manifest);
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->parts, parts);
+  EXPECT_EQ(Keys(tier->RedisKey(o.key) + ":part:*"), parts);
+  EXPECT_EQ(Integer({"TTL", PartKey(tier->RedisKey(o.key), *m, 0)}), -1) << "committed: no expiry";
+  auto got = tier->Get(o.key);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->size(), o.bytes.size());
+  EXPECT_EQ(std::memcmp(got->data(), o.bytes.data(), o.bytes.size()), 0);
+  EXPECT_TRUE(tier->Contains(o.key));
+  ASSERT_TRUE(tier->Remove(o.key).ok());
+  EXPECT_EQ(Keys(tier->RedisKey(o.key) + "*"), 0u) << "the parts go with the manifest";
+}
+
+TEST_F(RemoteTierPartsTest, PartsTakeTheTiersExpiry) {
+  auto tier = Parted(1 << 20, 100);
+  auto o = MakeObject(22, 3 << 20);
+  ASSERT_TRUE(tier->Put(o.key, o.bytes).ok());
+  EXPECT_GT(Integer({"TTL", tier->RedisKey(o.key)}), 0);
+  redisReply* r = Raw({"KEYS", tier->RedisKey(o.key) + ":part:*"});
+  ASSERT_EQ(r->elements, (o.bytes.size() + (1 << 20) - 1) >> 20);
+  for (size_t i = 0; i < r->elements; ++i) {
+    const long long ttl = Integer({"TTL", r->element[i]->str});
+    EXPECT_GT(ttl, 0);
+    EXPECT_LE(ttl, 100);
+  }
+  freeReplyObject(r);
+}
+
+TEST_F(RemoteTierPartsTest, AMissingPartIsAMissAndTheRestIsDeleted) {
+  auto tier = Parted(1 << 20);
+  auto o = MakeObject(23, 3 << 20);
+  ASSERT_TRUE(tier->Put(o.key, o.bytes).ok());
+  redisReply* parts = Raw({"KEYS", tier->RedisKey(o.key) + ":part:*"});
+  ASSERT_EQ(parts->elements, (o.bytes.size() + (1 << 20) - 1) >> 20);
+  freeReplyObject(Raw({"DEL", parts->element[1]->str}));  // Redis evicted one part
+  freeReplyObject(parts);
+  EXPECT_EQ(tier->Get(o.key).code(), ErrorCode::kNotFound);
+  EXPECT_EQ(Keys(tier->RedisKey(o.key) + "*"), 0u);
+  EXPECT_FALSE(tier->Contains(o.key));
+}
+
+TEST_F(RemoteTierPartsTest, PartsWithoutTheirManifestAreInvisible) {
+  // What a writer cut before its MULTI/EXEC leaves: parts with the orphan expiry.
+  auto tier = Parted(1 << 20);
+  auto o = MakeObject(24, 2 << 20);
+  PartsManifest m{0x1234, o.bytes.size(), 1 << 20, 2};
+  for (uint32_t i = 0; i < 2; ++i) {
+    std::string slice(reinterpret_cast<const char*>(o.bytes.data()) + i * (1 << 20), 1 << 20);
+    freeReplyObject(Raw({"SET", PartKey(tier->RedisKey(o.key), m, i), slice, "EX", "3600"}));
+  }
+  EXPECT_EQ(tier->Get(o.key).code(), ErrorCode::kNotFound);
+  EXPECT_FALSE(tier->Contains(o.key));
+}
+
+TEST(RedisPartsTest, ManifestsAreParsedStrictly) {
+  PartsManifest m{0xabcdef, 10, 4, 3};
+  auto back = ParseManifest(EncodeManifest(m));
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->generation, m.generation);
+  EXPECT_EQ(back->parts, 3u);
+  for (std::string bad :
+       {"PIKVPART 1 10 4 2", "PIKVPART 1 10 0 3", "PIKVPART 1 0 4 0", "PIKVPART 1 10 4 3 ",
+        "PIKVPART x 10 4 3", "PIKVPART 1 10 4", "PIKVCHNK 1 10 4 3",
+        "PIKVPART 1 2000000000000 1 2000000000000", "PIKVPART 1 -10 4 3"}) {
+    EXPECT_FALSE(ParseManifest(bad).has_value()) << bad;
+  }
 }
 
 TEST_F(RemoteTierTest, SurvivesRedisDeathAndRecoversWhenItReturns) {

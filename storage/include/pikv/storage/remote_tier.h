@@ -2,7 +2,10 @@
 //
 // Owns: one hiredis connection and the circuit breaker in front of it.
 // Keys are `pikv:<namespace>:<key-hex>`; values are chunk objects, verified
-// on every read (a corrupt value is deleted and is a miss). Batched calls are
+// on every read (a corrupt value is deleted and is a miss). Objects over
+// `part_bytes` (Redis refuses values over its bulk limit, 512 MB by default)
+// are stored as parts behind a manifest that becomes visible only when every
+// part is written (src/redis_parts.h). Batched calls are
 // pipelined: one round trip for N keys. Every I/O has a timeout; on failure
 // the connection is dropped and re-established on a later call, with the
 // breaker's backoff in between, so a dead Redis costs callers nothing but a
@@ -29,6 +32,11 @@ struct RemoteTierOptions {
   int port = 6379;
   std::string key_namespace = "default";  // separates clusters sharing one Redis
   uint32_t ttl_seconds = 0;               // 0 = no expiry
+  // Objects larger than this are stored as parts of at most this size; keep
+  // it under the server's proto-max-bulk-len.
+  uint64_t part_bytes = 256ull << 20;
+  // Expiry of parts whose manifest was never written (a writer cut halfway).
+  uint32_t orphan_ttl_seconds = 3600;
   std::chrono::milliseconds connect_timeout{200};
   std::chrono::milliseconds io_timeout{2000};
   CircuitBreaker::Options breaker;
@@ -69,6 +77,9 @@ class RemoteTier final : public Tier {
   // One pipelined `verb <redis key>` per key.
   Result<std::vector<std::shared_ptr<Reply>>> PerKey(std::string_view verb,
                                                      std::span<const ChunkKey> keys);
+  Status PutParts(const ChunkKey& key, const SharedBuffer& object);
+  // The object behind a manifest, or a miss (a missing or short part).
+  Result<SharedBuffer> GetParts(const std::string& name, std::string_view manifest);
   Status ConnectLocked();
   void DisconnectLocked();
   void Emit(const std::vector<TierEvent>& events);
