@@ -1,0 +1,280 @@
+// big_chunk_bench: real-size chunks through every path pikv has, beside a
+// memcpy of the same bytes and a bare ZeroMQ transfer of them, in one run.
+//
+// Llama-3.1-8B's KV geometry (tests/device/model_configs/llama-3.1-8b.json:
+// 32 layers, 8 KV heads of 128, bf16: 128 KiB per token), chunks of 1 K and
+// 4 K tokens (128 and 512 MiB). A controller and two pikv-nodes (CPU tier
+// only, 3 GiB), a client on each node's ipc socket, vLLM's flash layout with
+// 16-token blocks. Per size, the median of --repeats of:
+//   memcpy       the object's bytes into a prefaulted buffer (the baseline)
+//   zmq          one message of the object's size over a bare ZeroMQ ipc pair
+//   store        gather out of a paged cache + put to the local node
+//   fetch        plan + fetch from the local node
+//   remap        the fetched object into a second paged cache
+//   hit path     plan + fetch + remap
+//   pull         plan + fetch on the other node (a P2P pull through it)
+//   redis        put + get of the object through the Redis tier (parts)
+// and the hit path per token beside an H100's recompute estimate (formula
+// printed). Prints a table, then one JSON line (issue 13's headline keys).
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstring>
+#include <iostream>
+#include <random>
+#include <thread>
+#include <zmq.hpp>
+
+#include "bench_util.h"
+#include "pikv/client/client.h"
+#include "pikv/client/client_config.h"
+#include "pikv/client/prompt.h"
+#include "pikv/rpc/admin_client.h"
+#include "pikv/rpc/node_client.h"
+#include "pikv/storage/remote_tier.h"
+#include "test_support.h"
+
+namespace pikv::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Ms(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// One engine's paged cache for `tokens` tokens, filled with finite bf16.
+struct Cache {
+  device::PagedLayout layout;
+  std::vector<std::vector<uint8_t>> memory;
+  std::vector<int64_t> slots;
+  Cache(const client::ClientOptions& o, uint32_t tokens) {
+    const uint32_t block = 16;
+    layout =
+        device::PagedLayout::Make(device::PagedLayout::Order::kVllmFlash, o.dtype, o.kv_format,
+                                  o.num_kv_heads, o.head_dim, block, (tokens + block - 1) / block);
+    std::mt19937 rng(tokens);
+    for (uint32_t l = 0; l < o.num_layers; ++l) {
+      memory.emplace_back(layout.ElementsPerLayer() * DTypeSize(layout.dtype));
+      for (size_t i = 0; i < memory.back().size(); ++i)
+        memory.back()[i] = (i % 2) ? uint8_t(0x3c) : uint8_t(rng());
+      layout.layers.push_back(memory.back().data());
+    }
+    for (uint32_t t = 0; t < tokens; ++t) slots.push_back(t);
+  }
+};
+
+// One message of `bytes` over a bare ZeroMQ ipc PAIR, receiver in a thread.
+double ZmqTransferMs(const std::string& endpoint, const std::vector<uint8_t>& bytes) {
+  zmq::context_t ctx;
+  zmq::socket_t rx(ctx, zmq::socket_type::pair), tx(ctx, zmq::socket_type::pair);
+  rx.bind(endpoint);
+  tx.connect(endpoint);
+  Clock::time_point t0 = Clock::now();
+  std::thread receiver([&] {
+    zmq::message_t m;
+    (void)rx.recv(m);
+  });
+  zmq::message_t out(bytes.data(), bytes.size());  // the copy a sender makes
+  tx.send(out, zmq::send_flags::none);
+  receiver.join();
+  return Ms(t0);
+}
+
+struct Figures {
+  double memcpy_ms, zmq_ms, store_ms, fetch_ms, remap_ms, hit_ms, pull_ms, redis_put_ms,
+      redis_get_ms;
+  uint64_t bytes;
+};
+
+Figures Measure(uint32_t tokens, int repeats, const client::ClientOptions& a,
+                const client::ClientOptions& b, const std::string& controller,
+                const std::string& node_b, const std::string& redis_address,
+                const std::string& zmq_dir) {
+  client::Client ca(a), cb(b);
+  Cache source(a, tokens), dest(a, tokens);
+  std::vector<int32_t> chunk(tokens);
+  for (uint32_t t = 0; t < tokens; ++t) chunk[t] = int32_t(100000 + tokens + t);
+  auto prompt = *client::FromSegments({chunk, {1, 2, 3}});
+  Figures f{};
+  std::vector<double> store, fetch, remap, hit, pull, memcpy_ms, zmq, rput, rget;
+  SharedBuffer object;
+  for (int r = 0; r < repeats; ++r) {
+    auto t0 = Clock::now();
+    Status s = ca.StoreFromCache(chunk, source.layout, source.slots, 0).get();
+    store.push_back(Ms(t0));
+    if (!s.ok()) throw std::runtime_error("store: " + s.ToString());
+
+    t0 = Clock::now();
+    auto plan = ca.MakePlan(prompt);
+    auto got = ca.Fetch(plan);
+    fetch.push_back(Ms(t0));
+    if (!got[0].ok()) throw std::runtime_error("local fetch: " + got[0].status().ToString());
+    object = *got[0];
+
+    t0 = Clock::now();
+    if (!ca.Remap(object, plan.chunks[0], dest.slots, dest.layout).ok())
+      throw std::runtime_error("remap failed");
+    remap.push_back(Ms(t0));
+
+    t0 = Clock::now();
+    auto plan2 = ca.MakePlan(prompt);
+    auto got2 = ca.Fetch(plan2);
+    if (!got2[0].ok() || !ca.Remap(*got2[0], plan2.chunks[0], dest.slots, dest.layout).ok())
+      throw std::runtime_error("hit path failed");
+    hit.push_back(Ms(t0));
+  }
+  f.bytes = object.size();
+  // The controller must know node A holds it before node B can pull it.
+  rpc::AdminClient admin(controller);
+  const ChunkKey key = ca.KeyOf(chunk);
+  for (auto t0 = Clock::now(); Clock::now() - t0 < std::chrono::seconds(10);) {
+    auto loc = admin.Locate({key});
+    if (loc.ok() && !(*loc)[0].empty()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  rpc::NodeClient b_node(node_b, std::chrono::seconds(30));
+  for (int r = 0; r < repeats; ++r) {
+    auto t0 = Clock::now();
+    auto plan = cb.MakePlan(prompt);
+    auto got = cb.Fetch(plan);
+    pull.push_back(Ms(t0));
+    if (plan.chunks[0].source != client::Source::kPeer || !got[0].ok())
+      throw std::runtime_error("the pull did not happen");
+    (void)b_node.Delete({&key, 1});  // the next pull crosses again
+  }
+  std::vector<uint8_t> src(object.data(), object.data() + object.size()), dst(object.size(), 1);
+  for (int r = 0; r < repeats; ++r) {
+    auto t0 = Clock::now();
+    std::memcpy(dst.data(), src.data(), src.size());
+    memcpy_ms.push_back(Ms(t0));
+    zmq.push_back(ZmqTransferMs("ipc://" + zmq_dir + "/z" + std::to_string(r), src));
+  }
+  auto parsed = storage::ParseRedisAddress(redis_address);
+  storage::RemoteTierOptions ro = *parsed;
+  ro.io_timeout = std::chrono::seconds(30);
+  storage::RemoteTier tier(ro, nullptr);
+  for (int r = 0; r < repeats; ++r) {
+    auto t0 = Clock::now();
+    if (!tier.Put(key, object).ok()) throw std::runtime_error("redis put failed");
+    rput.push_back(Ms(t0));
+    t0 = Clock::now();
+    if (!tier.Get(key).ok()) throw std::runtime_error("redis get failed");
+    rget.push_back(Ms(t0));
+    (void)tier.Remove(key);
+  }
+  f.memcpy_ms = Median(memcpy_ms);
+  f.zmq_ms = Median(zmq);
+  f.store_ms = Median(store);
+  f.fetch_ms = Median(fetch);
+  f.remap_ms = Median(remap);
+  f.hit_ms = Median(hit);
+  f.pull_ms = Median(pull);
+  f.redis_put_ms = Median(rput);
+  f.redis_get_ms = Median(rget);
+  return f;
+}
+
+int Run(int repeats, const std::vector<uint32_t>& sizes) {
+  testing::TempDir dir_a, dir_b, zmq_dir;
+  testing::RedisServer redis;
+  auto controller = testing::StartController(
+      {"--endpoint", "tcp://127.0.0.1:*", "--http", "", "--log-level", "error"});
+  auto start_node = [&](testing::TempDir& d, const std::string& id) {
+    return testing::StartNode({"--endpoint",
+                               "tcp://127.0.0.1:*",
+                               "--endpoint",
+                               "ipc://" + d.str() + "/n.sock",
+                               "--data-dir",
+                               d.str(),
+                               "--node-id",
+                               id,
+                               "--host",
+                               "host-" + id,
+                               "--controller",
+                               controller.endpoint,
+                               "--heartbeat-interval",
+                               "200ms",
+                               "--disk",
+                               "false",
+                               "--cpu-capacity",
+                               "3GiB",
+                               "--log-level",
+                               "error"});
+  };
+  auto node_a = start_node(dir_a, "node-a"), node_b = start_node(dir_b, "node-b");
+  auto options = [&](const testing::NodeProcess& n, const std::string& host) {
+    std::map<std::string, std::string> s = {
+        {"local-node", n.ipc},
+        {"controller", controller.endpoint},
+        {"host", host},
+        {"model-id", "llama-3.1-8b"},
+        {"model-config",
+         std::string(PIKV_SOURCE_DIR) + "/tests/device/model_configs/llama-3.1-8b.json"},
+        {"node-timeout", "60s"},
+        {"fetch-timeout", "60s"}};
+    return *client::LoadClientOptions("", nullptr, s);
+  };
+  const auto a = options(node_a, "host-node-a"), b = options(node_b, "host-node-b");
+
+  // An H100 recomputing the chunk: 2 FLOPs per parameter per token at the
+  // dense bf16 tensor-core peak.
+  const double params = 8.03e9, h100_flops = 989e12;
+  const double recompute_us_per_token = 2 * params / h100_flops * 1e6;
+  Table t({"tokens", "MiB", "path", "ms", "GB/s", "vs memcpy"});
+  JsonLine json;
+  for (uint32_t tokens : sizes) {
+    Figures f = Measure(tokens, repeats, a, b, controller.endpoint, node_b.ipc, redis.address(),
+                        zmq_dir.str());
+    const double gb = f.bytes / 1e9;
+    const std::string k = std::to_string(tokens / 1024) + "k";
+    auto row = [&](const std::string& path, double ms) {
+      t.Add({std::to_string(tokens), Fixed(f.bytes / double(1 << 20), 0), path, Fixed(ms, 1),
+             Fixed(gb / (ms / 1e3), 2), Fixed(ms / f.memcpy_ms, 2)});
+    };
+    row("memcpy (baseline)", f.memcpy_ms);
+    row("bare zmq ipc, 1 message", f.zmq_ms);
+    row("store: gather + put (local)", f.store_ms);
+    row("fetch: plan + get (local)", f.fetch_ms);
+    row("remap", f.remap_ms);
+    row("hit path: plan + get + remap", f.hit_ms);
+    row("P2P pull through node B", f.pull_ms);
+    row("redis put (parts)", f.redis_put_ms);
+    row("redis get (parts)", f.redis_get_ms);
+    json.Add("local_fetch_" + k + "_ms", f.fetch_ms);
+    json.Add("local_hit_path_" + k + "_ms", f.hit_ms);
+    json.Add("hit_path_vs_remap_" + k, f.hit_ms / f.remap_ms);
+    json.Add("store_" + k + "_vs_memcpy", f.store_ms / f.memcpy_ms);
+    json.Add("pull_" + k + "_gbps", gb / (f.pull_ms / 1e3));
+    json.Add("pull_" + k + "_vs_zmq_stream", f.zmq_ms / f.pull_ms);
+    json.Add("redis_round_trip_" + k + "_ms", f.redis_put_ms + f.redis_get_ms);
+    json.Add("hit_path_" + k + "_us_per_token", f.hit_ms * 1e3 / tokens);
+    json.Add("h100_recompute_us_per_token", recompute_us_per_token);
+  }
+  t.Print();
+  std::cout << "H100 recompute estimate: 2 x " << params << " FLOPs/token / " << h100_flops
+            << " FLOP/s = " << Fixed(recompute_us_per_token, 1) << " us/token\n";
+  std::cout << json.str() << std::endl;
+  return 0;
+}
+
+}  // namespace
+}  // namespace pikv::bench
+
+int main(int argc, char** argv) {
+  CLI::App app{"Real-size chunks through every path, beside memcpy and bare ZeroMQ"};
+  int repeats = 3;
+  std::vector<uint32_t> sizes = {1024, 4096};
+  app.add_option("--repeats", repeats)->check(CLI::Range(1, 50))->capture_default_str();
+  app.add_option("--tokens", sizes, "Chunk sizes in tokens")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  try {
+    return pikv::bench::Run(repeats, sizes);
+  } catch (const std::exception& e) {
+    std::cerr << "big_chunk_bench: " << e.what() << "\n";
+    return 1;
+  }
+}
