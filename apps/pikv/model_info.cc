@@ -48,11 +48,15 @@ int RunModelInfo(const ModelInfoOptions& o) {
                               {"rope_offset", r.rope_offset},
                               {"rope_theta", r.theta},
                               {"rope_scaling", device::ScalingName(r.scaling)},
-                              {"rope_factor", r.factor},
-                              {"original_max_position", r.original_max_position},
                               {"attention_factor", r.AttentionScale()},
                               {"inv_freq", inv},
                               {"rope_signature", r.Signature()}};
+  // Scaling parameters only where the scaling reads them (a default would mislead).
+  if (r.scaling != device::RopeScaling::kNone && r.scaling != device::RopeScaling::kLongRope)
+    j["rope_factor"] = r.factor;
+  if (r.scaling == device::RopeScaling::kLlama3 || r.scaling == device::RopeScaling::kYarn ||
+      r.scaling == device::RopeScaling::kLongRope)
+    j["original_max_position"] = r.original_max_position;
   if (o.json) {
     std::cout << j.dump(2) << "\n";
     return 0;
