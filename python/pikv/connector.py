@@ -33,9 +33,15 @@ def split_segments(tokens, separator=None, lengths=None):
     it, so the segments still concatenate to the prompt the engine sees and a
     chunk is stored with its separator. None when the prompt is not chunked.
     """
+    if tokens is None:
+        return None
     tokens = list(tokens)
     if lengths is not None:
-        if sum(lengths) != len(tokens) or any(n <= 0 for n in lengths) or len(lengths) < 2:
+        # Lengths come from a request's parameters: anything but positive
+        # integers that cover the prompt means "not chunked".
+        if (not isinstance(lengths, (list, tuple)) or len(lengths) < 2 or
+                not all(type(n) is int and n > 0 for n in lengths) or
+                sum(lengths) != len(tokens)):
             return None
         out, at = [], 0
         for n in lengths:
@@ -116,10 +122,10 @@ class ConnectorCore:
         """Prompt tokens pikv can provide: the longest prefix of cached segments
         before the question (0 when the prompt is not chunked or on any
         failure). Asks the local node and the controller; changes nothing."""
-        segments = self.segments(tokens, lengths)
-        if segments is None:
-            return 0
         try:
+            segments = self.segments(tokens, lengths)
+            if segments is None:
+                return 0
             with self._lock:
                 plan = self.client.plan(segments)
         except Exception as e:  # never into the engine loop
@@ -155,10 +161,10 @@ class ConnectorCore:
         tokens into the request's blocks. What could not be loaded is
         reported as failed blocks, from the first segment that failed on."""
         result = LoadResult()
-        segments = self.segments(tokens, lengths)
-        if num_tokens <= 0 or segments is None:
-            return result
         try:
+            segments = self.segments(tokens, lengths)
+            if num_tokens <= 0 or segments is None:
+                return result
             with self._lock:
                 plan = self.client.plan(segments)
                 objects = self.client.fetch(plan)  # in plan order, None for a miss

@@ -94,7 +94,9 @@ class PikvConnector(KVConnectorBase_V1):
 
     @staticmethod
     def _params(request):
-        return getattr(request, "kv_transfer_params", None) or {}
+        # A request's parameters come from whoever sent it: a dict or nothing.
+        params = getattr(request, "kv_transfer_params", None)
+        return params if isinstance(params, dict) else {}
 
     def get_num_new_matched_tokens(self, request, num_computed_tokens):
         lengths = self._params(request).get("pikv_segments")
@@ -103,12 +105,13 @@ class PikvConnector(KVConnectorBase_V1):
 
     def update_state_after_alloc(self, request, blocks, num_external_tokens):
         params = self._params(request)
-        if num_external_tokens > 0:
+        tokens = request.prompt_token_ids
+        if num_external_tokens > 0 and tokens is not None:
             # Loaded from position 0: prefix caching is off, nothing is computed locally.
-            self._loads[request.request_id] = (list(request.prompt_token_ids),
-                                               params.get("pikv_segments"), num_external_tokens)
-        if params.get("pikv_save") and request.request_id not in self._saves:
-            self._saves[request.request_id] = [list(request.prompt_token_ids), []]
+            self._loads[request.request_id] = (list(tokens), params.get("pikv_segments"),
+                                               num_external_tokens)
+        if params.get("pikv_save") is True and tokens and request.request_id not in self._saves:
+            self._saves[request.request_id] = [list(tokens), []]
 
     def build_connector_meta(self, scheduler_output):
         meta = PikvConnectorMetadata()

@@ -7,6 +7,7 @@ import os
 import random
 import time
 import zlib
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -213,3 +214,18 @@ def test_the_connector_refuses_vllms_prefix_caching(tmp_path):
     config.cache_config.enable_prefix_caching = False
     with pytest.raises(ValueError, match="no model"):  # nothing says what the KV looks like
         PikvConnector(config, KVConnectorRole.SCHEDULER)
+
+
+@pytest.mark.parametrize("params", [
+    {"pikv_segments": "20,30,4"}, {"pikv_segments": [20, 30.0, 4]}, {"pikv_segments": [-1, 55]},
+    {"pikv_segments": [54]}, {"pikv_segments": [1] * 100000}, {"pikv_segments": None},
+    ["not", "a", "dict"], "pikv_segments", {"pikv_segments": [20, 30, 4], "pikv_save": "yes"}])
+def test_whatever_a_request_carries_never_raises_into_the_engine(cluster, tmp_path, params):
+    model, model_dir = make_model(tmp_path, MODELS[0], torch.float32)
+    e = StandInVllm(model, model_dir, settings(cluster, 0, "standin-hostile"), "flash")
+    t = tokens_for(model, 11)
+    prompt = t(54)
+    logits, provided = e.run(prompt, params)
+    assert provided == 0 and logits.shape[0] == 54
+    request = SimpleNamespace(request_id="r", prompt_token_ids=None, kv_transfer_params=params)
+    assert e.scheduler.get_num_new_matched_tokens(request, 0) == (0, False)
