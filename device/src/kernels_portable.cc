@@ -36,6 +36,22 @@ void Rotate(const uint8_t* src, uint8_t* dst, size_t elem, const HeadShape& shap
   }
 }
 
+// bf16 and f16: 16-bit storage, rotated in fp32.
+template <float (*ToF32)(uint16_t), uint16_t (*FromF32)(float)>
+void Rotate16(const uint8_t* src, uint8_t* dst, const HeadShape& shape, const Rotation& r) {
+  Rotate(
+      src, dst, 2, shape, r,
+      [](const uint8_t* p) {
+        uint16_t v;
+        std::memcpy(&v, p, 2);
+        return ToF32(v);
+      },
+      [](uint8_t* p, float f) {
+        const uint16_t v = FromF32(f);
+        std::memcpy(p, &v, 2);
+      });
+}
+
 }  // namespace
 
 void RotateHeadPortable(DType dtype, const uint8_t* src, uint8_t* dst, const HeadShape& shape,
@@ -52,30 +68,10 @@ void RotateHeadPortable(DType dtype, const uint8_t* src, uint8_t* dst, const Hea
           [](uint8_t* p, float f) { std::memcpy(p, &f, 4); });
       break;
     case DType::kBF16:
-      Rotate(
-          src, dst, 2, shape, r,
-          [](const uint8_t* p) {
-            uint16_t v;
-            std::memcpy(&v, p, 2);
-            return math::Bf16ToF32(v);
-          },
-          [](uint8_t* p, float f) {
-            uint16_t v = math::F32ToBf16(f);
-            std::memcpy(p, &v, 2);
-          });
+      Rotate16<math::Bf16ToF32, math::F32ToBf16>(src, dst, shape, r);
       break;
     case DType::kF16:
-      Rotate(
-          src, dst, 2, shape, r,
-          [](const uint8_t* p) {
-            uint16_t v;
-            std::memcpy(&v, p, 2);
-            return math::F16ToF32(v);
-          },
-          [](uint8_t* p, float f) {
-            uint16_t v = math::F32ToF16(f);
-            std::memcpy(p, &v, 2);
-          });
+      Rotate16<math::F16ToF32, math::F32ToF16>(src, dst, shape, r);
       break;
   }
 }
