@@ -1,5 +1,6 @@
 #include "bench_util.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
@@ -38,6 +39,12 @@ RunResult RunTimed(int threads, double seconds, uint64_t min_ops,
   r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   for (uint64_t c : counts) r.ops += c;
   return r;
+}
+
+double Quantile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[static_cast<size_t>(q * double(v.size() - 1) + 0.5)];
 }
 
 std::string Fixed(double v, int decimals) {

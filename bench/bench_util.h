@@ -35,6 +35,10 @@ class Table : public TextTable {
 
 std::string Fixed(double v, int decimals = 1);
 
+// The q-quantile (0 <= q <= 1, nearest rank) of `v`; 0 when empty.
+double Quantile(std::vector<double> v, double q);
+inline double Median(std::vector<double> v) { return Quantile(std::move(v), 0.5); }
+
 // Builds the final JSON line: {"key": number, ...} in insertion order.
 class JsonLine {
  public:

@@ -20,11 +20,11 @@
 #include <algorithm>
 #include <cstring>
 #include <iostream>
-#include <random>
 #include <thread>
 #include <zmq.hpp>
 
 #include "bench_util.h"
+#include "filled_cache.h"
 #include "pikv/client/client.h"
 #include "pikv/client/client_config.h"
 #include "pikv/client/prompt.h"
@@ -41,31 +41,6 @@ using Clock = std::chrono::steady_clock;
 double Ms(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-// One engine's paged cache for `tokens` tokens, filled with finite bf16.
-struct Cache {
-  device::PagedLayout layout;
-  std::vector<std::vector<uint8_t>> memory;
-  std::vector<int64_t> slots;
-  Cache(const client::ClientOptions& o, uint32_t tokens) {
-    const uint32_t block = 16;
-    layout =
-        device::PagedLayout::Make(device::PagedLayout::Order::kVllmFlash, o.dtype, o.kv_format,
-                                  o.num_kv_heads, o.head_dim, block, (tokens + block - 1) / block);
-    std::mt19937 rng(tokens);
-    for (uint32_t l = 0; l < o.num_layers; ++l) {
-      memory.emplace_back(layout.ElementsPerLayer() * DTypeSize(layout.dtype));
-      for (size_t i = 0; i < memory.back().size(); ++i)
-        memory.back()[i] = (i % 2) ? uint8_t(0x3c) : uint8_t(rng());
-      layout.layers.push_back(memory.back().data());
-    }
-    for (uint32_t t = 0; t < tokens; ++t) slots.push_back(t);
-  }
-};
 
 // One message of `bytes` over a bare ZeroMQ ipc PAIR, receiver in a thread.
 double ZmqTransferMs(const std::string& endpoint, const std::vector<uint8_t>& bytes) {
@@ -95,7 +70,7 @@ Figures Measure(uint32_t tokens, int repeats, const client::ClientOptions& a,
                 const std::string& node_b, const std::string& redis_address,
                 const std::string& zmq_dir) {
   client::Client ca(a), cb(b);
-  Cache source(a, tokens), dest(a, tokens);
+  FilledCache source(a, tokens), dest(a, tokens);
   std::vector<int32_t> chunk(tokens);
   for (uint32_t t = 0; t < tokens; ++t) chunk[t] = int32_t(100000 + tokens + t);
   auto prompt = *client::FromSegments({chunk, {1, 2, 3}});

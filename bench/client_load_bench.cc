@@ -12,9 +12,9 @@
 #include <algorithm>
 #include <chrono>
 #include <iostream>
-#include <random>
 
 #include "bench_util.h"
+#include "filled_cache.h"
 #include "pikv/client/client.h"
 #include "pikv/client/client_config.h"
 #include "pikv/client/prompt.h"
@@ -43,23 +43,10 @@ int Run(const std::map<std::string, std::string>& settings, int chunks, int toke
   }
   client::Client client(*options);
   const uint64_t total = uint64_t(chunks) * tokens + 3;
-  const uint64_t blocks = (total + block_size - 1) / block_size;
-  auto layout = device::PagedLayout::Make(device::PagedLayout::Order::kVllmFlash, options->dtype,
-                                          options->kv_format, options->num_kv_heads,
-                                          options->head_dim, block_size, blocks);
-  std::vector<std::vector<uint8_t>> memory;
-  std::mt19937 rng(1);
-  for (uint32_t l = 0; l < options->num_layers; ++l) {
-    // Small finite values in any dtype: the high byte of each 16-bit word
-    // stays in bf16/f16's normal range.
-    memory.emplace_back(layout.ElementsPerLayer() * DTypeSize(layout.dtype));
-    for (size_t i = 0; i < memory.back().size(); ++i)
-      memory.back()[i] = (i % 2) ? uint8_t(0x3c) : uint8_t(rng());
-    layout.layers.push_back(memory.back().data());
-  }
+  FilledCache cache(*options, total, block_size);
+  const device::PagedLayout& layout = cache.layout;
+  const std::vector<int64_t>& all_slots = cache.slots;
   auto segments = Segments(chunks, tokens);
-  std::vector<int64_t> all_slots(total);
-  for (uint64_t p = 0; p < total; ++p) all_slots[p] = int64_t(p);
   if (store) {
     for (int c = 0; c < chunks; ++c) {
       std::vector<int64_t> slots(all_slots.begin(), all_slots.begin() + tokens);
@@ -91,15 +78,13 @@ int Run(const std::map<std::string, std::string>& settings, int chunks, int toke
     }
     per_token_ns.push_back(ns / double(loaded));
   }
-  std::sort(per_token_ns.begin(), per_token_ns.end());
-  auto at = [&](double q) { return per_token_ns[size_t(q * (per_token_ns.size() - 1))]; };
-  const double median = at(0.5);
+  const double median = Median(per_token_ns);
   Table t({"path", "chunks", "tokens/chunk", "KV bytes/token", "median ns/token", "p90"});
   const uint64_t bytes_per_token = uint64_t(options->num_layers) * layout.planes() *
                                    options->num_kv_heads * options->head_dim *
                                    DTypeSize(options->dtype);
   t.Add({"C++ plan+fetch+remap", std::to_string(chunks), std::to_string(tokens),
-         std::to_string(bytes_per_token), Fixed(median, 1), Fixed(at(0.9), 1)});
+         std::to_string(bytes_per_token), Fixed(median, 1), Fixed(Quantile(per_token_ns, 0.9), 1)});
   t.Print();
   JsonLine j;
   j.Add("cxx_ns_per_token", median);

@@ -192,11 +192,6 @@ Measured Measure(int threads, double seconds, uint64_t min_ops,
   return {r.seconds > 0 ? ok / r.seconds : 0, failed.load(), ok};
 }
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
 std::string SizeName(uint64_t size) {
   return size >= (1 << 20) ? std::to_string(size >> 20) + "mib"
                            : std::to_string(size >> 10) + "kib";

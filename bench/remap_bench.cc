@@ -27,11 +27,6 @@ using device::PagedLayout;
 
 constexpr uint32_t kLayers = 32, kHeads = 8, kDim = 128, kBlock = 16;
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 struct Setup {
   std::vector<uint8_t> object;
   std::vector<std::vector<uint8_t>> memory;
