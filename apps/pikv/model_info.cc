@@ -33,32 +33,10 @@ int RunModelInfo(const ModelInfoOptions& o) {
     std::cerr << "pikv: refused: " << spec.status().message() << "\n";
     return 1;
   }
-  const device::RopeSpec& r = spec->rope;
-  const auto inv = r.InverseFrequencies();
-  nlohmann::ordered_json j = {{"model_type", spec->model_type},
-                              {"kv_format", std::string(KvFormatName(spec->geometry.format))},
-                              {"layers", spec->geometry.num_layers},
-                              {"kv_heads", spec->geometry.num_kv_heads},
-                              {"head_dim", spec->geometry.head_dim},
-                              {"latent_dim", spec->geometry.latent_dim},
-                              {"dtype", std::string(DTypeName(spec->dtype))},
-                              {"kv_bytes_per_token", spec->KvBytesPerToken()},
-                              {"rope_style", r.style == RopeStyle::kNeox ? "neox" : "gptj"},
-                              {"rotary_dim", r.rotary_dim},
-                              {"rope_offset", r.rope_offset},
-                              {"rope_theta", r.theta},
-                              {"rope_scaling", device::ScalingName(r.scaling)},
-                              {"attention_factor", r.AttentionScale()},
-                              {"inv_freq", inv},
-                              {"rope_signature", r.Signature()}};
-  // Scaling parameters only where the scaling reads them (a default would mislead).
-  if (r.scaling != device::RopeScaling::kNone && r.scaling != device::RopeScaling::kLongRope)
-    j["rope_factor"] = r.factor;
-  if (r.scaling == device::RopeScaling::kLlama3 || r.scaling == device::RopeScaling::kYarn ||
-      r.scaling == device::RopeScaling::kLongRope)
-    j["original_max_position"] = r.original_max_position;
+  const std::string described = device::DescribeModelJson(*spec);
+  const auto j = nlohmann::ordered_json::parse(described);
   if (o.json) {
-    std::cout << j.dump(2) << "\n";
+    std::cout << described << "\n";
     return 0;
   }
   // The table: one line per scalar; the frequencies as their range and the
@@ -71,7 +49,7 @@ int RunModelInfo(const ModelInfoOptions& o) {
   t.Add({"inv_freq", j["inv_freq"].front().dump() + " .. " + j["inv_freq"].back().dump()});
   t.Add({"kv per token", FormatBytes(spec->KvBytesPerToken())});
   t.Print(std::cout);
-  std::cout << "rope signature: " << r.Signature() << "\n";
+  std::cout << "rope signature: " << j["rope_signature"].get<std::string>() << "\n";
   return 0;
 }
 

@@ -120,4 +120,31 @@ Result<ModelSpec> ReadModelConfig(std::string_view text, const ModelConfigOption
   return m;
 }
 
+std::string DescribeModelJson(const ModelSpec& spec) {
+  const RopeSpec& r = spec.rope;
+  nlohmann::ordered_json j = {{"model_type", spec.model_type},
+                              {"kv_format", std::string(KvFormatName(spec.geometry.format))},
+                              {"layers", spec.geometry.num_layers},
+                              {"kv_heads", spec.geometry.num_kv_heads},
+                              {"head_dim", spec.geometry.head_dim},
+                              {"latent_dim", spec.geometry.latent_dim},
+                              {"dtype", std::string(DTypeName(spec.dtype))},
+                              {"kv_bytes_per_token", spec.KvBytesPerToken()},
+                              {"rope_style", r.style == RopeStyle::kNeox ? "neox" : "gptj"},
+                              {"rotary_dim", r.rotary_dim},
+                              {"rope_offset", r.rope_offset},
+                              {"rope_theta", r.theta},
+                              {"rope_scaling", ScalingName(r.scaling)},
+                              {"attention_factor", r.AttentionScale()},
+                              {"inv_freq", r.InverseFrequencies()},
+                              {"rope_signature", r.Signature()}};
+  // Scaling parameters only where the scaling reads them (a default would mislead).
+  if (r.scaling != RopeScaling::kNone && r.scaling != RopeScaling::kLongRope)
+    j["rope_factor"] = r.factor;
+  if (r.scaling == RopeScaling::kLlama3 || r.scaling == RopeScaling::kYarn ||
+      r.scaling == RopeScaling::kLongRope)
+    j["original_max_position"] = r.original_max_position;
+  return j.dump(2);
+}
+
 }  // namespace pikv::device

@@ -8,7 +8,6 @@
 
 #include <fstream>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
 
@@ -43,7 +42,7 @@ DType DTypeOf(const std::string& name) {
   return *d;
 }
 
-py::dict ModelInfo(const std::string& path, uint32_t max_model_len, const std::string& dtype) {
+py::object ModelInfo(const std::string& path, uint32_t max_model_len, const std::string& dtype) {
   std::ifstream file(path);
   if (!file) throw py::value_error("cannot read " + path);
   std::stringstream text;
@@ -52,18 +51,7 @@ py::dict ModelInfo(const std::string& path, uint32_t max_model_len, const std::s
   options.max_model_len = max_model_len;
   if (!dtype.empty()) options.dtype = DTypeOf(dtype);
   auto spec = Take(device::ReadModelConfig(text.str(), options, path));
-  const device::RopeSpec& r = spec.rope;
-  return py::dict("model_type"_a = spec.model_type,
-                  "kv_format"_a = std::string(KvFormatName(spec.geometry.format)),
-                  "layers"_a = spec.geometry.num_layers, "kv_heads"_a = spec.geometry.num_kv_heads,
-                  "head_dim"_a = spec.geometry.head_dim, "latent_dim"_a = spec.geometry.latent_dim,
-                  "dtype"_a = std::string(DTypeName(spec.dtype)),
-                  "kv_bytes_per_token"_a = spec.KvBytesPerToken(),
-                  "rope_style"_a = r.style == RopeStyle::kNeox ? "neox" : "gptj",
-                  "rotary_dim"_a = r.rotary_dim, "rope_offset"_a = r.rope_offset,
-                  "rope_theta"_a = r.theta, "rope_scaling"_a = device::ScalingName(r.scaling),
-                  "attention_factor"_a = r.AttentionScale(), "inv_freq"_a = r.InverseFrequencies(),
-                  "rope_signature"_a = r.Signature());
+  return py::module_::import("json").attr("loads")(device::DescribeModelJson(spec));
 }
 
 // The engine's paged KV tensors, one per layer, as pikv::device::PagedLayout.

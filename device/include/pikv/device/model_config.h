@@ -49,4 +49,11 @@ struct ModelConfigOptions {
 Result<ModelSpec> ReadModelConfig(std::string_view json, const ModelConfigOptions& options = {},
                                   const std::string& source = "config.json");
 
+// What pikv derived, as one JSON object (what `pikv model-info --json` prints
+// and pikv.model_info returns): geometry, dtype, KV bytes per token, pairing,
+// rotary width and offset, theta, scaling (with its factor and original
+// length where the scaling reads them), attention factor, every inv_freq and
+// the RoPE signature.
+std::string DescribeModelJson(const ModelSpec& spec);
+
 }  // namespace pikv::device
