@@ -16,8 +16,6 @@ interface (tests/python/vllm_standin). Prints a table, then one JSON line.
 import argparse
 import json
 import os
-import re
-import signal
 import statistics
 import subprocess
 import sys
@@ -31,23 +29,9 @@ sys.path[:0] = [os.path.join(BUILD, "python"), os.path.join(ROOT, "tests", "pyth
 import torch  # noqa: E402
 
 import pikv  # noqa: E402
+from pikv.local_cluster import LocalCluster  # noqa: E402
 from pikv.vllm import PikvConnector, PikvConnectorMetadata, _Load  # noqa: E402
 from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole  # noqa: E402
-
-
-def start_cluster():
-    proc = subprocess.Popen([os.path.join(BUILD, "bin", "pikv"), "cluster", "--nodes", "1",
-                             "--redis", "off"], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    ends = {}
-    for line in proc.stdout:
-        if line.startswith("controller "):
-            ends["controller"] = line.split()[1]
-        elif line.startswith("node "):
-            ends["node"] = re.findall(r"ipc://\S+", line)[0]
-        elif line.startswith("Ctrl-C"):
-            return proc, ends
-    raise RuntimeError("pikv cluster did not start")
 
 
 def segments(chunks, tokens):
@@ -111,7 +95,8 @@ def main():
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--iterations", type=int, default=10)
     args = p.parse_args()
-    proc, ends = start_cluster()
+    cluster = LocalCluster(os.path.join(BUILD, "bin", "pikv"), nodes=1, redis="off")
+    ends = {"controller": cluster.controller, "node": cluster.nodes[0]["ipc"]}
     try:
         cxx_round(ends, args, store=True)  # stores the chunks, warms the node
         worker, meta, loaded = python_connector(ends, args)
@@ -121,8 +106,7 @@ def main():
             cxx.append(cxx_round(ends, args, store=False))
             py.append(python_round(worker, meta, loaded, args.iterations))
     finally:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=30)
+        cluster.stop()
     info = pikv.model_info(args.config)
     cxx_ns, py_ns = statistics.median(cxx), statistics.median(py)
     rows = [("C++ client: plan+fetch+remap", cxx_ns), ("PikvConnector.start_load_kv", py_ns)]

@@ -6,7 +6,7 @@ every layout against that span before anything is written."""
 import ctypes
 from dataclasses import dataclass
 
-_TORCH_DTYPES = {"torch.float32": "f32", "torch.float16": "f16", "torch.bfloat16": "bf16"}
+TORCH_DTYPES = {"torch.float32": "f32", "torch.float16": "f16", "torch.bfloat16": "bf16"}
 _TYPESTRS = {"f4": "f32", "f2": "f16"}  # bf16 has no typestr: pass dtype="bf16"
 _SIZES = {"f32": 4, "f16": 2, "bf16": 2}
 
@@ -38,7 +38,7 @@ def describe(obj, dtype: str = None) -> TensorInfo:
     if hasattr(obj, "data_ptr") and hasattr(obj, "stride"):  # torch
         if obj.device.type != "cpu":
             raise ValueError(f"a {obj.device.type} tensor: this build remaps CPU memory only")
-        name = _TORCH_DTYPES.get(str(obj.dtype))
+        name = TORCH_DTYPES.get(str(obj.dtype))
         if name is None:
             raise ValueError(f"dtype {obj.dtype} is not float32, float16 or bfloat16")
         shape, strides = tuple(obj.shape), tuple(obj.stride())

@@ -24,10 +24,10 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import (
 )
 
 from pikv.connector import ConnectorCore
+from pikv.tensors import TORCH_DTYPES
 
 # Keys of kv_connector_extra_config that are the adapter's, not client settings.
 _ADAPTER_KEYS = ("separator", "settings_file", "kv_layout", "threads")
-_TORCH_TO_PIKV = {"torch.float32": "f32", "torch.float16": "f16", "torch.bfloat16": "bf16"}
 
 
 @dataclass
@@ -61,7 +61,7 @@ def _client_settings(vllm_config, extra):
         settings["model-config"] = config_json
     cache_dtype = getattr(vllm_config.cache_config, "cache_dtype", "auto")
     if cache_dtype == "auto":
-        settings["dtype"] = _TORCH_TO_PIKV.get(str(model.dtype), "bf16")
+        settings["dtype"] = TORCH_DTYPES.get(str(model.dtype), "bf16")
     settings.update({k: v for k, v in extra.items() if k not in _ADAPTER_KEYS})
     return settings
 
