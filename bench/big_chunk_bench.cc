@@ -79,7 +79,7 @@ Figures Measure(uint32_t tokens, int repeats, const client::ClientOptions& a,
   SharedBuffer object;
   for (int r = 0; r < repeats; ++r) {
     auto t0 = Clock::now();
-    Status s = ca.StoreFromCache(chunk, source.layout, source.slots, 0).get();
+    Status s = ca.StoreFromCache(ca.KeyOf(chunk), chunk, source.layout, source.slots, 0).get();
     store.push_back(Ms(t0));
     if (!s.ok()) throw std::runtime_error("store: " + s.ToString());
 

@@ -50,7 +50,8 @@ int Run(const std::map<std::string, std::string>& settings, int chunks, int toke
   if (store) {
     for (int c = 0; c < chunks; ++c) {
       std::vector<int64_t> slots(all_slots.begin(), all_slots.begin() + tokens);
-      Status s = client.StoreFromCache(segments[c], layout, slots, 0).get();
+      Status s =
+          client.StoreFromCache(client.KeyOf(segments[c]), segments[c], layout, slots, 0).get();
       if (!s.ok()) {
         std::cerr << "store chunk " << c << ": " << s.ToString() << "\n";
         return 1;

@@ -319,7 +319,7 @@ Status Client::CheckLayout(const device::PagedLayout& cache) const {
   return cache.Validate();
 }
 
-std::future<Status> Client::StoreFromCache(std::span<const int32_t> tokens,
+std::future<Status> Client::StoreFromCache(const ChunkKey& key, std::span<const int32_t> tokens,
                                            const device::PagedLayout& cache,
                                            std::span<const int64_t> slots, int64_t virtual_start,
                                            bool async) {
@@ -332,7 +332,7 @@ std::future<Status> Client::StoreFromCache(std::span<const int32_t> tokens,
     return fail(InvalidArgument("one slot per token: " + std::to_string(tokens.size()) +
                                 " tokens, " + std::to_string(slots.size()) + " slots"));
   device::GatherSpec spec;
-  spec.key = KeyOf(tokens);
+  spec.key = key;
   spec.model_id = options_.model_id;
   spec.tokens.assign(tokens.begin(), tokens.end());
   spec.k_form = KForm::kRotated;

@@ -240,11 +240,17 @@ PYBIND11_MODULE(_pikv, m) {
           "store",
           [](client::Client& c, const std::vector<int32_t>& tokens,
              const device::PagedLayout& cache, const std::vector<int64_t>& slots,
-             int64_t virtual_start, bool wait) -> py::object {
+             int64_t virtual_start, bool wait, const std::string& key_hex) -> py::object {
+            ChunkKey key = c.KeyOf(tokens);
+            if (!key_hex.empty()) {
+              auto parsed = ChunkKey::FromHex(key_hex);
+              if (!parsed) throw py::value_error("'" + key_hex + "' is not a chunk key");
+              key = *parsed;
+            }
             std::future<Status> f;
             {
               py::gil_scoped_release nogil;
-              f = c.StoreFromCache(tokens, cache, slots, virtual_start, !wait);
+              f = c.StoreFromCache(key, tokens, cache, slots, virtual_start, !wait);
             }
             if (wait) {
               Status s = f.get();
@@ -253,9 +259,10 @@ PYBIND11_MODULE(_pikv, m) {
             }
             return py::cast(PendingStore{std::make_shared<std::future<Status>>(std::move(f))});
           },
-          "tokens"_a, "cache"_a, "slots"_a, "virtual_start"_a = 0, "wait"_a = true,
-          "Gathers a chunk by slots out of the cache and stores it; wait=False returns a "
-          "PendingStore (the gather is done either way)")
+          "tokens"_a, "cache"_a, "slots"_a, "virtual_start"_a = 0, "wait"_a = true, "key"_a = "",
+          "Gathers a chunk by slots out of the cache and stores it under `key` (default "
+          "key_of(tokens), the isolated-mode key); wait=False returns a PendingStore (the gather "
+          "is done either way)")
       .def("stats", [](const client::Client& c) { return StatsDict(c.Stats()); });
 
   py::enum_<MsgType>(m, "AdminQuery")

@@ -51,8 +51,12 @@ TEST(StoreFromCacheTest, GatheredStoredFetchedAndRemappedBackIsBitExact) {
   Cache engine(DType::kBF16, 2, 2, 64, 4, 7), other(DType::kBF16, 2, 2, 64, 4, 0);
   std::vector<int32_t> tokens = {5, 6, 7, 8, 9, 10, 11};
   std::vector<int64_t> slots = {17, 3, 40, 41, 8, 0, 63};  // out of order, across blocks
-  ASSERT_TRUE(client.StoreFromCache(tokens, engine.layout, slots, 0).get().ok());
-  ASSERT_TRUE(client.StoreFromCache(tokens, engine.layout, slots, 0, /*async=*/true).get().ok());
+  ASSERT_TRUE(
+      client.StoreFromCache(client.KeyOf(tokens), tokens, engine.layout, slots, 0).get().ok());
+  ASSERT_TRUE(
+      client.StoreFromCache(client.KeyOf(tokens), tokens, engine.layout, slots, 0, /*async=*/true)
+          .get()
+          .ok());
 
   auto plan = client.MakePlan(*FromSegments({tokens, {1}}));
   ASSERT_EQ(plan.chunks[0].source, Source::kLocal);
@@ -76,7 +80,7 @@ TEST(StoreFromCacheTest, ACacheOutsideTheNamespaceOrSlotsThatDoNotMatchAreRefuse
   Cache f16(DType::kF16, 2, 2, 64, 1, 1), three_layers(DType::kBF16, 3, 2, 64, 1, 1),
       right(DType::kBF16, 2, 2, 64, 1, 1);
   auto code = [&](const Cache& c, std::vector<int64_t> s) {
-    return client.StoreFromCache(tokens, c.layout, s, 0).get().code();
+    return client.StoreFromCache(client.KeyOf(tokens), tokens, c.layout, s, 0).get().code();
   };
   EXPECT_EQ(code(f16, slots), ErrorCode::kInvalidArgument);
   EXPECT_EQ(code(three_layers, slots), ErrorCode::kInvalidArgument);

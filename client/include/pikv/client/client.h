@@ -119,7 +119,9 @@ class Client {
   // so the engine may reuse the blocks; with `async` the put runs on a task of
   // its own (its own connection) and the future says how it went. The layout
   // must match this client's namespace (dtype, format, heads, head dim, layers).
-  std::future<Status> StoreFromCache(std::span<const int32_t> tokens,
+  // `key` is the chunk's key (KeyOf; in sys-prefixed mode with the system
+  // prompt's key), as for Store.
+  std::future<Status> StoreFromCache(const ChunkKey& key, std::span<const int32_t> tokens,
                                      const device::PagedLayout& cache,
                                      std::span<const int64_t> slots, int64_t virtual_start,
                                      bool async = false);
