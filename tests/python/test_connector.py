@@ -80,6 +80,12 @@ def test_chunks_saved_by_one_engine_answer_on_another_as_from_scratch(cluster, t
     want = model.forward_scratch(lengths)(prompt)[-len(q):]
     err = (logits - want).abs().max().item()
     scale = want.abs().max().item()
+    # The same prompt as one causal segment: what the isolated mask changes.
+    causal = model.forward_scratch([sum(lengths[:-1]), lengths[-1]])(prompt)[-len(q):]
+    causal_err = (causal - want).abs().max().item()
+    print(f"{layout} {kv_dtype} {config}: max |logit error| {err:.3g} at scale {scale:.3g}; "
+          f"causal instead of isolated: {causal_err:.3g}")  # pytest -s shows the figures
+    assert causal_err > 10 * err, "the check could not tell isolated from causal"
     if kv_dtype == torch.float32:
         assert err <= 1e-4, f"max |logit error| {err:.3g}"
     else:
