@@ -4,12 +4,16 @@
 // Llama-3.1-8B's KV geometry (tests/device/model_configs/llama-3.1-8b.json:
 // 32 layers, 8 KV heads of 128, bf16: 128 KiB per token), chunks of 1 K and
 // 4 K tokens (128 and 512 MiB). A controller and two pikv-nodes (CPU tier
-// only, 3 GiB), a client on each node's ipc socket, vLLM's flash layout with
-// 16-token blocks. Per size, the median of --repeats of:
+// only, 3 GiB, prefaulted), a client on each node's ipc socket (so on its
+// zero-copy channel), vLLM's flash layout with 16-token blocks. Per size, the
+// median of --repeats of:
 //   memcpy       the object's bytes into a prefaulted buffer (the baseline)
-//   zmq          one message of the object's size over a bare ZeroMQ ipc pair
-//   store        gather out of a paged cache + put to the local node
-//   fetch        plan + fetch from the local node
+//   zmq          the object streamed over a bare ZeroMQ tcp pair on loopback
+//                in --stream-frame messages, copied out as they arrive (the
+//                baseline of the pull, which streams in the same frames)
+//   store        gather out of a paged cache into the local node's arena +
+//                commit (the node verifies it)
+//   fetch        plan + fetch from the local node (a lease: no bytes move)
 //   remap        the fetched object into a second paged cache
 //   hit path     plan + fetch + remap
 //   pull         plan + fetch on the other node (a P2P pull through it)
@@ -42,19 +46,30 @@ double Ms(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
-// One message of `bytes` over a bare ZeroMQ ipc PAIR, receiver in a thread.
-double ZmqTransferMs(const std::string& endpoint, const std::vector<uint8_t>& bytes) {
+// The object's bytes streamed over a bare ZeroMQ tcp PAIR on loopback in
+// messages of `frame` bytes (as a pull streams them), each copied into a
+// destination buffer as it arrives; receiver in a thread.
+double ZmqStreamMs(int port, const std::vector<uint8_t>& bytes, size_t frame) {
   zmq::context_t ctx;
   zmq::socket_t rx(ctx, zmq::socket_type::pair), tx(ctx, zmq::socket_type::pair);
+  const std::string endpoint = "tcp://127.0.0.1:" + std::to_string(port);
   rx.bind(endpoint);
   tx.connect(endpoint);
+  std::vector<uint8_t> dest(bytes.size(), 1);
   Clock::time_point t0 = Clock::now();
   std::thread receiver([&] {
-    zmq::message_t m;
-    (void)rx.recv(m);
+    for (size_t got = 0; got < dest.size();) {
+      zmq::message_t m;
+      if (!rx.recv(m)) return;
+      std::memcpy(dest.data() + got, m.data(), m.size());
+      got += m.size();
+    }
   });
-  zmq::message_t out(bytes.data(), bytes.size());  // the copy a sender makes
-  tx.send(out, zmq::send_flags::none);
+  for (size_t off = 0; off < bytes.size(); off += frame) {
+    const size_t n = std::min(frame, bytes.size() - off);
+    zmq::message_t out(const_cast<uint8_t*>(bytes.data()) + off, n, nullptr, nullptr);
+    tx.send(out, zmq::send_flags::none);
+  }
   receiver.join();
   return Ms(t0);
 }
@@ -68,7 +83,7 @@ struct Figures {
 Figures Measure(uint32_t tokens, int repeats, const client::ClientOptions& a,
                 const client::ClientOptions& b, const std::string& controller,
                 const std::string& node_b, const std::string& redis_address,
-                const std::string& zmq_dir) {
+                uint64_t stream_frame) {
   client::Client ca(a), cb(b);
   FilledCache source(a, tokens), dest(a, tokens);
   std::vector<int32_t> chunk(tokens);
@@ -126,7 +141,7 @@ Figures Measure(uint32_t tokens, int repeats, const client::ClientOptions& a,
     auto t0 = Clock::now();
     std::memcpy(dst.data(), src.data(), src.size());
     memcpy_ms.push_back(Ms(t0));
-    zmq.push_back(ZmqTransferMs("ipc://" + zmq_dir + "/z" + std::to_string(r), src));
+    zmq.push_back(ZmqStreamMs(testing::FreePort(), src, stream_frame));
   }
   auto parsed = storage::ParseRedisAddress(redis_address);
   storage::RemoteTierOptions ro = *parsed;
@@ -153,32 +168,15 @@ Figures Measure(uint32_t tokens, int repeats, const client::ClientOptions& a,
   return f;
 }
 
-int Run(int repeats, const std::vector<uint32_t>& sizes) {
-  testing::TempDir dir_a, dir_b, zmq_dir;
+int Run(int repeats, const std::vector<uint32_t>& sizes, uint64_t stream_frame) {
+  testing::TempDir dir_a, dir_b;
   testing::RedisServer redis;
   auto controller = testing::StartController(
       {"--endpoint", "tcp://127.0.0.1:*", "--http", "", "--log-level", "error"});
   auto start_node = [&](testing::TempDir& d, const std::string& id) {
-    return testing::StartNode({"--endpoint",
-                               "tcp://127.0.0.1:*",
-                               "--endpoint",
-                               "ipc://" + d.str() + "/n.sock",
-                               "--data-dir",
-                               d.str(),
-                               "--node-id",
-                               id,
-                               "--host",
-                               "host-" + id,
-                               "--controller",
-                               controller.endpoint,
-                               "--heartbeat-interval",
-                               "200ms",
-                               "--disk",
-                               "false",
-                               "--cpu-capacity",
-                               "3GiB",
-                               "--log-level",
-                               "error"});
+    return testing::StartClusterNode(d, id, controller.endpoint,
+                                     {"--cpu-capacity", "3GiB", "--prefault", "true",
+                                      "--pull-stream-frame", std::to_string(stream_frame)});
   };
   auto node_a = start_node(dir_a, "node-a"), node_b = start_node(dir_b, "node-b");
   auto options = [&](const testing::NodeProcess& n, const std::string& host) {
@@ -203,7 +201,7 @@ int Run(int repeats, const std::vector<uint32_t>& sizes) {
   JsonLine json;
   for (uint32_t tokens : sizes) {
     Figures f = Measure(tokens, repeats, a, b, controller.endpoint, node_b.ipc, redis.address(),
-                        zmq_dir.str());
+                        stream_frame);
     const double gb = f.bytes / 1e9;
     const std::string k = std::to_string(tokens / 1024) + "k";
     auto row = [&](const std::string& path, double ms) {
@@ -211,7 +209,7 @@ int Run(int repeats, const std::vector<uint32_t>& sizes) {
              Fixed(gb / (ms / 1e3), 2), Fixed(ms / f.memcpy_ms, 2)});
     };
     row("memcpy (baseline)", f.memcpy_ms);
-    row("bare zmq ipc, 1 message", f.zmq_ms);
+    row("bare zmq tcp stream, same frames", f.zmq_ms);
     row("store: gather + put (local)", f.store_ms);
     row("fetch: plan + get (local)", f.fetch_ms);
     row("remap", f.remap_ms);
@@ -245,9 +243,13 @@ int main(int argc, char** argv) {
   std::vector<uint32_t> sizes = {1024, 4096};
   app.add_option("--repeats", repeats)->check(CLI::Range(1, 50))->capture_default_str();
   app.add_option("--tokens", sizes, "Chunk sizes in tokens")->capture_default_str();
+  uint64_t stream_frame = 1 << 20;
+  app.add_option("--stream-frame", stream_frame, "Bytes per frame of a streamed pull")
+      ->check(CLI::Range(uint64_t{pikv::kMinStreamFrame}, uint64_t{pikv::kMaxStreamFrame}))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {
-    return pikv::bench::Run(repeats, sizes);
+    return pikv::bench::Run(repeats, sizes, stream_frame);
   } catch (const std::exception& e) {
     std::cerr << "big_chunk_bench: " << e.what() << "\n";
     return 1;

@@ -31,6 +31,10 @@ pikv::Config NodeConfig() {
   c.Declare("disk", K::kBool, "true", "Run the disk tier");
   c.Declare("prefault", K::kBool, "false",
             "Fault in the CPU arena at start (no page faults later)");
+  c.Declare("zero-copy", K::kBool, "true",
+            "Lend the CPU arena to clients on this host (a unix socket beside the ipc one)");
+  c.Declare("lease-ttl", K::kDuration, "30s",
+            "How long a local client may hold a lent object or reserved space");
   c.Declare("redis", K::kString, "", "Redis host:port for the shared tier (empty: none)");
   c.Declare("redis-namespace", K::kString, "default", "Key namespace in Redis");
   c.Declare("redis-ttl", K::kDuration, "0s", "Time before Redis expires an object (0s = never)");
@@ -38,6 +42,8 @@ pikv::Config NodeConfig() {
   c.Declare("pull-workers", K::kInt, "2", "Threads for P2P pulls (they wait on peers)");
   c.Declare("max-pulls-in-flight", K::kInt, "16",
             "Pulls queued or running before more are answered 'retry'");
+  c.Declare("pull-stream-frame", K::kSize, "1MiB",
+            "Frames a P2P pull asks its peer to stream objects in (0: one frame per object)");
   c.Declare("max-object-size", K::kSize, "1GiB", "Largest chunk object accepted");
   c.Declare("controller", K::kString, "tcp://127.0.0.1:7300",
             "Controller endpoint to report to (empty: none)");
@@ -115,6 +121,9 @@ int main(int argc, char** argv) {
                  "ipc://" + (std::filesystem::absolute(data_dir) / "node.sock").string()};
   }
   options.endpoints = endpoints;
+  options.pull_stream_frame = config.Size("pull-stream-frame");
+  options.zero_copy.enabled = config.Bool("zero-copy");
+  options.zero_copy.lease_ttl = config.Duration("lease-ttl");
 
   // Large request frames are malloc'd by ZeroMQ; keep freed ones in the heap
   // instead of returning them to the kernel, so steady-state puts do not page
@@ -131,6 +140,8 @@ int main(int argc, char** argv) {
   }
   for (const auto& ep : (*server)->endpoints()) std::cout << "endpoint " << ep << "\n";
   if (!(*server)->http_address().empty()) std::cout << "http " << (*server)->http_address() << "\n";
+  if (!(*server)->zero_copy_path().empty())
+    std::cout << "zero-copy " << (*server)->zero_copy_path() << "\n";
   std::cout << "pikv-node " << (*server)->node_id() << " ready\n";
   std::cout << std::flush;
 

@@ -3,14 +3,19 @@
 #include <map>
 
 #include "pikv/proto/chunk_object.h"
+#include "pikv/proto/local_channel.h"
 #include "pikv/rpc/admin_client.h"
 #include "pikv/rpc/node_client.h"
+#include "pikv/rpc/zero_copy_client.h"
 
 namespace pikv::client {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// A channel that failed is tried again after this long.
+constexpr auto kZeroCopyRetry = std::chrono::seconds(1);
 
 std::chrono::milliseconds Left(Clock::time_point deadline) {
   return std::max(std::chrono::milliseconds(1),
@@ -37,13 +42,17 @@ struct Client::Connections {
   std::unique_ptr<rpc::NodeClient> local;
   std::unique_ptr<rpc::AdminClient> controller;
   std::map<std::string, std::unique_ptr<rpc::NodeClient>>
-      peers;  // direct, when the local node is down
+      peers;                   // direct, when the local node is down
+  std::string zero_copy_path;  // empty: the local node has no zero-copy channel for us
+  std::shared_ptr<rpc::ZeroCopyClient> zero_copy;
+  Clock::time_point zero_copy_retry{};
 };
 
 Client::Client(ClientOptions options)
     : options_(std::move(options)), conn_(std::make_unique<Connections>()) {
   if (!options_.local_node.empty()) {
     conn_->local = std::make_unique<rpc::NodeClient>(options_.local_node, options_.node_timeout);
+    if (options_.zero_copy) conn_->zero_copy_path = ZeroCopySocketFor(options_.local_node);
   }
   if (!options_.controller.empty()) {
     conn_->controller =
@@ -52,6 +61,21 @@ Client::Client(ClientOptions options)
 }
 
 Client::~Client() = default;
+
+std::shared_ptr<rpc::ZeroCopyClient> Client::ZeroCopy() {
+  if (conn_->zero_copy_path.empty()) return nullptr;
+  if (conn_->zero_copy && conn_->zero_copy->healthy()) return conn_->zero_copy;
+  conn_->zero_copy.reset();
+  const auto now = Clock::now();
+  if (now < conn_->zero_copy_retry) return nullptr;
+  auto connected = rpc::ZeroCopyClient::Connect(conn_->zero_copy_path, options_.node_timeout);
+  if (!connected.ok()) {
+    conn_->zero_copy_retry = now + kZeroCopyRetry;  // copies meanwhile
+    return nullptr;
+  }
+  conn_->zero_copy = std::move(*connected);
+  return conn_->zero_copy;
+}
 
 KeyNamespace Client::Namespace(const ChunkKey* sys_key) const {
   KeyNamespace ns{options_.model_id,         options_.kv_format, options_.dtype,
@@ -170,6 +194,10 @@ std::vector<Result<SharedBuffer>> Client::Fetch(Plan& plan) {
     return k;
   };
   bool local_up = conn_->local && plan.local_node_answered;
+  // In place from the local node's arena what is in its CPU tier; the rest
+  // (disk, Redis, or no channel) by copy.
+  std::vector<bool> in_place(plan.chunks.size(), false);
+  if (local_up) here = LeaseInPlace(plan, here, deadline, out, in_place);
   if (local_up && !here.empty()) {
     conn_->local->set_timeout(Left(deadline));
     auto got = conn_->local->Get(keys_of(here));
@@ -183,8 +211,20 @@ std::vector<Result<SharedBuffer>> Client::Fetch(Plan& plan) {
       const auto left = Left(deadline);
       conn_->local->set_timeout(left);
       // The node's own pull must give up before our deadline does.
-      take(idx, conn_->local->Pull(keys_of(idx), endpoint,
-                                   std::max(std::chrono::milliseconds(1), left * 8 / 10)));
+      const auto pull_timeout = std::max(std::chrono::milliseconds(1), left * 8 / 10);
+      if (ZeroCopy()) {
+        // Admitted there, then read in place: the bytes never cross the socket.
+        auto pulled = conn_->local->PullHere(keys_of(idx), endpoint, pull_timeout);
+        std::vector<size_t> admitted;
+        for (size_t j = 0; pulled.ok() && j < idx.size() && j < pulled->size(); ++j) {
+          if ((*pulled)[j].ok()) admitted.push_back(idx[j]);
+        }
+        // What did not land in its CPU tier (no room) is read by copy.
+        auto rest = LeaseInPlace(plan, admitted, deadline, out, in_place);
+        if (!rest.empty()) take(rest, conn_->local->Get(keys_of(rest)));
+        continue;
+      }
+      take(idx, conn_->local->Pull(keys_of(idx), endpoint, pull_timeout));
     } else {
       auto& peer = conn_->peers[endpoint];
       if (!peer) peer = std::make_unique<rpc::NodeClient>(endpoint, Left(deadline));
@@ -202,32 +242,73 @@ std::vector<Result<SharedBuffer>> Client::Fetch(Plan& plan) {
       out[i] = NotFound();
       continue;
     }
-    // Whatever crossed a network is checked before an engine trusts it.
-    if (!VerifyChunkObject(out[i]->span(), &c.key).ok()) {
+    // Whatever crossed a network is checked before an engine trusts it. An
+    // object lent in place was verified by the node when it was admitted and
+    // cannot be changed since: its header must still name the chunk.
+    const std::span<const uint8_t> bytes = out[i]->span();
+    auto header = ParseChunkHeader(bytes);
+    if (!header.ok() || header->key != c.key ||
+        (!in_place[i] &&
+         PayloadChecksum(ChunkPayload(bytes, *header)) != header->payload_checksum)) {
       stats_.corrupt++;
       out[i] = NotFound("corrupt object");
+      c.lease_deadline = {};
       continue;
     }
     stats_.fetched++;
+    if (in_place[i]) stats_.zero_copy_fetched++;
     // Sys-prefixed chunks are computed right after the system prompt, which
     // starts at 0: reuse is exact only where the chunk starts where it was computed.
-    if (options_.mode == AttentionMode::kSysPrefixed && c.segment > 0) {
-      auto h = ParseChunkHeader(out[i]->span());
-      c.approximate = h.ok() && h->virtual_start != c.actual_start;
-    }
+    if (options_.mode == AttentionMode::kSysPrefixed && c.segment > 0)
+      c.approximate = header->virtual_start != c.actual_start;
   }
   return out;
 }
 
-Status Client::Remap(const SharedBuffer& object, const ChunkPlan& chunk,
-                     std::span<const int64_t> slots, const device::PagedLayout& cache,
-                     int threads) const {
-  return device::Remap(object.span(), options_.rope, chunk.actual_start, slots, cache, {threads});
+std::vector<size_t> Client::LeaseInPlace(Plan& plan, const std::vector<size_t>& idx,
+                                         Clock::time_point deadline,
+                                         std::vector<Result<SharedBuffer>>& out,
+                                         std::vector<bool>& in_place) {
+  auto zc = idx.empty() ? nullptr : ZeroCopy();
+  if (!zc) return idx;
+  std::vector<ChunkKey> keys;
+  for (size_t i : idx) keys.push_back(plan.chunks[i].key);
+  auto leased = zc->Lease(keys, Left(deadline));
+  if (!leased.ok()) return idx;
+  std::vector<size_t> rest;
+  for (size_t j = 0; j < idx.size(); ++j) {
+    const size_t i = idx[j];
+    if (!leased->objects[j].ok()) {
+      rest.push_back(i);
+      continue;
+    }
+    out[i] = std::move(leased->objects[j]);
+    plan.chunks[i].lease_deadline = leased->deadline;
+    in_place[i] = true;
+  }
+  return rest;
 }
 
-Result<SharedBuffer> Client::BuildObject(const ChunkKey& key, std::span<const int32_t> tokens,
-                                         int64_t virtual_start,
-                                         std::span<const uint8_t> payload) const {
+Status Client::Remap(const SharedBuffer& object, const ChunkPlan& chunk,
+                     std::span<const int64_t> slots, const device::PagedLayout& cache,
+                     int threads) {
+  const bool leased = chunk.lease_deadline != Clock::time_point{};
+  if (leased && Clock::now() >= chunk.lease_deadline) {
+    stats_.lease_expired++;
+    return Timeout("the lease on this chunk's object expired; fetch it again or recompute it");
+  }
+  Status s =
+      device::Remap(object.span(), options_.rope, chunk.actual_start, slots, cache, {threads});
+  if (s.ok() && leased && Clock::now() >= chunk.lease_deadline) {
+    // The node may have reused the memory while we read it.
+    stats_.lease_expired++;
+    return Timeout("the lease expired during the remap: recompute the chunk into these slots");
+  }
+  return s;
+}
+
+ChunkHeader Client::MakeHeader(const ChunkKey& key, std::span<const int32_t> tokens,
+                               int64_t virtual_start) const {
   ChunkHeader h;
   h.key = key;
   h.model_id = options_.model_id;
@@ -242,9 +323,7 @@ Result<SharedBuffer> Client::BuildObject(const ChunkKey& key, std::span<const in
   h.k_form = KForm::kRotated;
   h.virtual_start = virtual_start;
   h.tokens.assign(tokens.begin(), tokens.end());
-  auto object = BuildChunkObject(std::move(h), payload);
-  if (!object.ok()) return object.status();
-  return SharedBuffer::FromVector(std::move(*object));
+  return h;
 }
 
 Status Client::Put(const ChunkKey& key, const SharedBuffer& object) {
@@ -285,23 +364,70 @@ std::future<Status> PutInBackground(std::string endpoint, std::chrono::milliseco
 
 }  // namespace
 
+std::future<Status> Client::StoreObject(const ChunkKey& key, size_t size, const Fill& fill,
+                                        bool async) {
+  auto fail = [&](Status s) {
+    stats_.store_failures++;
+    return Ready(std::move(s));
+  };
+  if (auto zc = ZeroCopy()) {
+    // A node whose arena cannot take it may still write it to disk or
+    // Redis: then the copying put below is the way.
+    if (auto space = zc->Reserve(size, options_.node_timeout); space.ok()) {
+      if (Status s = fill(space->bytes(), false); !s.ok()) return fail(s);  // given back
+      stats_.zero_copy_stores++;
+      if (async) {
+        stats_.stores++;  // counted when handed off; the future says whether it landed
+        return std::async(std::launch::async, [zc, key, space = std::move(*space),
+                                               timeout = options_.node_timeout]() mutable {
+          return zc->Commit(key, std::move(space), timeout, /*seal=*/true);
+        });
+      }
+      Status s = zc->Commit(key, std::move(*space), options_.node_timeout, /*seal=*/true);
+      (s.ok() ? stats_.stores : stats_.store_failures)++;
+      return Ready(s);
+    }
+  }
+  std::vector<uint8_t> bytes(size);
+  if (Status s = fill(bytes, true); !s.ok()) return fail(s);
+  SharedBuffer object = SharedBuffer::FromVector(std::move(bytes));
+  if (!async) return Ready(Put(key, object));
+  if (options_.local_node.empty()) return fail(Unavailable("no local node to store into"));
+  stats_.stores++;  // counted when handed off; the future says whether it landed
+  return PutInBackground(options_.local_node, options_.node_timeout, key, std::move(object));
+}
+
 Status Client::Store(const ChunkKey& key, std::span<const int32_t> tokens, int64_t virtual_start,
                      std::span<const uint8_t> payload, SharedBuffer* object_out) {
-  auto object = BuildObject(key, tokens, virtual_start, payload);
-  if (!object.ok()) {
-    stats_.store_failures++;
-    return object.status();
+  const ChunkHeader h = MakeHeader(key, tokens, virtual_start);
+  const size_t size = ChunkHeaderSize(h) + payload.size();
+  if (object_out) {  // the engine keeps the object: built on the heap, put by copy
+    std::vector<uint8_t> bytes(size);
+    if (Status s = BuildChunkObjectInto(h, payload, bytes); !s.ok()) {
+      stats_.store_failures++;
+      return s;
+    }
+    *object_out = SharedBuffer::FromVector(std::move(bytes));
+    return Put(key, *object_out);
   }
-  if (object_out) *object_out = *object;
-  return Put(key, *object);
+  return StoreObject(
+             key, size,
+             [&](std::span<uint8_t> out, bool checksum) {
+               return BuildChunkObjectInto(h, payload, out, checksum);
+             },
+             false)
+      .get();
 }
 
 std::future<Status> Client::StoreAsync(const ChunkKey& key, std::vector<int32_t> tokens,
                                        int64_t virtual_start, SharedBuffer payload) {
-  auto object = BuildObject(key, tokens, virtual_start, payload.span());
-  if (!object.ok()) return Ready(object.status());
-  if (options_.local_node.empty()) return Ready(Unavailable("no local node to store into"));
-  return PutInBackground(options_.local_node, options_.node_timeout, key, std::move(*object));
+  const ChunkHeader h = MakeHeader(key, tokens, virtual_start);
+  return StoreObject(
+      key, ChunkHeaderSize(h) + payload.size(),
+      [&](std::span<uint8_t> out, bool checksum) {
+        return BuildChunkObjectInto(h, payload.span(), out, checksum);
+      },
+      true);
 }
 
 Status Client::CheckLayout(const device::PagedLayout& cache) const {
@@ -339,14 +465,13 @@ std::future<Status> Client::StoreFromCache(const ChunkKey& key, std::span<const 
   spec.virtual_start = virtual_start;
   auto size = device::GatherSize(cache, slots, options_.rope, spec);
   if (!size.ok()) return fail(size.status());
-  std::vector<uint8_t> bytes(*size);
-  if (Status s = device::GatherInto(cache, slots, options_.rope, spec, bytes); !s.ok())
-    return fail(s);
-  SharedBuffer object = SharedBuffer::FromVector(std::move(bytes));
-  if (!async) return Ready(Put(spec.key, object));
-  if (options_.local_node.empty()) return fail(Unavailable("no local node to store into"));
-  stats_.stores++;  // counted when handed off; the future says whether it landed
-  return PutInBackground(options_.local_node, options_.node_timeout, spec.key, std::move(object));
+  return StoreObject(
+      key, *size,
+      [&](std::span<uint8_t> out, bool checksum) {
+        spec.checksum = checksum;
+        return device::GatherInto(cache, slots, options_.rope, spec, out);
+      },
+      async);
 }
 
 }  // namespace pikv::client

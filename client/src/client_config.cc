@@ -31,6 +31,8 @@ Result<ClientOptions> LoadClientOptions(const std::string& path, Config* config_
   c.Declare("node-timeout", K::kDuration, "500ms", "Deadline of calls to the local node");
   c.Declare("controller-timeout", K::kDuration, "200ms", "Deadline of locate");
   c.Declare("fetch-timeout", K::kDuration, "2s", "Deadline of a whole fetch");
+  c.Declare("zero-copy", K::kBool, "true",
+            "Read and write the local node's CPU arena in place (when local-node is ipc://)");
   if (!path.empty()) {
     if (Status s = c.LoadYamlFile(path); !s.ok()) return s;
   }
@@ -92,6 +94,7 @@ Result<ClientOptions> LoadClientOptions(const std::string& path, Config* config_
   o.node_timeout = c.Duration("node-timeout");
   o.controller_timeout = c.Duration("controller-timeout");
   o.fetch_timeout = c.Duration("fetch-timeout");
+  o.zero_copy = c.Bool("zero-copy");
   if (config_out) *config_out = c;
   return o;
 }

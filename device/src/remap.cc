@@ -1,12 +1,11 @@
 #include "pikv/device/remap.h"
 
-#include <xxhash.h>
-
 #include <algorithm>
 #include <cstring>
 #include <thread>
 
 #include "kernels.h"
+#include "pikv/proto/checksum.h"
 
 namespace pikv::device {
 
@@ -265,8 +264,7 @@ Status GatherInto(const PagedLayout& cache, std::span<const int64_t> slots, cons
   if (object.size() != header_size + h->geometry.PayloadBytes())
     return InvalidArgument("gather buffer has the wrong size");
   const size_t vec_bytes = size_t{cache.head_dim} * DTypeSize(cache.dtype);
-  XXH3_state_t* state = XXH3_createState();
-  XXH3_64bits_reset(state);
+  Xxh3Stream checksum;
   uint8_t* out = object.data() + header_size;
   // Payload order [layer][plane][token][head][dim]: each token's row of heads
   // is contiguous in the object, so it is hashed right after it is copied.
@@ -278,13 +276,11 @@ Status GatherInto(const PagedLayout& cache, std::span<const int64_t> slots, cons
           std::memcpy(out, cache.HeadVector(layer, plane, slot, head), vec_bytes);
           out += vec_bytes;
         }
-        XXH3_64bits_update(state, row, static_cast<size_t>(out - row));
+        if (spec.checksum) checksum.Update({row, static_cast<size_t>(out - row)});
       }
     }
   }
-  const uint64_t checksum = XXH3_64bits_digest(state);
-  XXH3_freeState(state);
-  return WriteChunkHeader(*h, checksum, object);
+  return WriteChunkHeader(*h, spec.checksum ? checksum.Digest() : 0, object);
 }
 
 Result<std::vector<uint8_t>> Gather(const PagedLayout& cache, std::span<const int64_t> slots,

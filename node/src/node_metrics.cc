@@ -57,6 +57,30 @@ std::string NodeMetricsText(const RequestHandler& handler, storage::StorageManag
   w.Family("pikv_node_p2p_pull_failures_total", "counter", "Pulls whose peer did not answer.");
   w.Sample("pikv_node_p2p_pull_failures_total", "", c.pull_failures);
 
+  w.Family("pikv_node_p2p_pulled_streamed_total", "counter",
+           "Objects pulled from peers in bounded frames.");
+  w.Sample("pikv_node_p2p_pulled_streamed_total", "", c.pulled_streamed);
+  w.Family("pikv_node_streamed_replies_total", "counter",
+           "Get replies sent in bounded frames (to pulling peers).");
+  w.Sample("pikv_node_streamed_replies_total", "", c.streamed);
+  // The zero-copy channel (absent when it is off): what it counted, and what
+  // local clients hold now.
+  const Fields stats = handler.StatsFields();
+  w.Family("pikv_node_zero_copy_events_total", "counter",
+           "Zero-copy channel events: clients, refused_clients, requests, errors, leased_objects, "
+           "commits, commit_failures, expired, dropped, refused.");
+  for (const char* event : {"clients", "refused_clients", "requests", "errors", "leased_objects",
+                            "commits", "commit_failures", "expired", "dropped", "refused"}) {
+    const int64_t v = FieldInt(stats, std::string("zero_copy.") + event, -1);
+    if (v >= 0) w.Sample("pikv_node_zero_copy_events_total", Label("event", event), uint64_t(v));
+  }
+  w.Family("pikv_node_zero_copy_held", "gauge",
+           "What local clients hold of the CPU arena now: leases, reservations, lent_bytes.");
+  for (const char* kind : {"leases", "reservations", "lent_bytes"}) {
+    const int64_t v = FieldInt(stats, std::string("zero_copy.") + kind, -1);
+    if (v >= 0) w.Sample("pikv_node_zero_copy_held", Label("kind", kind), uint64_t(v));
+  }
+
   // Zero for a node that reports to no controller.
   w.Family("pikv_node_reporter_inventories_total", "counter",
            "Full inventories sent to the controller (registrations, resyncs, retries).");

@@ -12,7 +12,9 @@
 #include "pikv/http/http_server.h"
 #include "pikv/node/node_metrics.h"
 #include "pikv/proto/endpoint.h"
+#include "pikv/proto/local_channel.h"
 #include "pikv/proto/zmq_frames.h"
+#include "zero_copy_server.h"
 
 namespace pikv::node {
 
@@ -106,6 +108,10 @@ Result<std::unique_ptr<NodeServer>> NodeServer::Start(NodeOptions options) {
   if (options.max_in_flight < 1) return InvalidArgument("node needs max_in_flight >= 1");
   if (options.pull_workers < 1 || options.max_pulls_in_flight < 1)
     return InvalidArgument("node needs pull_workers and max_pulls_in_flight >= 1");
+  if (options.pull_stream_frame != 0 && (options.pull_stream_frame < uint64_t{kMinStreamFrame} ||
+                                         options.pull_stream_frame > uint64_t{kMaxStreamFrame}))
+    return InvalidArgument("pull stream frame: 0 (off) or " + std::to_string(kMinStreamFrame) +
+                           " to " + std::to_string(kMaxStreamFrame) + " bytes");
   if (auto s = CheckNodeId(options.node_id.empty() ? HostName() : options.node_id); !s.ok())
     return s;
   if (options.reporter) {
@@ -125,6 +131,7 @@ Result<std::unique_ptr<NodeServer>> NodeServer::Start(NodeOptions options) {
   server->storage_ = std::move(*storage);
   PullOptions pull;
   if (options.reporter) pull.controller = options.reporter->controller;
+  pull.stream_frame_bytes = options.pull_stream_frame;
   server->handler_ =
       std::make_unique<RequestHandler>(*server->storage_, options.node_id, std::move(pull));
 
@@ -138,6 +145,10 @@ Result<std::unique_ptr<NodeServer>> NodeServer::Start(NodeOptions options) {
                                             2));
     loop->frontend.set(zmq::sockopt::linger, 0);
     loop->frontend.set(zmq::sockopt::rcvhwm, 16);
+    // A streamed reply is many messages (slices of arena objects, no copies):
+    // room for the largest one, or a ROUTER would drop its tail.
+    loop->frontend.set(zmq::sockopt::sndhwm,
+                       static_cast<int>(2 * RequestHandler::kMaxStreamMessages));
     for (const auto& ep : options.endpoints) {
       loop->frontend.bind(ep);
       server->endpoints_.push_back(loop->frontend.get(zmq::sockopt::last_endpoint));
@@ -148,6 +159,7 @@ Result<std::unique_ptr<NodeServer>> NodeServer::Start(NodeOptions options) {
     return IoError("bind " + options.endpoints.back() + ": " + e.what());
   }
   server->loop_ = std::move(loop);
+  if (Status s = server->StartZeroCopy(); !s.ok()) return s;
   if (options.reporter) {
     ReporterOptions r = *options.reporter;
     if (r.node_id.empty()) r.node_id = options.node_id;
@@ -196,6 +208,41 @@ Result<std::unique_ptr<NodeServer>> NodeServer::Start(NodeOptions options) {
 }
 
 NodeServer::~NodeServer() { Stop(); }
+
+const std::string& NodeServer::zero_copy_path() const {
+  static const std::string kNone;
+  return zero_copy_ ? zero_copy_->path() : kNone;
+}
+
+Status NodeServer::StartZeroCopy() {
+  ZeroCopyOptions z = options_.zero_copy;
+  if (!z.enabled) return Status::Ok();
+  for (size_t i = 0; z.path.empty() && i < endpoints_.size(); ++i)
+    z.path = ZeroCopySocketFor(endpoints_[i]);
+  if (z.path.empty()) return Status::Ok();  // no ipc endpoint: no local clients to lend to
+  auto server = ZeroCopyServer::Start(z, *storage_, options_.limits);
+  if (!server.ok()) return server.status();
+  zero_copy_ = std::move(*server);
+  handler_->AddStatsSource([zc = zero_copy_.get()](Fields& f) {
+    const ZeroCopyServer::Counters c = zc->counters();
+    auto put = [&f](const std::string& name, uint64_t v) { f[name] = static_cast<int64_t>(v); };
+    put("zero_copy.clients", c.clients);
+    put("zero_copy.refused_clients", c.refused_clients);
+    put("zero_copy.requests", c.requests);
+    put("zero_copy.errors", c.errors);
+    put("zero_copy.leased_objects", c.leased_objects);
+    put("zero_copy.commits", c.commits);
+    put("zero_copy.commit_failures", c.commit_failures);
+    put("zero_copy.leases", c.leases.leases);
+    put("zero_copy.reservations", c.leases.reservations);
+    put("zero_copy.lent_bytes", c.leases.lent_bytes);
+    put("zero_copy.expired", c.leases.expired);
+    put("zero_copy.dropped", c.leases.dropped);
+    put("zero_copy.refused", c.leases.refused);
+  });
+  spdlog::info("node {} lends its CPU arena to local clients on {}", options_.node_id, z.path);
+  return Status::Ok();
+}
 
 std::optional<Message> NodeServer::Dispatch(std::vector<zmq::message_t>& frames) {
   // frames[0] is the client's identity (added by the ROUTER), then the header.
@@ -287,7 +334,7 @@ void NodeServer::ServeLoopOnce() {
       frames[0] = zmq::message_t(routing[0].data(),
                                  routing[0].size());  // Dispatch may keep it for a worker
       if (auto reply = Dispatch(frames)) {
-        if (!SendMessage(l.frontend, routing, reply->header, reply->payloads))
+        if (!SendReply(l.frontend, routing, reply->header, reply->payloads))
           spdlog::warn("reply could not be sent");
       }
       frames.clear();
@@ -331,6 +378,7 @@ void NodeServer::Stop() {
   for (auto& w : l.workers) w.join();
   for (auto& w : l.pull_workers) w.join();
   if (l.http) l.http->Stop();
+  if (zero_copy_) zero_copy_->Stop();  // clients' leases end before storage does
   l.frontend.close();
   l.replies.close();
   l.pull_replies.close();

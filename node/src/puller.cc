@@ -2,8 +2,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cstring>
 #include <map>
 
+#include "pikv/proto/chunk_object.h"
 #include "pikv/proto/endpoint.h"
 #include "pikv/proto/locate_reply.h"
 #include "pikv/rpc/node_client.h"
@@ -19,6 +21,50 @@ std::chrono::milliseconds Left(Puller::Clock::time_point deadline) {
 }
 
 }  // namespace
+
+bool Puller::ReceiveStream(RpcClient& peer, const Header& reply, std::span<const ChunkKey> keys,
+                           std::vector<bool>& admitted, Clock::time_point deadline) {
+  const WireLimits limits;
+  const int64_t frame = FieldInt(reply.fields, kStreamFrameField, 0);
+  size_t hits = 0;
+  for (size_t i = 0; i < keys.size() && i < reply.values.size(); ++i) hits += reply.values[i] == 0;
+  if (frame < kMinStreamFrame || frame > kMaxStreamFrame ||
+      reply.values.size() != keys.size() + hits)
+    return false;
+  std::vector<uint64_t> sizes;
+  uint64_t total = 0;
+  for (size_t h = 0; h < hits; ++h) {
+    const int64_t size = reply.values[keys.size() + h];
+    if (size < 1 || static_cast<uint64_t>(size) > limits.max_payload_bytes) return false;
+    sizes.push_back(static_cast<uint64_t>(size));
+    total += static_cast<uint64_t>(size);
+  }
+  if (total > limits.max_message_payload_bytes) return false;
+  size_t h = 0;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (reply.values[i] != 0) continue;
+    const uint64_t size = sizes[h++];
+    // Straight into arena space; without room, the bytes are still read
+    // (the stream must stay in step) and the key is a miss.
+    auto space = storage_.Reserve(size);
+    StreamingPayloadChecksum checksum;
+    for (uint64_t off = 0; off < size;) {
+      auto got = peer.ReceiveFrame(Left(deadline));
+      const uint64_t expected = std::min<uint64_t>(static_cast<uint64_t>(frame), size - off);
+      if (!got.ok() || got->size() != expected) return false;
+      if (space.ok()) {
+        std::memcpy(space->data + off, got->data(), expected);
+        checksum.Append({space->data + off, expected});
+      }
+      off += expected;
+    }
+    if (space.ok()) {
+      admitted[i] = storage_.Commit(keys[i], std::move(*space), checksum.Digest()).ok();
+      streamed_objects_++;
+    }
+  }
+  return true;
+}
 
 Puller::Puller(storage::StorageManager& storage, std::string node_id, PullOptions options)
     : storage_(storage),
@@ -87,7 +133,24 @@ Message Puller::Pull(const Header& request, Clock::time_point deadline) {
     Message get;
     get.header.type = MsgType::kGet;
     for (size_t i : idx) get.header.keys.push_back(request.keys[i]);
-    auto got = rpc::ObjectsFromReply(peer->Call(std::move(get), Left(deadline)), idx.size());
+    if (options_.stream_frame_bytes > 0)
+      get.header.fields[kStreamFrameField] = static_cast<int64_t>(options_.stream_frame_bytes);
+    const std::vector<ChunkKey> keys = get.header.keys;
+    auto answer = peer->Call(std::move(get), Left(deadline));
+    if (answer.ok() && answer->header.status == ErrorCode::kOk &&
+        answer->header.fields.contains(kStreamFrameField)) {
+      std::vector<bool> admitted(idx.size(), false);
+      if (!ReceiveStream(*peer, answer->header, keys, admitted, deadline)) {
+        peer.Discard();  // the rest of the stream would still arrive on it
+        fail("peer " + endpoint + ": streamed reply broken off");
+      }
+      for (size_t j = 0; j < idx.size(); ++j) {
+        if (!admitted[j]) continue;
+        if (auto held = storage_.cpu().Get(keys[j]); held.ok()) objects[idx[j]] = std::move(*held);
+      }
+      continue;
+    }
+    auto got = rpc::ObjectsFromReply(std::move(answer), idx.size());
     if (!got.ok()) {
       peer.Discard();  // reconnect next time
       fail("peer " + endpoint + ": " + got.status().ToString());
@@ -100,11 +163,13 @@ Message Puller::Pull(const Header& request, Clock::time_point deadline) {
       if (storage_.Put(request.keys[idx[j]], *r).ok()) objects[idx[j]] = std::move(*r);
     }
   }
+  // A local client on the zero-copy channel reads what was admitted in place.
+  const bool admit_only = FieldInt(request.fields, "admit_only", 0) != 0;
   for (size_t i = 0; i < n; ++i) {
     if (objects[i].empty()) continue;
     objects_++;
     reply.header.values[i] = static_cast<int64_t>(ErrorCode::kOk);
-    reply.payloads.push_back(std::move(objects[i]));
+    if (!admit_only) reply.payloads.push_back(std::move(objects[i]));
   }
   return reply;
 }

@@ -6,10 +6,15 @@
 // each key from a node that holds it in CPU or disk: the preferred one when
 // the controller lists it, otherwise the cheapest; never this node itself.
 // Objects are admitted here through StorageManager::Put (size, checksum and
-// key verified) and returned like a get. Everything is bounded by the
-// caller's deadline; a dead or slow peer or controller makes misses, never
-// an error the engine sees. Connections come from a bounded PeerPool.
-// Thread-safety: Pull may be called from many threads at once.
+// key verified) and returned like a get; with fields["admit_only"] only the
+// per-key outcome is returned (a local client then reads the objects in
+// place). Peers are asked to stream (message.h): the bytes then go in
+// bounded frames straight into reserved arena space, hashed as they arrive,
+// and are committed only when complete and verified; a stream cut halfway
+// leaves nothing (the reservation is freed) and its connection is dropped. Everything is bounded by
+// the caller's deadline; a dead or slow peer or controller makes misses, never an error the engine
+// sees. Connections come from a bounded PeerPool. Thread-safety: Pull may be called from many
+// threads at once.
 #pragma once
 
 #include <atomic>
@@ -29,6 +34,7 @@ class Puller {
   struct Counters {
     uint64_t objects = 0;   // pulled and admitted
     uint64_t failures = 0;  // controller or peer did not answer
+    uint64_t streamed = 0;  // objects received in bounded frames
   };
 
   Puller(storage::StorageManager& storage, std::string node_id, PullOptions options);
@@ -36,14 +42,20 @@ class Puller {
   // The reply to a validated pull request (keys within limits). Per-key
   // values are kOk (one payload frame each) or kNotFound.
   Message Pull(const Header& request, Clock::time_point deadline);
-  Counters counters() const { return {objects_, failures_}; }
+  Counters counters() const { return {objects_, failures_, streamed_objects_}; }
 
  private:
+  // Receives a streamed reply's hits into reserved arena space and commits
+  // each (admitted[i] for keys[i]); false when the stream broke off or is
+  // malformed.
+  bool ReceiveStream(RpcClient& peer, const Header& reply, std::span<const ChunkKey> keys,
+                     std::vector<bool>& admitted, Clock::time_point deadline);
+
   storage::StorageManager& storage_;
   const std::string node_id_;
   const PullOptions options_;
   PeerPool pool_;
-  std::atomic<uint64_t> objects_{0}, failures_{0};
+  std::atomic<uint64_t> objects_{0}, failures_{0}, streamed_objects_{0};
 };
 
 }  // namespace pikv::node

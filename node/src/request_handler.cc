@@ -121,6 +121,7 @@ std::optional<Message> RequestHandler::TryHandleInline(Message& req) {
       reply.header.values.assign(objects->size(), static_cast<int64_t>(ErrorCode::kOk));
       for (const auto& o : *objects) bytes_out_ += o.size();
       reply.payloads = std::move(*objects);
+      MaybeStream(h, reply);
       return reply;
     }
     case MsgType::kExists: {
@@ -136,6 +137,18 @@ std::optional<Message> RequestHandler::TryHandleInline(Message& req) {
     default:
       return std::nullopt;
   }
+}
+
+void RequestHandler::MaybeStream(const Header& request, Message& reply) {
+  const int64_t frame = FieldInt(request.fields, kStreamFrameField, 0);
+  if (frame < kMinStreamFrame || frame > kMaxStreamFrame) return;
+  uint64_t messages = 1;
+  for (const auto& p : reply.payloads) messages += (p.size() + frame - 1) / frame;
+  if (messages > kMaxStreamMessages) return;  // answered the ordinary way
+  reply.header.fields[kStreamFrameField] = frame;
+  for (const auto& p : reply.payloads)
+    reply.header.values.push_back(static_cast<int64_t>(p.size()));
+  streamed_++;
 }
 
 Message RequestHandler::HandleGet(Message& req) {
@@ -217,9 +230,11 @@ NodeCounters RequestHandler::Counters() const {
   c.pings = pings_;
   c.clears = clears_;
   c.pulls = pulls_;
+  c.streamed = streamed_;
   if (puller_) {
     c.pulled_objects = puller_->counters().objects;
     c.pull_failures = puller_->counters().failures;
+    c.pulled_streamed = puller_->counters().streamed;
   }
   c.malformed = malformed_;
   c.too_large = too_large_;
@@ -245,8 +260,10 @@ Fields RequestHandler::StatsFields() const {
   put("requests.unpin", c.unpins);
   put("requests.clear", c.clears);
   put("requests.pull", c.pulls);
+  put("requests.streamed", c.streamed);
   put("p2p.pulled_objects", c.pulled_objects);
   put("p2p.pull_failures", c.pull_failures);
+  put("p2p.pulled_streamed", c.pulled_streamed);
   put("errors.malformed", c.malformed);
   put("errors.too_large", c.too_large);
   put("errors.unsupported", c.unsupported);
@@ -285,6 +302,7 @@ Fields RequestHandler::StatsFields() const {
   };
   queue("queue.disk.", s.disk_queue);
   queue("queue.remote.", s.remote_queue);
+  if (stats_source_) stats_source_(f);
   return f;
 }
 

@@ -2,8 +2,10 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cstring>
 
+#include "pikv/proto/checksum.h"
 #include "pikv/proto/endian.h"
 
 namespace pikv {
@@ -55,9 +57,7 @@ uint64_t ChunkGeometry::PayloadBytes() const {
   return uint64_t{num_layers} * planes * num_tokens * num_kv_heads * head_dim * DTypeSize(dtype);
 }
 
-uint64_t PayloadChecksum(std::span<const uint8_t> payload) {
-  return XXH3_64bits(payload.data(), payload.size());
-}
+uint64_t PayloadChecksum(std::span<const uint8_t> payload) { return Xxh3(payload); }
 
 size_t ChunkHeaderSize(const ChunkHeader& h) {
   return HeaderSizeFor(h.model_id.size(), h.rope_spec.size(), h.tokens.size());
@@ -110,17 +110,55 @@ Status WriteChunkHeader(const ChunkHeader& h, uint64_t payload_checksum,
   return Status::Ok();
 }
 
-Result<std::vector<uint8_t>> BuildChunkObject(ChunkHeader h, std::span<const uint8_t> payload) {
+Status BuildChunkObjectInto(const ChunkHeader& h, std::span<const uint8_t> payload,
+                            std::span<uint8_t> object, bool checksum) {
   if (Status s = CheckGeometry(h, ChunkLimits{}); !s.ok()) return s;
   if (payload.size() != h.geometry.PayloadBytes()) {
     return InvalidArgument("payload is " + std::to_string(payload.size()) +
                            " bytes, geometry needs " + std::to_string(h.geometry.PayloadBytes()));
   }
   const size_t header_size = ChunkHeaderSize(h);
-  std::vector<uint8_t> out(header_size + payload.size());
-  if (!payload.empty()) std::memcpy(out.data() + header_size, payload.data(), payload.size());
-  if (Status s = WriteChunkHeader(h, PayloadChecksum(payload), out); !s.ok()) return s;
+  if (object.size() != header_size + payload.size()) {
+    return InvalidArgument("object buffer is " + std::to_string(object.size()) +
+                           " bytes, header and payload need " +
+                           std::to_string(header_size + payload.size()));
+  }
+  uint8_t* dst = object.data() + header_size;
+  if (!checksum) {
+    if (!payload.empty()) std::memcpy(dst, payload.data(), payload.size());
+    return WriteChunkHeader(h, 0, object);
+  }
+  // Hash each block right after copying it, while it is still in cache.
+  constexpr size_t kBlock = 256u << 10;
+  Xxh3Stream digest;
+  for (size_t done = 0; done < payload.size(); done += kBlock) {
+    const size_t n = std::min(kBlock, payload.size() - done);
+    std::memcpy(dst + done, payload.data() + done, n);
+    digest.Update({dst + done, n});
+  }
+  return WriteChunkHeader(h, digest.Digest(), object);
+}
+
+Result<std::vector<uint8_t>> BuildChunkObject(ChunkHeader h, std::span<const uint8_t> payload) {
+  if (payload.size() != h.geometry.PayloadBytes()) {
+    return InvalidArgument("payload is " + std::to_string(payload.size()) +
+                           " bytes, geometry needs " + std::to_string(h.geometry.PayloadBytes()));
+  }
+  if (Status s = CheckGeometry(h, ChunkLimits{}); !s.ok()) return s;
+  std::vector<uint8_t> out(ChunkHeaderSize(h) + payload.size());
+  if (Status s = BuildChunkObjectInto(h, payload, out); !s.ok()) return s;
   return out;
+}
+
+Result<uint64_t> SealChunkObject(std::span<uint8_t> object, const ChunkLimits& limits) {
+  auto h = ParseChunkHeader(object, limits);
+  if (!h.ok()) return h.status();
+  const uint64_t digest = Xxh3(ChunkPayload(object, *h));
+  uint8_t* p = object.data();
+  StoreLE<uint64_t>(p + 88, digest);
+  StoreLE<uint64_t>(p + h->header_size - kChecksumBytes,
+                    XXH3_64bits(p, h->header_size - kChecksumBytes));
+  return digest;
 }
 
 Result<ChunkHeader> ParseChunkHeader(std::span<const uint8_t> obj, const ChunkLimits& lim) {
@@ -188,15 +226,34 @@ Result<ChunkHeader> ParseChunkHeader(std::span<const uint8_t> obj, const ChunkLi
 }
 
 Status VerifyChunkObject(std::span<const uint8_t> obj, const ChunkKey* expected_key,
-                         const ChunkLimits& lim) {
+                         const ChunkLimits& lim, std::optional<uint64_t> payload_checksum) {
   auto h = ParseChunkHeader(obj, lim);
   if (!h.ok()) return h.status();
   if (expected_key && h->key != *expected_key)
     return Corruption("object key differs from its address");
-  if (PayloadChecksum(ChunkPayload(obj, *h)) != h->payload_checksum)
-    return Corruption("payload checksum mismatch");
+  const uint64_t actual =
+      payload_checksum ? *payload_checksum : PayloadChecksum(ChunkPayload(obj, *h));
+  if (actual != h->payload_checksum) return Corruption("payload checksum mismatch");
   return Status::Ok();
 }
+
+StreamingPayloadChecksum::StreamingPayloadChecksum() = default;
+StreamingPayloadChecksum::~StreamingPayloadChecksum() = default;
+
+void StreamingPayloadChecksum::Append(std::span<const uint8_t> bytes) {
+  // The header's size (bytes 12..16) says where the payload starts.
+  for (size_t i = 0; i < bytes.size() && seen_ + i < 16; ++i) {
+    if (seen_ + i >= 12) header_size_ |= uint64_t{bytes[i]} << (8 * (seen_ + i - 12));
+  }
+  const uint64_t end = seen_ + bytes.size();
+  if (seen_ >= 16 || end >= 16) {
+    const uint64_t from = std::max(seen_, header_size_);
+    if (end > from) payload_.Update(bytes.subspan(from - seen_, end - from));
+  }
+  seen_ = end;
+}
+
+uint64_t StreamingPayloadChecksum::Digest() const { return payload_.Digest(); }
 
 std::span<const uint8_t> ChunkPayload(std::span<const uint8_t> obj, const ChunkHeader& h) {
   return obj.subspan(h.header_size, h.payload_size);

@@ -55,6 +55,16 @@ std::string_view MsgTypeName(MsgType t) {
       return "clear";
     case MsgType::kPull:
       return "pull";
+    case MsgType::kShareHello:
+      return "share.hello";
+    case MsgType::kLease:
+      return "lease";
+    case MsgType::kRelease:
+      return "release";
+    case MsgType::kReserve:
+      return "reserve";
+    case MsgType::kCommit:
+      return "commit";
     case MsgType::kRegister:
       return "register";
     case MsgType::kHeartbeat:

@@ -81,4 +81,22 @@ Result<Message> RpcClient::Call(Message request, std::chrono::milliseconds timeo
   }
 }
 
+Result<SharedBuffer> RpcClient::ReceiveFrame(std::chrono::milliseconds timeout) {
+  if (!status_.ok()) return status_;
+  zmq::pollitem_t in_item{impl_->socket.handle(), 0, ZMQ_POLLIN, 0};
+  try {
+    if (zmq::poll(&in_item, 1, timeout) == 0)
+      return Timeout("stream from " + endpoint_ + " stalled for " +
+                     std::to_string(timeout.count()) + " ms");
+  } catch (const zmq::error_t& e) {
+    return IoError(e.what());
+  }
+  if (!RecvFrames(impl_->socket, impl_->frames, zmq::recv_flags::dontwait))
+    return IoError("receive from " + endpoint_ + " failed");
+  if (impl_->frames.size() != 1) return ProtocolError("a stream message must be one frame");
+  if (impl_->frames[0].size() > impl_->limits.max_payload_bytes)
+    return TooLarge("stream frame over the payload limit");
+  return FromFrame(std::move(impl_->frames[0]));
+}
+
 }  // namespace pikv

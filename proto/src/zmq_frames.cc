@@ -1,5 +1,7 @@
 #include "pikv/proto/zmq_frames.h"
 
+#include <algorithm>
+
 namespace pikv {
 
 zmq::context_t& ClientContext() {
@@ -38,6 +40,37 @@ bool SendMessage(zmq::socket_t& socket, std::vector<zmq::message_t>& routing, co
     }
   } catch (const zmq::error_t&) {
     return false;
+  }
+  return true;
+}
+
+bool SendReply(zmq::socket_t& socket, std::vector<zmq::message_t>& routing, const Header& header,
+               const std::vector<SharedBuffer>& payloads) {
+  const int64_t frame = FieldInt(header.fields, kStreamFrameField, 0);
+  if (frame < kMinStreamFrame || frame > kMaxStreamFrame)
+    return SendMessage(socket, routing, header, payloads);
+  std::vector<std::string> route;
+  for (const auto& r : routing) route.emplace_back(static_cast<const char*>(r.data()), r.size());
+  auto routed = [&] {
+    std::vector<zmq::message_t> r;
+    for (const auto& id : route) r.emplace_back(id.data(), id.size());
+    return r;
+  };
+  if (!SendMessage(socket, routing, header, {})) return false;
+  for (const SharedBuffer& p : payloads) {
+    for (size_t off = 0; off < p.size(); off += static_cast<size_t>(frame)) {
+      const size_t n = std::min(static_cast<size_t>(frame), p.size() - off);
+      std::vector<zmq::message_t> r = routed();
+      try {
+        for (auto& m : r) {
+          if (!socket.send(m, zmq::send_flags::sndmore)) return false;
+        }
+        zmq::message_t f = ToFrame(SharedBuffer(p.data() + off, n, p.owner()));
+        if (!socket.send(f, zmq::send_flags::none)) return false;
+      } catch (const zmq::error_t&) {
+        return false;
+      }
+    }
   }
   return true;
 }

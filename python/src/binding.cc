@@ -93,14 +93,15 @@ device::PagedLayout MakeLayout(const std::string& dtype, const std::string& kv_f
 }
 
 py::dict StatsDict(const client::ClientStats& s) {
-  return py::dict("plans"_a = s.plans, "chunks_planned"_a = s.chunks_planned,
-                  "planned_local"_a = s.planned_local, "planned_peer"_a = s.planned_peer,
-                  "planned_remote"_a = s.planned_remote, "planned_miss"_a = s.planned_miss,
-                  "fetched"_a = s.fetched, "fetch_misses"_a = s.fetch_misses,
-                  "corrupt"_a = s.corrupt, "peer_direct"_a = s.peer_direct, "stores"_a = s.stores,
-                  "store_failures"_a = s.store_failures,
-                  "local_node_timeouts"_a = s.local_node_timeouts,
-                  "controller_timeouts"_a = s.controller_timeouts);
+  return py::dict(
+      "plans"_a = s.plans, "chunks_planned"_a = s.chunks_planned,
+      "planned_local"_a = s.planned_local, "planned_peer"_a = s.planned_peer,
+      "planned_remote"_a = s.planned_remote, "planned_miss"_a = s.planned_miss,
+      "fetched"_a = s.fetched, "fetch_misses"_a = s.fetch_misses, "corrupt"_a = s.corrupt,
+      "peer_direct"_a = s.peer_direct, "stores"_a = s.stores, "store_failures"_a = s.store_failures,
+      "local_node_timeouts"_a = s.local_node_timeouts,
+      "controller_timeouts"_a = s.controller_timeouts, "zero_copy_fetched"_a = s.zero_copy_fetched,
+      "zero_copy_stores"_a = s.zero_copy_stores, "lease_expired"_a = s.lease_expired);
 }
 
 // A store running in the background; result() waits (without the GIL).
@@ -226,7 +227,7 @@ PYBIND11_MODULE(_pikv, m) {
           "plan"_a, "The plan's chunk objects, verified, in plan order; None for a miss")
       .def(
           "remap",
-          [](const client::Client& c, const SharedBuffer& object, const client::ChunkPlan& chunk,
+          [](client::Client& c, const SharedBuffer& object, const client::ChunkPlan& chunk,
              const std::vector<int64_t>& slots, const device::PagedLayout& cache, int threads) {
             Status s;
             {

@@ -6,9 +6,10 @@ NodeClient::NodeClient(std::string endpoint, std::chrono::milliseconds timeout, 
     : rpc_(std::move(endpoint), limits), timeout_(timeout) {}
 
 Result<Message> NodeClient::Call(MsgType type, std::span<const ChunkKey> keys,
-                                 std::vector<SharedBuffer> payloads) {
+                                 std::vector<SharedBuffer> payloads, Fields fields) {
   Message req;
   req.header.type = type;
+  req.header.fields = std::move(fields);
   req.header.keys.assign(keys.begin(), keys.end());
   req.payloads = std::move(payloads);
   auto reply = rpc_.Call(std::move(req), timeout_);
@@ -19,8 +20,8 @@ Result<Message> NodeClient::Call(MsgType type, std::span<const ChunkKey> keys,
 }
 
 Result<std::vector<Status>> NodeClient::PerKey(MsgType type, std::span<const ChunkKey> keys,
-                                               std::vector<SharedBuffer> payloads) {
-  auto reply = Call(type, keys, std::move(payloads));
+                                               std::vector<SharedBuffer> payloads, Fields fields) {
+  auto reply = Call(type, keys, std::move(payloads), std::move(fields));
   if (!reply.ok()) return reply.status();
   if (reply->header.values.size() != keys.size())
     return ProtocolError("reply has the wrong number of results");
@@ -45,19 +46,27 @@ Result<std::vector<Result<SharedBuffer>>> NodeClient::Get(std::span<const ChunkK
   return ObjectsFromReply(Call(MsgType::kGet, keys), keys.size());
 }
 
+Fields NodeClient::PullFields(const std::string& from,
+                              std::chrono::milliseconds peer_timeout) const {
+  Fields f;
+  f["from"] = from;
+  f["timeout_ms"] = static_cast<int64_t>(peer_timeout.count());
+  return f;
+}
+
 Result<std::vector<Result<SharedBuffer>>> NodeClient::Pull(std::span<const ChunkKey> keys,
                                                            const std::string& from,
                                                            std::chrono::milliseconds peer_timeout) {
-  Message req;
-  req.header.type = MsgType::kPull;
-  req.header.keys.assign(keys.begin(), keys.end());
-  req.header.fields["from"] = from;
-  req.header.fields["timeout_ms"] = static_cast<int64_t>(peer_timeout.count());
-  auto reply = rpc_.Call(std::move(req), timeout_);
-  if (reply.ok() && reply->header.status != ErrorCode::kOk) {
-    return Status(reply->header.status, reply->header.reason);
-  }
-  return ObjectsFromReply(std::move(reply), keys.size());
+  return ObjectsFromReply(Call(MsgType::kPull, keys, {}, PullFields(from, peer_timeout)),
+                          keys.size());
+}
+
+Result<std::vector<Status>> NodeClient::PullHere(std::span<const ChunkKey> keys,
+                                                 const std::string& from,
+                                                 std::chrono::milliseconds peer_timeout) {
+  Fields f = PullFields(from, peer_timeout);
+  f["admit_only"] = int64_t{1};
+  return PerKey(MsgType::kPull, keys, {}, std::move(f));
 }
 
 Result<std::vector<Result<SharedBuffer>>> ObjectsFromReply(Result<Message> reply, size_t expected) {

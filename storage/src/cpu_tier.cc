@@ -70,46 +70,80 @@ Result<SharedBuffer> CpuTier::HoldLocked(const ChunkKey& key) {
   return SharedBuffer(block->data(), it->second.size, block);
 }
 
+Result<std::shared_ptr<CpuTier::Block>> CpuTier::AllocateLocked(uint64_t bytes,
+                                                                std::vector<TierEvent>& events) {
+  if (RangeAllocator::RoundUp(bytes) > shared_->allocator.capacity()) {
+    counters_->rejects++;
+    return Rejected("object of " + std::to_string(bytes) + " bytes exceeds the CPU tier");
+  }
+  std::optional<uint64_t> offset;
+  while (!(offset = shared_->allocator.Allocate(bytes))) {
+    if (!EvictOneLocked(events)) {
+      counters_->rejects++;
+      return Rejected("CPU tier is full of pinned or in-use objects");
+    }
+  }
+  return std::make_shared<Block>(shared_, *offset, bytes);
+}
+
+Result<SharedBuffer> CpuTier::InsertAndHold(const ChunkKey& key, std::shared_ptr<Block> block,
+                                            uint64_t size, std::vector<TierEvent>& events) {
+  MutexLock lock(mu_);
+  if (!index_.contains(key)) {  // a concurrent writer of the same key may have won
+    lru_.push_front(key);
+    index_.emplace(key, Entry{std::move(block), size, 0, lru_.begin()});
+    counters_->admits++;
+    events.push_back({TierKind::kCpu, EventKind::kAdmit, key, size});
+  }
+  return HoldLocked(key);
+}
+
 Result<SharedBuffer> CpuTier::PutAndHold(const ChunkKey& key, const SharedBuffer& object) {
   std::vector<TierEvent> events;
-  std::shared_ptr<Block> block;
-  Status status;
+  Result<std::shared_ptr<Block>> block = NotFound();
   {
     MutexLock lock(mu_);
     if (auto held = HoldLocked(key); held.ok()) return held;
-    std::optional<uint64_t> offset;
-    if (RangeAllocator::RoundUp(object.size()) > shared_->allocator.capacity()) {
-      status =
-          Rejected("object of " + std::to_string(object.size()) + " bytes exceeds the CPU tier");
-    } else {
-      while (!(offset = shared_->allocator.Allocate(object.size()))) {
-        if (!EvictOneLocked(events)) break;
-      }
-      if (!offset) status = Rejected("CPU tier is full of pinned or in-use objects");
-    }
-    if (offset) {
-      block = std::make_shared<Block>(shared_, *offset, object.size());
-    } else {
-      counters_->rejects++;
-    }
+    block = AllocateLocked(object.size(), events);
   }
-  Result<SharedBuffer> held = status;
-  if (block) {
+  Result<SharedBuffer> held = block.status();
+  if (block.ok()) {
     // Copy outside the lock: other readers and writers proceed meanwhile.
-    std::memcpy(block->data(), object.data(), object.size());
-    MutexLock lock(mu_);
-    if (!index_.contains(key)) {  // a concurrent Put of the same key may have won
-      lru_.push_front(key);
-      index_.emplace(key, Entry{std::move(block), object.size(), 0, lru_.begin()});
-      counters_->admits++;
-      events.push_back({TierKind::kCpu, EventKind::kAdmit, key, object.size()});
-    }
-    held = HoldLocked(key);
+    std::memcpy((*block)->data(), object.data(), object.size());
+    held = InsertAndHold(key, std::move(*block), object.size(), events);
   }
-  block.reset();
   Emit(events);
   return held;
 }
+
+Result<CpuTier::Reservation> CpuTier::Reserve(uint64_t bytes) {
+  std::vector<TierEvent> events;
+  Result<std::shared_ptr<Block>> block = NotFound();
+  {
+    MutexLock lock(mu_);
+    block = AllocateLocked(bytes, events);
+  }
+  Emit(events);
+  if (!block.ok()) return block.status();
+  Reservation r;
+  r.data = (*block)->data();
+  r.offset = (*block)->offset;
+  r.size = bytes;
+  r.block = std::move(*block);
+  return r;
+}
+
+Result<SharedBuffer> CpuTier::Adopt(const ChunkKey& key, Reservation reservation) {
+  if (!reservation.block) return InvalidArgument("empty reservation");
+  std::vector<TierEvent> events;
+  auto held = InsertAndHold(key, std::move(reservation.block), reservation.size, events);
+  Emit(events);
+  return held;
+}
+
+int CpuTier::arena_fd() const { return shared_->arena->fd(); }
+const uint8_t* CpuTier::arena_base() const { return shared_->arena->base(); }
+uint64_t CpuTier::arena_bytes() const { return shared_->arena->size(); }
 
 Result<SharedBuffer> CpuTier::Get(const ChunkKey& key) {
   MutexLock lock(mu_);

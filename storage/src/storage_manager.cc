@@ -28,27 +28,62 @@ Result<std::unique_ptr<StorageManager>> StorageManager::Open(const StorageOption
 
 StorageManager::~StorageManager() { Shutdown(); }
 
-Status StorageManager::Put(const ChunkKey& key, SharedBuffer object) {
+Status StorageManager::CheckPut(const ChunkKey& key, std::span<const uint8_t> object,
+                                std::optional<uint64_t> payload_checksum) {
   if (shut_down_) return Unavailable("storage is shutting down");
-  if (Status s = VerifyChunkObject(object.span(), &key); !s.ok()) {
+  if (Status s = VerifyChunkObject(object, &key, {}, payload_checksum); !s.ok()) {
     put_rejects_++;
     return s;
   }
   puts_++;
+  return Status::Ok();
+}
+
+Status StorageManager::WriteThrough(const ChunkKey& key, SharedBuffer object, bool already_cached,
+                                    Result<SharedBuffer> held) {
   // A repeat put of a cached object was written through the first time; do
   // not send its bytes to Redis again.
-  const bool already_cached = cpu_->Contains(key);
-  // Write through the arena copy when there is one, so the caller's buffer
-  // (often a network frame) is released now.
-  auto held = cpu_->PutAndHold(key, object);
   if (already_cached && held.ok()) return Status::Ok();
   Status cpu_status = held.status();
+  // Write through the arena copy when there is one, so the caller's buffer
+  // (often a network frame) is released now.
   if (held.ok()) object = std::move(*held);
   bool queued = false;
   if (disk_queue_) queued |= disk_queue_->Offer(key, object);
   if (remote_queue_) queued |= remote_queue_->Offer(key, object);
   if (cpu_status.ok() || queued) return Status::Ok();
   return cpu_status;
+}
+
+Status StorageManager::Put(const ChunkKey& key, SharedBuffer object) {
+  if (Status s = CheckPut(key, object.span()); !s.ok()) return s;
+  const bool already_cached = cpu_->Contains(key);
+  auto held = cpu_->PutAndHold(key, object);
+  return WriteThrough(key, std::move(object), already_cached, std::move(held));
+}
+
+Result<CpuTier::Reservation> StorageManager::Reserve(uint64_t bytes) {
+  if (shut_down_) return Unavailable("storage is shutting down");
+  return cpu_->Reserve(bytes);
+}
+
+Status StorageManager::SealAndCommit(const ChunkKey& key, CpuTier::Reservation reservation) {
+  auto digest = SealChunkObject({reservation.data, reservation.size});
+  if (!digest.ok()) {
+    put_rejects_++;
+    return digest.status();
+  }
+  return Commit(key, std::move(reservation), *digest);
+}
+
+Status StorageManager::Commit(const ChunkKey& key, CpuTier::Reservation reservation,
+                              std::optional<uint64_t> payload_checksum) {
+  if (Status s = CheckPut(key, {reservation.data, reservation.size}, payload_checksum); !s.ok())
+    return s;
+  const bool already_cached = cpu_->Contains(key);
+  SharedBuffer object(reservation.data, reservation.size, reservation.block);
+  auto held = cpu_->Adopt(key, std::move(reservation));
+  return WriteThrough(key, std::move(object), already_cached, std::move(held));
 }
 
 void StorageManager::Promote(const ChunkKey& key, const SharedBuffer& object, bool to_disk) {
@@ -130,6 +165,19 @@ std::optional<std::vector<SharedBuffer>> StorageManager::GetIfInCpu(
     out.push_back(std::move(*r));
   }
   hits_ += keys.size();
+  return out;
+}
+
+std::vector<std::optional<SharedBuffer>> StorageManager::GetEachInCpu(
+    std::span<const ChunkKey> keys) {
+  std::vector<std::optional<SharedBuffer>> out(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (!cpu_->Contains(keys[i])) continue;
+    if (auto r = cpu_->Get(keys[i]); r.ok()) {
+      hits_++;
+      out[i] = std::move(*r);
+    }
+  }
   return out;
 }
 

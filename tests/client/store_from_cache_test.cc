@@ -10,6 +10,7 @@
 
 #include "pikv/client/client.h"
 #include "pikv/client/prompt.h"
+#include "small_namespace.h"
 #include "test_support.h"
 
 namespace pikv::client {
@@ -31,23 +32,11 @@ struct Cache {
   }
 };
 
-ClientOptions Options(const std::string& node) {
-  ClientOptions o;
-  o.local_node = node;
-  o.model_id = "m";
-  o.dtype = DType::kBF16;
-  o.num_layers = 2;
-  o.num_kv_heads = 2;
-  o.head_dim = 64;
-  o.rope.head_dim = o.rope.rotary_dim = 64;
-  return o;
-}
-
 TEST(StoreFromCacheTest, GatheredStoredFetchedAndRemappedBackIsBitExact) {
   testing::TempDir dir;
   auto node = testing::StartNode({"--endpoint", "ipc://" + dir.str() + "/n.sock", "--data-dir",
                                   dir.str(), "--controller", "", "--log-level", "error"});
-  Client client(Options(node.ipc));
+  Client client(SmallNamespace(node.ipc));
   Cache engine(DType::kBF16, 2, 2, 64, 4, 7), other(DType::kBF16, 2, 2, 64, 4, 0);
   std::vector<int32_t> tokens = {5, 6, 7, 8, 9, 10, 11};
   std::vector<int64_t> slots = {17, 3, 40, 41, 8, 0, 63};  // out of order, across blocks
@@ -74,7 +63,7 @@ TEST(StoreFromCacheTest, GatheredStoredFetchedAndRemappedBackIsBitExact) {
 }
 
 TEST(StoreFromCacheTest, ACacheOutsideTheNamespaceOrSlotsThatDoNotMatchAreRefused) {
-  Client client(Options(""));  // no node: refusals come first anyway
+  Client client(SmallNamespace(""));  // no node: refusals come first anyway
   std::vector<int32_t> tokens = {1, 2, 3};
   std::vector<int64_t> slots = {0, 1, 2};
   Cache f16(DType::kF16, 2, 2, 64, 1, 1), three_layers(DType::kBF16, 3, 2, 64, 1, 1),

@@ -57,6 +57,24 @@ TEST(ChunkObjectTest, RoundTripsEveryHeaderField) {
   EXPECT_TRUE(VerifyChunkObject(*obj, &h.key).ok());
 }
 
+TEST(ChunkObjectTest, AnUnsealedObjectFailsVerificationUntilSealedThenMatchesABuiltOne) {
+  ChunkHeader h = SmallHeader();
+  auto payload = Payload(h);
+  auto built = BuildChunkObject(h, payload);
+  ASSERT_TRUE(built.ok());
+  std::vector<uint8_t> unsealed(built->size());
+  ASSERT_TRUE(BuildChunkObjectInto(h, payload, unsealed, /*checksum=*/false).ok());
+  EXPECT_EQ(VerifyChunkObject(unsealed, &h.key).code(), ErrorCode::kCorruption);
+  auto digest = SealChunkObject(unsealed);
+  ASSERT_TRUE(digest.ok()) << digest.status().ToString();
+  EXPECT_EQ(*digest, PayloadChecksum(ChunkPayload(*built, *ParseChunkHeader(*built))));
+  EXPECT_EQ(unsealed, *built);
+  EXPECT_TRUE(VerifyChunkObject(unsealed, &h.key).ok());
+  // A header that does not parse cannot be sealed.
+  unsealed[20] ^= 1;
+  EXPECT_FALSE(SealChunkObject(unsealed).ok());
+}
+
 TEST(ChunkObjectTest, MlaHasOnePlanePerLayer) {
   ChunkHeader h = SmallHeader();
   h.geometry = {2, 3, 1, 576, DType::kBF16, KvFormat::kMla};

@@ -33,6 +33,30 @@ NodeProcess StartNode(const std::vector<std::string>& args,
   return std::move(*node);
 }
 
+NodeProcess StartClusterNode(const TempDir& dir, const std::string& id,
+                             const std::string& controller, const std::vector<std::string>& extra) {
+  std::vector<std::string> args = {"--endpoint",
+                                   "tcp://127.0.0.1:*",
+                                   "--endpoint",
+                                   "ipc://" + dir.str() + "/n.sock",
+                                   "--data-dir",
+                                   dir.str(),
+                                   "--node-id",
+                                   id,
+                                   "--host",
+                                   "host-" + id,
+                                   "--controller",
+                                   controller,
+                                   "--heartbeat-interval",
+                                   "100ms",
+                                   "--disk",
+                                   "false",
+                                   "--log-level",
+                                   "error"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return StartNode(args);
+}
+
 ControllerProcess StartController(const std::vector<std::string>& args,
                                   const std::vector<std::string>& prefix) {
   auto c = launch::StartController(BinaryPath("pikv-controller"), args, prefix);
@@ -47,7 +71,9 @@ void RedisServer::Start() {
 TestObject MakeObject(uint64_t seed, size_t bytes) {
   // f32, one KV head of dim 128: 1 KiB of payload per (layer, token).
   const size_t units = std::max<size_t>(1, bytes / 1024);
-  const uint32_t tokens = static_cast<uint32_t>(std::min<size_t>(units, 256));
+  // Up to 256 tokens; more past 256 MiB, where layers would pass their limit.
+  const uint32_t tokens =
+      static_cast<uint32_t>(std::min<size_t>(units, std::max<size_t>(256, (units + 1023) / 1024)));
   const uint32_t layers = static_cast<uint32_t>(std::max<size_t>(1, units / tokens));
   ChunkHeader h;
   h.model_id = "test-model";

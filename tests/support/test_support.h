@@ -32,6 +32,13 @@ std::string BinaryPath(const std::string& name);
 // exec NS).
 NodeProcess StartNode(const std::vector<std::string>& args,
                       const std::vector<std::string>& prefix = {});
+// A node of a cluster, CPU tier only, for the big-object tests and
+// benchmarks: tcp and ipc endpoints (ipc in `dir`), id `id` on host
+// "host-<id>", reporting to `controller` every 100 ms; `extra` flags last.
+NodeProcess StartClusterNode(const TempDir& dir, const std::string& id,
+                             const std::string& controller,
+                             const std::vector<std::string>& extra = {});
+
 ControllerProcess StartController(const std::vector<std::string>& args,
                                   const std::vector<std::string>& prefix = {});
 

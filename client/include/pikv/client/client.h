@@ -9,6 +9,16 @@
 // kLocal (this host's node has it in CPU or disk), kPeer (another live node
 // has it in CPU or disk: fetched P2P through the local node, which keeps a
 // copy), kRemote (the shared Redis tier, through the local node), kMiss.
+// Zero copy on the local host: when the local node is reached over ipc, the
+// client also opens the node's zero-copy channel (rpc/zero_copy_client.h).
+// Then Fetch returns the local node's CPU-resident objects as leased views
+// into its arena (no byte copied; the node verified them on admission), and
+// Remap reads straight from there; stores are written (gathered) straight
+// into space reserved in the arena and committed, verified by the node. A
+// lease has a deadline (ChunkPlan::lease_deadline): Remap refuses a view
+// past it, and reports a remap that outlived it as failed, because the node
+// may have reused the memory. Without the channel, everything is copied
+// over ZeroMQ as before.
 // Every call has a deadline and degrades instead of failing: controller down
 // -> a local-only plan; local node down -> peers are fetched directly, the
 // rest are misses; a peer that dies mid-pull -> misses; a corrupt object -> a
@@ -25,6 +35,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <future>
 #include <memory>
 #include <string>
@@ -34,7 +45,12 @@
 #include "pikv/device/attention_metadata.h"
 #include "pikv/device/remap.h"
 #include "pikv/proto/chunk_key.h"
+#include "pikv/proto/chunk_object.h"
 #include "pikv/proto/shared_buffer.h"
+
+namespace pikv::rpc {
+class ZeroCopyClient;
+}
 
 namespace pikv::client {
 
@@ -49,6 +65,7 @@ struct ClientOptions {
   uint32_t num_layers = 0, num_kv_heads = 0, head_dim = 0;
   device::RopeSpec rope;
   AttentionMode mode = AttentionMode::kIsolated;
+  bool zero_copy = true;  // use the local node's zero-copy channel when it has one
   // Deadlines.
   std::chrono::milliseconds node_timeout{500};        // exists, get, put on the local node
   std::chrono::milliseconds controller_timeout{200};  // locate
@@ -65,6 +82,9 @@ struct ChunkPlan {
   std::string peer_id, peer_endpoint;  // for kPeer
   int64_t actual_start = 0;            // position of its first token in this prompt
   bool approximate = false;  // sys-prefixed reuse at a different distance (set after Fetch)
+  // Set by Fetch when the object is a view into the local node's memory:
+  // it is the chunk's object until then, and Remap refuses it afterwards.
+  std::chrono::steady_clock::time_point lease_deadline{};
 };
 
 struct Plan {
@@ -80,6 +100,8 @@ struct ClientStats {
   uint64_t fetched = 0, fetch_misses = 0, corrupt = 0, peer_direct = 0;
   uint64_t stores = 0, store_failures = 0;
   uint64_t local_node_timeouts = 0, controller_timeouts = 0;
+  uint64_t zero_copy_fetched = 0, zero_copy_stores = 0;  // objects read / written in place
+  uint64_t lease_expired = 0;                            // remaps refused past a lease
 };
 
 class Client {
@@ -98,7 +120,7 @@ class Client {
   std::vector<Result<SharedBuffer>> Fetch(Plan& plan);
   // Writes a fetched object into the engine's cache at the chunk's position.
   Status Remap(const SharedBuffer& object, const ChunkPlan& chunk, std::span<const int64_t> slots,
-               const device::PagedLayout& cache, int threads = 1) const;
+               const device::PagedLayout& cache, int threads = 1);
   // Stores a computed chunk: payload [layer][k|v][token][head][dim] in the
   // namespace's dtype, K rotated at `virtual_start`. The built chunk object
   // goes to `object` when given (even if the node is unreachable), so the
@@ -133,8 +155,26 @@ class Client {
   KeyNamespace Namespace(const ChunkKey* sys_key) const;
   Status CheckLayout(const device::PagedLayout& cache) const;
   Status Put(const ChunkKey& key, const SharedBuffer& object);
-  Result<SharedBuffer> BuildObject(const ChunkKey& key, std::span<const int32_t> tokens,
-                                   int64_t virtual_start, std::span<const uint8_t> payload) const;
+  // The object header of a chunk this client stores.
+  ChunkHeader MakeHeader(const ChunkKey& key, std::span<const int32_t> tokens,
+                         int64_t virtual_start) const;
+  // Stores an object of `size` bytes that `fill` writes: into space reserved
+  // in the local node's arena when the zero-copy channel is up (committed
+  // in the background with `async`), else into a heap buffer put by copy.
+  // fill(bytes, checksum): with checksum false the object is left unsealed
+  // (payload checksum 0) for the node to seal on commit, which saves the
+  // writer a pass over the bytes (the node hashes them anyway).
+  using Fill = std::function<Status(std::span<uint8_t>, bool checksum)>;
+  std::future<Status> StoreObject(const ChunkKey& key, size_t size, const Fill& fill, bool async);
+  // Leases plan chunks `idx` in place from the local node (out[i], their
+  // lease deadlines, in_place[i]); returns those it could not (fetch them
+  // by copy).
+  std::vector<size_t> LeaseInPlace(Plan& plan, const std::vector<size_t>& idx,
+                                   std::chrono::steady_clock::time_point deadline,
+                                   std::vector<Result<SharedBuffer>>& out,
+                                   std::vector<bool>& in_place);
+  // The zero-copy channel, (re)connected when due; null when there is none.
+  std::shared_ptr<rpc::ZeroCopyClient> ZeroCopy();
 
   ClientOptions options_;
   std::unique_ptr<Connections> conn_;

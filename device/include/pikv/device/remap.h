@@ -48,6 +48,7 @@ struct GatherSpec {
   std::vector<int32_t> tokens;  // one per slot
   KForm k_form = KForm::kRotated;
   int64_t virtual_start = 0;  // the positions the cached K was rotated at
+  bool checksum = true;       // false: left for the receiver to seal (SealChunkObject)
 };
 
 Result<std::vector<uint8_t>> Gather(const PagedLayout& cache, std::span<const int64_t> slots,

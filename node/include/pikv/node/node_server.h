@@ -22,6 +22,7 @@
 // Thread-safety: Start and Stop from one thread.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -39,6 +40,20 @@ class message_t;
 namespace pikv::node {
 
 class JobQueue;
+class ZeroCopyServer;
+
+// The zero-copy channel for clients on this host (see src/zero_copy_server.h).
+struct ZeroCopyOptions {
+  bool enabled = true;
+  // Its unix socket; empty: beside the first ipc endpoint (ZeroCopySocketFor),
+  // and off when there is none.
+  std::string path;
+  // How long a client may hold a lent object or a reservation; the client is
+  // told, and stops using it before then.
+  std::chrono::milliseconds lease_ttl{30000};
+  uint64_t max_client_bytes = 0;  // arena bytes one client may hold; 0: half the arena
+  int max_clients = 64;
+};
 
 struct NodeOptions {
   std::string node_id;                 // default: host name
@@ -52,6 +67,8 @@ struct NodeOptions {
   // past max_pulls_in_flight a pull is answered kRetry at once.
   int pull_workers = 2;
   int max_pulls_in_flight = 16;
+  // Frame size a pull asks its peer to stream in (message.h); 0: unstreamed.
+  uint64_t pull_stream_frame = 1 << 20;
   std::string http;  // host:port for /metrics and /healthz; empty = off; port 0 = any
   WireLimits limits;
   storage::StorageOptions storage;
@@ -59,6 +76,7 @@ struct NodeOptions {
   // from the bound endpoints and the node's own id and host name; a tcp
   // endpoint bound to a wildcard (0.0.0.0, [::]) is advertised under the host.
   std::optional<ReporterOptions> reporter;
+  ZeroCopyOptions zero_copy;
 };
 
 class NodeServer {
@@ -70,12 +88,15 @@ class NodeServer {
   const std::vector<std::string>& endpoints() const { return endpoints_; }
   const std::string& node_id() const { return options_.node_id; }
   const std::string& http_address() const { return http_address_; }
+  // The zero-copy channel's socket; empty when it is off.
+  const std::string& zero_copy_path() const;
   void Stop();
 
  private:
   struct Loop;
   NodeServer() = default;
   void ServeLoop();
+  Status StartZeroCopy();
   void ServeLoopOnce();
   void WorkerLoop(JobQueue& jobs, const char* replies, int index);
   // Decodes one request; returns the reply now, or nullopt if it was queued.
@@ -88,6 +109,7 @@ class NodeServer {
   std::unique_ptr<RequestHandler> handler_;
   std::unique_ptr<EventQueue> events_;
   std::unique_ptr<Reporter> reporter_;
+  std::unique_ptr<ZeroCopyServer> zero_copy_;
   std::unique_ptr<Loop> loop_;
   bool stopped_ = false;
 };

@@ -7,6 +7,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -21,7 +22,8 @@ struct NodeCounters {
   uint64_t requests = 0;
   uint64_t gets = 0, puts = 0, exists = 0, deletes = 0, pins = 0, unpins = 0, stats = 0, pings = 0;
   uint64_t clears = 0;
-  uint64_t pulls = 0, pulled_objects = 0, pull_failures = 0;
+  uint64_t pulls = 0, pulled_objects = 0, pull_failures = 0, pulled_streamed = 0;
+  uint64_t streamed = 0;      // get replies sent in bounded frames
   uint64_t malformed = 0;     // undecodable headers or frames
   uint64_t too_large = 0;     // over a wire limit
   uint64_t unsupported = 0;   // unknown type or version
@@ -36,6 +38,8 @@ class Puller;
 struct PullOptions {
   std::string controller;            // where the peers are looked up; empty: pulls are refused
   size_t max_idle_connections = 16;  // peer connections kept between pulls
+  // Frame size asked of peers for streamed replies (message.h); 0: unstreamed.
+  uint64_t stream_frame_bytes = 1 << 20;
 };
 
 class RequestHandler {
@@ -44,6 +48,9 @@ class RequestHandler {
   // A pull's deadline when the request names none, and the most it may ask.
   static constexpr std::chrono::milliseconds kDefaultPullTimeout{2000};
   static constexpr std::chrono::milliseconds kMaxPullTimeout{60000};
+  // The most messages one streamed reply may take (within the server's send
+  // high-water mark); a get that would need more is answered unstreamed.
+  static constexpr uint64_t kMaxStreamMessages = 8192;
 
   RequestHandler(storage::StorageManager& storage, std::string node_id, PullOptions pull = {});
   ~RequestHandler();
@@ -62,9 +69,14 @@ class RequestHandler {
   void RecordLatency(MsgType type, std::chrono::nanoseconds d);
   const LatencyHistogram& latency(LatencyClass c) const { return latency_[static_cast<int>(c)]; }
   Fields StatsFields() const;
+  // Adds what another part of the node counts to every stats reply (set
+  // before serving starts).
+  void AddStatsSource(std::function<void(Fields&)> source) { stats_source_ = std::move(source); }
 
  private:
   Message HandleGet(Message& req);
+  // Marks an inline get reply to be streamed when the request asked for it.
+  void MaybeStream(const Header& request, Message& reply);
   Message HandlePut(Message& req);
   Message HandlePull(Message& req, Clock::time_point received);
   Message HandlePerKey(Message& req, Status (storage::StorageManager::*op)(const ChunkKey&));
@@ -73,9 +85,10 @@ class RequestHandler {
   LatencyHistogram latency_[3];
   std::string node_id_;
   std::unique_ptr<Puller> puller_;
+  std::function<void(Fields&)> stats_source_;
   std::atomic<uint64_t> requests_{0}, gets_{0}, puts_{0}, exists_{0}, deletes_{0}, pins_{0},
-      unpins_{0}, stats_{0}, pings_{0}, clears_{0}, pulls_{0}, malformed_{0}, busy_{0},
-      too_large_{0}, unsupported_{0}, bad_requests_{0}, bytes_in_{0}, bytes_out_{0};
+      unpins_{0}, stats_{0}, pings_{0}, clears_{0}, pulls_{0}, streamed_{0}, malformed_{0},
+      busy_{0}, too_large_{0}, unsupported_{0}, bad_requests_{0}, bytes_in_{0}, bytes_out_{0};
 };
 
 }  // namespace pikv::node

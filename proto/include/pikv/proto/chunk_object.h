@@ -14,11 +14,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "pikv/common/status.h"
+#include "pikv/proto/checksum.h"
 #include "pikv/proto/chunk_key.h"
 #include "pikv/proto/kv_types.h"
 
@@ -75,6 +77,21 @@ struct ChunkLimits {
 // match the geometry or the header breaks a limit.
 Result<std::vector<uint8_t>> BuildChunkObject(ChunkHeader header, std::span<const uint8_t> payload);
 
+// BuildChunkObject into a caller's buffer of exactly ChunkHeaderSize +
+// payload bytes (e.g. space reserved in a node's arena); the payload is
+// hashed while it is copied, in cache-sized blocks (one pass over memory).
+// With `checksum` false the payload is only copied and the object is left
+// for its receiver to seal (SealChunkObject).
+Status BuildChunkObjectInto(const ChunkHeader& header, std::span<const uint8_t> payload,
+                            std::span<uint8_t> object, bool checksum = true);
+
+// A writer that leaves the payload checksum to the node (a local zero-copy
+// store: the node hashes the bytes to verify them anyway) writes the header
+// with payload checksum 0. SealChunkObject parses the header, hashes the
+// payload and writes the checksum (and the header's own); returns the
+// payload checksum.
+Result<uint64_t> SealChunkObject(std::span<uint8_t> object, const ChunkLimits& limits = {});
+
 // For writers that fill the payload themselves (gather hashes it while
 // copying): the header's size, and the header written into the first
 // ChunkHeaderSize bytes of `object` with the payload checksum given.
@@ -87,9 +104,29 @@ Status WriteChunkHeader(const ChunkHeader& header, uint64_t payload_checksum,
 Result<ChunkHeader> ParseChunkHeader(std::span<const uint8_t> object,
                                      const ChunkLimits& limits = {});
 
-// ParseChunkHeader plus the payload checksum, and the key when given.
+// ParseChunkHeader plus the payload checksum, and the key when given. A
+// receiver that hashed the payload as it arrived (StreamingPayloadChecksum)
+// passes that digest instead of a second pass over the bytes.
 Status VerifyChunkObject(std::span<const uint8_t> object, const ChunkKey* expected_key = nullptr,
-                         const ChunkLimits& limits = {});
+                         const ChunkLimits& limits = {},
+                         std::optional<uint64_t> payload_checksum = std::nullopt);
+
+// The payload checksum of an object whose bytes are appended in order, as a
+// streamed transfer delivers them: the payload starts where the header (its
+// first 16 bytes) says. A wrong header only yields a digest that fails
+// verification.
+class StreamingPayloadChecksum {
+ public:
+  StreamingPayloadChecksum();
+  ~StreamingPayloadChecksum();
+  void Append(std::span<const uint8_t> bytes);
+  uint64_t Digest() const;
+
+ private:
+  Xxh3Stream payload_;
+  uint64_t seen_ = 0;
+  uint64_t header_size_ = 0;
+};
 
 std::span<const uint8_t> ChunkPayload(std::span<const uint8_t> object, const ChunkHeader& header);
 

@@ -36,7 +36,7 @@ enum class MsgType : uint16_t {
   kPing = 1,
   // 10-29: node data operations.
   kExists = 10,  // values: per-key tier mask (TierMask bits), 0 = absent
-  kGet = 11,     // values: per-key ErrorCode; one payload frame per kOk key
+  kGet = 11,     // values: per-key ErrorCode; one payload frame per kOk key (or streamed, below)
   kPut = 12,     // one payload frame per key; values: per-key ErrorCode
   kDelete = 13,
   kPin = 14,
@@ -63,6 +63,13 @@ enum class MsgType : uint16_t {
   kAdminPin = 55,    // keys
   kAdminUnpin = 56,  // keys
   kAdminEvict = 57,  // keys
+  // 70-79: the zero-copy channel between a node and its host's clients
+  // (local_channel.h; never on ZeroMQ). Offsets are into the node's CPU arena.
+  kShareHello = 70,  // node -> client on connect, with the arena's fd: fields arena_bytes
+  kLease = 71,       // keys; reply values per key: code, offset, size; fields lease, ttl_ms
+  kRelease = 72,     // values: lease or reservation ids to give back; no reply
+  kReserve = 73,     // fields size; reply fields reservation, offset, ttl_ms
+  kCommit = 74,      // keys: [key]; fields reservation, seal (1: the node computes the checksum)
 };
 
 std::string_view MsgTypeName(MsgType t);
@@ -100,6 +107,19 @@ struct WireLimits {
   uint64_t max_payload_bytes = 1ull << 30;          // one payload frame
   uint64_t max_message_payload_bytes = 4ull << 30;  // all payload frames
 };
+
+// Streamed replies: large objects in bounded frames, so that neither side
+// allocates (and page-faults) an object-sized buffer per transfer. A get may
+// ask for fields["stream_frame"] = F (within the bounds below). A node that
+// streams its answer sends the reply header alone, with the same field and
+// values = per-key ErrorCodes followed by the size of each hit, then each
+// hit's bytes in order as one-frame messages of F bytes (an object's last
+// shorter). A node may also answer the ordinary way (no field in the reply).
+// A receiver that fails halfway must drop its connection: the rest of the
+// stream would still arrive on it.
+inline constexpr int64_t kMinStreamFrame = 64 << 10;
+inline constexpr int64_t kMaxStreamFrame = 64 << 20;
+inline constexpr char kStreamFrameField[] = "stream_frame";
 
 std::string EncodeHeader(const Header& header);
 Result<Header> DecodeHeader(std::span<const uint8_t> bytes, const WireLimits& limits = {});

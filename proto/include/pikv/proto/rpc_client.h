@@ -27,6 +27,11 @@ class RpcClient {
   // a non-ok status is still a reply: check header.status.
   Result<Message> Call(Message request, std::chrono::milliseconds timeout);
 
+  // The next message of a streamed reply (message.h): one raw frame within
+  // the payload limit. After any failure the stream is out of step: drop
+  // this client.
+  Result<SharedBuffer> ReceiveFrame(std::chrono::milliseconds timeout);
+
   const std::string& endpoint() const { return endpoint_; }
   // Ok, or why this client can never connect.
   const Status& status() const { return status_; }

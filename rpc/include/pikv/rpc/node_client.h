@@ -41,13 +41,19 @@ class NodeClient {
                                                  const std::string& from,
                                                  std::chrono::milliseconds peer_timeout);
 
+  // Pull that only admits: per key kOk (now in this node's CPU tier, or
+  // lower) or why not; the objects are read afterwards in place.
+  Result<std::vector<Status>> PullHere(std::span<const ChunkKey> keys, const std::string& from,
+                                       std::chrono::milliseconds peer_timeout);
+
   void set_timeout(std::chrono::milliseconds t) { timeout_ = t; }
 
  private:
   Result<Message> Call(MsgType type, std::span<const ChunkKey> keys,
-                       std::vector<SharedBuffer> payloads = {});
+                       std::vector<SharedBuffer> payloads = {}, Fields fields = {});
   Result<std::vector<Status>> PerKey(MsgType type, std::span<const ChunkKey> keys,
-                                     std::vector<SharedBuffer> payloads = {});
+                                     std::vector<SharedBuffer> payloads = {}, Fields fields = {});
+  Fields PullFields(const std::string& from, std::chrono::milliseconds peer_timeout) const;
 
   RpcClient rpc_;
   std::chrono::milliseconds timeout_;

@@ -9,6 +9,10 @@
 // pinned nor held by a reader.
 // Objects are verified before admission (by the StorageManager), so Get does
 // not re-hash them.
+// Zero-copy writers Reserve a range, fill it in place (a local client does so
+// through its own mapping of the arena) and hand it back to Adopt, which
+// admits it without a copy; a reservation dropped before that frees its range.
+// The arena's fd, base and size are exposed so local clients can map it.
 // Thread-safety: all methods are thread-safe. Lock order: mu_ before the
 // allocator's own lock (a block freed under mu_ takes only the allocator's).
 #pragma once
@@ -48,12 +52,33 @@ class CpuTier final : public Tier {
   // Put that also returns the arena copy (not counted as a hit).
   Result<SharedBuffer> PutAndHold(const ChunkKey& key, const SharedBuffer& object);
 
+  struct Block;
+  // Arena space being filled by a writer, not yet an object: not in the
+  // index, never evicted, freed when the last holder drops it.
+  struct Reservation {
+    std::shared_ptr<Block> block;
+    uint8_t* data = nullptr;
+    uint64_t offset = 0;  // from the arena's base
+    uint64_t size = 0;
+  };
+  // Space for an object of `bytes`, evicting as a put would; kRejected when
+  // unpinned, unheld objects cannot make room.
+  Result<Reservation> Reserve(uint64_t bytes);
+  // Admits a filled reservation as `key`'s object without copying it (the
+  // caller has verified it). If `key` is already held, that copy wins and
+  // the reservation is freed. Returns the admitted object.
+  Result<SharedBuffer> Adopt(const ChunkKey& key, Reservation reservation);
+
+  // The shared-memory region behind the tier, for local clients to map.
+  int arena_fd() const;
+  const uint8_t* arena_base() const;
+  uint64_t arena_bytes() const;
+
   // Keys from most to least recently used.
   std::vector<ChunkKey> LruOrder() const;
 
  private:
   struct Shared;
-  struct Block;
   struct Entry {
     std::shared_ptr<Block> block;
     uint64_t size = 0;
@@ -66,6 +91,12 @@ class CpuTier final : public Tier {
   bool EvictOneLocked(std::vector<TierEvent>& events) PIKV_REQUIRES(mu_);
   void Emit(const std::vector<TierEvent>& events);
   Result<SharedBuffer> HoldLocked(const ChunkKey& key) PIKV_REQUIRES(mu_);
+  // A range of `bytes` (evicting as needed) or why there is none.
+  Result<std::shared_ptr<Block>> AllocateLocked(uint64_t bytes, std::vector<TierEvent>& events)
+      PIKV_REQUIRES(mu_);
+  // Indexes a filled block as key's object unless key is already there.
+  Result<SharedBuffer> InsertAndHold(const ChunkKey& key, std::shared_ptr<Block> block,
+                                     uint64_t size, std::vector<TierEvent>& events);
 
   std::shared_ptr<Shared> shared_;
   EventListener listener_;

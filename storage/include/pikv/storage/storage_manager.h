@@ -51,6 +51,17 @@ class StorageManager {
   // kCorruption / kInvalidArgument when the object does not verify; kRejected
   // when no tier took it.
   Status Put(const ChunkKey& key, SharedBuffer object);
+  // Zero-copy put: space in the CPU arena that the writer fills in place
+  // (CpuTier::Reserve), then Commit, which verifies the bytes exactly as Put
+  // does and admits them without a copy. A failed commit frees the space.
+  // `payload_checksum`: the payload's XXH3 as this process computed it while
+  // writing the bytes (a streamed receive), instead of hashing them again.
+  Result<CpuTier::Reservation> Reserve(uint64_t bytes);
+  Status Commit(const ChunkKey& key, CpuTier::Reservation reservation,
+                std::optional<uint64_t> payload_checksum = std::nullopt);
+  // Commit of an object its writer left unsealed (SealChunkObject): the
+  // payload is hashed once, here, and the checksum written into its header.
+  Status SealAndCommit(const ChunkKey& key, CpuTier::Reservation reservation);
   std::vector<Result<SharedBuffer>> Get(std::span<const ChunkKey> keys);
   Result<SharedBuffer> Get(const ChunkKey& key);
   // Which tiers hold each key (0 = none).
@@ -61,6 +72,9 @@ class StorageManager {
   // when every key is in the CPU tier; ExistsIfLocal when no key needs Redis.
   std::optional<std::vector<SharedBuffer>> GetIfInCpu(std::span<const ChunkKey> keys);
   std::optional<std::vector<TierMask>> ExistsIfLocal(std::span<const ChunkKey> keys);
+  // Per key, its CPU-tier object when it has one (counted as a hit); never
+  // touches disk or the network.
+  std::vector<std::optional<SharedBuffer>> GetEachInCpu(std::span<const ChunkKey> keys);
   // Removes from every tier; kNotFound if no tier held it.
   Status Delete(const ChunkKey& key);
   // Pins in CPU and disk, where held; kNotFound if neither holds it.
@@ -84,6 +98,13 @@ class StorageManager {
  private:
   StorageManager() = default;
   void Promote(const ChunkKey& key, const SharedBuffer& object, bool to_disk);
+  // Put's checks: not shut down, the object verifies as key's.
+  Status CheckPut(const ChunkKey& key, std::span<const uint8_t> object,
+                  std::optional<uint64_t> payload_checksum = std::nullopt);
+  // After the CPU admission `held` (of an object verified by CheckPut), the
+  // write-through to the lower tiers; `object` is the caller's copy.
+  Status WriteThrough(const ChunkKey& key, SharedBuffer object, bool already_cached,
+                      Result<SharedBuffer> held);
   // The tiers of this node (CPU, disk) holding key; never touches the network.
   TierMask LocalMask(const ChunkKey& key) const;
 

@@ -1,0 +1,269 @@
+#include "zero_copy_server.h"
+
+#include <poll.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "pikv/proto/local_channel.h"
+
+namespace pikv::node {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr auto kPollInterval = std::chrono::milliseconds(100);
+// A client that does not take a reply within this long is dropped.
+constexpr auto kSendTimeout = std::chrono::seconds(2);
+
+bool IsOwnUser(int fd) {
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return false;
+  return cred.uid == geteuid();
+}
+
+Result<int> Listen(const std::string& path) {
+  sockaddr_un addr{};
+  if (path.empty() || path.size() >= sizeof addr.sun_path)
+    return InvalidArgument("zero-copy socket path '" + path + "' does not fit");
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.data(), path.size());
+  struct stat st {};
+  // A socket left by a node that died is replaced; any other file is not ours.
+  if (lstat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) return IoError(path + " exists and is not a socket");
+    unlink(path.c_str());
+  }
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return IoError(std::string("socket: ") + std::strerror(errno));
+  if (bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0 ||
+      chmod(path.c_str(), 0600) != 0 || listen(fd, 64) != 0) {
+    Status s = IoError("listen on " + path + ": " + std::strerror(errno));
+    close(fd);
+    return s;
+  }
+  return fd;
+}
+
+}  // namespace
+
+ZeroCopyServer::ZeroCopyServer(storage::StorageManager& storage, const ZeroCopyOptions& options,
+                               const WireLimits& limits)
+    : storage_(storage),
+      options_(options),
+      limits_(limits),
+      leases_({options.lease_ttl, options.max_client_bytes > 0 ? options.max_client_bytes
+                                                               : storage.cpu().arena_bytes() / 2}),
+      path_(options.path) {}
+
+Result<std::unique_ptr<ZeroCopyServer>> ZeroCopyServer::Start(const ZeroCopyOptions& options,
+                                                              storage::StorageManager& storage,
+                                                              const WireLimits& limits) {
+  if (options.lease_ttl.count() < 1) return InvalidArgument("zero-copy lease ttl must be positive");
+  if (options.max_clients < 1) return InvalidArgument("zero-copy max_clients must be >= 1");
+  auto fd = Listen(options.path);
+  if (!fd.ok()) return fd.status();
+  std::unique_ptr<ZeroCopyServer> server(new ZeroCopyServer(storage, options, limits));
+  server->listen_fd_ = *fd;
+  server->acceptor_ = std::thread([s = server.get()] { s->AcceptLoop(); });
+  return server;
+}
+
+ZeroCopyServer::~ZeroCopyServer() { Stop(); }
+
+void ZeroCopyServer::Stop() {
+  if (stopping_.exchange(true)) return;
+  if (acceptor_.joinable()) acceptor_.join();
+  {
+    std::lock_guard lock(connections_mu_);
+    for (auto& c : connections_) shutdown(c.fd, SHUT_RDWR);  // wakes their reads
+  }
+  for (auto& c : connections_) {
+    if (c.thread.joinable()) c.thread.join();
+    close(c.fd);
+  }
+  connections_.clear();
+  close(listen_fd_);
+  unlink(path_.c_str());
+}
+
+void ZeroCopyServer::ReapFinished() {
+  std::lock_guard lock(connections_mu_);
+  for (auto it = connections_.begin(); it != connections_.end();) {
+    if (it->done) {
+      it->thread.join();
+      close(it->fd);
+      it = connections_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void ZeroCopyServer::AcceptLoop() {
+  while (!stopping_) {
+    leases_.Expire(Clock::now());
+    ReapFinished();
+    pollfd p{listen_fd_, POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(kPollInterval.count())) <= 0) continue;
+    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    size_t open_now;
+    {
+      std::lock_guard lock(connections_mu_);
+      open_now = connections_.size();
+    }
+    const bool too_many = open_now >= static_cast<size_t>(options_.max_clients);
+    if (too_many || !IsOwnUser(fd)) {
+      refused_++;
+      spdlog::warn("zero-copy: refused a client ({})",
+                   too_many ? "too many clients" : "another user");
+      close(fd);
+      continue;
+    }
+    std::lock_guard lock(connections_mu_);
+    Connection& c = connections_.emplace_back();
+    c.fd = fd;
+    c.id = next_client_++;
+    c.thread = std::thread([this, &c] { Serve(c); });
+  }
+}
+
+void ZeroCopyServer::Serve(Connection& c) {
+  clients_++;
+  // Nothing escapes a thread: whatever happens, the client's loans end with it.
+  try {
+    SetLocalTimeout(c.fd, kSendTimeout);
+    timeval no_timeout{};  // reads wait for the client as long as it stays connected
+    setsockopt(c.fd, SOL_SOCKET, SO_RCVTIMEO, &no_timeout, sizeof no_timeout);
+    Header hello;
+    hello.type = MsgType::kShareHello;
+    hello.fields["arena_bytes"] = static_cast<int64_t>(storage_.cpu().arena_bytes());
+    Status sent = SendLocal(c.fd, hello, storage_.cpu().arena_fd());
+    while (sent.ok() && !stopping_) {
+      auto request = RecvLocal(c.fd, limits_);
+      if (!request.ok()) {
+        if (request.code() != ErrorCode::kUnavailable) {
+          errors_++;
+          spdlog::warn("zero-copy client {}: {}", c.id, request.status().ToString());
+        }
+        break;  // closed, or undecodable: the stream cannot be trusted after it
+      }
+      requests_++;
+      if (auto reply = Handle(c.id, *request)) sent = SendLocal(c.fd, *reply);
+    }
+  } catch (const std::exception& e) {
+    spdlog::error("zero-copy client {}: {}", c.id, e.what());
+  }
+  leases_.DropClient(c.id);
+  shutdown(c.fd, SHUT_RDWR);  // the client sees the end now; the reaper closes the fd
+  c.done = true;
+}
+
+std::optional<Header> ZeroCopyServer::Handle(uint64_t client, const Header& request) {
+  switch (request.type) {
+    case MsgType::kLease:
+      return HandleLease(client, request);
+    case MsgType::kRelease:
+      for (int64_t id : request.values) {
+        if (!leases_.Release(client, static_cast<uint64_t>(id))) errors_++;
+      }
+      return std::nullopt;
+    case MsgType::kReserve:
+      return HandleReserve(client, request);
+    case MsgType::kCommit:
+      return HandleCommit(client, request);
+    default:
+      errors_++;
+      return ReplyTo(request, ErrorCode::kUnsupported,
+                     "not a zero-copy request: " + std::string(MsgTypeName(request.type)));
+  }
+}
+
+Header ZeroCopyServer::HandleLease(uint64_t client, const Header& request) {
+  Header reply = ReplyTo(request);
+  const uint8_t* base = storage_.cpu().arena_base();
+  std::vector<SharedBuffer> held;
+  for (auto& object : storage_.GetEachInCpu(request.keys)) {
+    if (!object) {
+      reply.values.insert(reply.values.end(), {static_cast<int64_t>(ErrorCode::kNotFound), 0, 0});
+      continue;
+    }
+    reply.values.insert(reply.values.end(), {static_cast<int64_t>(ErrorCode::kOk),
+                                             static_cast<int64_t>(object->data() - base),
+                                             static_cast<int64_t>(object->size())});
+    held.push_back(std::move(*object));
+  }
+  if (held.empty()) return reply;
+  const size_t count = held.size();
+  auto lease = leases_.Lease(client, std::move(held), Clock::now());
+  if (!lease.ok()) return ReplyTo(request, lease.code(), lease.status().message());
+  leased_objects_ += count;
+  reply.fields["lease"] = static_cast<int64_t>(*lease);
+  reply.fields["ttl_ms"] = static_cast<int64_t>(leases_.ttl().count());
+  return reply;
+}
+
+Header ZeroCopyServer::HandleReserve(uint64_t client, const Header& request) {
+  const int64_t size = FieldInt(request.fields, "size", 0);
+  if (size < 1 || static_cast<uint64_t>(size) > limits_.max_payload_bytes) {
+    errors_++;
+    return ReplyTo(request, ErrorCode::kTooLarge,
+                   "reserve of " + std::to_string(size) + " bytes: 1 to " +
+                       std::to_string(limits_.max_payload_bytes) + " allowed");
+  }
+  auto space = storage_.Reserve(static_cast<uint64_t>(size));
+  if (!space.ok()) return ReplyTo(request, space.code(), space.status().message());
+  const uint64_t offset = space->offset;
+  auto id = leases_.Reserve(client, std::move(*space), Clock::now());
+  if (!id.ok()) return ReplyTo(request, id.code(), id.status().message());
+  Header reply = ReplyTo(request);
+  reply.fields["reservation"] = static_cast<int64_t>(*id);
+  reply.fields["offset"] = static_cast<int64_t>(offset);
+  reply.fields["ttl_ms"] = static_cast<int64_t>(leases_.ttl().count());
+  return reply;
+}
+
+Header ZeroCopyServer::HandleCommit(uint64_t client, const Header& request) {
+  if (request.keys.size() != 1) {
+    errors_++;
+    return ReplyTo(request, ErrorCode::kInvalidArgument, "commit names exactly one key");
+  }
+  auto space = leases_.TakeReservation(
+      client, static_cast<uint64_t>(FieldInt(request.fields, "reservation", 0)));
+  if (!space.ok()) {
+    commit_failures_++;
+    return ReplyTo(request, space.code(), space.status().message());
+  }
+  Status s = FieldInt(request.fields, "seal", 0) != 0
+                 ? storage_.SealAndCommit(request.keys[0], std::move(*space))
+                 : storage_.Commit(request.keys[0], std::move(*space));
+  if (!s.ok()) {
+    commit_failures_++;
+    spdlog::warn("zero-copy client {}: commit refused: {}", client, s.ToString());
+    return ReplyTo(request, s.code(), s.message());
+  }
+  commits_++;
+  return ReplyTo(request);
+}
+
+ZeroCopyServer::Counters ZeroCopyServer::counters() const {
+  Counters c;
+  c.clients = clients_;
+  c.refused_clients = refused_;
+  c.requests = requests_;
+  c.errors = errors_;
+  c.leased_objects = leased_objects_;
+  c.commits = commits_;
+  c.commit_failures = commit_failures_;
+  c.leases = leases_.stats();
+  return c;
+}
+
+}  // namespace pikv::node

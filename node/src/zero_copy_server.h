@@ -1,0 +1,81 @@
+// ZeroCopyServer: the node's side of the zero-copy channel to the clients on
+// its own host (proto/local_channel.h).
+//
+// On connect a client is sent the CPU arena's memfd (kShareHello) and maps
+// it. Then, per request: kLease lends the CPU-resident objects of a batch in
+// place (offset and size into the arena, under one lease, LeaseTable); keys
+// not in CPU are misses that the client fetches by copy over ZeroMQ.
+// kReserve hands out arena space, which the client fills through its own
+// mapping; kCommit verifies it exactly as a put is verified and admits it
+// without a copy. kRelease gives leases and reservations back.
+// Only processes of the node's own user may connect (SO_PEERCRED; the socket
+// file is 0600): such a process could read and write the node's memory
+// through ptrace anyway, so lending it the arena grants nothing new.
+// One thread accepts and expires leases; each client has a thread of its own
+// (blocking reads), so a slow or silent client stalls no one else. At most
+// `max_clients` at once; the rest are turned away.
+// Thread-safety: Start and Stop from one thread.
+#pragma once
+
+#include <atomic>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "lease_table.h"
+#include "pikv/node/node_server.h"
+
+namespace pikv::node {
+
+class ZeroCopyServer {
+ public:
+  struct Counters {
+    uint64_t clients = 0, refused_clients = 0, requests = 0, errors = 0;
+    uint64_t leased_objects = 0, commits = 0, commit_failures = 0;
+    LeaseTable::Stats leases;
+  };
+
+  static Result<std::unique_ptr<ZeroCopyServer>> Start(const ZeroCopyOptions& options,
+                                                       storage::StorageManager& storage,
+                                                       const WireLimits& limits);
+  ~ZeroCopyServer();  // Stop()
+  void Stop();
+
+  const std::string& path() const { return path_; }
+  Counters counters() const;
+
+ private:
+  struct Connection {
+    int fd = -1;
+    uint64_t id = 0;
+    std::thread thread;
+    std::atomic<bool> done{false};
+  };
+  ZeroCopyServer(storage::StorageManager& storage, const ZeroCopyOptions& options,
+                 const WireLimits& limits);
+  void AcceptLoop();
+  void Serve(Connection& c);
+  // The reply to one request; nullopt for kRelease (it has none).
+  std::optional<Header> Handle(uint64_t client, const Header& request);
+  Header HandleLease(uint64_t client, const Header& request);
+  Header HandleReserve(uint64_t client, const Header& request);
+  Header HandleCommit(uint64_t client, const Header& request);
+  void ReapFinished();
+
+  storage::StorageManager& storage_;
+  ZeroCopyOptions options_;
+  WireLimits limits_;
+  LeaseTable leases_;
+  std::string path_;
+  int listen_fd_ = -1;
+  std::thread acceptor_;
+  std::atomic<bool> stopping_{false};
+  std::mutex connections_mu_;
+  std::list<Connection> connections_;  // guarded by connections_mu_
+  uint64_t next_client_ = 1;           // acceptor thread only
+  std::atomic<uint64_t> clients_{0}, refused_{0}, requests_{0}, errors_{0}, leased_objects_{0},
+      commits_{0}, commit_failures_{0};
+};
+
+}  // namespace pikv::node

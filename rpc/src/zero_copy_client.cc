@@ -1,0 +1,237 @@
+#include "pikv/rpc/zero_copy_client.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+
+#include "pikv/proto/local_channel.h"
+
+namespace pikv::rpc {
+
+// One mapping of the whole arena; unmapped when the last user lets go.
+struct ZeroCopyClient::Mapping {
+  uint8_t* base = nullptr;
+  uint64_t size = 0;
+  ~Mapping() {
+    if (base) munmap(base, size);
+  }
+};
+
+namespace {
+
+using Mapping = ZeroCopyClient::Mapping;
+
+// Not populated: that would allocate every page of the node's arena. Reads
+// fault pages in 16 at a time (the kernel's fault-around on shared memory);
+// reserved space is populated when it is handed out (PrepareForWriting).
+Result<std::shared_ptr<Mapping>> MapArena(int fd, uint64_t size, bool writable) {
+  void* p = mmap(nullptr, size, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED)
+    return IoError(std::string("mmap the node's arena: ") + std::strerror(errno));
+  auto m = std::make_shared<Mapping>();
+  m->base = static_cast<uint8_t*>(p);
+  m->size = size;
+  return m;
+}
+
+// Write faults are taken one page at a time; populating the range in one
+// call first is several times cheaper (Linux 5.14+; a no-op before).
+void PrepareForWriting(std::span<uint8_t> bytes) {
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(bytes.data()) / page * page;
+  const uintptr_t end = reinterpret_cast<uintptr_t>(bytes.data() + bytes.size());
+  (void)madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
+}
+
+}  // namespace
+
+struct ZeroCopyClient::Channel {
+  int socket = -1;
+  int arena_fd = -1;
+  uint64_t arena_bytes = 0;
+  std::shared_ptr<Mapping> read_only;
+  std::shared_ptr<Mapping> writable;  // mapped on the first Reserve; guarded by call_mu
+  std::mutex call_mu;                 // one request and its reply at a time
+  std::mutex send_mu;                 // releases are written between calls' messages
+  std::atomic<bool> healthy{true};
+  uint64_t next_id = 1;  // guarded by call_mu
+
+  ~Channel() {
+    close(socket);
+    close(arena_fd);
+  }
+
+  // Fire and forget: a release has no reply. Any thread.
+  void Release(uint64_t id) {
+    if (!healthy) return;  // the node drops what a closed connection held
+    Header h;
+    h.type = MsgType::kRelease;
+    h.values.push_back(static_cast<int64_t>(id));
+    std::lock_guard lock(send_mu);
+    if (!SendLocal(socket, h).ok()) healthy = false;
+  }
+
+  Result<Header> Call(Header request, std::chrono::milliseconds timeout) {
+    std::lock_guard call(call_mu);
+    if (!healthy) return Unavailable("the zero-copy channel is closed");
+    request.request_id = next_id++;
+    SetLocalTimeout(socket, timeout);
+    Status sent;
+    {
+      std::lock_guard send(send_mu);
+      sent = SendLocal(socket, request);
+    }
+    if (!sent.ok()) {
+      healthy = false;
+      return sent;
+    }
+    auto reply = RecvLocal(socket, WireLimits{});
+    if (!reply.ok() || reply->type != request.type || reply->request_id != request.request_id) {
+      healthy = false;  // a late or foreign reply: the stream is out of step
+      return reply.ok() ? ProtocolError("zero-copy reply does not answer the request")
+                        : reply.status();
+    }
+    if (reply->status != ErrorCode::kOk) return Status(reply->status, reply->reason);
+    return reply;
+  }
+};
+
+// A lease or reservation held on the node, and the mapping its bytes are
+// read or written through: both stay valid while it lives, and it is given
+// back with the last view or Space (unless the node already took it back).
+struct ZeroCopyClient::Loan {
+  std::shared_ptr<Channel> channel;
+  std::shared_ptr<Mapping> mapping;
+  uint64_t id = 0;
+  bool given_back = false;
+  ~Loan() {
+    if (!given_back) channel->Release(id);
+  }
+};
+
+std::shared_ptr<ZeroCopyClient::Loan> ZeroCopyClient::NewLoan(int64_t id,
+                                                              std::shared_ptr<Mapping> mapping) {
+  auto loan = std::make_shared<Loan>();
+  loan->channel = channel_;
+  loan->mapping = std::move(mapping);
+  loan->id = static_cast<uint64_t>(id);
+  return loan;
+}
+
+ZeroCopyClient::ZeroCopyClient(std::shared_ptr<Channel> channel) : channel_(std::move(channel)) {}
+ZeroCopyClient::~ZeroCopyClient() = default;
+
+Result<std::shared_ptr<ZeroCopyClient>> ZeroCopyClient::Connect(const std::string& socket_path,
+                                                                std::chrono::milliseconds timeout) {
+  auto socket = ConnectLocal(socket_path, timeout);
+  if (!socket.ok()) return socket.status();
+  auto channel = std::make_shared<Channel>();
+  channel->socket = *socket;
+  auto hello = RecvLocal(channel->socket, WireLimits{}, &channel->arena_fd);
+  if (!hello.ok()) return Unavailable("no zero-copy hello: " + hello.status().message());
+  const int64_t bytes = FieldInt(hello->fields, "arena_bytes", 0);
+  if (hello->type != MsgType::kShareHello || channel->arena_fd < 0 || bytes <= 0)
+    return ProtocolError("the zero-copy hello carries no arena");
+  channel->arena_bytes = static_cast<uint64_t>(bytes);
+  auto mapping = MapArena(channel->arena_fd, channel->arena_bytes, false);
+  if (!mapping.ok()) return mapping.status();
+  channel->read_only = std::move(*mapping);
+  return std::shared_ptr<ZeroCopyClient>(new ZeroCopyClient(std::move(channel)));
+}
+
+bool ZeroCopyClient::healthy() const { return channel_->healthy; }
+uint64_t ZeroCopyClient::arena_bytes() const { return channel_->arena_bytes; }
+
+Result<ZeroCopyClient::Leased> ZeroCopyClient::Lease(std::span<const ChunkKey> keys,
+                                                     std::chrono::milliseconds timeout) {
+  Header request;
+  request.type = MsgType::kLease;
+  request.keys.assign(keys.begin(), keys.end());
+  const auto sent_at = Clock::now();
+  auto reply = channel_->Call(std::move(request), timeout);
+  if (!reply.ok()) return reply.status();
+  if (reply->values.size() != keys.size() * 3) {
+    channel_->healthy = false;
+    return ProtocolError("lease reply has " + std::to_string(reply->values.size()) +
+                         " values for " + std::to_string(keys.size()) + " keys");
+  }
+  Leased out;
+  out.deadline = sent_at + std::chrono::milliseconds(FieldInt(reply->fields, "ttl_ms", 0));
+  std::shared_ptr<Loan> loan;
+  if (const int64_t lease = FieldInt(reply->fields, "lease", 0); lease > 0)
+    loan = NewLoan(lease, channel_->read_only);
+  const uint64_t arena = channel_->arena_bytes;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const auto code = static_cast<ErrorCode>(reply->values[3 * i]);
+    const int64_t offset = reply->values[3 * i + 1], size = reply->values[3 * i + 2];
+    if (code != ErrorCode::kOk) {
+      out.objects.emplace_back(NotFound());
+      continue;
+    }
+    // Where the node says the object lies must lie inside what it lent us.
+    if (!loan || offset < 0 || size <= 0 || static_cast<uint64_t>(offset) > arena ||
+        static_cast<uint64_t>(size) > arena - static_cast<uint64_t>(offset)) {
+      out.objects.emplace_back(ProtocolError("lease outside the arena"));
+      continue;
+    }
+    out.objects.emplace_back(
+        SharedBuffer(loan->mapping->base + offset, static_cast<size_t>(size), loan));
+  }
+  return out;
+}
+
+Result<ZeroCopyClient::Space> ZeroCopyClient::Reserve(uint64_t bytes,
+                                                      std::chrono::milliseconds timeout) {
+  std::shared_ptr<Mapping> writable;
+  {
+    std::lock_guard lock(channel_->call_mu);
+    if (!channel_->writable) {
+      auto mapping = MapArena(channel_->arena_fd, channel_->arena_bytes, true);
+      if (!mapping.ok()) return mapping.status();
+      channel_->writable = std::move(*mapping);
+    }
+    writable = channel_->writable;
+  }
+  Header request;
+  request.type = MsgType::kReserve;
+  request.fields["size"] = static_cast<int64_t>(bytes);
+  const auto sent_at = Clock::now();
+  auto reply = channel_->Call(std::move(request), timeout);
+  if (!reply.ok()) return reply.status();
+  const int64_t id = FieldInt(reply->fields, "reservation", 0);
+  const int64_t offset = FieldInt(reply->fields, "offset", -1);
+  auto loan = NewLoan(id, std::move(writable));
+  if (id <= 0 || offset < 0 || static_cast<uint64_t>(offset) > channel_->arena_bytes ||
+      bytes > channel_->arena_bytes - static_cast<uint64_t>(offset)) {
+    return ProtocolError("reservation outside the arena");  // the loan gives it back
+  }
+  Space space;
+  space.bytes_ = {loan->mapping->base + offset, static_cast<size_t>(bytes)};
+  PrepareForWriting(space.bytes_);
+  space.deadline_ = sent_at + std::chrono::milliseconds(FieldInt(reply->fields, "ttl_ms", 0));
+  space.loan_ = std::move(loan);
+  return space;
+}
+
+Status ZeroCopyClient::Commit(const ChunkKey& key, Space space, std::chrono::milliseconds timeout,
+                              bool seal) {
+  if (!space.loan_) return InvalidArgument("commit of an empty space");
+  if (Clock::now() >= space.deadline_)
+    return Timeout("the reservation expired before its commit");  // the node may have reused it
+  Header request;
+  request.type = MsgType::kCommit;
+  request.keys.push_back(key);
+  request.fields["reservation"] = static_cast<int64_t>(space.loan_->id);
+  if (seal) request.fields["seal"] = int64_t{1};
+  // Whatever the outcome, the node no longer holds the reservation for us
+  // once it has read the commit (a refused commit is freed there).
+  auto reply = channel_->Call(std::move(request), timeout);
+  space.loan_->given_back = reply.ok() || reply.code() != ErrorCode::kTimeout;
+  return reply.status();
+}
+
+}  // namespace pikv::rpc

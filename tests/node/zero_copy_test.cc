@@ -1,0 +1,350 @@
+// The zero-copy channel between a node and the clients on its host: objects
+// lent in place under leases, and arena space reserved, filled and committed.
+// A real NodeServer (in this process, so its tiers can be inspected) and real
+// unix sockets; clients that die are real processes killed with SIGKILL.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <thread>
+
+#include "pikv/node/node_server.h"
+#include "pikv/proto/chunk_object.h"
+#include "pikv/proto/local_channel.h"
+#include "pikv/rpc/node_client.h"
+#include "pikv/rpc/zero_copy_client.h"
+#include "test_support.h"
+
+namespace pikv::node {
+namespace {
+
+using rpc::ZeroCopyClient;
+using testing::MakeObject;
+using testing::TestObject;
+using Clock = std::chrono::steady_clock;
+
+constexpr auto kTimeout = std::chrono::seconds(10);
+constexpr uint64_t kArena = 4 << 20;
+constexpr size_t kObject = 768 << 10;  // five fit in the arena, six do not
+
+bool Same(const SharedBuffer& a, const SharedBuffer& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+class ZeroCopyTest : public ::testing::Test {
+ protected:
+  void Start(std::chrono::milliseconds ttl = std::chrono::seconds(30)) {
+    NodeOptions o;
+    o.node_id = "zc";
+    o.endpoints = {"ipc://" + dir_.str() + "/node.sock"};
+    o.storage.cpu.capacity_bytes = kArena;
+    o.zero_copy.lease_ttl = ttl;
+    auto server = NodeServer::Start(o);
+    ASSERT_TRUE(server.ok()) << server.status().ToString();
+    server_ = std::move(*server);
+    ASSERT_EQ(server_->zero_copy_path(), dir_.str() + "/node.sock.zc");
+    node_ = std::make_unique<rpc::NodeClient>(server_->endpoints()[0], kTimeout);
+  }
+  std::shared_ptr<ZeroCopyClient> Connect() {
+    auto c = ZeroCopyClient::Connect(server_->zero_copy_path(), kTimeout);
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return c.ok() ? *c : nullptr;
+  }
+  TestObject Put(uint64_t seed) {
+    TestObject o = MakeObject(seed, kObject);
+    auto put = node_->Put({&o.key, 1}, {&o.bytes, 1});
+    EXPECT_TRUE(put.ok() && (*put)[0].ok());
+    return o;
+  }
+  int64_t Stat(const std::string& name) {
+    auto s = node_->Stats();
+    return s.ok() ? FieldInt(*s, name, -1) : -1;
+  }
+  // Waits for a counter to reach `value` (releases are asynchronous).
+  bool StatReaches(const std::string& name, int64_t value) {
+    for (auto end = Clock::now() + kTimeout; Clock::now() < end;) {
+      if (Stat(name) == value) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
+  bool Contains(const ChunkKey& key) {
+    auto m = node_->Exists({&key, 1});
+    return m.ok() && ((*m)[0] & Bit(TierKind::kCpu));
+  }
+  // A helper process holding a lease or a reservation until it is killed.
+  std::unique_ptr<testing::ChildProcess> Holder(const std::string& mode, const std::string& arg) {
+    auto p = std::make_unique<testing::ChildProcess>(
+        testing::BinaryPath("zero_copy_holder"),
+        std::vector<std::string>{server_->zero_copy_path(), mode, arg});
+    auto line = p->ReadLine(kTimeout);
+    EXPECT_EQ(line.value_or("(none)"), "held");
+    return p;
+  }
+
+  testing::TempDir dir_;
+  std::unique_ptr<NodeServer> server_;
+  std::unique_ptr<rpc::NodeClient> node_;
+};
+
+TEST_F(ZeroCopyTest, LeasedViewsAreTheObjectsAndReleaseWithTheLastView) {
+  Start();
+  TestObject a = Put(1), b = Put(2);
+  const ChunkKey absent = MakeObject(3, 1024).key;
+  auto zc = Connect();
+  std::vector<ChunkKey> keys = {a.key, absent, b.key};
+  auto leased = zc->Lease(keys, kTimeout);
+  ASSERT_TRUE(leased.ok()) << leased.status().ToString();
+  ASSERT_EQ(leased->objects.size(), 3u);
+  ASSERT_TRUE(leased->objects[0].ok());
+  EXPECT_EQ(leased->objects[1].code(), ErrorCode::kNotFound);
+  ASSERT_TRUE(leased->objects[2].ok());
+  EXPECT_TRUE(Same(*leased->objects[0], a.bytes));
+  EXPECT_TRUE(Same(*leased->objects[2], b.bytes));
+  EXPECT_GT(leased->deadline, Clock::now() + std::chrono::seconds(20));
+  EXPECT_EQ(Stat("zero_copy.leases"), 1);
+  EXPECT_EQ(Stat("zero_copy.lent_bytes"), int64_t(a.bytes.size() + b.bytes.size()));
+  SharedBuffer keep = *leased->objects[2];
+  leased->objects.clear();
+  EXPECT_EQ(Stat("zero_copy.leases"), 1);  // one view still holds it
+  keep = {};
+  EXPECT_TRUE(StatReaches("zero_copy.leases", 0));
+  EXPECT_EQ(Stat("zero_copy.lent_bytes"), 0);
+}
+
+TEST_F(ZeroCopyTest, ALeasedObjectIsNeitherEvictedNorItsMemoryReusedUntilReleased) {
+  Start();
+  TestObject a = Put(10);
+  auto zc = Connect();
+  auto leased = zc->Lease({&a.key, 1}, kTimeout);
+  ASSERT_TRUE(leased.ok() && leased->objects[0].ok());
+  SharedBuffer view = *leased->objects[0];
+  // Far more than the arena holds: everything else is evicted, never `a`.
+  for (uint64_t seed = 11; seed < 30; ++seed) {
+    Put(seed);
+    ASSERT_TRUE(Contains(a.key)) << "evicted while leased, at put " << seed;
+  }
+  // Deleted while leased: gone from the index at once, its memory not reused.
+  ASSERT_TRUE(node_->Delete({&a.key, 1}).ok());
+  EXPECT_FALSE(Contains(a.key));
+  const int64_t used_while_leased = Stat("cpu.used_bytes");
+  for (uint64_t seed = 30; seed < 40; ++seed) Put(seed);
+  EXPECT_TRUE(Same(view, a.bytes)) << "the leased bytes were overwritten";
+  EXPECT_EQ(Stat("cpu.used_bytes"), used_while_leased);
+  // Released: the range returns to the allocator and is filled again.
+  view = {};
+  leased->objects.clear();
+  ASSERT_TRUE(StatReaches("zero_copy.leases", 0));
+  EXPECT_LT(Stat("cpu.used_bytes"), used_while_leased);
+  for (uint64_t seed = 40; seed < 45; ++seed) Put(seed);
+  EXPECT_EQ(Stat("cpu.entries"), 5);
+}
+
+TEST_F(ZeroCopyTest, AnExpiredLeaseEndsAndTheClientKnewItsDeadline) {
+  Start(std::chrono::milliseconds(300));
+  TestObject a = Put(50);
+  auto zc = Connect();
+  const auto asked = Clock::now();
+  auto leased = zc->Lease({&a.key, 1}, kTimeout);
+  const auto answered = Clock::now();
+  ASSERT_TRUE(leased.ok() && leased->objects[0].ok());
+  // Counted from when the request left: no later than the node's expiry.
+  EXPECT_GE(leased->deadline, asked + std::chrono::milliseconds(300));
+  EXPECT_LE(leased->deadline, answered + std::chrono::milliseconds(300));
+  ASSERT_TRUE(StatReaches("zero_copy.expired", 1));
+  EXPECT_EQ(Stat("zero_copy.leases"), 0);
+  EXPECT_GE(Clock::now(),
+            leased->deadline);  // the node never ends a lease before the client's deadline
+  // No longer held: capacity pressure evicts it.
+  for (uint64_t seed = 51; seed < 60; ++seed) Put(seed);
+  EXPECT_FALSE(Contains(a.key));
+}
+
+TEST_F(ZeroCopyTest, AKilledClientsLeaseEndsWithIt) {
+  Start();
+  TestObject a = Put(60);
+  auto holder = Holder("lease", a.key.Hex());
+  EXPECT_EQ(Stat("zero_copy.leases"), 1);
+  for (uint64_t seed = 61; seed < 70; ++seed) Put(seed);
+  EXPECT_TRUE(Contains(a.key));  // held by the live client
+  holder->Signal(SIGKILL);
+  ASSERT_TRUE(StatReaches("zero_copy.leases", 0));
+  EXPECT_EQ(Stat("zero_copy.dropped"), 1);
+  for (uint64_t seed = 70; seed < 80; ++seed) Put(seed);
+  EXPECT_FALSE(Contains(a.key));
+}
+
+TEST_F(ZeroCopyTest, AReservationFilledInPlaceIsVerifiedThenServed) {
+  Start();
+  TestObject a = MakeObject(80, kObject);
+  auto zc = Connect();
+  auto space = zc->Reserve(a.bytes.size(), kTimeout);
+  ASSERT_TRUE(space.ok()) << space.status().ToString();
+  EXPECT_EQ(Stat("zero_copy.reservations"), 1);
+  std::memcpy(space->bytes().data(), a.bytes.data(), a.bytes.size());
+  ASSERT_TRUE(zc->Commit(a.key, std::move(*space), kTimeout).ok());
+  EXPECT_EQ(Stat("zero_copy.reservations"), 0);
+  EXPECT_EQ(Stat("zero_copy.commits"), 1);
+  auto got = node_->Get({&a.key, 1});
+  ASSERT_TRUE(got.ok() && (*got)[0].ok());
+  EXPECT_TRUE(Same(*(*got)[0], a.bytes));
+}
+
+TEST_F(ZeroCopyTest, AnUnsealedObjectIsSealedByTheNodeOnlyWhenAsked) {
+  Start();
+  TestObject a = MakeObject(85, kObject);
+  // The same object with its payload checksum left 0 (and its header's own
+  // checksum recomputed over that).
+  std::vector<uint8_t> unsealed(a.bytes.data(), a.bytes.data() + a.bytes.size());
+  auto header = ParseChunkHeader(a.bytes.span());
+  ASSERT_TRUE(header.ok());
+  ASSERT_TRUE(WriteChunkHeader(*header, 0, unsealed).ok());
+  auto zc = Connect();
+  for (bool seal : {false, true}) {
+    auto space = zc->Reserve(unsealed.size(), kTimeout);
+    ASSERT_TRUE(space.ok());
+    std::memcpy(space->bytes().data(), unsealed.data(), unsealed.size());
+    Status s = zc->Commit(a.key, std::move(*space), kTimeout, seal);
+    EXPECT_EQ(s.ok(), seal) << s.ToString();
+    EXPECT_EQ(Contains(a.key), seal);
+  }
+  auto got = node_->Get({&a.key, 1});
+  ASSERT_TRUE(got.ok() && (*got)[0].ok());
+  EXPECT_TRUE(Same(*(*got)[0], a.bytes));  // sealed, it is the object built whole
+}
+
+TEST_F(ZeroCopyTest, ACorruptOrMislabelledCommitIsRefusedAndFreesItsSpace) {
+  Start();
+  TestObject a = MakeObject(90, kObject), other = MakeObject(91, kObject);
+  auto zc = Connect();
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    auto space = zc->Reserve(a.bytes.size(), kTimeout);
+    ASSERT_TRUE(space.ok());
+    std::memcpy(space->bytes().data(), a.bytes.data(), a.bytes.size());
+    if (attempt == 0) space->bytes()[a.bytes.size() - 1] ^= 1;  // one payload bit
+    const ChunkKey& key = attempt == 0 ? a.key : other.key;     // then another key's name
+    Status s = zc->Commit(key, std::move(*space), kTimeout);
+    EXPECT_FALSE(s.ok());
+    EXPECT_FALSE(Contains(a.key));
+    EXPECT_FALSE(Contains(other.key));
+    EXPECT_EQ(Stat("cpu.used_bytes"), 0);
+  }
+  EXPECT_EQ(Stat("zero_copy.commit_failures"), 2);
+  // An honest commit of the same key afterwards lands.
+  auto space = zc->Reserve(a.bytes.size(), kTimeout);
+  ASSERT_TRUE(space.ok());
+  std::memcpy(space->bytes().data(), a.bytes.data(), a.bytes.size());
+  ASSERT_TRUE(zc->Commit(a.key, std::move(*space), kTimeout).ok());
+  EXPECT_TRUE(Contains(a.key));
+}
+
+TEST_F(ZeroCopyTest, AnUncommittedSpaceIsGivenBackAndAnExpiredOneCannotCommit) {
+  Start(std::chrono::milliseconds(300));
+  TestObject a = MakeObject(100, kObject);
+  auto zc = Connect();
+  {
+    auto space = zc->Reserve(a.bytes.size(), kTimeout);
+    ASSERT_TRUE(space.ok());
+    EXPECT_GE(Stat("cpu.used_bytes"), int64_t(a.bytes.size()));
+  }
+  ASSERT_TRUE(StatReaches("cpu.used_bytes", 0));
+  auto space = zc->Reserve(a.bytes.size(), kTimeout);
+  ASSERT_TRUE(space.ok());
+  std::memcpy(space->bytes().data(), a.bytes.data(), a.bytes.size());
+  ASSERT_TRUE(StatReaches("zero_copy.expired", 1));
+  EXPECT_EQ(Stat("cpu.used_bytes"), 0);
+  EXPECT_EQ(zc->Commit(a.key, std::move(*space), kTimeout).code(), ErrorCode::kTimeout);
+  EXPECT_FALSE(Contains(a.key));
+}
+
+TEST_F(ZeroCopyTest, AClientKilledBetweenReserveAndCommitLeaksNothing) {
+  Start();
+  auto holder = Holder("reserve", std::to_string(3 << 19));
+  EXPECT_EQ(Stat("zero_copy.reservations"), 1);
+  EXPECT_GE(Stat("cpu.used_bytes"), 3 << 19);
+  holder->Signal(SIGKILL);
+  ASSERT_TRUE(StatReaches("zero_copy.reservations", 0));
+  EXPECT_EQ(Stat("cpu.used_bytes"), 0);
+  for (uint64_t seed = 110; seed < 115; ++seed) Put(seed);
+  EXPECT_EQ(Stat("cpu.entries"), 5);  // a leaked reservation would leave room for three
+}
+
+TEST_F(ZeroCopyTest, HostileRequestsAreRefusedAndTheNodeServesOn) {
+  Start();
+  TestObject a = Put(120);
+  auto zc = Connect();
+  auto leased = zc->Lease({&a.key, 1}, kTimeout);
+  ASSERT_TRUE(leased.ok() && leased->objects[0].ok());
+  // Another client cannot give back, or commit, what is not its own.
+  auto raw = ConnectLocal(server_->zero_copy_path(), kTimeout);
+  ASSERT_TRUE(raw.ok());
+  int arena_fd = -1;
+  ASSERT_TRUE(RecvLocal(*raw, WireLimits{}, &arena_fd).ok());
+  EXPECT_GE(arena_fd, 0);
+  close(arena_fd);
+  Header release;
+  release.type = MsgType::kRelease;
+  for (int64_t id = 0; id < 100; ++id) release.values.push_back(id);
+  ASSERT_TRUE(SendLocal(*raw, release).ok());
+  Header commit;
+  commit.type = MsgType::kCommit;
+  commit.request_id = 1;
+  commit.keys = {a.key};
+  commit.fields["reservation"] = int64_t{1};
+  ASSERT_TRUE(SendLocal(*raw, commit).ok());
+  auto reply = RecvLocal(*raw, WireLimits{});
+  ASSERT_TRUE(reply.ok());
+  EXPECT_EQ(reply->status, ErrorCode::kNotFound);
+  EXPECT_EQ(Stat("zero_copy.leases"), 1);  // the first client's lease stands
+  // Sizes out of range, requests of the wrong kind.
+  for (int64_t size : {int64_t{0}, int64_t{-5}, int64_t{1} << 40}) {
+    Header reserve;
+    reserve.type = MsgType::kReserve;
+    reserve.fields["size"] = size;
+    ASSERT_TRUE(SendLocal(*raw, reserve).ok());
+    reply = RecvLocal(*raw, WireLimits{});
+    ASSERT_TRUE(reply.ok());
+    EXPECT_EQ(reply->status, ErrorCode::kTooLarge) << size;
+  }
+  Header get;
+  get.type = MsgType::kGet;
+  ASSERT_TRUE(SendLocal(*raw, get).ok());
+  reply = RecvLocal(*raw, WireLimits{});
+  ASSERT_TRUE(reply.ok());
+  EXPECT_EQ(reply->status, ErrorCode::kUnsupported);
+  // A length over the limit, then garbage: the connection is dropped.
+  const uint8_t huge[4] = {0xff, 0xff, 0xff, 0xff};
+  ASSERT_EQ(send(*raw, huge, 4, MSG_NOSIGNAL), 4);
+  SetLocalTimeout(*raw, kTimeout);
+  char byte;
+  EXPECT_EQ(recv(*raw, &byte, 1, 0), 0);
+  close(*raw);
+  EXPECT_GE(Stat("zero_copy.errors"), 1);
+  // The honest client and the node are unharmed.
+  EXPECT_TRUE(Same(*leased->objects[0], a.bytes));
+  auto again = zc->Lease({&a.key, 1}, kTimeout);
+  ASSERT_TRUE(again.ok() && again->objects[0].ok());
+}
+
+TEST_F(ZeroCopyTest, AClientIsRefusedPastItsShareOfTheArena) {
+  Start();
+  std::vector<TestObject> objects;
+  for (uint64_t seed = 130; seed < 134; ++seed) objects.push_back(Put(seed));
+  auto zc = Connect();
+  std::vector<ZeroCopyClient::Leased> held;
+  for (const auto& o : objects) {
+    auto leased = zc->Lease({&o.key, 1}, kTimeout);
+    if (!leased.ok()) {
+      EXPECT_EQ(leased.code(), ErrorCode::kRejected);
+      break;
+    }
+    held.push_back(std::move(*leased));
+  }
+  EXPECT_EQ(held.size(), 2u);  // half of the 4 MiB arena: two objects of 768 KiB
+  EXPECT_EQ(Stat("zero_copy.refused"), 1);
+}
+
+}  // namespace
+}  // namespace pikv::node
