@@ -107,6 +107,9 @@ Plan Client::MakePlan(const ChunkedPrompt& prompt) {
   stats_.chunks_planned += keys.size();
 
   // 1. The local node: CPU or disk is local; Redis-only is remote (through it).
+  // Only its live look into Redis decides the shared tier: the registry's
+  // shared-tier entries lag behind deletes (another node's, Redis's own
+  // expiry), and a plan on a stale one fails at fetch.
   std::vector<bool> remote_here(keys.size(), false);
   if (conn_->local) {
     conn_->local->set_timeout(options_.node_timeout);
@@ -137,9 +140,8 @@ Plan Client::MakePlan(const ChunkedPrompt& prompt) {
       for (size_t j = 0; j < rest.size(); ++j) {
         ChunkPlan& c = plan.chunks[rest[j]];
         for (const auto& r : (*located)[j]) {
-          if (r.location.tier == TierKind::kRemote) {
-            remote_here[rest[j]] = true;
-          } else if (c.source == Source::kMiss && r.host != options_.host && !r.tcp.empty()) {
+          if (r.location.tier == TierKind::kRemote) continue;
+          if (c.source == Source::kMiss && r.host != options_.host && !r.tcp.empty()) {
             c.source = Source::kPeer;  // replicas come cheapest first
             c.peer_id = r.node_id;
             c.peer_endpoint = r.tcp;

@@ -2,9 +2,11 @@
 controller, N nodes, optionally Redis) in the foreground, its endpoints read
 from what it prints; stop() sends Ctrl-C and it stops everything it started."""
 
+import collections
 import re
 import signal
 import subprocess
+import threading
 import time
 
 
@@ -14,6 +16,7 @@ class LocalCluster:
                                       redis], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      text=True)
         self.nodes, self.controller, self.redis = [], None, None
+        self._log, self.logged_bytes = collections.deque(maxlen=1000), 0
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             line = self.proc.stdout.readline()
@@ -27,9 +30,23 @@ class LocalCluster:
             elif line.startswith("redis "):
                 self.redis = line.split()[1]
             elif line.startswith("Ctrl-C"):
+                # The daemons log to this pipe for as long as they run: it is
+                # read to the end, or a full pipe would stall any thread that
+                # logs (a node's reporter among them).
+                self._drainer = threading.Thread(target=self._drain, daemon=True)
+                self._drainer.start()
                 return
         self.stop()
         raise RuntimeError("pikv cluster did not come up")
+
+    def _drain(self):
+        for line in self.proc.stdout:
+            self._log.append(line)
+            self.logged_bytes += len(line)
+
+    def log_tail(self) -> str:
+        """The last lines the cluster's daemons logged (kept in memory)."""
+        return "".join(list(self._log))
 
     def stop(self):
         if self.proc.poll() is None:

@@ -353,9 +353,13 @@ Status RemoteTier::Remove(const ChunkKey& key) {
   auto replies = Pipeline(dels);
   if (!replies.ok()) return replies.status();
   const redisReply* r = (*replies)[0]->r;
-  if (r->type != REDIS_REPLY_INTEGER || r->integer == 0) return NotFound();
-  counters_->evictions++;
+  if (r->type != REDIS_REPLY_INTEGER) return Unavailable("redis refused DEL");
+  // The key is gone now, whoever deleted it. That is reported either way, so
+  // the registry's shared-tier entry cannot outlive the object when another
+  // node's delete (or Redis's own expiry) came first.
   Emit({{TierKind::kRemote, EventKind::kEvict, key, 0}});
+  if (r->integer == 0) return NotFound();
+  counters_->evictions++;
   return Status::Ok();
 }
 

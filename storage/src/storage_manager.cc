@@ -138,7 +138,7 @@ std::vector<TierMask> StorageManager::Exists(std::span<const ChunkKey> keys) {
   std::vector<ChunkKey> remote_keys;
   for (size_t i = 0; i < keys.size(); ++i) {
     out[i] = LocalMask(keys[i]);
-    if (out[i] == 0 && remote_ && options_.exists_checks_remote) {
+    if (out[i] == 0 && remote_) {
       ask_remote.push_back(i);
       remote_keys.push_back(keys[i]);
     }
@@ -185,7 +185,7 @@ std::optional<std::vector<TierMask>> StorageManager::ExistsIfLocal(std::span<con
   std::vector<TierMask> out(keys.size(), 0);
   for (size_t i = 0; i < keys.size(); ++i) {
     out[i] = LocalMask(keys[i]);
-    if (out[i] == 0 && remote_ && options_.exists_checks_remote) return std::nullopt;
+    if (out[i] == 0 && remote_) return std::nullopt;
   }
   return out;
 }

@@ -208,5 +208,40 @@ TEST_F(ClientClusterTest, ChunksComputedOnOneHostAreReusedExactlyOnOthersThrough
   EXPECT_LE(MaxDiff(r6.logits, Scratch(p6)), 1e-4);
 }
 
+// The registry's shared-tier entry lags behind Redis: here the object is
+// deleted behind its back (as when another node's delete wins a race with an
+// earlier admit report). A plan trusts the local node's live look into Redis,
+// not the registry, and an evict clears the stale entry even though no node
+// finds anything left to delete.
+TEST_F(ClientClusterTest, AChunkGoneFromRedisIsAMissAndAnEvictClearsItsStaleEntry) {
+  Engine a(model_, Options(0));
+  auto prompt = Prompt({sys1_, d1_, q_});
+  const ChunkKey key = a.Run(prompt).plan.chunks[1].key;
+  auto registry_says_redis = [&] {
+    auto r = rpc::AdminClient(ControllerEp(), 1s).Locate({key});
+    if (!r.ok()) return false;
+    for (const auto& rep : (*r)[0]) {
+      if (rep.location.tier == TierKind::kRemote) return true;
+    }
+    return false;
+  };
+  WaitFor(registry_says_redis, 5s, "the write-through to Redis reported");
+  ASSERT_TRUE(rpc::AdminClient(ControllerEp(), 1s)
+                  .Json(MsgType::kAdminClear, {}, {{"node_id", std::string("node-a")}})
+                  .ok());
+  WaitFor([&] { return Holders(key).empty(); }, 3s, "node-a's CPU and disk copies cleared");
+  Client reader(Options(1));
+  ASSERT_EQ(reader.MakePlan(prompt).chunks[1].source, Source::kRemote);
+
+  testing::ChildProcess del(
+      "redis-cli", {"-p", std::to_string(redis_.port()), "DEL", "pikv:default:" + key.Hex()});
+  ASSERT_EQ(del.ReadLine(5s).value_or(""), "1");
+  ASSERT_TRUE(registry_says_redis()) << "the stale entry this test is about";
+  EXPECT_EQ(reader.MakePlan(prompt).chunks[1].source, Source::kMiss);
+
+  ASSERT_TRUE(rpc::AdminClient(ControllerEp(), 1s).Json(MsgType::kAdminEvict, {key}).ok());
+  WaitFor([&] { return !registry_says_redis(); }, 3s, "the evict to clear the stale entry");
+}
+
 }  // namespace
 }  // namespace pikv::client

@@ -103,6 +103,35 @@ TEST_F(RemoteTierTest, CorruptValueIsAMissAndDeleted) {
   freeReplyObject(r);
 }
 
+// The shared tier's registry entry is cleared by whichever node's delete
+// runs: a node that finds the key already gone (another node deleted it, or
+// Redis dropped it) still reports it absent, or a stale "in Redis" entry that
+// an earlier admit report left behind would outlive every later evict.
+TEST_F(RemoteTierTest, RemovingAKeyAlreadyGoneStillReportsItEvicted) {
+  std::vector<TierEvent> events;
+  RemoteTierOptions o;
+  o.port = redis_->port();
+  o.key_namespace = "t";
+  o.io_timeout = std::chrono::milliseconds(300);
+  RemoteTier tier(
+      o, [&](std::span<const TierEvent> e) { events.insert(events.end(), e.begin(), e.end()); });
+  auto obj = MakeObject(5, 2048);
+  ASSERT_TRUE(tier.Put(obj.key, obj.bytes).ok());
+  freeReplyObject(Raw({"DEL", tier.RedisKey(obj.key)}));  // someone else's delete
+  events.clear();
+  EXPECT_EQ(tier.Remove(obj.key).code(), ErrorCode::kNotFound);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].kind, EventKind::kEvict);
+  EXPECT_EQ(events[0].key, obj.key);
+  EXPECT_EQ(tier.Stats().evictions, 0u) << "nothing was deleted here";
+
+  redis_->Pause();  // no answer: nothing is known, nothing is reported
+  events.clear();
+  EXPECT_FALSE(tier.Remove(obj.key).ok());
+  redis_->Resume();
+  EXPECT_TRUE(events.empty());
+}
+
 // Objects over the part size (Redis's bulk limit in production) are stored as
 // parts behind a manifest and read back whole.
 class RemoteTierPartsTest : public RemoteTierTest {

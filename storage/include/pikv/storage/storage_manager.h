@@ -29,7 +29,6 @@ struct StorageOptions {
   std::optional<DiskTierOptions> disk;      // absent: no disk tier
   std::optional<RemoteTierOptions> remote;  // absent: no remote tier
   WriteThroughQueue::Options write_queue;   // per lower tier
-  bool exists_checks_remote = true;         // Exists() asks Redis for keys not held locally
 };
 
 struct StorageStats {
