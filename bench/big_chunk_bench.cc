@@ -18,6 +18,8 @@
 //   hit path     plan + fetch + remap
 //   pull         plan + fetch on the other node (a P2P pull through it)
 //   redis        put + get of the object through the Redis tier (parts)
+//   tcp          a remote client's put and get on node A over loopback tcp,
+//                the object whole (one message) and in --stream-frame frames
 // and the hit path per token beside an H100's recompute estimate (formula
 // printed). Prints a table, then one JSON line (issue 13's headline keys).
 #include <CLI/CLI.hpp>
@@ -77,13 +79,30 @@ double ZmqStreamMs(int port, const std::vector<uint8_t>& bytes, size_t frame) {
 struct Figures {
   double memcpy_ms, zmq_ms, store_ms, fetch_ms, remap_ms, hit_ms, pull_ms, redis_put_ms,
       redis_get_ms;
+  double tcp_put_ms[2], tcp_get_ms[2];  // [0] whole, [1] in frames
   uint64_t bytes;
 };
 
+// A remote client's put then get of `object` on the node at `tcp`; the key is
+// deleted first so that the put stores.
+void TcpRoundTrip(rpc::NodeClient& node, const ChunkKey& key, const SharedBuffer& object,
+                  std::vector<double>& put, std::vector<double>& get) {
+  (void)node.Delete({&key, 1});
+  auto t0 = Clock::now();
+  auto stored = node.Put({&key, 1}, {&object, 1});
+  put.push_back(Ms(t0));
+  if (!stored.ok() || !(*stored)[0].ok()) throw std::runtime_error("tcp put failed");
+  t0 = Clock::now();
+  auto got = node.Get({&key, 1});
+  get.push_back(Ms(t0));
+  if (!got.ok() || !(*got)[0].ok() || (*got)[0]->size() != object.size())
+    throw std::runtime_error("tcp get failed");
+}
+
 Figures Measure(uint32_t tokens, int repeats, const client::ClientOptions& a,
                 const client::ClientOptions& b, const std::string& controller,
-                const std::string& node_b, const std::string& redis_address,
-                uint64_t stream_frame) {
+                const std::string& node_a_tcp, const std::string& node_b,
+                const std::string& redis_address, uint64_t stream_frame) {
   client::Client ca(a), cb(b);
   FilledCache source(a, tokens), dest(a, tokens);
   std::vector<int32_t> chunk(tokens);
@@ -156,6 +175,19 @@ Figures Measure(uint32_t tokens, int repeats, const client::ClientOptions& a,
     rget.push_back(Ms(t0));
     (void)tier.Remove(key);
   }
+  // A remote client keeps its connection (and its staging buffers).
+  std::vector<double> tcp_put[2], tcp_get[2];
+  rpc::NodeClient remote[2] = {rpc::NodeClient(node_a_tcp, std::chrono::seconds(60)),
+                               rpc::NodeClient(node_a_tcp, std::chrono::seconds(60))};
+  remote[1].set_stream_frame(stream_frame);
+  for (int r = 0; r < repeats; ++r) {
+    for (int framed = 0; framed < 2; ++framed)
+      TcpRoundTrip(remote[framed], key, object, tcp_put[framed], tcp_get[framed]);
+  }
+  for (int framed = 0; framed < 2; ++framed) {
+    f.tcp_put_ms[framed] = Median(tcp_put[framed]);
+    f.tcp_get_ms[framed] = Median(tcp_get[framed]);
+  }
   f.memcpy_ms = Median(memcpy_ms);
   f.zmq_ms = Median(zmq);
   f.store_ms = Median(store);
@@ -200,8 +232,8 @@ int Run(int repeats, const std::vector<uint32_t>& sizes, uint64_t stream_frame) 
   Table t({"tokens", "MiB", "path", "ms", "GB/s", "vs memcpy"});
   JsonLine json;
   for (uint32_t tokens : sizes) {
-    Figures f = Measure(tokens, repeats, a, b, controller.endpoint, node_b.ipc, redis.address(),
-                        stream_frame);
+    Figures f = Measure(tokens, repeats, a, b, controller.endpoint, node_a.tcp, node_b.ipc,
+                        redis.address(), stream_frame);
     const double gb = f.bytes / 1e9;
     const std::string k = std::to_string(tokens / 1024) + "k";
     auto row = [&](const std::string& path, double ms) {
@@ -217,6 +249,10 @@ int Run(int repeats, const std::vector<uint32_t>& sizes, uint64_t stream_frame) 
     row("P2P pull through node B", f.pull_ms);
     row("redis put (parts)", f.redis_put_ms);
     row("redis get (parts)", f.redis_get_ms);
+    row("tcp put, whole (remote client)", f.tcp_put_ms[0]);
+    row("tcp put, in frames", f.tcp_put_ms[1]);
+    row("tcp get, whole (remote client)", f.tcp_get_ms[0]);
+    row("tcp get, in frames", f.tcp_get_ms[1]);
     json.Add("local_fetch_" + k + "_ms", f.fetch_ms);
     json.Add("local_hit_path_" + k + "_ms", f.hit_ms);
     json.Add("hit_path_vs_remap_" + k, f.hit_ms / f.remap_ms);
@@ -224,6 +260,12 @@ int Run(int repeats, const std::vector<uint32_t>& sizes, uint64_t stream_frame) 
     json.Add("pull_" + k + "_gbps", gb / (f.pull_ms / 1e3));
     json.Add("pull_" + k + "_vs_zmq_stream", f.zmq_ms / f.pull_ms);
     json.Add("redis_round_trip_" + k + "_ms", f.redis_put_ms + f.redis_get_ms);
+    json.Add("tcp_put_" + k + "_framed_gbps", gb / (f.tcp_put_ms[1] / 1e3));
+    json.Add("tcp_get_" + k + "_framed_gbps", gb / (f.tcp_get_ms[1] / 1e3));
+    json.Add("tcp_put_" + k + "_framed_vs_whole", f.tcp_put_ms[0] / f.tcp_put_ms[1]);
+    json.Add("tcp_get_" + k + "_framed_vs_whole", f.tcp_get_ms[0] / f.tcp_get_ms[1]);
+    json.Add("tcp_get_" + k + "_vs_zmq_stream", f.zmq_ms / f.tcp_get_ms[1]);
+    json.Add("tcp_put_" + k + "_vs_zmq_stream", f.zmq_ms / f.tcp_put_ms[1]);
     json.Add("hit_path_" + k + "_us_per_token", f.hit_ms * 1e3 / tokens);
     json.Add("h100_recompute_us_per_token", recompute_us_per_token);
   }
@@ -244,7 +286,7 @@ int main(int argc, char** argv) {
   app.add_option("--repeats", repeats)->check(CLI::Range(1, 50))->capture_default_str();
   app.add_option("--tokens", sizes, "Chunk sizes in tokens")->capture_default_str();
   uint64_t stream_frame = 1 << 20;
-  app.add_option("--stream-frame", stream_frame, "Bytes per frame of a streamed pull")
+  app.add_option("--stream-frame", stream_frame, "Bytes per frame of streamed pulls, puts, gets")
       ->check(CLI::Range(uint64_t{pikv::kMinStreamFrame}, uint64_t{pikv::kMaxStreamFrame}))
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);

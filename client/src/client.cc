@@ -52,6 +52,7 @@ Client::Client(ClientOptions options)
     : options_(std::move(options)), conn_(std::make_unique<Connections>()) {
   if (!options_.local_node.empty()) {
     conn_->local = std::make_unique<rpc::NodeClient>(options_.local_node, options_.node_timeout);
+    conn_->local->set_stream_frame(options_.stream_frame);
     if (options_.zero_copy) conn_->zero_copy_path = ZeroCopySocketFor(options_.local_node);
   }
   if (!options_.controller.empty()) {
@@ -229,7 +230,10 @@ std::vector<Result<SharedBuffer>> Client::Fetch(Plan& plan) {
       take(idx, conn_->local->Pull(keys_of(idx), endpoint, pull_timeout));
     } else {
       auto& peer = conn_->peers[endpoint];
-      if (!peer) peer = std::make_unique<rpc::NodeClient>(endpoint, Left(deadline));
+      if (!peer) {
+        peer = std::make_unique<rpc::NodeClient>(endpoint, Left(deadline));
+        peer->set_stream_frame(options_.stream_frame);
+      }
       peer->set_timeout(Left(deadline));
       stats_.peer_direct += idx.size();
       auto got = peer->Get(keys_of(idx));
@@ -354,14 +358,15 @@ std::future<Status> Ready(Status s) {
 
 // A put on a connection of its own, so that it is safe beside the client's calls.
 std::future<Status> PutInBackground(std::string endpoint, std::chrono::milliseconds timeout,
-                                    ChunkKey key, SharedBuffer object) {
-  return std::async(
-      std::launch::async,
-      [endpoint = std::move(endpoint), timeout, key, object = std::move(object)]() -> Status {
-        rpc::NodeClient node(endpoint, timeout);
-        auto put = node.Put({&key, 1}, {&object, 1});
-        return put.ok() ? (*put)[0] : put.status();
-      });
+                                    uint64_t stream_frame, ChunkKey key, SharedBuffer object) {
+  return std::async(std::launch::async,
+                    [endpoint = std::move(endpoint), timeout, stream_frame, key,
+                     object = std::move(object)]() -> Status {
+                      rpc::NodeClient node(endpoint, timeout);
+                      node.set_stream_frame(stream_frame);
+                      auto put = node.Put({&key, 1}, {&object, 1});
+                      return put.ok() ? (*put)[0] : put.status();
+                    });
 }
 
 }  // namespace
@@ -396,7 +401,8 @@ std::future<Status> Client::StoreObject(const ChunkKey& key, size_t size, const 
   if (!async) return Ready(Put(key, object));
   if (options_.local_node.empty()) return fail(Unavailable("no local node to store into"));
   stats_.stores++;  // counted when handed off; the future says whether it landed
-  return PutInBackground(options_.local_node, options_.node_timeout, key, std::move(object));
+  return PutInBackground(options_.local_node, options_.node_timeout, options_.stream_frame, key,
+                         std::move(object));
 }
 
 Status Client::Store(const ChunkKey& key, std::span<const int32_t> tokens, int64_t virtual_start,

@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "pikv/device/model_config.h"
+#include "pikv/proto/message.h"
 
 namespace pikv::client {
 
@@ -33,6 +34,8 @@ Result<ClientOptions> LoadClientOptions(const std::string& path, Config* config_
   c.Declare("fetch-timeout", K::kDuration, "2s", "Deadline of a whole fetch");
   c.Declare("zero-copy", K::kBool, "true",
             "Read and write the local node's CPU arena in place (when local-node is ipc://)");
+  c.Declare("stream-frame", K::kSize, "1MiB",
+            "Objects over this size cross sockets in frames of it; 0 sends them whole");
   if (!path.empty()) {
     if (Status s = c.LoadYamlFile(path); !s.ok()) return s;
   }
@@ -95,6 +98,11 @@ Result<ClientOptions> LoadClientOptions(const std::string& path, Config* config_
   o.controller_timeout = c.Duration("controller-timeout");
   o.fetch_timeout = c.Duration("fetch-timeout");
   o.zero_copy = c.Bool("zero-copy");
+  o.stream_frame = c.Size("stream-frame");
+  if (o.stream_frame != 0 &&
+      (o.stream_frame < uint64_t{kMinStreamFrame} || o.stream_frame > uint64_t{kMaxStreamFrame}))
+    return InvalidArgument("stream-frame: 0 (off) or " + std::to_string(kMinStreamFrame) + " to " +
+                           std::to_string(kMaxStreamFrame) + " bytes");
   if (config_out) *config_out = c;
   return o;
 }

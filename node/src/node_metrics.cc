@@ -66,6 +66,14 @@ std::string NodeMetricsText(const RequestHandler& handler, storage::StorageManag
   // The zero-copy channel (absent when it is off): what it counted, and what
   // local clients hold now.
   const Fields stats = handler.StatsFields();
+  w.Family("pikv_node_streamed_puts_total", "counter",
+           "Puts received in bounded frames, by outcome: started, completed, refused (could not "
+           "start, or failed verification), broken (a frame of the wrong size), expired "
+           "(stalled).");
+  for (const char* outcome : {"started", "completed", "refused", "broken", "expired"}) {
+    const int64_t v = FieldInt(stats, std::string("streamed_puts.") + outcome, -1);
+    if (v >= 0) w.Sample("pikv_node_streamed_puts_total", Label("outcome", outcome), uint64_t(v));
+  }
   w.Family("pikv_node_zero_copy_events_total", "counter",
            "Zero-copy channel events: clients, refused_clients, requests, errors, leased_objects, "
            "commits, commit_failures, expired, dropped, refused.");

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <thread>
 
+#include "inbound_streams.h"
 #include "pikv/http/http_server.h"
 #include "pikv/node/node_metrics.h"
 #include "pikv/proto/endpoint.h"
@@ -99,6 +100,7 @@ struct NodeServer::Loop {
   std::vector<std::thread> workers;
   std::vector<std::thread> pull_workers;
   std::unique_ptr<http::Server> http;
+  std::unique_ptr<InboundStreams> inbound;  // the server thread's alone
   std::atomic<bool> draining{false};
 };
 
@@ -158,6 +160,15 @@ Result<std::unique_ptr<NodeServer>> NodeServer::Start(NodeOptions options) {
   } catch (const zmq::error_t& e) {
     return IoError("bind " + options.endpoints.back() + ": " + e.what());
   }
+  loop->inbound = std::make_unique<InboundStreams>(*server->storage_, options.limits);
+  server->handler_->AddStatsSource([inbound = loop->inbound.get()](Fields& f) {
+    const InboundStreams::Counters c = inbound->counters();
+    f["streamed_puts.started"] = static_cast<int64_t>(c.started);
+    f["streamed_puts.completed"] = static_cast<int64_t>(c.completed);
+    f["streamed_puts.refused"] = static_cast<int64_t>(c.refused);
+    f["streamed_puts.broken"] = static_cast<int64_t>(c.broken);
+    f["streamed_puts.expired"] = static_cast<int64_t>(c.expired);
+  });
   server->loop_ = std::move(loop);
   if (Status s = server->StartZeroCopy(); !s.ok()) return s;
   if (options.reporter) {
@@ -263,6 +274,14 @@ std::optional<Message> NodeServer::Dispatch(std::vector<zmq::message_t>& frames)
     handler_->RecordLatency(request.header.type, Clock::now() - t0);
     return reply;
   }
+  if (request.header.type == MsgType::kPut && request.header.fields.contains(kStreamFrameField)) {
+    if (!request.payloads.empty())
+      return handler_->Reject(&request.header,
+                              InvalidArgument("a streamed put sends its bytes after the reply"));
+    const std::string peer(static_cast<const char*>(frames[0].data()), frames[0].size());
+    handler_->RecordLatency(request.header.type, Clock::now() - t0);
+    return loop_->inbound->Start(peer, request.header, t0);
+  }
   if (request.header.type == MsgType::kPull) {
     // Pulls wait on other machines: they get their own threads and their own
     // bound, and a full pull queue is an immediate "busy", never a stall.
@@ -328,12 +347,23 @@ void NodeServer::ServeLoopOnce() {
     }
     if (items[1].revents & ZMQ_POLLIN) forward(l.replies, l.in_flight);
     if (items[2].revents & ZMQ_POLLIN) forward(l.pull_replies, l.pulls_in_flight);
+    if (l.inbound->active() > 0) l.inbound->ExpireStalled(Clock::now());
     if ((items[0].revents & ZMQ_POLLIN) &&
         RecvFrames(l.frontend, frames, zmq::recv_flags::dontwait)) {
       routing[0] = std::move(frames[0]);
-      frames[0] = zmq::message_t(routing[0].data(),
-                                 routing[0].size());  // Dispatch may keep it for a worker
-      if (auto reply = Dispatch(frames)) {
+      const std::string peer(static_cast<const char*>(routing[0].data()), routing[0].size());
+      std::optional<Message> reply;
+      if (l.inbound->Receiving(peer)) {  // a frame of its streamed put
+        std::span<const uint8_t> bytes;
+        if (frames.size() == 2)
+          bytes = {static_cast<const uint8_t*>(frames[1].data()), frames[1].size()};
+        reply = l.inbound->Accept(peer, frames.size() - 1, bytes, Clock::now());
+      } else {
+        frames[0] = zmq::message_t(routing[0].data(),
+                                   routing[0].size());  // Dispatch may keep it for a worker
+        reply = Dispatch(frames);
+      }
+      if (reply) {
         if (!SendReply(l.frontend, routing, reply->header, reply->payloads))
           spdlog::warn("reply could not be sent");
       }
@@ -378,6 +408,7 @@ void NodeServer::Stop() {
   for (auto& w : l.workers) w.join();
   for (auto& w : l.pull_workers) w.join();
   if (l.http) l.http->Stop();
+  l.inbound.reset();                   // unfinished streams free their space before storage stops
   if (zero_copy_) zero_copy_->Stop();  // clients' leases end before storage does
   l.frontend.close();
   l.replies.close();

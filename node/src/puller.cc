@@ -24,22 +24,10 @@ std::chrono::milliseconds Left(Puller::Clock::time_point deadline) {
 
 bool Puller::ReceiveStream(RpcClient& peer, const Header& reply, std::span<const ChunkKey> keys,
                            std::vector<bool>& admitted, Clock::time_point deadline) {
-  const WireLimits limits;
-  const int64_t frame = FieldInt(reply.fields, kStreamFrameField, 0);
-  size_t hits = 0;
-  for (size_t i = 0; i < keys.size() && i < reply.values.size(); ++i) hits += reply.values[i] == 0;
-  if (frame < kMinStreamFrame || frame > kMaxStreamFrame ||
-      reply.values.size() != keys.size() + hits)
-    return false;
-  std::vector<uint64_t> sizes;
-  uint64_t total = 0;
-  for (size_t h = 0; h < hits; ++h) {
-    const int64_t size = reply.values[keys.size() + h];
-    if (size < 1 || static_cast<uint64_t>(size) > limits.max_payload_bytes) return false;
-    sizes.push_back(static_cast<uint64_t>(size));
-    total += static_cast<uint64_t>(size);
-  }
-  if (total > limits.max_message_payload_bytes) return false;
+  auto hits = DecodeStreamedHits(reply, keys.size(), WireLimits{});
+  if (!hits.ok()) return false;
+  const uint64_t frame = hits->frame;
+  const std::vector<uint64_t>& sizes = hits->sizes;
   size_t h = 0;
   for (size_t i = 0; i < keys.size(); ++i) {
     if (reply.values[i] != 0) continue;
@@ -50,7 +38,7 @@ bool Puller::ReceiveStream(RpcClient& peer, const Header& reply, std::span<const
     StreamingPayloadChecksum checksum;
     for (uint64_t off = 0; off < size;) {
       auto got = peer.ReceiveFrame(Left(deadline));
-      const uint64_t expected = std::min<uint64_t>(static_cast<uint64_t>(frame), size - off);
+      const uint64_t expected = std::min<uint64_t>(frame, size - off);
       if (!got.ok() || got->size() != expected) return false;
       if (space.ok()) {
         std::memcpy(space->data + off, got->data(), expected);

@@ -302,7 +302,7 @@ Fields RequestHandler::StatsFields() const {
   };
   queue("queue.disk.", s.disk_queue);
   queue("queue.remote.", s.remote_queue);
-  if (stats_source_) stats_source_(f);
+  for (const auto& source : stats_sources_) source(f);
   return f;
 }
 

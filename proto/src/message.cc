@@ -237,4 +237,27 @@ Header ReplyTo(const Header& request, ErrorCode status, std::string reason) {
   return h;
 }
 
+Result<StreamedHits> DecodeStreamedHits(const Header& reply, size_t keys,
+                                        const WireLimits& limits) {
+  StreamedHits out;
+  const int64_t frame = FieldInt(reply.fields, kStreamFrameField, 0);
+  if (frame < kMinStreamFrame || frame > kMaxStreamFrame)
+    return ProtocolError("stream_frame out of bounds");
+  out.frame = static_cast<uint64_t>(frame);
+  size_t hits = 0;
+  for (size_t i = 0; i < keys && i < reply.values.size(); ++i) hits += reply.values[i] == 0;
+  if (reply.values.size() != keys + hits)
+    return ProtocolError("a streamed reply has a code per key and a size per hit");
+  uint64_t total = 0;
+  for (size_t h = 0; h < hits; ++h) {
+    const int64_t size = reply.values[keys + h];
+    if (size < 1 || static_cast<uint64_t>(size) > limits.max_payload_bytes)
+      return ProtocolError("streamed object size out of bounds");
+    out.sizes.push_back(static_cast<uint64_t>(size));
+    total += static_cast<uint64_t>(size);
+  }
+  if (total > limits.max_message_payload_bytes) return TooLarge("streamed reply over the limit");
+  return out;
+}
+
 }  // namespace pikv

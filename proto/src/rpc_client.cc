@@ -17,23 +17,34 @@ struct RpcClient::Impl {
 RpcClient::RpcClient(std::string endpoint, WireLimits limits)
     : endpoint_(std::move(endpoint)), impl_(std::make_unique<Impl>()) {
   impl_->limits = limits;
-  impl_->socket.set(zmq::sockopt::linger, 0);
-  // Queue nothing for peers that are not connected: a dead node makes the
-  // send wait (bounded by the deadline) instead of silently buffering.
-  impl_->socket.set(zmq::sockopt::immediate, 1);
-  impl_->socket.set(zmq::sockopt::reconnect_ivl, 50);
-  impl_->socket.set(zmq::sockopt::reconnect_ivl_max, 1000);
   // The endpoint may come from a peer or a config file: a bad one is this
   // client's error, never an exception out of ZeroMQ.
   if (auto parsed = ParseEndpoint(endpoint_); !parsed.ok()) {
     status_ = parsed.status();
     return;
   }
+  Connect();
+}
+
+void RpcClient::Connect() {
+  zmq::socket_t& socket = impl_->socket;
+  socket.set(zmq::sockopt::linger, 0);
+  // Queue nothing for peers that are not connected: a dead node makes the
+  // send wait (bounded by the deadline) instead of silently buffering.
+  socket.set(zmq::sockopt::immediate, 1);
+  socket.set(zmq::sockopt::reconnect_ivl, 50);
+  socket.set(zmq::sockopt::reconnect_ivl_max, 1000);
   try {
-    impl_->socket.connect(endpoint_);
+    socket.connect(endpoint_);
   } catch (const zmq::error_t& e) {
     status_ = InvalidArgument("connect " + endpoint_ + ": " + e.what());
   }
+}
+
+void RpcClient::Reset() {
+  if (!status_.ok()) return;
+  impl_->socket = zmq::socket_t(ClientContext(), zmq::socket_type::dealer);
+  Connect();
 }
 
 RpcClient::~RpcClient() = default;
@@ -59,11 +70,18 @@ Result<Message> RpcClient::Call(Message request, std::chrono::milliseconds timeo
                    /*dontwait=*/true)) {
     return Unavailable("send to " + endpoint_ + " failed");
   }
+  return AwaitReply(request.header.request_id,
+                    std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+}
+
+Result<Message> RpcClient::AwaitReply(uint64_t request_id, std::chrono::milliseconds timeout) {
+  if (!status_.ok()) return status_;
+  const auto deadline = Clock::now() + timeout;
   zmq::pollitem_t in_item{impl_->socket.handle(), 0, ZMQ_POLLIN, 0};
   while (true) {
-    long left = remaining();
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     try {
-      if (left == 0 || zmq::poll(&in_item, 1, std::chrono::milliseconds(left)) == 0) {
+      if (left.count() <= 0 || zmq::poll(&in_item, 1, left) == 0) {
         return Timeout("no reply from " + endpoint_ + " within " + std::to_string(timeout.count()) +
                        " ms");
       }
@@ -76,23 +94,42 @@ Result<Message> RpcClient::Call(Message request, std::chrono::milliseconds timeo
     const Header& h = reply->header;
     // A kError reply with id 0 answers a request the peer could not parse.
     const bool unparsed = h.type == MsgType::kError && h.request_id == 0;
-    if (h.request_id != request.header.request_id && !unparsed) continue;  // a late reply
+    if (h.request_id != request_id && !unparsed) continue;  // a late reply
     return reply;
   }
 }
 
-Result<SharedBuffer> RpcClient::ReceiveFrame(std::chrono::milliseconds timeout) {
+Status RpcClient::SendFrame(const SharedBuffer& frame, std::chrono::milliseconds timeout) {
   if (!status_.ok()) return status_;
-  zmq::pollitem_t in_item{impl_->socket.handle(), 0, ZMQ_POLLIN, 0};
+  zmq::pollitem_t out_item{impl_->socket.handle(), 0, ZMQ_POLLOUT, 0};
   try {
-    if (zmq::poll(&in_item, 1, timeout) == 0)
-      return Timeout("stream from " + endpoint_ + " stalled for " +
-                     std::to_string(timeout.count()) + " ms");
+    if (zmq::poll(&out_item, 1, timeout) == 0)
+      return Timeout("stream to " + endpoint_ + " stalled for " + std::to_string(timeout.count()) +
+                     " ms");
+    zmq::message_t m = ToFrame(frame);
+    if (!impl_->socket.send(m, zmq::send_flags::dontwait))
+      return Unavailable("send to " + endpoint_ + " failed");
   } catch (const zmq::error_t& e) {
     return IoError(e.what());
   }
-  if (!RecvFrames(impl_->socket, impl_->frames, zmq::recv_flags::dontwait))
-    return IoError("receive from " + endpoint_ + " failed");
+  return Status::Ok();
+}
+
+Result<SharedBuffer> RpcClient::ReceiveFrame(std::chrono::milliseconds timeout) {
+  if (!status_.ok()) return status_;
+  // Mid-stream the next frame has usually arrived: poll only when it has not.
+  if (!RecvFrames(impl_->socket, impl_->frames, zmq::recv_flags::dontwait)) {
+    zmq::pollitem_t in_item{impl_->socket.handle(), 0, ZMQ_POLLIN, 0};
+    try {
+      if (zmq::poll(&in_item, 1, timeout) == 0)
+        return Timeout("stream from " + endpoint_ + " stalled for " +
+                       std::to_string(timeout.count()) + " ms");
+    } catch (const zmq::error_t& e) {
+      return IoError(e.what());
+    }
+    if (!RecvFrames(impl_->socket, impl_->frames, zmq::recv_flags::dontwait))
+      return IoError("receive from " + endpoint_ + " failed");
+  }
   if (impl_->frames.size() != 1) return ProtocolError("a stream message must be one frame");
   if (impl_->frames[0].size() > impl_->limits.max_payload_bytes)
     return TooLarge("stream frame over the payload limit");

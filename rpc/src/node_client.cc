@@ -1,9 +1,16 @@
 #include "pikv/rpc/node_client.h"
 
+#include <cstring>
+
+#include "staging_pool.h"
+
 namespace pikv::rpc {
 
 NodeClient::NodeClient(std::string endpoint, std::chrono::milliseconds timeout, WireLimits limits)
-    : rpc_(std::move(endpoint), limits), timeout_(timeout) {}
+    : rpc_(std::move(endpoint), limits),
+      timeout_(timeout),
+      limits_(limits),
+      staging_(StagingPool::Create()) {}
 
 Result<Message> NodeClient::Call(MsgType type, std::span<const ChunkKey> keys,
                                  std::vector<SharedBuffer> payloads, Fields fields) {
@@ -43,7 +50,41 @@ Result<std::vector<uint8_t>> NodeClient::Exists(std::span<const ChunkKey> keys) 
 }
 
 Result<std::vector<Result<SharedBuffer>>> NodeClient::Get(std::span<const ChunkKey> keys) {
-  return ObjectsFromReply(Call(MsgType::kGet, keys), keys.size());
+  Fields fields;
+  if (stream_frame_ > 0) fields[kStreamFrameField] = static_cast<int64_t>(stream_frame_);
+  auto reply = Call(MsgType::kGet, keys, {}, std::move(fields));
+  if (!reply.ok() || !reply->header.fields.contains(kStreamFrameField))
+    return ObjectsFromReply(std::move(reply), keys.size());
+  auto got = ReceiveStreamed(reply->header, keys.size());
+  if (!got.ok()) rpc_.Reset();  // the rest of the stream would still arrive
+  return got;
+}
+
+Result<std::vector<Result<SharedBuffer>>> NodeClient::ReceiveStreamed(const Header& reply,
+                                                                      size_t keys) {
+  auto hits = DecodeStreamedHits(reply, keys, limits_);
+  if (!hits.ok()) return hits.status();
+  std::vector<Result<SharedBuffer>> out;
+  size_t h = 0;
+  for (size_t i = 0; i < keys; ++i) {
+    if (reply.values[i] != 0) {
+      out.emplace_back(Status(static_cast<ErrorCode>(reply.values[i]), ""));
+      continue;
+    }
+    const uint64_t size = hits->sizes[h++];
+    std::shared_ptr<uint8_t> bytes = staging_->Take(size);
+    for (uint64_t off = 0; off < size;) {
+      auto frame = rpc_.ReceiveFrame(timeout_);
+      if (!frame.ok()) return frame.status();
+      if (frame->size() != std::min(hits->frame, size - off))
+        return ProtocolError("stream frame of the wrong size");
+      std::memcpy(bytes.get() + off, frame->data(), frame->size());
+      off += frame->size();
+    }
+    const uint8_t* data = bytes.get();  // before the move: argument order is unspecified
+    out.emplace_back(SharedBuffer(data, size, std::move(bytes)));
+  }
+  return out;
 }
 
 Fields NodeClient::PullFields(const std::string& from,
@@ -89,7 +130,60 @@ Result<std::vector<Result<SharedBuffer>>> ObjectsFromReply(Result<Message> reply
 
 Result<std::vector<Status>> NodeClient::Put(std::span<const ChunkKey> keys,
                                             std::span<const SharedBuffer> objects) {
-  return PerKey(MsgType::kPut, keys, std::vector<SharedBuffer>(objects.begin(), objects.end()));
+  if (keys.size() != objects.size()) return InvalidArgument("one object per key");
+  std::vector<Status> out(keys.size());
+  std::vector<ChunkKey> whole_keys;
+  std::vector<SharedBuffer> whole;
+  std::vector<size_t> whole_at;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (stream_frame_ > 0 && objects[i].size() > stream_frame_) {
+      if (Status call = PutStreamed(keys[i], objects[i], out[i]); !call.ok()) return call;
+    } else {
+      whole_keys.push_back(keys[i]);
+      whole.push_back(objects[i]);
+      whole_at.push_back(i);
+    }
+  }
+  if (whole.empty()) return out;
+  auto batch = PerKey(MsgType::kPut, whole_keys, std::move(whole));
+  if (!batch.ok()) return batch.status();
+  for (size_t j = 0; j < whole_at.size(); ++j) out[whole_at[j]] = std::move((*batch)[j]);
+  return out;
+}
+
+Status NodeClient::PutStreamed(const ChunkKey& key, const SharedBuffer& object, Status& outcome) {
+  Message start;
+  start.header.type = MsgType::kPut;
+  start.header.keys = {key};
+  start.header.fields[kStreamFrameField] = static_cast<int64_t>(stream_frame_);
+  start.header.fields[kStreamSizeField] = static_cast<int64_t>(object.size());
+  auto go = rpc_.Call(std::move(start), timeout_);
+  if (!go.ok()) return go.status();
+  // The call's status; the key's is set from a reply that answers the put.
+  auto answer = [&outcome](const Header& h) {
+    if (h.status != ErrorCode::kOk) return Status(h.status, h.reason);
+    if (h.values.size() != 1) return ProtocolError("reply has the wrong number of results");
+    outcome = Status(static_cast<ErrorCode>(h.values[0]), h.values[0] == 0 ? "" : h.reason);
+    return Status::Ok();
+  };
+  if (go->header.status != ErrorCode::kOk || !go->header.fields.contains(kStreamFrameField))
+    return answer(go->header);  // refused at once: the put's answer
+  // Each frame waits for room at most the call timeout: progress, not the
+  // whole transfer, is what the deadline bounds.
+  for (size_t off = 0; off < object.size(); off += stream_frame_) {
+    const size_t n = std::min<size_t>(stream_frame_, object.size() - off);
+    if (Status s = rpc_.SendFrame(SharedBuffer(object.data() + off, n, object.owner()), timeout_);
+        !s.ok()) {
+      rpc_.Reset();  // the node drops the half-sent stream when it stalls
+      return s;
+    }
+  }
+  auto done = rpc_.AwaitReply(go->header.request_id, timeout_);
+  if (!done.ok()) {
+    rpc_.Reset();
+    return done.status();
+  }
+  return answer(done->header);
 }
 
 Result<std::vector<Status>> NodeClient::Delete(std::span<const ChunkKey> keys) {

@@ -93,6 +93,9 @@ TEST(ClientConfigTest, BadValuesNameTheKey) {
   EXPECT_NE(
       LoadClientOptions(dir.str() + "/c.yaml").status().message().find("unknown setting 'model'"),
       std::string::npos);
+  std::ofstream(dir.str() + "/d.yaml") << "stream-frame: 4KiB\n";  // under the wire's minimum
+  EXPECT_NE(LoadClientOptions(dir.str() + "/d.yaml").status().message().find("stream-frame"),
+            std::string::npos);
   EXPECT_TRUE(LoadClientOptions("").ok()) << "defaults alone are valid";
 }
 

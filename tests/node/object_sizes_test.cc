@@ -2,12 +2,14 @@
 // objects of 1 GiB at most, header included),
 // byte-identical through every path pikv moves objects by: a zero-copy
 // commit into node A, a copying get from A, a lease from A, a streamed P2P
-// pull into node B, a copying put into B and get from it over tcp, and the
+// pull into node B, a copying put into B and get from it over tcp, the same
+// in 1 MiB frames (streamed puts and gets), and the
 // Redis tier (in parts past 256 MiB) written through by A. Real processes, a real redis-server.
 // Under the sanitizers (many times slower, with shadow memory) sizes stop at 64 MiB. A client may
 // hold half of a node's arena: 2300 MiB lets it reserve the largest.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <thread>
 
@@ -47,7 +49,8 @@ TEST(ObjectSizesTest, EverySizeIsByteIdenticalThroughEveryPath) {
                                      {"--cpu-capacity", "2300MiB", "--redis", redis.address()});
   };
   auto a = start(dir_a, "a"), b = start(dir_b, "b");
-  rpc::NodeClient node_a(a.tcp, kTimeout), node_b(b.tcp, kTimeout);
+  rpc::NodeClient node_a(a.tcp, kTimeout), node_b(b.tcp, kTimeout), framed_b(b.tcp, kTimeout);
+  framed_b.set_stream_frame(1 << 20);
   rpc::AdminClient admin(controller.endpoint, kTimeout);
   auto zc = rpc::ZeroCopyClient::Connect(a.ipc.substr(6) + ".zc", kTimeout);
   ASSERT_TRUE(zc.ok()) << zc.status().ToString();
@@ -96,6 +99,14 @@ TEST(ObjectSizesTest, EverySizeIsByteIdenticalThroughEveryPath) {
     ASSERT_TRUE(copied.ok() && (*copied)[0].ok());
     EXPECT_TRUE(Same(*(*copied)[0], object.bytes));
     copied = Status::Ok();
+    // Into B and out again in 1 MiB frames over tcp.
+    ASSERT_TRUE(node_b.Delete({&key, 1}).ok());
+    put = framed_b.Put({&key, 1}, {&object.bytes, 1});
+    ASSERT_TRUE(put.ok() && (*put)[0].ok());
+    copied = framed_b.Get({&key, 1});
+    ASSERT_TRUE(copied.ok() && (*copied)[0].ok());
+    EXPECT_TRUE(Same(*(*copied)[0], object.bytes));
+    copied = Status::Ok();
     // Written through to Redis by A (in parts past 256 MiB).
     Result<SharedBuffer> from_redis = NotFound();
     for (auto end = Clock::now() + kTimeout; Clock::now() < end && !from_redis.ok();) {
@@ -111,6 +122,9 @@ TEST(ObjectSizesTest, EverySizeIsByteIdenticalThroughEveryPath) {
   auto streamed = node_b.Stats();
   ASSERT_TRUE(streamed.ok());
   EXPECT_EQ(FieldInt(*streamed, "p2p.pulled_streamed", 0), int64_t(sizes.size()));
+  const auto over_a_frame =
+      std::count_if(sizes.begin(), sizes.end(), [](size_t s) { return s > (1 << 20); });
+  EXPECT_EQ(FieldInt(*streamed, "streamed_puts.completed", 0), over_a_frame);
 }
 
 }  // namespace

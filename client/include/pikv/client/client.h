@@ -66,6 +66,9 @@ struct ClientOptions {
   device::RopeSpec rope;
   AttentionMode mode = AttentionMode::kIsolated;
   bool zero_copy = true;  // use the local node's zero-copy channel when it has one
+  // Objects over this size cross sockets (a tcp local node, a direct peer
+  // fetch, copied stores) in frames of it (message.h); 0 sends them whole.
+  uint64_t stream_frame = 1 << 20;
   // Deadlines.
   std::chrono::milliseconds node_timeout{500};        // exists, get, put on the local node
   std::chrono::milliseconds controller_timeout{200};  // locate

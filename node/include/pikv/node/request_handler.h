@@ -71,7 +71,9 @@ class RequestHandler {
   Fields StatsFields() const;
   // Adds what another part of the node counts to every stats reply (set
   // before serving starts).
-  void AddStatsSource(std::function<void(Fields&)> source) { stats_source_ = std::move(source); }
+  void AddStatsSource(std::function<void(Fields&)> source) {
+    stats_sources_.push_back(std::move(source));
+  }
 
  private:
   Message HandleGet(Message& req);
@@ -85,7 +87,7 @@ class RequestHandler {
   LatencyHistogram latency_[3];
   std::string node_id_;
   std::unique_ptr<Puller> puller_;
-  std::function<void(Fields&)> stats_source_;
+  std::vector<std::function<void(Fields&)>> stats_sources_;  // added before serving
   std::atomic<uint64_t> requests_{0}, gets_{0}, puts_{0}, exists_{0}, deletes_{0}, pins_{0},
       unpins_{0}, stats_{0}, pings_{0}, clears_{0}, pulls_{0}, streamed_{0}, malformed_{0},
       busy_{0}, too_large_{0}, unsupported_{0}, bad_requests_{0}, bytes_in_{0}, bytes_out_{0};

@@ -117,9 +117,21 @@ struct WireLimits {
 // shorter). A node may also answer the ordinary way (no field in the reply).
 // A receiver that fails halfway must drop its connection: the rest of the
 // stream would still arrive on it.
+//
+// Streamed puts, the other direction: a put of one key with no payload and
+// fields stream_frame = F, stream_size = S (the object's bytes) asks to
+// stream. The node answers at once: a kOk reply carrying the same
+// stream_frame means "space is reserved, send"; any other reply is the put's
+// final answer. The client then sends the object as one-frame messages of F
+// bytes (the last shorter), and the node answers once more, with the same
+// request id: the put's per-key result, after verifying the whole object. A
+// frame of the wrong size ends the stream with an error; a stream that stalls
+// for kStreamStallMs between frames is dropped and its space freed.
 inline constexpr int64_t kMinStreamFrame = 64 << 10;
 inline constexpr int64_t kMaxStreamFrame = 64 << 20;
+inline constexpr int64_t kStreamStallMs = 5000;
 inline constexpr char kStreamFrameField[] = "stream_frame";
+inline constexpr char kStreamSizeField[] = "stream_size";
 
 std::string EncodeHeader(const Header& header);
 Result<Header> DecodeHeader(std::span<const uint8_t> bytes, const WireLimits& limits = {});
@@ -130,6 +142,14 @@ int64_t FieldInt(const Fields& fields, const std::string& name, int64_t fallback
 
 // Checks payload frame count and sizes against the limits.
 Status CheckPayloadLimits(std::span<const size_t> frame_sizes, const WireLimits& limits);
+
+// A streamed get reply's frame size and the size of each hit, in key order,
+// checked against the bounds and limits; an error if the reply is malformed.
+struct StreamedHits {
+  uint64_t frame = 0;
+  std::vector<uint64_t> sizes;  // one per kOk value
+};
+Result<StreamedHits> DecodeStreamedHits(const Header& reply, size_t keys, const WireLimits& limits);
 
 // A reply to `request` with the same type and id and no payload.
 Header ReplyTo(const Header& request, ErrorCode status = ErrorCode::kOk, std::string reason = {});

@@ -31,12 +31,23 @@ class RpcClient {
   // the payload limit. After any failure the stream is out of step: drop
   // this client.
   Result<SharedBuffer> ReceiveFrame(std::chrono::milliseconds timeout);
+  // Sends one frame of a streamed put (message.h), zero-copy, waiting at
+  // most `timeout` for room; after a failure, drop this client.
+  Status SendFrame(const SharedBuffer& frame, std::chrono::milliseconds timeout);
+  // A further reply to an earlier Call (a streamed put's final answer).
+  Result<Message> AwaitReply(uint64_t request_id, std::chrono::milliseconds timeout);
+
+  // A new connection (and identity): what a stream left half-way, in either
+  // direction, no longer reaches this client.
+  void Reset();
 
   const std::string& endpoint() const { return endpoint_; }
   // Ok, or why this client can never connect.
   const Status& status() const { return status_; }
 
  private:
+  void Connect();
+
   struct Impl;
   std::string endpoint_;
   Status status_;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -13,6 +14,8 @@
 #include "pikv/proto/rpc_client.h"
 
 namespace pikv::rpc {
+
+class StagingPool;
 
 // Per-key objects from a get or pull reply that answers `expected` keys.
 Result<std::vector<Result<SharedBuffer>>> ObjectsFromReply(Result<Message> reply, size_t expected);
@@ -47,6 +50,11 @@ class NodeClient {
                                        std::chrono::milliseconds peer_timeout);
 
   void set_timeout(std::chrono::milliseconds t) { timeout_ = t; }
+  // Objects larger than `bytes` are put in frames of that size, and gets ask
+  // the node to answer that way (message.h: streamed puts and replies), so
+  // no message is object-sized; the call timeout then bounds each frame's
+  // progress, not the whole transfer. 0 (the default) sends objects whole.
+  void set_stream_frame(uint64_t bytes) { stream_frame_ = bytes; }
 
  private:
   Result<Message> Call(MsgType type, std::span<const ChunkKey> keys,
@@ -54,9 +62,14 @@ class NodeClient {
   Result<std::vector<Status>> PerKey(MsgType type, std::span<const ChunkKey> keys,
                                      std::vector<SharedBuffer> payloads = {}, Fields fields = {});
   Fields PullFields(const std::string& from, std::chrono::milliseconds peer_timeout) const;
+  Status PutStreamed(const ChunkKey& key, const SharedBuffer& object, Status& outcome);
+  Result<std::vector<Result<SharedBuffer>>> ReceiveStreamed(const Header& reply, size_t keys);
 
   RpcClient rpc_;
   std::chrono::milliseconds timeout_;
+  WireLimits limits_;
+  uint64_t stream_frame_ = 0;
+  std::shared_ptr<StagingPool> staging_;  // what streamed gets land in, reused
 };
 
 }  // namespace pikv::rpc
