@@ -220,6 +220,7 @@ int Run(int repeats, const std::vector<uint32_t>& sizes, uint64_t stream_frame) 
         {"model-config",
          std::string(PIKV_SOURCE_DIR) + "/tests/device/model_configs/llama-3.1-8b.json"},
         {"node-timeout", "60s"},
+        {"store-threads", std::to_string(std::max(1u, std::thread::hardware_concurrency()))},
         {"fetch-timeout", "60s"}};
     return *client::LoadClientOptions("", nullptr, s);
   };

@@ -471,6 +471,7 @@ std::future<Status> Client::StoreFromCache(const ChunkKey& key, std::span<const 
   spec.tokens.assign(tokens.begin(), tokens.end());
   spec.k_form = KForm::kRotated;
   spec.virtual_start = virtual_start;
+  spec.threads = options_.store_threads;
   auto size = device::GatherSize(cache, slots, options_.rope, spec);
   if (!size.ok()) return fail(size.status());
   return StoreObject(

@@ -34,6 +34,8 @@ Result<ClientOptions> LoadClientOptions(const std::string& path, Config* config_
   c.Declare("fetch-timeout", K::kDuration, "2s", "Deadline of a whole fetch");
   c.Declare("zero-copy", K::kBool, "true",
             "Read and write the local node's CPU arena in place (when local-node is ipc://)");
+  c.Declare("store-threads", K::kInt, "1",
+            "Threads gathering a chunk into the local node's arena on a store");
   c.Declare("stream-frame", K::kSize, "1MiB",
             "Objects over this size cross sockets in frames of it; 0 sends them whole");
   if (!path.empty()) {
@@ -99,6 +101,9 @@ Result<ClientOptions> LoadClientOptions(const std::string& path, Config* config_
   o.fetch_timeout = c.Duration("fetch-timeout");
   o.zero_copy = c.Bool("zero-copy");
   o.stream_frame = c.Size("stream-frame");
+  const int64_t store_threads = c.Int("store-threads");
+  if (store_threads < 1 || store_threads > 64) return InvalidArgument("store-threads: 1 to 64");
+  o.store_threads = static_cast<int>(store_threads);
   if (o.stream_frame != 0 &&
       (o.stream_frame < uint64_t{kMinStreamFrame} || o.stream_frame > uint64_t{kMaxStreamFrame}))
     return InvalidArgument("stream-frame: 0 (off) or " + std::to_string(kMinStreamFrame) + " to " +

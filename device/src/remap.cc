@@ -264,8 +264,25 @@ Status GatherInto(const PagedLayout& cache, std::span<const int64_t> slots, cons
   if (object.size() != header_size + h->geometry.PayloadBytes())
     return InvalidArgument("gather buffer has the wrong size");
   const size_t vec_bytes = size_t{cache.head_dim} * DTypeSize(cache.dtype);
-  Xxh3Stream checksum;
   uint8_t* out = object.data() + header_size;
+  if (!spec.checksum) {
+    // Row r = (layer, plane, token) lands at r * row_bytes: any split works.
+    const size_t row_bytes = vec_bytes * cache.num_kv_heads;
+    const uint64_t per_layer = uint64_t{cache.planes()} * slots.size();
+    Parallel(per_layer * h->geometry.num_layers, spec.threads, [&](uint64_t begin, uint64_t end) {
+      for (uint64_t r = begin; r < end; ++r) {
+        const auto layer = static_cast<uint32_t>(r / per_layer);
+        const auto plane = static_cast<uint32_t>(r % per_layer / slots.size());
+        const int64_t slot = slots[r % slots.size()];
+        uint8_t* row = out + r * row_bytes;
+        for (uint32_t head = 0; head < cache.num_kv_heads; ++head)
+          std::memcpy(row + head * vec_bytes, cache.HeadVector(layer, plane, slot, head),
+                      vec_bytes);
+      }
+    });
+    return WriteChunkHeader(*h, 0, object);
+  }
+  Xxh3Stream checksum;
   // Payload order [layer][plane][token][head][dim]: each token's row of heads
   // is contiguous in the object, so it is hashed right after it is copied.
   for (uint32_t layer = 0; layer < h->geometry.num_layers; ++layer) {
@@ -276,11 +293,11 @@ Status GatherInto(const PagedLayout& cache, std::span<const int64_t> slots, cons
           std::memcpy(out, cache.HeadVector(layer, plane, slot, head), vec_bytes);
           out += vec_bytes;
         }
-        if (spec.checksum) checksum.Update({row, static_cast<size_t>(out - row)});
+        checksum.Update({row, static_cast<size_t>(out - row)});
       }
     }
   }
-  return WriteChunkHeader(*h, spec.checksum ? checksum.Digest() : 0, object);
+  return WriteChunkHeader(*h, checksum.Digest(), object);
 }
 
 Result<std::vector<uint8_t>> Gather(const PagedLayout& cache, std::span<const int64_t> slots,

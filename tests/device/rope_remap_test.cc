@@ -170,6 +170,33 @@ TEST(RemapTest, GatherThenRemapAtTheSamePositionIsBitExact) {
   }
 }
 
+// An unsealed gather (a store into the node's arena, sealed there) splits
+// its rows over threads: the object is the sequential one's, byte for byte,
+// and seals to the checksum a sealed gather computes.
+TEST(RemapTest, AnUnsealedGatherOnManyThreadsWritesTheSameObject) {
+  const RopeSpec spec = Spec(RopeStyle::kNeox, 64, 64, RopeScaling::kNone);
+  for (auto order : {PagedLayout::Order::kVllmFlash, PagedLayout::Order::kHnd,
+                     PagedLayout::Order::kBlockMajor}) {
+    FloatKv kv = RandomKv(4, 61, 2, 64, 13);  // 4 x 2 x 61 = 488 rows: several threads' worth
+    Cache cache(order, DType::kBF16, 4, 2, 64, 4, 16);
+    auto slots = RandomSlots(61, 4, 16, 8);
+    ASSERT_TRUE(
+        Remap(MakeChunk(kv, spec, DType::kBF16, KForm::kRotated, 0), spec, 0, slots, cache.layout)
+            .ok());
+    GatherSpec g{ChunkKey{8, 9}, "m", std::vector<int32_t>(61, 4), KForm::kRotated, 0};
+    auto sealed = Gather(cache.layout, slots, spec, g);
+    ASSERT_TRUE(sealed.ok());
+    g.checksum = false;
+    auto one = Gather(cache.layout, slots, spec, g);
+    g.threads = 5;
+    auto many = Gather(cache.layout, slots, spec, g);
+    ASSERT_TRUE(one.ok() && many.ok());
+    EXPECT_EQ(*one, *many);
+    ASSERT_TRUE(SealChunkObject(*many).ok());
+    EXPECT_EQ(*many, *sealed);
+  }
+}
+
 TEST(RemapTest, GatherAtVRemapToAEqualsGatherAtA) {
   const RopeSpec spec = Spec(RopeStyle::kNeox, 64, 64, RopeScaling::kYarn);
   FloatKv kv = RandomKv(1, 5, 2, 64, 14);

@@ -69,6 +69,10 @@ struct ClientOptions {
   // Objects over this size cross sockets (a tcp local node, a direct peer
   // fetch, copied stores) in frames of it (message.h); 0 sends them whole.
   uint64_t stream_frame = 1 << 20;
+  // Threads that gather a chunk out of the paged cache for a store into the
+  // local node's arena (the node seals it; a copied store gathers and hashes
+  // on one thread).
+  int store_threads = 1;
   // Deadlines.
   std::chrono::milliseconds node_timeout{500};        // exists, get, put on the local node
   std::chrono::milliseconds controller_timeout{200};  // locate

@@ -49,6 +49,9 @@ struct GatherSpec {
   KForm k_form = KForm::kRotated;
   int64_t virtual_start = 0;  // the positions the cached K was rotated at
   bool checksum = true;       // false: left for the receiver to seal (SealChunkObject)
+  // Threads for an unsealed gather (the rows are independent then; a
+  // checksummed one hashes them in order, on one thread).
+  int threads = 1;
 };
 
 Result<std::vector<uint8_t>> Gather(const PagedLayout& cache, std::span<const int64_t> slots,
