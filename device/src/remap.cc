@@ -264,39 +264,29 @@ Status GatherInto(const PagedLayout& cache, std::span<const int64_t> slots, cons
   if (object.size() != header_size + h->geometry.PayloadBytes())
     return InvalidArgument("gather buffer has the wrong size");
   const size_t vec_bytes = size_t{cache.head_dim} * DTypeSize(cache.dtype);
-  uint8_t* out = object.data() + header_size;
-  if (!spec.checksum) {
-    // Row r = (layer, plane, token) lands at r * row_bytes: any split works.
-    const size_t row_bytes = vec_bytes * cache.num_kv_heads;
-    const uint64_t per_layer = uint64_t{cache.planes()} * slots.size();
-    Parallel(per_layer * h->geometry.num_layers, spec.threads, [&](uint64_t begin, uint64_t end) {
-      for (uint64_t r = begin; r < end; ++r) {
-        const auto layer = static_cast<uint32_t>(r / per_layer);
-        const auto plane = static_cast<uint32_t>(r % per_layer / slots.size());
-        const int64_t slot = slots[r % slots.size()];
-        uint8_t* row = out + r * row_bytes;
-        for (uint32_t head = 0; head < cache.num_kv_heads; ++head)
-          std::memcpy(row + head * vec_bytes, cache.HeadVector(layer, plane, slot, head),
-                      vec_bytes);
-      }
+  // Payload order [layer][plane][token][head][dim]: row r = (layer, plane,
+  // token) is a token's heads, contiguous at r * row_bytes.
+  uint8_t* const out = object.data() + header_size;
+  const size_t row_bytes = vec_bytes * cache.num_kv_heads;
+  const uint64_t per_layer = uint64_t{cache.planes()} * slots.size();
+  const uint64_t rows = per_layer * h->geometry.num_layers;
+  auto copy_row = [&](uint64_t r) {
+    const auto layer = static_cast<uint32_t>(r / per_layer);
+    const auto plane = static_cast<uint32_t>(r % per_layer / slots.size());
+    const int64_t slot = slots[r % slots.size()];
+    uint8_t* row = out + r * row_bytes;
+    for (uint32_t head = 0; head < cache.num_kv_heads; ++head)
+      std::memcpy(row + head * vec_bytes, cache.HeadVector(layer, plane, slot, head), vec_bytes);
+    return std::span<const uint8_t>(row, row_bytes);
+  };
+  if (!spec.checksum) {  // rows are independent: any split works
+    Parallel(rows, spec.threads, [&](uint64_t begin, uint64_t end) {
+      for (uint64_t r = begin; r < end; ++r) copy_row(r);
     });
     return WriteChunkHeader(*h, 0, object);
   }
-  Xxh3Stream checksum;
-  // Payload order [layer][plane][token][head][dim]: each token's row of heads
-  // is contiguous in the object, so it is hashed right after it is copied.
-  for (uint32_t layer = 0; layer < h->geometry.num_layers; ++layer) {
-    for (uint32_t plane = 0; plane < cache.planes(); ++plane) {
-      for (int64_t slot : slots) {
-        uint8_t* row = out;
-        for (uint32_t head = 0; head < cache.num_kv_heads; ++head) {
-          std::memcpy(out, cache.HeadVector(layer, plane, slot, head), vec_bytes);
-          out += vec_bytes;
-        }
-        checksum.Update({row, static_cast<size_t>(out - row)});
-      }
-    }
-  }
+  Xxh3Stream checksum;  // in order, each row hashed right after it is copied
+  for (uint64_t r = 0; r < rows; ++r) checksum.Update(copy_row(r));
   return WriteChunkHeader(*h, checksum.Digest(), object);
 }
 

@@ -351,9 +351,12 @@ void NodeServer::ServeLoopOnce() {
     if ((items[0].revents & ZMQ_POLLIN) &&
         RecvFrames(l.frontend, frames, zmq::recv_flags::dontwait)) {
       routing[0] = std::move(frames[0]);
-      const std::string peer(static_cast<const char*>(routing[0].data()), routing[0].size());
       std::optional<Message> reply;
-      if (l.inbound->Receiving(peer)) {  // a frame of its streamed put
+      const std::string peer =
+          l.inbound->active() > 0
+              ? std::string(static_cast<const char*>(routing[0].data()), routing[0].size())
+              : std::string();
+      if (!peer.empty() && l.inbound->Receiving(peer)) {  // a frame of its streamed put
         std::span<const uint8_t> bytes;
         if (frames.size() == 2)
           bytes = {static_cast<const uint8_t*>(frames[1].data()), frames[1].size()};
