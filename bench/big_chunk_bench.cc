@@ -200,7 +200,7 @@ Figures Measure(uint32_t tokens, int repeats, const client::ClientOptions& a,
   return f;
 }
 
-int Run(int repeats, const std::vector<uint32_t>& sizes, uint64_t stream_frame) {
+int Run(int repeats, const std::vector<uint32_t>& sizes, uint64_t stream_frame, int store_threads) {
   testing::TempDir dir_a, dir_b;
   testing::RedisServer redis;
   auto controller = testing::StartController(
@@ -220,7 +220,7 @@ int Run(int repeats, const std::vector<uint32_t>& sizes, uint64_t stream_frame) 
         {"model-config",
          std::string(PIKV_SOURCE_DIR) + "/tests/device/model_configs/llama-3.1-8b.json"},
         {"node-timeout", "60s"},
-        {"store-threads", std::to_string(std::max(1u, std::thread::hardware_concurrency()))},
+        {"store-threads", std::to_string(store_threads)},
         {"fetch-timeout", "60s"}};
     return *client::LoadClientOptions("", nullptr, s);
   };
@@ -290,9 +290,13 @@ int main(int argc, char** argv) {
   app.add_option("--stream-frame", stream_frame, "Bytes per frame of streamed pulls, puts, gets")
       ->check(CLI::Range(uint64_t{pikv::kMinStreamFrame}, uint64_t{pikv::kMaxStreamFrame}))
       ->capture_default_str();
+  int store_threads = 1;  // the client's default: the node hashes what it writes on another core
+  app.add_option("--store-threads", store_threads, "Threads a local store gathers on")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {
-    return pikv::bench::Run(repeats, sizes, stream_frame);
+    return pikv::bench::Run(repeats, sizes, stream_frame, store_threads);
   } catch (const std::exception& e) {
     std::cerr << "big_chunk_bench: " << e.what() << "\n";
     return 1;

@@ -381,7 +381,9 @@ std::future<Status> Client::StoreObject(const ChunkKey& key, size_t size, const 
     // A node whose arena cannot take it may still write it to disk or
     // Redis: then the copying put below is the way.
     if (auto space = zc->Reserve(size, options_.node_timeout); space.ok()) {
-      if (Status s = fill(space->bytes(), false); !s.ok()) return fail(s);  // given back
+      const auto& reserved = *space;
+      Status filled = fill(reserved.bytes(), false, [&](size_t n) { reserved.Written(n); });
+      if (!filled.ok()) return fail(filled);  // given back
       stats_.zero_copy_stores++;
       if (async) {
         stats_.stores++;  // counted when handed off; the future says whether it landed
@@ -396,7 +398,7 @@ std::future<Status> Client::StoreObject(const ChunkKey& key, size_t size, const 
     }
   }
   std::vector<uint8_t> bytes(size);
-  if (Status s = fill(bytes, true); !s.ok()) return fail(s);
+  if (Status s = fill(bytes, true, {}); !s.ok()) return fail(s);
   SharedBuffer object = SharedBuffer::FromVector(std::move(bytes));
   if (!async) return Ready(Put(key, object));
   if (options_.local_node.empty()) return fail(Unavailable("no local node to store into"));
@@ -420,8 +422,8 @@ Status Client::Store(const ChunkKey& key, std::span<const int32_t> tokens, int64
   }
   return StoreObject(
              key, size,
-             [&](std::span<uint8_t> out, bool checksum) {
-               return BuildChunkObjectInto(h, payload, out, checksum);
+             [&](std::span<uint8_t> out, bool checksum, const WrittenFn& written) {
+               return BuildChunkObjectInto(h, payload, out, checksum, written);
              },
              false)
       .get();
@@ -432,8 +434,8 @@ std::future<Status> Client::StoreAsync(const ChunkKey& key, std::vector<int32_t>
   const ChunkHeader h = MakeHeader(key, tokens, virtual_start);
   return StoreObject(
       key, ChunkHeaderSize(h) + payload.size(),
-      [&](std::span<uint8_t> out, bool checksum) {
-        return BuildChunkObjectInto(h, payload.span(), out, checksum);
+      [&](std::span<uint8_t> out, bool checksum, const WrittenFn& written) {
+        return BuildChunkObjectInto(h, payload.span(), out, checksum, written);
       },
       true);
 }
@@ -476,8 +478,9 @@ std::future<Status> Client::StoreFromCache(const ChunkKey& key, std::span<const 
   if (!size.ok()) return fail(size.status());
   return StoreObject(
       key, *size,
-      [&](std::span<uint8_t> out, bool checksum) {
+      [&](std::span<uint8_t> out, bool checksum, const WrittenFn& written) {
         spec.checksum = checksum;
+        spec.written = written;
         return device::GatherInto(cache, slots, options_.rope, spec, out);
       },
       async);

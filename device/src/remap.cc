@@ -279,11 +279,17 @@ Status GatherInto(const PagedLayout& cache, std::span<const int64_t> slots, cons
       std::memcpy(row + head * vec_bytes, cache.HeadVector(layer, plane, slot, head), vec_bytes);
     return std::span<const uint8_t>(row, row_bytes);
   };
-  if (!spec.checksum) {  // rows are independent: any split works
-    Parallel(rows, spec.threads, [&](uint64_t begin, uint64_t end) {
-      for (uint64_t r = begin; r < end; ++r) copy_row(r);
-    });
-    return WriteChunkHeader(*h, 0, object);
+  if (!spec.checksum) {  // rows are independent: any split of a step works
+    if (Status s = WriteChunkHeader(*h, 0, object); !s.ok()) return s;
+    const uint64_t step = std::max<uint64_t>(1, kWrittenStep / row_bytes);
+    for (uint64_t from = 0; from < rows; from += step) {
+      const uint64_t to = std::min(rows, from + step);
+      Parallel(to - from, spec.threads, [&](uint64_t begin, uint64_t end) {
+        for (uint64_t r = from + begin; r < from + end; ++r) copy_row(r);
+      });
+      if (spec.written) spec.written(header_size + to * row_bytes);
+    }
+    return Status::Ok();
   }
   Xxh3Stream checksum;  // in order, each row hashed right after it is copied
   for (uint64_t r = 0; r < rows; ++r) checksum.Update(copy_row(r));

@@ -33,7 +33,7 @@ Result<uint64_t> LeaseTable::Reserve(uint64_t client, storage::CpuTier::Reservat
   loan.client = client;
   loan.expiry = now + options_.ttl;
   loan.bytes = space.size;
-  loan.space = std::move(space);
+  loan.reserved = {std::move(space), std::make_shared<SealAhead>()};
   return Add(std::move(loan));
 }
 
@@ -44,16 +44,34 @@ LeaseTable::Loan LeaseTable::EraseLocked(std::unordered_map<uint64_t, Loan>::ite
   return loan;
 }
 
-Result<storage::CpuTier::Reservation> LeaseTable::TakeReservation(uint64_t client, uint64_t id) {
+const LeaseTable::Loan* LeaseTable::FindReservationLocked(uint64_t client, uint64_t id) const {
+  auto it = loans_.find(id);
+  if (it == loans_.end() || it->second.client != client || !it->second.reserved.space.block)
+    return nullptr;
+  return &it->second;
+}
+
+namespace {
+Status NoReservation(uint64_t id) {
+  return NotFound("no reservation " + std::to_string(id) + " (expired or not this client's)");
+}
+}  // namespace
+
+Result<LeaseTable::Reserved> LeaseTable::TakeReservation(uint64_t client, uint64_t id) {
   Loan taken;
   {
     MutexLock lock(mu_);
-    auto it = loans_.find(id);
-    if (it == loans_.end() || it->second.client != client || !it->second.space.block)
-      return NotFound("no reservation " + std::to_string(id) + " (expired or not this client's)");
-    taken = EraseLocked(it);
+    if (!FindReservationLocked(client, id)) return NoReservation(id);
+    taken = EraseLocked(loans_.find(id));
   }
-  return std::move(taken.space);
+  return std::move(taken.reserved);
+}
+
+Result<LeaseTable::Reserved> LeaseTable::FindReservation(uint64_t client, uint64_t id) const {
+  MutexLock lock(mu_);
+  const Loan* loan = FindReservationLocked(client, id);
+  if (!loan) return NoReservation(id);
+  return loan->reserved;
 }
 
 bool LeaseTable::Release(uint64_t client, uint64_t id) {
@@ -91,7 +109,7 @@ LeaseTable::Stats LeaseTable::stats() const {
   MutexLock lock(mu_);
   Stats s = stats_;
   for (const auto& [id, loan] : loans_) {
-    (loan.space.block ? s.reservations : s.leases)++;
+    (loan.reserved.space.block ? s.reservations : s.leases)++;
     s.lent_bytes += loan.bytes;
   }
   return s;

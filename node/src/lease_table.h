@@ -15,12 +15,14 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <unordered_map>
 #include <vector>
 
 #include "pikv/common/mutex.h"
 #include "pikv/proto/shared_buffer.h"
 #include "pikv/storage/cpu_tier.h"
+#include "seal_ahead.h"
 
 namespace pikv::node {
 
@@ -37,6 +39,12 @@ class LeaseTable {
     uint64_t granted = 0, released = 0, expired = 0, dropped = 0, refused = 0;
   };
 
+  // A reservation, and the hashing of what its client marked written.
+  struct Reserved {
+    storage::CpuTier::Reservation space;
+    std::shared_ptr<SealAhead> seal_ahead;
+  };
+
   explicit LeaseTable(Options options) : options_(options) {}
 
   // A new lease of `objects` for `client`; kRejected past its byte limit.
@@ -45,7 +53,10 @@ class LeaseTable {
                            Clock::time_point now);
   // Removes and returns `client`'s reservation `id`; kNotFound when it is
   // not the client's, was given back, or expired.
-  Result<storage::CpuTier::Reservation> TakeReservation(uint64_t client, uint64_t id);
+  Result<Reserved> TakeReservation(uint64_t client, uint64_t id);
+  // The same, left in place: its space stays allocated while the copy lives
+  // (even if the reservation ends meanwhile).
+  Result<Reserved> FindReservation(uint64_t client, uint64_t id) const;
   // Gives back a lease or reservation; false when `client` holds no such id.
   bool Release(uint64_t client, uint64_t id);
   // Everything `client` holds (its connection closed).
@@ -61,10 +72,12 @@ class LeaseTable {
     uint64_t client = 0;
     Clock::time_point expiry;
     uint64_t bytes = 0;
-    std::vector<SharedBuffer> objects;    // a lease
-    storage::CpuTier::Reservation space;  // a reservation
+    std::vector<SharedBuffer> objects;  // a lease
+    Reserved reserved;                  // a reservation
   };
   Result<uint64_t> Add(Loan loan);
+  // `client`'s reservation `id`, or null.
+  const Loan* FindReservationLocked(uint64_t client, uint64_t id) const PIKV_REQUIRES(mu_);
   // Removes a loan and its bytes from its client's count; the caller
   // destroys it after the lock (that is where memory returns).
   Loan EraseLocked(std::unordered_map<uint64_t, Loan>::iterator it) PIKV_REQUIRES(mu_);

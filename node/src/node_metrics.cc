@@ -76,9 +76,11 @@ std::string NodeMetricsText(const RequestHandler& handler, storage::StorageManag
   }
   w.Family("pikv_node_zero_copy_events_total", "counter",
            "Zero-copy channel events: clients, refused_clients, requests, errors, leased_objects, "
-           "commits, commit_failures, expired, dropped, refused.");
-  for (const char* event : {"clients", "refused_clients", "requests", "errors", "leased_objects",
-                            "commits", "commit_failures", "expired", "dropped", "refused"}) {
+           "commits, commit_failures, sealed_ahead, sealed_whole (sealing commits hashed as the "
+           "object was written, or after), expired, dropped, refused.");
+  for (const char* event :
+       {"clients", "refused_clients", "requests", "errors", "leased_objects", "commits",
+        "commit_failures", "sealed_ahead", "sealed_whole", "expired", "dropped", "refused"}) {
     const int64_t v = FieldInt(stats, std::string("zero_copy.") + event, -1);
     if (v >= 0) w.Sample("pikv_node_zero_copy_events_total", Label("event", event), uint64_t(v));
   }

@@ -244,6 +244,8 @@ Status NodeServer::StartZeroCopy() {
     put("zero_copy.leased_objects", c.leased_objects);
     put("zero_copy.commits", c.commits);
     put("zero_copy.commit_failures", c.commit_failures);
+    put("zero_copy.sealed_ahead", c.sealed_ahead);
+    put("zero_copy.sealed_whole", c.sealed_whole);
     put("zero_copy.leases", c.leases.leases);
     put("zero_copy.reservations", c.leases.reservations);
     put("zero_copy.lent_bytes", c.leases.lent_bytes);

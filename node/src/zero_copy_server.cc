@@ -145,6 +145,7 @@ void ZeroCopyServer::Serve(Connection& c) {
     Header hello;
     hello.type = MsgType::kShareHello;
     hello.fields["arena_bytes"] = static_cast<int64_t>(storage_.cpu().arena_bytes());
+    hello.fields["seal_ahead"] = int64_t{1};  // kWritten is understood
     Status sent = SendLocal(c.fd, hello, storage_.cpu().arena_fd());
     while (sent.ok() && !stopping_) {
       auto request = RecvLocal(c.fd, limits_);
@@ -179,6 +180,9 @@ std::optional<Header> ZeroCopyServer::Handle(uint64_t client, const Header& requ
       return HandleReserve(client, request);
     case MsgType::kCommit:
       return HandleCommit(client, request);
+    case MsgType::kWritten:
+      HandleWritten(client, request);
+      return std::nullopt;
     default:
       errors_++;
       return ReplyTo(request, ErrorCode::kUnsupported,
@@ -230,20 +234,38 @@ Header ZeroCopyServer::HandleReserve(uint64_t client, const Header& request) {
   return reply;
 }
 
+void ZeroCopyServer::HandleWritten(uint64_t client, const Header& request) {
+  auto reserved = request.values.size() == 2
+                      ? leases_.FindReservation(client, static_cast<uint64_t>(request.values[0]))
+                      : Result<LeaseTable::Reserved>(InvalidArgument("not [reservation, bytes]"));
+  const int64_t written = request.values.size() == 2 ? request.values[1] : -1;
+  if (!reserved.ok() || written < 0 ||
+      !reserved->seal_ahead->Mark({reserved->space.data, reserved->space.size},
+                                  static_cast<uint64_t>(written))) {
+    errors_++;  // no reply to tell: the commit hashes the whole object instead
+  }
+}
+
 Header ZeroCopyServer::HandleCommit(uint64_t client, const Header& request) {
   if (request.keys.size() != 1) {
     errors_++;
     return ReplyTo(request, ErrorCode::kInvalidArgument, "commit names exactly one key");
   }
-  auto space = leases_.TakeReservation(
+  auto reserved = leases_.TakeReservation(
       client, static_cast<uint64_t>(FieldInt(request.fields, "reservation", 0)));
-  if (!space.ok()) {
+  if (!reserved.ok()) {
     commit_failures_++;
-    return ReplyTo(request, space.code(), space.status().message());
+    return ReplyTo(request, reserved.code(), reserved.status().message());
   }
-  Status s = FieldInt(request.fields, "seal", 0) != 0
-                 ? storage_.SealAndCommit(request.keys[0], std::move(*space))
-                 : storage_.Commit(request.keys[0], std::move(*space));
+  auto& space = reserved->space;
+  Status s;
+  if (FieldInt(request.fields, "seal", 0) != 0) {
+    const auto checksum = reserved->seal_ahead->Finish({space.data, space.size});
+    (checksum ? sealed_ahead_ : sealed_whole_)++;
+    s = storage_.SealAndCommit(request.keys[0], std::move(space), checksum);
+  } else {
+    s = storage_.Commit(request.keys[0], std::move(space));
+  }
   if (!s.ok()) {
     commit_failures_++;
     spdlog::warn("zero-copy client {}: commit refused: {}", client, s.ToString());
@@ -262,6 +284,8 @@ ZeroCopyServer::Counters ZeroCopyServer::counters() const {
   c.leased_objects = leased_objects_;
   c.commits = commits_;
   c.commit_failures = commit_failures_;
+  c.sealed_ahead = sealed_ahead_;
+  c.sealed_whole = sealed_whole_;
   c.leases = leases_.stats();
   return c;
 }

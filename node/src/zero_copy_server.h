@@ -7,7 +7,8 @@
 // not in CPU are misses that the client fetches by copy over ZeroMQ.
 // kReserve hands out arena space, which the client fills through its own
 // mapping; kCommit verifies it exactly as a put is verified and admits it
-// without a copy. kRelease gives leases and reservations back.
+// without a copy; kWritten marks let the node hash a reservation while it is
+// being filled (seal_ahead.h). kRelease gives leases and reservations back.
 // Only processes of the node's own user may connect (SO_PEERCRED; the socket
 // file is 0600): such a process could read and write the node's memory
 // through ptrace anyway, so lending it the arena grants nothing new.
@@ -33,6 +34,8 @@ class ZeroCopyServer {
   struct Counters {
     uint64_t clients = 0, refused_clients = 0, requests = 0, errors = 0;
     uint64_t leased_objects = 0, commits = 0, commit_failures = 0;
+    // Sealing commits whose payload was hashed as it was written, or after.
+    uint64_t sealed_ahead = 0, sealed_whole = 0;
     LeaseTable::Stats leases;
   };
 
@@ -61,6 +64,7 @@ class ZeroCopyServer {
   Header HandleLease(uint64_t client, const Header& request);
   Header HandleReserve(uint64_t client, const Header& request);
   Header HandleCommit(uint64_t client, const Header& request);
+  void HandleWritten(uint64_t client, const Header& request);
   void ReapFinished();
 
   storage::StorageManager& storage_;
@@ -75,7 +79,7 @@ class ZeroCopyServer {
   std::list<Connection> connections_;  // guarded by connections_mu_
   uint64_t next_client_ = 1;           // acceptor thread only
   std::atomic<uint64_t> clients_{0}, refused_{0}, requests_{0}, errors_{0}, leased_objects_{0},
-      commits_{0}, commit_failures_{0};
+      commits_{0}, commit_failures_{0}, sealed_ahead_{0}, sealed_whole_{0};
 };
 
 }  // namespace pikv::node

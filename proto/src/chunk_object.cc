@@ -111,7 +111,7 @@ Status WriteChunkHeader(const ChunkHeader& h, uint64_t payload_checksum,
 }
 
 Status BuildChunkObjectInto(const ChunkHeader& h, std::span<const uint8_t> payload,
-                            std::span<uint8_t> object, bool checksum) {
+                            std::span<uint8_t> object, bool checksum, const WrittenFn& written) {
   if (Status s = CheckGeometry(h, ChunkLimits{}); !s.ok()) return s;
   if (payload.size() != h.geometry.PayloadBytes()) {
     return InvalidArgument("payload is " + std::to_string(payload.size()) +
@@ -125,8 +125,13 @@ Status BuildChunkObjectInto(const ChunkHeader& h, std::span<const uint8_t> paylo
   }
   uint8_t* dst = object.data() + header_size;
   if (!checksum) {
-    if (!payload.empty()) std::memcpy(dst, payload.data(), payload.size());
-    return WriteChunkHeader(h, 0, object);
+    if (Status s = WriteChunkHeader(h, 0, object); !s.ok()) return s;
+    for (size_t done = 0; done < payload.size(); done += kWrittenStep) {
+      const size_t n = std::min(kWrittenStep, payload.size() - done);
+      std::memcpy(dst + done, payload.data() + done, n);
+      if (written) written(header_size + done + n);
+    }
+    return Status::Ok();
   }
   // Hash each block right after copying it, while it is still in cache.
   constexpr size_t kBlock = 256u << 10;
@@ -150,10 +155,11 @@ Result<std::vector<uint8_t>> BuildChunkObject(ChunkHeader h, std::span<const uin
   return out;
 }
 
-Result<uint64_t> SealChunkObject(std::span<uint8_t> object, const ChunkLimits& limits) {
+Result<uint64_t> SealChunkObject(std::span<uint8_t> object, const ChunkLimits& limits,
+                                 std::optional<uint64_t> payload_checksum) {
   auto h = ParseChunkHeader(object, limits);
   if (!h.ok()) return h.status();
-  const uint64_t digest = Xxh3(ChunkPayload(object, *h));
+  const uint64_t digest = payload_checksum ? *payload_checksum : Xxh3(ChunkPayload(object, *h));
   uint8_t* p = object.data();
   StoreLE<uint64_t>(p + 88, digest);
   StoreLE<uint64_t>(p + h->header_size - kChecksumBytes,

@@ -65,6 +65,8 @@ std::string_view MsgTypeName(MsgType t) {
       return "reserve";
     case MsgType::kCommit:
       return "commit";
+    case MsgType::kWritten:
+      return "written";
     case MsgType::kRegister:
       return "register";
     case MsgType::kHeartbeat:

@@ -67,8 +67,9 @@ Result<CpuTier::Reservation> StorageManager::Reserve(uint64_t bytes) {
   return cpu_->Reserve(bytes);
 }
 
-Status StorageManager::SealAndCommit(const ChunkKey& key, CpuTier::Reservation reservation) {
-  auto digest = SealChunkObject({reservation.data, reservation.size});
+Status StorageManager::SealAndCommit(const ChunkKey& key, CpuTier::Reservation reservation,
+                                     std::optional<uint64_t> payload_checksum) {
+  auto digest = SealChunkObject({reservation.data, reservation.size}, {}, payload_checksum);
   if (!digest.ok()) {
     put_rejects_++;
     return digest.status();

@@ -197,6 +197,42 @@ TEST(RemapTest, AnUnsealedGatherOnManyThreadsWritesTheSameObject) {
   }
 }
 
+// An unsealed gather tells its writer's node what is final as it goes: the
+// header first, then rows in order, never a byte changed once told.
+TEST(RemapTest, AnUnsealedGatherMarksWhatIsWrittenInOrderAndNeverChangesIt) {
+  const RopeSpec spec = Spec(RopeStyle::kNeox, 128, 128, RopeScaling::kNone);
+  // 8 layers x 2 planes x 1000 tokens x 2 KiB rows: 31 MiB, two kWrittenSteps.
+  Cache cache(PagedLayout::Order::kVllmFlash, DType::kBF16, 8, 8, 128, 16, 64);
+  std::mt19937_64 rng(21);
+  for (auto& layer : cache.memory)
+    for (auto& b : layer) b = static_cast<uint8_t>(rng());
+  auto slots = RandomSlots(1000, 16, 64, 22);
+  for (int threads : {1, 3}) {
+    GatherSpec g{ChunkKey{8, 10}, "m", std::vector<int32_t>(1000, 4), KForm::kRotated, 0};
+    g.checksum = false;
+    g.threads = threads;
+    auto size = GatherSize(cache.layout, slots, spec, g);
+    ASSERT_TRUE(size.ok());
+    std::vector<uint8_t> object(*size, 0);
+    std::vector<std::pair<size_t, uint64_t>> marks;  // where, and the hash of the bytes before
+    g.written = [&](size_t n) { marks.emplace_back(n, Xxh3({object.data(), n})); };
+    ASSERT_TRUE(GatherInto(cache.layout, slots, spec, g, object).ok());
+    ASSERT_GE(marks.size(), 2u);
+    auto header = ParseChunkHeader(object);
+    ASSERT_TRUE(header.ok());
+    EXPECT_GT(marks.front().first, header->header_size);
+    EXPECT_EQ(marks.back().first, object.size());
+    for (size_t i = 0; i < marks.size(); ++i) {
+      if (i > 0) EXPECT_GT(marks[i].first, marks[i - 1].first);
+      EXPECT_EQ(Xxh3({object.data(), marks[i].first}), marks[i].second) << "mark " << i;
+    }
+    g.written = {};
+    std::vector<uint8_t> unmarked(*size, 0);
+    ASSERT_TRUE(GatherInto(cache.layout, slots, spec, g, unmarked).ok());
+    EXPECT_EQ(object, unmarked);
+  }
+}
+
 TEST(RemapTest, GatherAtVRemapToAEqualsGatherAtA) {
   const RopeSpec spec = Spec(RopeStyle::kNeox, 64, 64, RopeScaling::kYarn);
   FloatKv kv = RandomKv(1, 5, 2, 64, 14);

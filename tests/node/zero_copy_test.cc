@@ -215,6 +215,81 @@ TEST_F(ZeroCopyTest, AnUnsealedObjectIsSealedByTheNodeOnlyWhenAsked) {
   EXPECT_TRUE(Same(*(*got)[0], a.bytes));  // sealed, it is the object built whole
 }
 
+// A writer marks what it has written as it goes (the node hashes it then);
+// the sealed object must be the one built whole, however the marks fall.
+TEST_F(ZeroCopyTest, AnObjectMarkedWrittenAsItIsFilledSealsToTheSameBytes) {
+  Start();
+  TestObject a = MakeObject(86, kObject);
+  std::vector<uint8_t> unsealed(a.bytes.data(), a.bytes.data() + a.bytes.size());
+  auto header = ParseChunkHeader(a.bytes.span());
+  ASSERT_TRUE(header.ok());
+  ASSERT_TRUE(WriteChunkHeader(*header, 0, unsealed).ok());
+  const size_t size = unsealed.size();
+  auto zc = Connect();
+  // Fills `space` in the order of `marks`, marking each end; false marks
+  // (backwards, past the end) are sent too and must change nothing.
+  auto fill = [&](const ZeroCopyClient::Space& space, std::vector<size_t> marks) {
+    size_t done = 0;
+    for (size_t m : marks) {
+      if (m > done && m <= size) {
+        std::memcpy(space.bytes().data() + done, unsealed.data() + done, m - done);
+        done = m;
+      }
+      space.Written(m);
+    }
+    std::memcpy(space.bytes().data() + done, unsealed.data() + done, size - done);
+  };
+  const std::vector<std::vector<size_t>> cases = {
+      {10, 14, 4096, 100 << 10, 300 << 10, size - 1},  // through the header's size field
+      {size},                                          // all of it, then commit
+      {200 << 10, 100 << 10, size + 1, 400 << 10},     // a mark backwards and one past the end
+      {},                                              // no marks: hashed whole
+  };
+  for (const auto& marks : cases) {
+    ASSERT_TRUE(node_->Delete({&a.key, 1}).ok());
+    auto space = zc->Reserve(size, kTimeout);
+    ASSERT_TRUE(space.ok());
+    fill(*space, marks);
+    Status s = zc->Commit(a.key, std::move(*space), kTimeout, /*seal=*/true);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    auto got = node_->Get({&a.key, 1});
+    ASSERT_TRUE(got.ok() && (*got)[0].ok());
+    EXPECT_TRUE(Same(*(*got)[0], a.bytes)) << "marks: " << marks.size();
+  }
+  EXPECT_EQ(Stat("zero_copy.sealed_ahead"), 3);
+  EXPECT_EQ(Stat("zero_copy.sealed_whole"), 1);
+  EXPECT_EQ(Stat("zero_copy.errors"), 1);  // the mark backwards (the client drops one past the end)
+}
+
+// A writer that marks bytes before its header is there (so the node took
+// the wrong bytes for the payload) still gets the right seal: the node sees
+// the header has moved and hashes the whole payload.
+TEST_F(ZeroCopyTest, MarksMadeBeforeTheHeaderWasWrittenAreNotTrusted) {
+  Start();
+  TestObject a = MakeObject(87, kObject);
+  std::vector<uint8_t> unsealed(a.bytes.data(), a.bytes.data() + a.bytes.size());
+  auto header = ParseChunkHeader(a.bytes.span());
+  ASSERT_TRUE(header.ok());
+  ASSERT_TRUE(WriteChunkHeader(*header, 0, unsealed).ok());
+  auto zc = Connect();
+  auto space = zc->Reserve(unsealed.size(), kTimeout);
+  ASSERT_TRUE(space.ok());
+  uint8_t* out = space->bytes().data();
+  std::memset(out, 0, header->header_size);
+  std::memcpy(out + header->header_size, unsealed.data() + header->header_size,
+              unsealed.size() - header->header_size);
+  space->Written(unsealed.size() / 2);
+  // A round trip on the channel: the node has hashed the mark by its reply.
+  ASSERT_TRUE(zc->Lease({&a.key, 1}, kTimeout).ok());
+  std::memcpy(out, unsealed.data(), header->header_size);
+  ASSERT_TRUE(zc->Commit(a.key, std::move(*space), kTimeout, /*seal=*/true).ok());
+  auto got = node_->Get({&a.key, 1});
+  ASSERT_TRUE(got.ok() && (*got)[0].ok());
+  EXPECT_TRUE(Same(*(*got)[0], a.bytes));
+  EXPECT_EQ(Stat("zero_copy.sealed_whole"), 1);
+  EXPECT_EQ(Stat("zero_copy.sealed_ahead"), 0);
+}
+
 TEST_F(ZeroCopyTest, ACorruptOrMislabelledCommitIsRefusedAndFreesItsSpace) {
   Start();
   TestObject a = MakeObject(90, kObject), other = MakeObject(91, kObject);
@@ -308,12 +383,25 @@ TEST_F(ZeroCopyTest, HostileRequestsAreRefusedAndTheNodeServesOn) {
     ASSERT_TRUE(reply.ok());
     EXPECT_EQ(reply->status, ErrorCode::kTooLarge) << size;
   }
+  // Written marks of reservations not its own, or malformed: no reply (the
+  // next reply read must answer the next request), only errors counted.
+  const int64_t errors_before = Stat("zero_copy.errors");
+  const std::vector<std::vector<int64_t>> marks = {
+      {1, 10}, {}, {1}, {1, 2, 3}, {-1, 5}, {1, -5}, {int64_t{1} << 62, int64_t{1} << 62}};
+  for (const auto& values : marks) {
+    Header written;
+    written.type = MsgType::kWritten;
+    written.values = values;
+    ASSERT_TRUE(SendLocal(*raw, written).ok());
+  }
   Header get;
   get.type = MsgType::kGet;
   ASSERT_TRUE(SendLocal(*raw, get).ok());
   reply = RecvLocal(*raw, WireLimits{});
   ASSERT_TRUE(reply.ok());
   EXPECT_EQ(reply->status, ErrorCode::kUnsupported);
+  EXPECT_EQ(reply->type, MsgType::kGet);
+  EXPECT_EQ(Stat("zero_copy.errors"), errors_before + int64_t(marks.size()) + 1);
   // A length over the limit, then garbage: the connection is dropped.
   const uint8_t huge[4] = {0xff, 0xff, 0xff, 0xff};
   ASSERT_EQ(send(*raw, huge, 4, MSG_NOSIGNAL), 4);

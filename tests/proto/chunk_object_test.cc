@@ -75,6 +75,30 @@ TEST(ChunkObjectTest, AnUnsealedObjectFailsVerificationUntilSealedThenMatchesABu
   EXPECT_FALSE(SealChunkObject(unsealed).ok());
 }
 
+TEST(ChunkObjectTest, AnUnsealedBuildMarksItsBytesWrittenAndSealsWithAChecksumGiven) {
+  ChunkHeader h = SmallHeader();
+  auto payload = Payload(h);
+  auto built = BuildChunkObject(h, payload);
+  ASSERT_TRUE(built.ok());
+  std::vector<uint8_t> unsealed(built->size());
+  StreamingPayloadChecksum followed;  // what a node hashing behind the marks sees
+  std::vector<size_t> marks;
+  auto written = [&](size_t n) {
+    followed.Append({unsealed.data() + followed.appended(), n - followed.appended()});
+    marks.push_back(n);
+  };
+  ASSERT_TRUE(BuildChunkObjectInto(h, payload, unsealed, /*checksum=*/false, written).ok());
+  EXPECT_EQ(marks, std::vector<size_t>{unsealed.size()});
+  const uint64_t digest = PayloadChecksum(ChunkPayload(*built, *ParseChunkHeader(*built)));
+  EXPECT_EQ(followed.Digest(), digest);
+  std::vector<uint8_t> copy = unsealed;
+  ASSERT_TRUE(SealChunkObject(unsealed, {}, followed.Digest()).ok());
+  EXPECT_EQ(unsealed, *built);
+  // The checksum given is the one written: a wrong one makes a corrupt object.
+  ASSERT_TRUE(SealChunkObject(copy, {}, digest ^ 1).ok());
+  EXPECT_EQ(VerifyChunkObject(copy, &h.key).code(), ErrorCode::kCorruption);
+}
+
 TEST(ChunkObjectTest, MlaHasOnePlanePerLayer) {
   ChunkHeader h = SmallHeader();
   h.geometry = {2, 3, 1, 576, DType::kBF16, KvFormat::kMla};

@@ -171,7 +171,8 @@ class Client {
   // fill(bytes, checksum): with checksum false the object is left unsealed
   // (payload checksum 0) for the node to seal on commit, which saves the
   // writer a pass over the bytes (the node hashes them anyway).
-  using Fill = std::function<Status(std::span<uint8_t>, bool checksum)>;
+  // Writes the object into the buffer; `written` hears of its progress.
+  using Fill = std::function<Status(std::span<uint8_t>, bool checksum, const WrittenFn& written)>;
   std::future<Status> StoreObject(const ChunkKey& key, size_t size, const Fill& fill, bool async);
   // Leases plan chunks `idx` in place from the local node (out[i], their
   // lease deadlines, in_place[i]); returns those it could not (fetch them

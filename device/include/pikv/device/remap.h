@@ -52,6 +52,9 @@ struct GatherSpec {
   // Threads for an unsealed gather (the rows are independent then; a
   // checksummed one hashes them in order, on one thread).
   int threads = 1;
+  // An unsealed gather writes the header first, then the rows in order,
+  // and tells `written` after each kWrittenStep of them.
+  WrittenFn written;
 };
 
 Result<std::vector<uint8_t>> Gather(const PagedLayout& cache, std::span<const int64_t> slots,

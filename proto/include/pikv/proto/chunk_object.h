@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -77,20 +78,33 @@ struct ChunkLimits {
 // match the geometry or the header breaks a limit.
 Result<std::vector<uint8_t>> BuildChunkObject(ChunkHeader header, std::span<const uint8_t> payload);
 
+// Told, as a writer goes, how many leading bytes of the object it has
+// written for good (the header first): a local store's node seals those
+// while the rest is still being written (node/src/seal_ahead.h).
+using WrittenFn = std::function<void(size_t object_bytes)>;
+
 // BuildChunkObject into a caller's buffer of exactly ChunkHeaderSize +
 // payload bytes (e.g. space reserved in a node's arena); the payload is
 // hashed while it is copied, in cache-sized blocks (one pass over memory).
 // With `checksum` false the payload is only copied and the object is left
-// for its receiver to seal (SealChunkObject).
+// for its receiver to seal (SealChunkObject); `written` then hears of it
+// in kWrittenStep pieces.
 Status BuildChunkObjectInto(const ChunkHeader& header, std::span<const uint8_t> payload,
-                            std::span<uint8_t> object, bool checksum = true);
+                            std::span<uint8_t> object, bool checksum = true,
+                            const WrittenFn& written = {});
+// How much a writer that reports progress writes between two reports: large
+// enough that a report (a message to the node) costs nothing beside it,
+// small enough that the node's hashing trails the writer closely.
+inline constexpr size_t kWrittenStep = 16u << 20;
 
 // A writer that leaves the payload checksum to the node (a local zero-copy
 // store: the node hashes the bytes to verify them anyway) writes the header
 // with payload checksum 0. SealChunkObject parses the header, hashes the
-// payload and writes the checksum (and the header's own); returns the
+// payload (or takes `payload_checksum`, from a node that hashed it as it was
+// written) and writes the checksum (and the header's own); returns the
 // payload checksum.
-Result<uint64_t> SealChunkObject(std::span<uint8_t> object, const ChunkLimits& limits = {});
+Result<uint64_t> SealChunkObject(std::span<uint8_t> object, const ChunkLimits& limits = {},
+                                 std::optional<uint64_t> payload_checksum = std::nullopt);
 
 // For writers that fill the payload themselves (gather hashes it while
 // copying): the header's size, and the header written into the first
@@ -121,6 +135,9 @@ class StreamingPayloadChecksum {
   ~StreamingPayloadChecksum();
   void Append(std::span<const uint8_t> bytes);
   uint64_t Digest() const;
+  uint64_t appended() const { return seen_; }
+  // Where the payload started, as bytes 12..16 said when they were appended.
+  uint64_t payload_offset() const { return header_size_; }
 
  private:
   Xxh3Stream payload_;

@@ -70,6 +70,7 @@ enum class MsgType : uint16_t {
   kRelease = 72,     // values: lease or reservation ids to give back; no reply
   kReserve = 73,     // fields size; reply fields reservation, offset, ttl_ms
   kCommit = 74,      // keys: [key]; fields reservation, seal (1: the node computes the checksum)
+  kWritten = 75,  // values: reservation, bytes: its first bytes are final (sealed ahead); no reply
 };
 
 std::string_view MsgTypeName(MsgType t);

@@ -45,6 +45,11 @@ class ZeroCopyClient {
    public:
     std::span<uint8_t> bytes() const { return bytes_; }
     Clock::time_point deadline() const { return deadline_; }
+    // Tells the node the first `bytes` are written for good (the header
+    // first, then the payload in order), so that it hashes them while the
+    // rest is written and a sealing commit has only the tail left. The
+    // writer must not change them after. Any thread; no reply.
+    void Written(uint64_t bytes) const;
 
    private:
     friend class ZeroCopyClient;

@@ -59,8 +59,10 @@ class StorageManager {
   Status Commit(const ChunkKey& key, CpuTier::Reservation reservation,
                 std::optional<uint64_t> payload_checksum = std::nullopt);
   // Commit of an object its writer left unsealed (SealChunkObject): the
-  // payload is hashed once, here, and the checksum written into its header.
-  Status SealAndCommit(const ChunkKey& key, CpuTier::Reservation reservation);
+  // payload is hashed once, here (or was, as it was written:
+  // `payload_checksum`), and the checksum written into its header.
+  Status SealAndCommit(const ChunkKey& key, CpuTier::Reservation reservation,
+                       std::optional<uint64_t> payload_checksum = std::nullopt);
   std::vector<Result<SharedBuffer>> Get(std::span<const ChunkKey> keys);
   Result<SharedBuffer> Get(const ChunkKey& key);
   // Which tiers hold each key (0 = none).
