@@ -33,6 +33,15 @@ bool Same(const SharedBuffer& a, const SharedBuffer& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
+// The object with its payload checksum left 0 for the node to seal (and its
+// header's own checksum recomputed over that).
+std::vector<uint8_t> Unsealed(const TestObject& o) {
+  std::vector<uint8_t> unsealed(o.bytes.data(), o.bytes.data() + o.bytes.size());
+  auto header = ParseChunkHeader(o.bytes.span());
+  EXPECT_TRUE(header.ok() && WriteChunkHeader(*header, 0, unsealed).ok());
+  return unsealed;
+}
+
 class ZeroCopyTest : public ::testing::Test {
  protected:
   void Start(std::chrono::milliseconds ttl = std::chrono::seconds(30)) {
@@ -195,12 +204,7 @@ TEST_F(ZeroCopyTest, AReservationFilledInPlaceIsVerifiedThenServed) {
 TEST_F(ZeroCopyTest, AnUnsealedObjectIsSealedByTheNodeOnlyWhenAsked) {
   Start();
   TestObject a = MakeObject(85, kObject);
-  // The same object with its payload checksum left 0 (and its header's own
-  // checksum recomputed over that).
-  std::vector<uint8_t> unsealed(a.bytes.data(), a.bytes.data() + a.bytes.size());
-  auto header = ParseChunkHeader(a.bytes.span());
-  ASSERT_TRUE(header.ok());
-  ASSERT_TRUE(WriteChunkHeader(*header, 0, unsealed).ok());
+  const std::vector<uint8_t> unsealed = Unsealed(a);
   auto zc = Connect();
   for (bool seal : {false, true}) {
     auto space = zc->Reserve(unsealed.size(), kTimeout);
@@ -220,10 +224,7 @@ TEST_F(ZeroCopyTest, AnUnsealedObjectIsSealedByTheNodeOnlyWhenAsked) {
 TEST_F(ZeroCopyTest, AnObjectMarkedWrittenAsItIsFilledSealsToTheSameBytes) {
   Start();
   TestObject a = MakeObject(86, kObject);
-  std::vector<uint8_t> unsealed(a.bytes.data(), a.bytes.data() + a.bytes.size());
-  auto header = ParseChunkHeader(a.bytes.span());
-  ASSERT_TRUE(header.ok());
-  ASSERT_TRUE(WriteChunkHeader(*header, 0, unsealed).ok());
+  const std::vector<uint8_t> unsealed = Unsealed(a);
   const size_t size = unsealed.size();
   auto zc = Connect();
   // Fills `space` in the order of `marks`, marking each end; false marks
@@ -267,21 +268,18 @@ TEST_F(ZeroCopyTest, AnObjectMarkedWrittenAsItIsFilledSealsToTheSameBytes) {
 TEST_F(ZeroCopyTest, MarksMadeBeforeTheHeaderWasWrittenAreNotTrusted) {
   Start();
   TestObject a = MakeObject(87, kObject);
-  std::vector<uint8_t> unsealed(a.bytes.data(), a.bytes.data() + a.bytes.size());
-  auto header = ParseChunkHeader(a.bytes.span());
-  ASSERT_TRUE(header.ok());
-  ASSERT_TRUE(WriteChunkHeader(*header, 0, unsealed).ok());
+  const std::vector<uint8_t> unsealed = Unsealed(a);
   auto zc = Connect();
   auto space = zc->Reserve(unsealed.size(), kTimeout);
   ASSERT_TRUE(space.ok());
   uint8_t* out = space->bytes().data();
-  std::memset(out, 0, header->header_size);
-  std::memcpy(out + header->header_size, unsealed.data() + header->header_size,
-              unsealed.size() - header->header_size);
+  const size_t header_size = ParseChunkHeader(a.bytes.span())->header_size;
+  std::memset(out, 0, header_size);
+  std::memcpy(out + header_size, unsealed.data() + header_size, unsealed.size() - header_size);
   space->Written(unsealed.size() / 2);
   // A round trip on the channel: the node has hashed the mark by its reply.
   ASSERT_TRUE(zc->Lease({&a.key, 1}, kTimeout).ok());
-  std::memcpy(out, unsealed.data(), header->header_size);
+  std::memcpy(out, unsealed.data(), header_size);
   ASSERT_TRUE(zc->Commit(a.key, std::move(*space), kTimeout, /*seal=*/true).ok());
   auto got = node_->Get({&a.key, 1});
   ASSERT_TRUE(got.ok() && (*got)[0].ok());
