@@ -101,6 +101,7 @@ Plan Client::MakePlan(const ChunkedPrompt& prompt) {
     ChunkPlan c;
     c.segment = static_cast<uint32_t>(s);
     c.key = s == 0 ? sys_key : KeyOf(prompt.segments[s], &sys_key);
+    if (s > 0 && options_.mode == AttentionMode::kSysPrefixed) c.sys_key = sys_key;
     c.actual_start = plan.metadata.positions[plan.metadata.segment_starts[s]];
     plan.chunks.push_back(c);
     keys.push_back(c.key);
@@ -303,6 +304,10 @@ Status Client::Remap(const SharedBuffer& object, const ChunkPlan& chunk,
     stats_.lease_expired++;
     return Timeout("the lease on this chunk's object expired; fetch it again or recompute it");
   }
+  if (Status ours = CheckIsChunk(object.span(), chunk); !ours.ok()) {
+    stats_.corrupt++;
+    return ours;
+  }
   Status s =
       device::Remap(object.span(), options_.rope, chunk.actual_start, slots, cache, {threads});
   if (s.ok() && leased && Clock::now() >= chunk.lease_deadline) {
@@ -313,8 +318,37 @@ Status Client::Remap(const SharedBuffer& object, const ChunkPlan& chunk,
   return s;
 }
 
-ChunkHeader Client::MakeHeader(const ChunkKey& key, std::span<const int32_t> tokens,
-                               int64_t virtual_start) const {
+Status Client::CheckIsChunk(std::span<const uint8_t> object, const ChunkPlan& chunk) const {
+  auto h = ParseChunkHeader(object);
+  if (!h.ok()) return h.status();
+  const KeyNamespace ours = Namespace(chunk.sys_key ? &*chunk.sys_key : nullptr);
+  const KeyNamespace theirs = NamespaceOf(*h);
+  std::string differs;
+  if (theirs.model_id != ours.model_id) differs = "model " + theirs.model_id;
+  if (theirs.dtype != ours.dtype) differs = "dtype " + std::string(DTypeName(theirs.dtype));
+  if (theirs.kv_format != ours.kv_format) differs = "KV format";
+  if (theirs.rope_signature != ours.rope_signature) differs = "RoPE " + theirs.rope_signature;
+  if (theirs.attention_mode != ours.attention_mode || theirs.sys_key != ours.sys_key)
+    differs = "attention mode or system prompt";
+  if (h->geometry.num_layers != options_.num_layers ||
+      h->geometry.num_kv_heads != options_.num_kv_heads ||
+      h->geometry.head_dim != options_.head_dim)
+    differs = "geometry";
+  if (!differs.empty())
+    return InvalidArgument("chunk " + chunk.key.Hex() + ": the object is for another " + differs);
+  if (h->key != chunk.key || KeyOfContent(*h) != chunk.key)
+    return InvalidArgument("chunk " + chunk.key.Hex() + ": the object is another chunk's");
+  return Status::Ok();
+}
+
+Result<ChunkHeader> Client::MakeHeader(const ChunkKey& key, std::span<const int32_t> tokens,
+                                       int64_t virtual_start, const ChunkKey* sys_key) const {
+  const KeyNamespace ns = Namespace(sys_key);
+  if (MakeChunkKey(ns, tokens) != key) {
+    return InvalidArgument("key " + key.Hex() +
+                           " is not these tokens' key in this client's namespace" +
+                           (sys_key ? " after that system prompt" : ""));
+  }
   ChunkHeader h;
   h.key = key;
   h.model_id = options_.model_id;
@@ -325,7 +359,9 @@ ChunkHeader Client::MakeHeader(const ChunkKey& key, std::span<const int32_t> tok
   h.rotary_dim = options_.rope.rotary_dim;
   h.rope_offset = options_.rope.rope_offset;
   h.rope_theta = options_.rope.theta;
-  h.rope_spec = options_.rope.Signature();
+  h.rope_spec = ns.rope_signature;
+  h.attention_mode = ns.attention_mode;
+  h.sys_key = ns.sys_key;
   h.k_form = KForm::kRotated;
   h.virtual_start = virtual_start;
   h.tokens.assign(tokens.begin(), tokens.end());
@@ -408,8 +444,14 @@ std::future<Status> Client::StoreObject(const ChunkKey& key, size_t size, const 
 }
 
 Status Client::Store(const ChunkKey& key, std::span<const int32_t> tokens, int64_t virtual_start,
-                     std::span<const uint8_t> payload, SharedBuffer* object_out) {
-  const ChunkHeader h = MakeHeader(key, tokens, virtual_start);
+                     std::span<const uint8_t> payload, SharedBuffer* object_out,
+                     const ChunkKey* sys_key) {
+  auto header = MakeHeader(key, tokens, virtual_start, sys_key);
+  if (!header.ok()) {
+    stats_.store_failures++;
+    return header.status();
+  }
+  const ChunkHeader& h = *header;
   const size_t size = ChunkHeaderSize(h) + payload.size();
   if (object_out) {  // the engine keeps the object: built on the heap, put by copy
     std::vector<uint8_t> bytes(size);
@@ -430,8 +472,14 @@ Status Client::Store(const ChunkKey& key, std::span<const int32_t> tokens, int64
 }
 
 std::future<Status> Client::StoreAsync(const ChunkKey& key, std::vector<int32_t> tokens,
-                                       int64_t virtual_start, SharedBuffer payload) {
-  const ChunkHeader h = MakeHeader(key, tokens, virtual_start);
+                                       int64_t virtual_start, SharedBuffer payload,
+                                       const ChunkKey* sys_key) {
+  auto header = MakeHeader(key, tokens, virtual_start, sys_key);
+  if (!header.ok()) {
+    stats_.store_failures++;
+    return Ready(header.status());
+  }
+  const ChunkHeader& h = *header;
   return StoreObject(
       key, ChunkHeaderSize(h) + payload.size(),
       [&](std::span<uint8_t> out, bool checksum, const WrittenFn& written) {
@@ -458,7 +506,7 @@ Status Client::CheckLayout(const device::PagedLayout& cache) const {
 std::future<Status> Client::StoreFromCache(const ChunkKey& key, std::span<const int32_t> tokens,
                                            const device::PagedLayout& cache,
                                            std::span<const int64_t> slots, int64_t virtual_start,
-                                           bool async) {
+                                           bool async, const ChunkKey* sys_key) {
   auto fail = [&](Status s) {
     stats_.store_failures++;
     return Ready(std::move(s));
@@ -467,12 +515,16 @@ std::future<Status> Client::StoreFromCache(const ChunkKey& key, std::span<const 
   if (slots.size() != tokens.size())
     return fail(InvalidArgument("one slot per token: " + std::to_string(tokens.size()) +
                                 " tokens, " + std::to_string(slots.size()) + " slots"));
+  auto header = MakeHeader(key, tokens, virtual_start, sys_key);
+  if (!header.ok()) return fail(header.status());
   device::GatherSpec spec;
   spec.key = key;
   spec.model_id = options_.model_id;
   spec.tokens.assign(tokens.begin(), tokens.end());
   spec.k_form = KForm::kRotated;
   spec.virtual_start = virtual_start;
+  spec.attention_mode = header->attention_mode;
+  spec.sys_key = header->sys_key;
   spec.threads = options_.store_threads;
   auto size = device::GatherSize(cache, slots, options_.rope, spec);
   if (!size.ok()) return fail(size.status());

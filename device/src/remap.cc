@@ -238,6 +238,8 @@ Result<ChunkHeader> GatherHeader(const PagedLayout& cache, std::span<const int64
   h.rope_spec = rope.Signature();
   h.k_form = spec.k_form;
   h.virtual_start = spec.virtual_start;
+  h.attention_mode = spec.attention_mode;
+  h.sys_key = spec.sys_key;
   h.tokens = spec.tokens;
   if (spec.tokens.size() != slots.size())
     return InvalidArgument("gather needs one token id per slot");

@@ -76,7 +76,7 @@ Engine::Answer Engine::Run(const client::ChunkedPrompt& prompt) {
       }
       std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(payload.data()),
                                      payload.size() * 4);
-      client_.Store(chunk.key, tokens, 0, bytes, &object)
+      client_.Store(chunk.key, tokens, 0, bytes, &object, chunk.sys_key ? &*chunk.sys_key : nullptr)
           .IgnoreError();  // a failed store costs a recompute later
     }
     t = Clock::now();

@@ -13,7 +13,7 @@ namespace pikv {
 namespace {
 
 constexpr char kMagic[8] = {'P', 'I', 'K', 'V', 'C', 'H', 'N', 'K'};
-constexpr size_t kFixedBytes = 104;  // fields before model id / spec / tokens
+constexpr size_t kFixedBytes = 120;  // fields before model id / spec / tokens
 constexpr size_t kChecksumBytes = 8;
 constexpr size_t kAlign = 64;
 
@@ -26,6 +26,7 @@ bool KnownDType(uint8_t v) { return v >= 1 && v <= 3; }
 bool KnownFormat(uint8_t v) { return v == 1 || v == 2; }
 bool KnownKForm(uint8_t v) { return v == 1 || v == 2; }
 bool KnownStyle(uint8_t v) { return v == 1 || v == 2; }
+bool KnownMode(uint8_t v) { return v == 1 || v == 2; }
 
 Status CheckGeometry(const ChunkHeader& h, const ChunkLimits& lim) {
   const ChunkGeometry& g = h.geometry;
@@ -47,6 +48,8 @@ Status CheckGeometry(const ChunkHeader& h, const ChunkLimits& lim) {
   if (h.model_id.size() > lim.max_model_id) return InvalidArgument("model_id too long");
   if (h.rope_spec.size() > lim.max_rope_spec) return InvalidArgument("rope_spec too long");
   if (h.layout != kLayoutLayerKvTokenHeadDim) return Unsupported("unknown payload layout");
+  if (h.sys_key && h.attention_mode != AttentionMode::kSysPrefixed)
+    return InvalidArgument("only a sys-prefixed chunk has a system prompt key");
   return Status::Ok();
 }
 
@@ -85,6 +88,8 @@ Status WriteChunkHeader(const ChunkHeader& h, uint64_t payload_checksum,
   p[34] = static_cast<uint8_t>(h.k_form);
   p[35] = static_cast<uint8_t>(h.rope_style);
   p[36] = h.layout;
+  p[37] = static_cast<uint8_t>(h.attention_mode);
+  p[38] = h.sys_key ? 1 : 0;
   StoreLE<uint32_t>(p + 40, h.geometry.num_layers);
   StoreLE<uint32_t>(p + 44, h.geometry.num_tokens);
   StoreLE<uint32_t>(p + 48, h.geometry.num_kv_heads);
@@ -97,6 +102,10 @@ Status WriteChunkHeader(const ChunkHeader& h, uint64_t payload_checksum,
   StoreLE<uint64_t>(p + 88, payload_checksum);
   StoreLE<uint16_t>(p + 96, static_cast<uint16_t>(h.model_id.size()));
   StoreLE<uint16_t>(p + 98, static_cast<uint16_t>(h.rope_spec.size()));
+  if (h.sys_key) {
+    auto sb = h.sys_key->Bytes();
+    std::memcpy(p + 100, sb.data(), 16);
+  }
   size_t off = kFixedBytes;
   std::memcpy(p + off, h.model_id.data(), h.model_id.size());
   off += h.model_id.size();
@@ -183,8 +192,9 @@ Result<ChunkHeader> ParseChunkHeader(std::span<const uint8_t> obj, const ChunkLi
       XXH3_64bits(p, h.header_size - kChecksumBytes)) {
     return Corruption("header checksum mismatch");
   }
-  if (!KnownDType(p[32]) || !KnownFormat(p[33]) || !KnownKForm(p[34]) || !KnownStyle(p[35])) {
-    return Unsupported("unknown dtype, format, K form or RoPE style");
+  if (!KnownDType(p[32]) || !KnownFormat(p[33]) || !KnownKForm(p[34]) || !KnownStyle(p[35]) ||
+      !KnownMode(p[37]) || p[38] > 1) {
+    return Unsupported("unknown dtype, format, K form, RoPE style or attention mode");
   }
   h.key = ChunkKey::FromBytes(p + 16);
   h.geometry.dtype = static_cast<DType>(p[32]);
@@ -192,6 +202,8 @@ Result<ChunkHeader> ParseChunkHeader(std::span<const uint8_t> obj, const ChunkLi
   h.k_form = static_cast<KForm>(p[34]);
   h.rope_style = static_cast<RopeStyle>(p[35]);
   h.layout = p[36];
+  h.attention_mode = static_cast<AttentionMode>(p[37]);
+  if (p[38] == 1) h.sys_key = ChunkKey::FromBytes(p + 100);
   h.geometry.num_layers = LoadLE<uint32_t>(p + 40);
   h.geometry.num_tokens = LoadLE<uint32_t>(p + 44);
   h.geometry.num_kv_heads = LoadLE<uint32_t>(p + 48);
@@ -237,6 +249,8 @@ Status VerifyChunkObject(std::span<const uint8_t> obj, const ChunkKey* expected_
   if (!h.ok()) return h.status();
   if (expected_key && h->key != *expected_key)
     return Corruption("object key differs from its address");
+  if (expected_key && KeyOfContent(*h) != h->key)
+    return Corruption("object key is not the hash of its own namespace and tokens");
   const uint64_t actual =
       payload_checksum ? *payload_checksum : PayloadChecksum(ChunkPayload(obj, *h));
   if (actual != h->payload_checksum) return Corruption("payload checksum mismatch");
@@ -260,6 +274,13 @@ void StreamingPayloadChecksum::Append(std::span<const uint8_t> bytes) {
 }
 
 uint64_t StreamingPayloadChecksum::Digest() const { return payload_.Digest(); }
+
+KeyNamespace NamespaceOf(const ChunkHeader& h) {
+  return {h.model_id,  h.geometry.kv_format, h.geometry.dtype,
+          h.rope_spec, h.attention_mode,     h.sys_key};
+}
+
+ChunkKey KeyOfContent(const ChunkHeader& h) { return MakeChunkKey(NamespaceOf(h), h.tokens); }
 
 std::span<const uint8_t> ChunkPayload(std::span<const uint8_t> obj, const ChunkHeader& h) {
   return obj.subspan(h.header_size, h.payload_size);

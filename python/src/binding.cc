@@ -241,17 +241,18 @@ PYBIND11_MODULE(_pikv, m) {
           "store",
           [](client::Client& c, const std::vector<int32_t>& tokens,
              const device::PagedLayout& cache, const std::vector<int64_t>& slots,
-             int64_t virtual_start, bool wait, const std::string& key_hex) -> py::object {
-            ChunkKey key = c.KeyOf(tokens);
-            if (!key_hex.empty()) {
-              auto parsed = ChunkKey::FromHex(key_hex);
-              if (!parsed) throw py::value_error("'" + key_hex + "' is not a chunk key");
-              key = *parsed;
+             int64_t virtual_start, bool wait, const std::string& sys_key_hex) -> py::object {
+            std::optional<ChunkKey> sys_key;
+            if (!sys_key_hex.empty()) {
+              sys_key = ChunkKey::FromHex(sys_key_hex);
+              if (!sys_key) throw py::value_error("'" + sys_key_hex + "' is not a chunk key");
             }
+            const ChunkKey* sys = sys_key ? &*sys_key : nullptr;
+            const ChunkKey key = c.KeyOf(tokens, sys);
             std::future<Status> f;
             {
               py::gil_scoped_release nogil;
-              f = c.StoreFromCache(key, tokens, cache, slots, virtual_start, !wait);
+              f = c.StoreFromCache(key, tokens, cache, slots, virtual_start, !wait, sys);
             }
             if (wait) {
               Status s = f.get();
@@ -260,9 +261,11 @@ PYBIND11_MODULE(_pikv, m) {
             }
             return py::cast(PendingStore{std::make_shared<std::future<Status>>(std::move(f))});
           },
-          "tokens"_a, "cache"_a, "slots"_a, "virtual_start"_a = 0, "wait"_a = true, "key"_a = "",
-          "Gathers a chunk by slots out of the cache and stores it under `key` (default "
-          "key_of(tokens), the isolated-mode key); wait=False returns a PendingStore (the gather "
+          "tokens"_a, "cache"_a, "slots"_a, "virtual_start"_a = 0, "wait"_a = true,
+          "sys_key"_a = "",
+          "Gathers a chunk by slots out of the cache and stores it under its key, "
+          "key_of(tokens) (in sys-prefixed mode after the system prompt whose key is `sys_key`, "
+          "hex); wait=False returns a PendingStore (the gather "
           "is done either way)")
       .def("stats", [](const client::Client& c) { return StatsDict(c.Stats()); });
 

@@ -33,6 +33,7 @@ Status StorageManager::CheckPut(const ChunkKey& key, std::span<const uint8_t> ob
   if (shut_down_) return Unavailable("storage is shutting down");
   if (Status s = VerifyChunkObject(object, &key, {}, payload_checksum); !s.ok()) {
     put_rejects_++;
+    spdlog::warn("refused a put of {}: {}", key.Hex(), s.ToString());
     return s;
   }
   puts_++;

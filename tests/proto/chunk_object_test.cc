@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include "test_support.h"
 
 namespace pikv {
@@ -19,7 +21,10 @@ ChunkHeader SmallHeader() {
   h.rope_spec = "gptj;rotary_dim=4;theta=500000;scaling=llama3(8,1,4,8192)";
   h.k_form = KForm::kRotated;
   h.virtual_start = 4096;
+  h.attention_mode = AttentionMode::kSysPrefixed;
+  h.sys_key = ChunkKey{0x1234, 0x5678};
   h.tokens = {10, 20, 30};
+  h.key = KeyOfContent(h);
   return h;
 }
 
@@ -50,6 +55,8 @@ TEST(ChunkObjectTest, RoundTripsEveryHeaderField) {
   EXPECT_EQ(parsed->rope_spec, h.rope_spec);
   EXPECT_EQ(parsed->k_form, KForm::kRotated);
   EXPECT_EQ(parsed->virtual_start, 4096);
+  EXPECT_EQ(parsed->attention_mode, AttentionMode::kSysPrefixed);
+  EXPECT_EQ(parsed->sys_key, h.sys_key);
   EXPECT_EQ(parsed->tokens, h.tokens);
   EXPECT_EQ(parsed->header_size % 64, 0u);
   auto body = ChunkPayload(*obj, *parsed);
@@ -97,6 +104,40 @@ TEST(ChunkObjectTest, AnUnsealedBuildMarksItsBytesWrittenAndSealsWithAChecksumGi
   // The checksum given is the one written: a wrong one makes a corrupt object.
   ASSERT_TRUE(SealChunkObject(copy, {}, digest ^ 1).ok());
   EXPECT_EQ(VerifyChunkObject(copy, &h.key).code(), ErrorCode::kCorruption);
+}
+
+// The key is the address and a claim about the content: an object whose
+// namespace or tokens do not hash to its key is refused, whatever it says.
+TEST(ChunkObjectTest, AnObjectWhoseKeyIsNotItsOwnContentsFailsVerification) {
+  const ChunkHeader honest = SmallHeader();
+  const std::vector<std::function<void(ChunkHeader&)>> poisons = {
+      [](ChunkHeader& h) { h.tokens[1] = 21; },
+      [](ChunkHeader& h) { h.model_id = "other-model"; },
+      [](ChunkHeader& h) { h.geometry.dtype = DType::kBF16; },
+      [](ChunkHeader& h) { h.rope_spec = "gptj;rotary_dim=4;theta=10000"; },
+      [](ChunkHeader& h) {
+        h.sys_key = ChunkKey{1, 1};
+      },
+      [](ChunkHeader& h) {
+        h.attention_mode = AttentionMode::kIsolated;
+        h.sys_key.reset();
+      },
+  };
+  for (size_t i = 0; i < poisons.size(); ++i) {
+    ChunkHeader h = honest;
+    poisons[i](h);  // the key stays the honest one
+    auto obj = BuildChunkObject(h, Payload(h));
+    ASSERT_TRUE(obj.ok()) << i;
+    EXPECT_TRUE(VerifyChunkObject(*obj).ok()) << i;  // well formed...
+    EXPECT_EQ(VerifyChunkObject(*obj, &honest.key).code(), ErrorCode::kCorruption) << i;
+  }
+  auto obj = BuildChunkObject(honest, Payload(honest));
+  ASSERT_TRUE(obj.ok());
+  EXPECT_TRUE(VerifyChunkObject(*obj, &honest.key).ok());
+  // A system prompt key on an isolated chunk does not even build.
+  ChunkHeader h = honest;
+  h.attention_mode = AttentionMode::kIsolated;
+  EXPECT_FALSE(BuildChunkObject(h, Payload(h)).ok());
 }
 
 TEST(ChunkObjectTest, MlaHasOnePlanePerLayer) {

@@ -103,6 +103,20 @@ TEST_F(RemoteTierTest, CorruptValueIsAMissAndDeleted) {
   freeReplyObject(r);
 }
 
+// A well-formed object filed under a key its content does not hash to (here:
+// another chunk's tokens) is as good as corrupt: a miss, and deleted.
+TEST_F(RemoteTierTest, APoisonedValueIsAMissAndDeleted) {
+  auto o = MakeObject(5, 4096);
+  SharedBuffer poisoned = testing::Rebuilt(o.bytes.span(), [](ChunkHeader& h) { h.tokens[0]++; });
+  std::string bad(reinterpret_cast<const char*>(poisoned.data()), poisoned.size());
+  freeReplyObject(Raw({"SET", tier_->RedisKey(o.key), bad}));
+  EXPECT_EQ(tier_->Get(o.key).code(), ErrorCode::kNotFound);
+  EXPECT_EQ(tier_->Stats().corruptions, 1u);
+  redisReply* r = Raw({"EXISTS", tier_->RedisKey(o.key)});
+  EXPECT_EQ(r->integer, 0);
+  freeReplyObject(r);
+}
+
 // The shared tier's registry entry is cleared by whichever node's delete
 // runs: a node that finds the key already gone (another node deleted it, or
 // Redis dropped it) still reports it absent, or a stale "in Redis" entry that

@@ -95,4 +95,18 @@ TestObject MakeObject(uint64_t seed, size_t bytes) {
   return {h.key, SharedBuffer::FromVector(std::move(*obj))};
 }
 
+SharedBuffer Rebuilt(std::span<const uint8_t> object,
+                     const std::function<void(ChunkHeader&)>& change) {
+  auto h = ParseChunkHeader(object);
+  if (!h.ok()) throw std::runtime_error(h.status().ToString());
+  ChunkHeader changed = *h;
+  change(changed);
+  auto payload = ChunkPayload(object, *h);
+  std::vector<uint8_t> bytes(payload.begin(), payload.end());
+  bytes.resize(changed.geometry.PayloadBytes());
+  auto rebuilt = BuildChunkObject(changed, bytes);
+  if (!rebuilt.ok()) throw std::runtime_error(rebuilt.status().ToString());
+  return SharedBuffer::FromVector(std::move(*rebuilt));
+}
+
 }  // namespace pikv::testing

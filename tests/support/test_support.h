@@ -4,6 +4,7 @@
 // No gtest here: failures to start a process throw.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -57,5 +58,11 @@ struct TestObject {
   SharedBuffer bytes;
 };
 TestObject MakeObject(uint64_t seed, size_t bytes);
+
+// `object` rebuilt (checksums valid) with `change` applied to its header;
+// the key is left as it was unless `change` sets it. The payload is kept
+// when its size still fits the header, else zeros of the new size.
+SharedBuffer Rebuilt(std::span<const uint8_t> object,
+                     const std::function<void(ChunkHeader&)>& change);
 
 }  // namespace pikv::testing

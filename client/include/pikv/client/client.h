@@ -84,6 +84,9 @@ std::string_view SourceName(Source s);
 
 struct ChunkPlan {
   ChunkKey key;
+  // Sys-prefixed mode, chunks after the system prompt: the system prompt's
+  // key, part of this chunk's namespace (pass it to Store*).
+  std::optional<ChunkKey> sys_key;
   uint32_t segment = 0;  // index into the prompt's segments (0 = system prompt)
   Source source = Source::kMiss;
   std::string peer_id, peer_endpoint;  // for kPeer
@@ -132,14 +135,18 @@ class Client {
   // namespace's dtype, K rotated at `virtual_start`. The built chunk object
   // goes to `object` when given (even if the node is unreachable), so the
   // engine can remap what it just computed.
+  // `key` must be KeyOf(tokens, sys_key) (the node refuses an object whose
+  // key is not the hash of its own namespace and tokens).
   Status Store(const ChunkKey& key, std::span<const int32_t> tokens, int64_t virtual_start,
-               std::span<const uint8_t> payload, SharedBuffer* object = nullptr);
+               std::span<const uint8_t> payload, SharedBuffer* object = nullptr,
+               const ChunkKey* sys_key = nullptr);
 
   // Store without waiting: the object is built and put on a background task
   // with its own connection (so it is safe beside this client's calls);
   // `payload` stays alive through its owner until then.
   std::future<Status> StoreAsync(const ChunkKey& key, std::vector<int32_t> tokens,
-                                 int64_t virtual_start, SharedBuffer payload);
+                                 int64_t virtual_start, SharedBuffer payload,
+                                 const ChunkKey* sys_key = nullptr);
 
   // Stores a chunk the engine computed on its own (its tokens at positions
   // virtual_start.., K rotated as the engine rotates it) straight out of the
@@ -153,7 +160,7 @@ class Client {
   std::future<Status> StoreFromCache(const ChunkKey& key, std::span<const int32_t> tokens,
                                      const device::PagedLayout& cache,
                                      std::span<const int64_t> slots, int64_t virtual_start,
-                                     bool async = false);
+                                     bool async = false, const ChunkKey* sys_key = nullptr);
 
   ClientStats Stats() const { return stats_; }
 
@@ -162,9 +169,13 @@ class Client {
   KeyNamespace Namespace(const ChunkKey* sys_key) const;
   Status CheckLayout(const device::PagedLayout& cache) const;
   Status Put(const ChunkKey& key, const SharedBuffer& object);
-  // The object header of a chunk this client stores.
-  ChunkHeader MakeHeader(const ChunkKey& key, std::span<const int32_t> tokens,
-                         int64_t virtual_start) const;
+  // The object header of a chunk this client stores; InvalidArgument when
+  // `key` is not the chunk's key in this client's namespace.
+  Result<ChunkHeader> MakeHeader(const ChunkKey& key, std::span<const int32_t> tokens,
+                                 int64_t virtual_start, const ChunkKey* sys_key) const;
+  // InvalidArgument unless `object` is `chunk`'s, in this client's namespace
+  // and geometry (checked before anything is remapped from it).
+  Status CheckIsChunk(std::span<const uint8_t> object, const ChunkPlan& chunk) const;
   // Stores an object of `size` bytes that `fill` writes: into space reserved
   // in the local node's arena when the zero-copy channel is up (committed
   // in the background with `async`), else into a heap buffer put by copy.

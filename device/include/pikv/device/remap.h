@@ -48,7 +48,11 @@ struct GatherSpec {
   std::vector<int32_t> tokens;  // one per slot
   KForm k_form = KForm::kRotated;
   int64_t virtual_start = 0;  // the positions the cached K was rotated at
-  bool checksum = true;       // false: left for the receiver to seal (SealChunkObject)
+  // The rest of the key's namespace (model id above; dtype, format and RoPE
+  // come from the cache and RopeSpec): the key must hash them with the tokens.
+  AttentionMode attention_mode = AttentionMode::kIsolated;
+  std::optional<ChunkKey> sys_key;
+  bool checksum = true;  // false: left for the receiver to seal (SealChunkObject)
   // Threads for an unsealed gather (the rows are independent then; a
   // checksummed one hashes them in order, on one thread).
   int threads = 1;

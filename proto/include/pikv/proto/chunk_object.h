@@ -27,7 +27,9 @@
 
 namespace pikv {
 
-inline constexpr uint16_t kChunkFormatVersion = 1;
+// 2: the header carries the attention mode and the system prompt's key, so
+// that every part of the key's namespace is in the object (KeyOfContent).
+inline constexpr uint16_t kChunkFormatVersion = 2;
 inline constexpr uint8_t kLayoutLayerKvTokenHeadDim = 1;
 
 struct ChunkGeometry {
@@ -57,6 +59,8 @@ struct ChunkHeader {
   KForm k_form = KForm::kRotated;
   int64_t virtual_start = 0;  // position of token 0 when k_form == kRotated
   uint8_t layout = kLayoutLayerKvTokenHeadDim;
+  AttentionMode attention_mode = AttentionMode::kIsolated;
+  std::optional<ChunkKey> sys_key;  // sys-prefixed only: the system prompt's key
   std::vector<int32_t> tokens;
   // Filled by BuildChunkObject / ParseChunkHeader.
   uint64_t payload_size = 0;
@@ -113,12 +117,20 @@ size_t ChunkHeaderSize(const ChunkHeader& header);
 Status WriteChunkHeader(const ChunkHeader& header, uint64_t payload_checksum,
                         std::span<uint8_t> object);
 
+// The key namespace the header describes, and the key its namespace and
+// tokens hash to: what the object's key must be (VerifyChunkObject).
+KeyNamespace NamespaceOf(const ChunkHeader& header);
+ChunkKey KeyOfContent(const ChunkHeader& header);
+
 // Parses and checks the header (magic, version, header checksum, limits,
 // object length == header_size + payload_size). Does not hash the payload.
 Result<ChunkHeader> ParseChunkHeader(std::span<const uint8_t> object,
                                      const ChunkLimits& limits = {});
 
-// ParseChunkHeader plus the payload checksum, and the key when given. A
+// ParseChunkHeader plus the payload checksum, and the key when given: the
+// header's key must be `expected_key` and the hash of the header's own
+// namespace and tokens (an object filed under another chunk's key, or made
+// for another model, dtype, RoPE or attention mode, is corruption). A
 // receiver that hashed the payload as it arrived (StreamingPayloadChecksum)
 // passes that digest instead of a second pass over the bytes.
 Status VerifyChunkObject(std::span<const uint8_t> object, const ChunkKey* expected_key = nullptr,
