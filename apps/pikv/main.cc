@@ -13,6 +13,7 @@
 #include "pikv/common/text_table.h"
 #include "pikv/common/units.h"
 #include "pikv/common/version.h"
+#include "pikv/proto/curve.h"
 #include "pikv/rpc/admin_client.h"
 
 namespace {
@@ -65,6 +66,10 @@ int main(int argc, char** argv) {
   model_info->add_option("--dtype", model_info_options.dtype,
                          "KV dtype (f32, f16, bf16) instead of the config's torch_dtype");
   model_info->add_flag("--json", model_info_options.json, "Print JSON");
+  std::string key_prefix;
+  CLI::App* keygen = app.add_subcommand(
+      "keygen", "Write a new CurveZMQ key pair: PREFIX.key (secret, mode 0600) and PREFIX.pub");
+  keygen->add_option("prefix", key_prefix, "Path of the files, without .key / .pub")->required();
   CLI::App* admin =
       app.add_subcommand("admin", "Query and administer the cluster through its controller");
   admin->require_subcommand(1);
@@ -102,6 +107,17 @@ int main(int argc, char** argv) {
   if (demo->parsed()) return pikv::cli::RunDemo(demo_options);
   if (cluster->parsed()) return pikv::cli::RunCluster(demo_options);
   if (model_info->parsed()) return pikv::cli::RunModelInfo(model_info_options);
+  if (keygen->parsed()) {
+    auto keys = pikv::NewCurveKeyPair();
+    pikv::Status s = keys.ok() ? pikv::WriteCurveKeyPair(*keys, key_prefix) : keys.status();
+    if (!s.ok()) {
+      std::cerr << "pikv keygen: " << s.ToString() << "\n";
+      return 1;
+    }
+    std::cout << "wrote " << key_prefix << ".key and " << key_prefix << ".pub\n"
+              << "public key: " << keys->public_key << "\n";
+    return 0;
+  }
 
   auto wait = pikv::ParseDuration(timeout);
   if (!wait.ok()) {

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 
+#include "pikv/proto/curve.h"
 #include "test_support.h"
 
 namespace pikv {
@@ -55,6 +56,25 @@ TEST(DaemonCliTest, EveryBinaryAnswersVersion) {
         std::regex_match(*line, std::regex(binary + R"( \d+\.\d+\.\d+ \(git [0-9a-z-]+\))")))
         << *line;
   }
+}
+
+TEST(DaemonCliTest, KeygenWritesAKeyPairOnceAndPrintsItsPublicKey) {
+  testing::TempDir dir;
+  const std::string prefix = dir.str() + "/engine-1";
+  auto run = [&] {
+    testing::ChildProcess p(testing::BinaryPath("pikv"), {"keygen", prefix});
+    std::string out;
+    while (auto line = p.ReadLine(std::chrono::seconds(10))) out += *line + "\n";
+    return std::pair{p.Wait(std::chrono::seconds(10)).value_or(-1), out};
+  };
+  auto [rc, out] = run();
+  ASSERT_EQ(rc, 0) << out;
+  auto keys = ReadCurveKeyPair(prefix);
+  ASSERT_TRUE(keys.ok()) << keys.status().ToString();
+  EXPECT_NE(out.find("public key: " + keys->public_key), std::string::npos) << out;
+  EXPECT_EQ(out.find(keys->secret_key), std::string::npos);  // the secret stays in its file
+  EXPECT_EQ(run().first, 1);                                 // never overwrites a key
+  EXPECT_EQ(ReadCurveKeyPair(prefix)->secret_key, keys->secret_key);
 }
 
 TEST(DaemonCliTest, ModelInfoPrintsWhatPikvDerivesAndRefusesWithAReason) {

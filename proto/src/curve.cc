@@ -1,0 +1,231 @@
+#include "pikv/proto/curve.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+namespace pikv {
+
+namespace {
+
+constexpr char kZapEndpoint[] = "inproc://zeromq.zap.01";
+constexpr size_t kZ85Key = 40;
+constexpr size_t kMaxZapFrames = 16;
+constexpr int kPollMs = 100;
+
+std::string Trimmed(std::string_view s) {
+  const auto begin = s.find_first_not_of(" \t\r\n");
+  if (begin == std::string_view::npos) return "";
+  const auto end = s.find_last_not_of(" \t\r\n");
+  return std::string(s.substr(begin, end - begin + 1));
+}
+
+// A comment starts at a '#' that begins a word (Z85 keys may hold '#').
+std::string_view WithoutComment(std::string_view line) {
+  for (size_t i = 0; i < line.size(); ++i) {
+    if (line[i] == '#' && (i == 0 || line[i - 1] == ' ' || line[i - 1] == '\t'))
+      return line.substr(0, i);
+  }
+  return line;
+}
+
+Status WriteNew(const std::string& path, const std::string& text, mode_t mode) {
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+  if (fd < 0) return IoError("create " + path + ": " + std::strerror(errno));
+  const std::string line = text + "\n";
+  const bool written = write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+  const bool closed = close(fd) == 0;
+  if (!written || !closed) return IoError("write " + path + ": " + std::strerror(errno));
+  return Status::Ok();
+}
+
+Result<std::string> ReadKeyFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return NotFound("cannot read key file " + path);
+  std::string text(kZ85Key + 16, '\0');  // a key file is one short line
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  std::string key = Trimmed(text);
+  if (!IsCurveKey(key)) return InvalidArgument(path + " does not hold a CurveZMQ key");
+  return key;
+}
+
+// Receives every part of one message (at most kMaxZapFrames are kept).
+std::vector<std::string> ReceiveParts(void* socket) {
+  std::vector<std::string> parts;
+  int more = 1;
+  while (more) {
+    zmq_msg_t msg;
+    zmq_msg_init(&msg);
+    if (zmq_msg_recv(&msg, socket, 0) < 0) {
+      zmq_msg_close(&msg);
+      break;
+    }
+    if (parts.size() < kMaxZapFrames)
+      parts.emplace_back(static_cast<const char*>(zmq_msg_data(&msg)), zmq_msg_size(&msg));
+    more = zmq_msg_more(&msg);
+    zmq_msg_close(&msg);
+  }
+  return parts;
+}
+
+}  // namespace
+
+bool IsCurveKey(std::string_view z85) {
+  if (z85.size() != kZ85Key) return false;
+  const std::string text(z85);
+  uint8_t raw[32];
+  return zmq_z85_decode(raw, text.c_str()) != nullptr;
+}
+
+Result<CurveKeyPair> NewCurveKeyPair() {
+  char pub[kZ85Key + 1], sec[kZ85Key + 1];
+  if (zmq_curve_keypair(pub, sec) != 0)
+    return Unsupported("this libzmq cannot make CURVE keys: " + std::string(zmq_strerror(errno)));
+  return CurveKeyPair{pub, sec};
+}
+
+Status WriteCurveKeyPair(const CurveKeyPair& keys, const std::string& prefix) {
+  if (!IsCurveKey(keys.public_key) || !IsCurveKey(keys.secret_key))
+    return InvalidArgument("not a CurveZMQ key pair");
+  if (Status s = WriteNew(prefix + ".key", keys.secret_key, 0600); !s.ok()) return s;
+  return WriteNew(prefix + ".pub", keys.public_key, 0644);
+}
+
+Result<CurveKeyPair> ReadCurveKeyPair(const std::string& prefix) {
+  auto pub = ReadKeyFile(prefix + ".pub");
+  if (!pub.ok()) return pub.status();
+  auto sec = ReadKeyFile(prefix + ".key");
+  if (!sec.ok()) return sec.status();
+  char derived[kZ85Key + 1];
+  if (zmq_curve_public(derived, sec->c_str()) != 0 || *pub != derived)
+    return InvalidArgument(prefix + ".pub is not the public key of " + prefix + ".key");
+  return CurveKeyPair{std::move(*pub), std::move(*sec)};
+}
+
+std::string CurvePeer::UserId() const {
+  switch (role) {
+    case Role::kAdmin:
+      return "admin";
+    case Role::kEngine:
+      return "engine";
+    case Role::kNode:
+      return "node:" + node_id;
+  }
+  return "";
+}
+
+std::optional<CurvePeer> ParseUserId(std::string_view user_id) {
+  if (user_id == "admin") return CurvePeer{Role::kAdmin, ""};
+  if (user_id == "engine") return CurvePeer{Role::kEngine, ""};
+  if (user_id.starts_with("node:") && user_id.size() > 5)
+    return CurvePeer{Role::kNode, std::string(user_id.substr(5))};
+  return std::nullopt;
+}
+
+Result<CurveAllowList> CurveAllowList::Parse(std::string_view text) {
+  CurveAllowList list;
+  std::istringstream lines{std::string(text)};
+  std::string line;
+  for (int n = 1; std::getline(lines, line); ++n) {
+    line = Trimmed(WithoutComment(line));
+    if (line.empty()) continue;
+    std::istringstream words(line);
+    std::string role, key, node_id, extra;
+    words >> role >> key >> node_id >> extra;
+    const auto where = "allow-list line " + std::to_string(n) + ": ";
+    if (!IsCurveKey(key)) return InvalidArgument(where + "no CurveZMQ public key");
+    if (!extra.empty()) return InvalidArgument(where + "too many words");
+    CurvePeer peer;
+    if (role == "admin") {
+      peer.role = Role::kAdmin;
+    } else if (role == "engine") {
+      peer.role = Role::kEngine;
+    } else if (role == "node") {
+      peer.role = Role::kNode;
+      if (node_id.empty()) return InvalidArgument(where + "a node key names its node id");
+      peer.node_id = node_id;
+    } else {
+      return InvalidArgument(where + "role '" + role + "' is not admin, engine or node");
+    }
+    if (peer.role != Role::kNode && !node_id.empty())
+      return InvalidArgument(where + "only a node key names a node id");
+    if (!list.peers_.emplace(key, peer).second)
+      return InvalidArgument(where + "the key is listed twice");
+  }
+  return list;
+}
+
+Result<CurveAllowList> CurveAllowList::Load(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return NotFound("cannot read allow-list " + path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return Parse(text.str());
+}
+
+const CurvePeer* CurveAllowList::Find(const std::string& public_key) const {
+  auto it = peers_.find(public_key);
+  return it == peers_.end() ? nullptr : &it->second;
+}
+
+Result<std::unique_ptr<ZapHandler>> ZapHandler::Start(void* zmq_context, CurveAllowList allowed) {
+  void* socket = zmq_socket(zmq_context, ZMQ_REP);
+  if (!socket) return IoError(std::string("ZAP socket: ") + zmq_strerror(errno));
+  if (zmq_bind(socket, kZapEndpoint) != 0) {
+    Status s = IoError(std::string("bind the ZAP handler: ") + zmq_strerror(errno));
+    zmq_close(socket);
+    return s;
+  }
+  std::unique_ptr<ZapHandler> handler(new ZapHandler(socket, std::move(allowed)));
+  handler->thread_ = std::thread([h = handler.get()] { h->Serve(); });
+  return handler;
+}
+
+ZapHandler::ZapHandler(void* socket, CurveAllowList allowed)
+    : socket_(socket), allowed_(std::move(allowed)) {}
+
+ZapHandler::~ZapHandler() {
+  stopping_ = true;
+  if (thread_.joinable()) thread_.join();
+  const int linger = 0;
+  zmq_setsockopt(socket_, ZMQ_LINGER, &linger, sizeof linger);
+  zmq_close(socket_);
+}
+
+void ZapHandler::Serve() {
+  while (!stopping_) {
+    zmq_pollitem_t item{socket_, 0, ZMQ_POLLIN, 0};
+    if (zmq_poll(&item, 1, kPollMs) <= 0) continue;
+    const std::vector<std::string> request = ReceiveParts(socket_);
+    // Request: version, request id, domain, address, routing id, mechanism,
+    // credentials (CURVE: the client's 32-byte public key).
+    std::string code = "400", text = "key not allowed", user_id;
+    if (request.size() == 7 && request[0] == "1.0" && request[5] == "CURVE" &&
+        request[6].size() == 32) {
+      char z85[kZ85Key + 1];
+      zmq_z85_encode(z85, reinterpret_cast<const uint8_t*>(request[6].data()), 32);
+      if (const CurvePeer* peer = allowed_.Find(z85)) {
+        code = "200";
+        text = "OK";
+        user_id = peer->UserId();
+      }
+    }
+    (code == "200" ? admitted_ : refused_)++;
+    const std::string request_id = request.size() > 1 ? request[1] : "";
+    const std::string reply[] = {"1.0", request_id, code, text, user_id, ""};
+    for (size_t i = 0; i < 6; ++i)
+      zmq_send(socket_, reply[i].data(), reply[i].size(), i + 1 < 6 ? ZMQ_SNDMORE : 0);
+  }
+}
+
+ZapHandler::Counters ZapHandler::counters() const { return {admitted_, refused_}; }
+
+}  // namespace pikv
