@@ -37,6 +37,9 @@ pikv::Config NodeConfig() {
             "How long a local client may hold a lent object or reserved space");
   c.Declare("redis", K::kString, "", "Redis host:port for the shared tier (empty: none)");
   c.Declare("redis-namespace", K::kString, "default", "Key namespace in Redis");
+  c.Declare("redis-password", K::kSecret, "",
+            "Redis password, sent with AUTH (prefer PIKV_REDIS_PASSWORD or the config file: "
+            "a flag shows in ps)");
   c.Declare("redis-ttl", K::kDuration, "0s", "Time before Redis expires an object (0s = never)");
   c.Declare("workers", K::kInt, "2", "Worker threads for local requests (disk, Redis, puts)");
   c.Declare("pull-workers", K::kInt, "2", "Threads for P2P pulls (they wait on peers)");
@@ -96,6 +99,7 @@ int main(int argc, char** argv) {
       return 2;
     }
     remote->key_namespace = config.String("redis-namespace");
+    remote->password = config.String("redis-password");
     remote->ttl_seconds = static_cast<uint32_t>(config.Duration("redis-ttl").count() / 1000);
     options.storage.remote = *remote;
   }

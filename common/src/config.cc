@@ -55,6 +55,7 @@ Status Config::Check(const std::string& key, const Entry& e,
   for (const auto& v : values) {
     switch (e.kind) {
       case Kind::kString:
+      case Kind::kSecret:
       case Kind::kList:
         break;
       case Kind::kSize:
@@ -192,6 +193,7 @@ std::string Config::Print() const {
     const Entry& e = At(key);
     std::string value;
     for (size_t i = 0; i < e.values.size(); ++i) value += (i ? "," : "") + e.values[i];
+    if (e.kind == Kind::kSecret && !value.empty()) value = "(set, not shown)";
     out << key << ": " << (value.empty() ? "''" : value) << "    # " << SourceName(e.source)
         << "\n";
   }

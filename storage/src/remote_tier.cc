@@ -80,6 +80,19 @@ Status RemoteTier::ConnectLocked() {
   }
   redisSetTimeout(c, ToTimeval(options_.io_timeout));
   redisEnableKeepAlive(c);
+  if (!options_.password.empty()) {
+    auto* reply = static_cast<redisReply*>(
+        redisCommand(c, "AUTH %b", options_.password.data(), options_.password.size()));
+    const bool refused = !reply || reply->type == REDIS_REPLY_ERROR;
+    // The reply names no password; say what Redis said, never what was sent.
+    std::string why = !reply ? std::string(c->errstr) : refused ? reply->str : "";
+    if (reply) freeReplyObject(reply);
+    if (refused) {
+      redisFree(c);
+      return Unavailable("Redis " + options_.host + ":" + std::to_string(options_.port) +
+                         " refused the password: " + why);
+    }
+  }
   ctx_ = c;
   spdlog::info("remote tier: connected to Redis {}:{}", options_.host, options_.port);
   return Status::Ok();

@@ -16,7 +16,8 @@ TEST(DaemonCliTest, TheDaemonsPrintTheirEffectiveConfiguration) {
   testing::TempDir dir;
   const std::string file = dir.str() + "/node.yaml";
   std::ofstream(file)
-      << "cpu-capacity: 8GiB\nendpoint: [tcp://0.0.0.0:7400]\nheartbeat-interval: 500ms\n";
+      << "cpu-capacity: 8GiB\nendpoint: [tcp://0.0.0.0:7400]\nheartbeat-interval: 500ms\n"
+      << "redis-password: not-for-logs\n";
   setenv("PIKV_HEARTBEAT_INTERVAL", "2s", 1);
   testing::ChildProcess node(testing::BinaryPath("pikv-node"),
                              {"--config", file, "--workers", "4", "--print-config"});
@@ -28,6 +29,8 @@ TEST(DaemonCliTest, TheDaemonsPrintTheirEffectiveConfiguration) {
   EXPECT_NE(out.find("heartbeat-interval: 2s    # env"), std::string::npos) << out;
   EXPECT_NE(out.find("workers: 4    # flag"), std::string::npos) << out;
   EXPECT_NE(out.find("disk-capacity: 16GiB    # default"), std::string::npos) << out;
+  EXPECT_NE(out.find("redis-password: (set, not shown)    # file"), std::string::npos) << out;
+  EXPECT_EQ(out.find("not-for-logs"), std::string::npos) << out;
   testing::ChildProcess bad(testing::BinaryPath("pikv-controller"), {"--dead-after", "soon"});
   EXPECT_EQ(bad.Wait(std::chrono::seconds(10)), 2);
 }

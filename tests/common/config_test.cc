@@ -45,6 +45,20 @@ TEST(ConfigTest, FlagsBeatEnvBeatFileBeatDefaults) {
   EXPECT_NE(printed.find("node-id: from-flag    # flag"), std::string::npos);
 }
 
+TEST(ConfigTest, ASecretIsReadLikeAStringButNeverPrinted) {
+  Config c = Sample();
+  c.Declare("redis-password", K::kSecret, "", "");
+  EXPECT_NE(c.Print().find("redis-password: ''    # default"), std::string::npos);
+  ASSERT_TRUE(c.LoadEnv([](const char* name) -> const char* {
+                 return std::string(name) == "PIKV_REDIS_PASSWORD" ? "hunter2-xyz" : nullptr;
+               }).ok());
+  EXPECT_EQ(c.String("redis-password"), "hunter2-xyz");
+  const std::string printed = c.Print();
+  EXPECT_EQ(printed.find("hunter2-xyz"), std::string::npos) << printed;
+  EXPECT_NE(printed.find("redis-password: (set, not shown)    # env"), std::string::npos)
+      << printed;
+}
+
 TEST(ConfigTest, HumanUnitsAndLists) {
   Config c = Sample();
   ASSERT_TRUE(

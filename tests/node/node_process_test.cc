@@ -247,6 +247,34 @@ TEST_F(NodeProcessTest, KeepsServingWithRedisDeadAndRecoversWhenItReturns) {
   EXPECT_EQ(StopWithSigterm(), 0);
 }
 
+// A node given Redis's password (here by PIKV_REDIS_PASSWORD, as a
+// deployment should: a flag would show in ps) writes through to a Redis that
+// requires it (that it is never printed: DaemonCliTest).
+TEST_F(NodeProcessTest, WritesThroughToAPasswordProtectedRedis) {
+  testing::RedisServer redis;
+  {
+    std::string out;
+    launch::ChildProcess cli("redis-cli", {"-p", std::to_string(redis.port()), "CONFIG", "SET",
+                                           "requirepass", "node pass 1"});
+    while (auto line = cli.ReadLine(kTimeout)) out += *line;
+    ASSERT_EQ(cli.Wait(kTimeout), 0) << out;
+  }
+  auto args = Args();
+  args.insert(args.end(), {"--redis", redis.address()});
+  setenv("PIKV_REDIS_PASSWORD", "node pass 1", 1);
+  node_ = StartNode(args);
+  unsetenv("PIKV_REDIS_PASSWORD");
+  NodeClient client(node_.tcp, kTimeout);
+  auto stat = [&](const char* name) { return std::get<int64_t>(client.Stats()->at(name)); };
+  auto o = MakeObject(23, 64 << 10);
+  ASSERT_TRUE((*client.Put({&o.key, 1}, {&o.bytes, 1}))[0].ok());
+  for (int i = 0; i < 100 && stat("remote.admits") < 1; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(stat("remote.admits"), 1);
+  EXPECT_EQ(stat("remote.errors"), 0);
+  EXPECT_EQ(StopWithSigterm(), 0);
+}
+
 TEST(NodeClientTest, DeadNodeIsUnavailableWithinTheDeadline) {
   int port = testing::FreePort();
   NodeClient client("tcp://127.0.0.1:" + std::to_string(port), std::chrono::milliseconds(200));

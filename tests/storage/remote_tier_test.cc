@@ -117,6 +117,37 @@ TEST_F(RemoteTierTest, APoisonedValueIsAMissAndDeleted) {
   freeReplyObject(r);
 }
 
+// A Redis that requires a password serves a tier that sends the right one;
+// a wrong or missing one is a clear error (the tier degrades, nothing
+// crashes), and no error message repeats the password that was sent.
+TEST_F(RemoteTierTest, APasswordProtectedRedisServesOnlyTheRightPassword) {
+  freeReplyObject(Raw({"CONFIG", "SET", "requirepass", "right pass"}));
+  auto o = MakeObject(6, 4096);
+  RemoteTierOptions opt;
+  opt.port = redis_->port();
+  opt.key_namespace = "t";
+  opt.io_timeout = std::chrono::milliseconds(500);
+  opt.password = "right pass";
+  RemoteTier right(opt, nullptr);
+  ASSERT_TRUE(right.Put(o.key, o.bytes).ok());
+  auto got = right.Get(o.key);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->size(), o.bytes.size());
+
+  opt.password = "pw-never-echoed";
+  RemoteTier wrong(opt, nullptr);
+  Status s = wrong.Put(o.key, o.bytes);
+  EXPECT_EQ(s.code(), ErrorCode::kUnavailable) << s.ToString();
+  EXPECT_NE(s.message().find("refused the password"), std::string::npos) << s.ToString();
+  EXPECT_EQ(s.message().find("pw-never-echoed"), std::string::npos) << s.ToString();
+  EXPECT_FALSE(wrong.Get(o.key).ok());
+
+  opt.password.clear();
+  RemoteTier none(opt, nullptr);
+  EXPECT_FALSE(none.Put(o.key, o.bytes).ok());
+  EXPECT_FALSE(none.Get(o.key).ok());
+}
+
 // The shared tier's registry entry is cleared by whichever node's delete
 // runs: a node that finds the key already gone (another node deleted it, or
 // Redis dropped it) still reports it absent, or a stale "in Redis" entry that

@@ -8,7 +8,7 @@
 // human units (64GiB), durations too (500ms); lists are YAML sequences or
 // comma-separated in the environment. The environment variable of key
 // `cpu-capacity` is PIKV_CPU_CAPACITY. Print() shows each effective value and
-// where it came from.
+// where it came from (a secret only as set or not).
 // Thread-safety: fill it before starting threads; reads are const.
 #pragma once
 
@@ -29,7 +29,8 @@ namespace pikv {
 
 class Config {
  public:
-  enum class Kind { kString, kSize, kDuration, kInt, kBool, kList };
+  // kSecret: a string Print() never shows (a password).
+  enum class Kind { kString, kSecret, kSize, kDuration, kInt, kBool, kList };
   enum class Source { kDefault, kFile, kEnv, kFlag };
 
   void Declare(const std::string& key, Kind kind, const std::string& default_value,

@@ -31,6 +31,7 @@ struct RemoteTierOptions {
   std::string host = "127.0.0.1";
   int port = 6379;
   std::string key_namespace = "default";  // separates clusters sharing one Redis
+  std::string password;                   // sent with AUTH on every connection (empty: none)
   uint32_t ttl_seconds = 0;               // 0 = no expiry
   // Objects larger than this are stored as parts of at most this size; keep
   // it under the server's proto-max-bulk-len.
