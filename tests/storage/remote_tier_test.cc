@@ -91,30 +91,24 @@ TEST_F(RemoteTierTest, TtlIsApplied) {
   freeReplyObject(r);
 }
 
-TEST_F(RemoteTierTest, CorruptValueIsAMissAndDeleted) {
+// A value whose bytes do not verify, or a well-formed object filed under a
+// key its content does not hash to (here: another chunk's tokens): a miss,
+// counted, and deleted.
+TEST_F(RemoteTierTest, ACorruptOrPoisonedValueIsAMissAndDeleted) {
   auto o = MakeObject(4, 4096);
-  std::string bad(reinterpret_cast<const char*>(o.bytes.data()), o.bytes.size());
-  bad[bad.size() - 1] ^= 0x10;
-  freeReplyObject(Raw({"SET", tier_->RedisKey(o.key), bad}));
-  EXPECT_EQ(tier_->Get(o.key).code(), ErrorCode::kNotFound);
-  EXPECT_EQ(tier_->Stats().corruptions, 1u);
-  redisReply* r = Raw({"EXISTS", tier_->RedisKey(o.key)});
-  EXPECT_EQ(r->integer, 0);
-  freeReplyObject(r);
-}
-
-// A well-formed object filed under a key its content does not hash to (here:
-// another chunk's tokens) is as good as corrupt: a miss, and deleted.
-TEST_F(RemoteTierTest, APoisonedValueIsAMissAndDeleted) {
-  auto o = MakeObject(5, 4096);
+  std::string corrupt(reinterpret_cast<const char*>(o.bytes.data()), o.bytes.size());
+  corrupt[corrupt.size() - 1] ^= 0x10;
   SharedBuffer poisoned = testing::Rebuilt(o.bytes.span(), [](ChunkHeader& h) { h.tokens[0]++; });
-  std::string bad(reinterpret_cast<const char*>(poisoned.data()), poisoned.size());
-  freeReplyObject(Raw({"SET", tier_->RedisKey(o.key), bad}));
-  EXPECT_EQ(tier_->Get(o.key).code(), ErrorCode::kNotFound);
-  EXPECT_EQ(tier_->Stats().corruptions, 1u);
-  redisReply* r = Raw({"EXISTS", tier_->RedisKey(o.key)});
-  EXPECT_EQ(r->integer, 0);
-  freeReplyObject(r);
+  const std::string bad_values[] = {
+      corrupt, std::string(reinterpret_cast<const char*>(poisoned.data()), poisoned.size())};
+  for (const std::string& bad : bad_values) {
+    freeReplyObject(Raw({"SET", tier_->RedisKey(o.key), bad}));
+    EXPECT_EQ(tier_->Get(o.key).code(), ErrorCode::kNotFound);
+    redisReply* r = Raw({"EXISTS", tier_->RedisKey(o.key)});
+    EXPECT_EQ(r->integer, 0);
+    freeReplyObject(r);
+  }
+  EXPECT_EQ(tier_->Stats().corruptions, 2u);
 }
 
 // A Redis that requires a password serves a tier that sends the right one;
