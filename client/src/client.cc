@@ -341,14 +341,19 @@ Status Client::CheckIsChunk(std::span<const uint8_t> object, const ChunkPlan& ch
   return Status::Ok();
 }
 
-Result<ChunkHeader> Client::MakeHeader(const ChunkKey& key, std::span<const int32_t> tokens,
-                                       int64_t virtual_start, const ChunkKey* sys_key) const {
-  const KeyNamespace ns = Namespace(sys_key);
+Result<KeyNamespace> Client::NamespaceOfKey(const ChunkKey& key, std::span<const int32_t> tokens,
+                                            const ChunkKey* sys_key) const {
+  KeyNamespace ns = Namespace(sys_key);
   if (MakeChunkKey(ns, tokens) != key) {
     return InvalidArgument("key " + key.Hex() +
                            " is not these tokens' key in this client's namespace" +
                            (sys_key ? " after that system prompt" : ""));
   }
+  return ns;
+}
+
+ChunkHeader Client::MakeHeader(const ChunkKey& key, const KeyNamespace& ns,
+                               std::span<const int32_t> tokens, int64_t virtual_start) const {
   ChunkHeader h;
   h.key = key;
   h.model_id = options_.model_id;
@@ -446,12 +451,12 @@ std::future<Status> Client::StoreObject(const ChunkKey& key, size_t size, const 
 Status Client::Store(const ChunkKey& key, std::span<const int32_t> tokens, int64_t virtual_start,
                      std::span<const uint8_t> payload, SharedBuffer* object_out,
                      const ChunkKey* sys_key) {
-  auto header = MakeHeader(key, tokens, virtual_start, sys_key);
-  if (!header.ok()) {
+  auto ns = NamespaceOfKey(key, tokens, sys_key);
+  if (!ns.ok()) {
     stats_.store_failures++;
-    return header.status();
+    return ns.status();
   }
-  const ChunkHeader& h = *header;
+  const ChunkHeader h = MakeHeader(key, *ns, tokens, virtual_start);
   const size_t size = ChunkHeaderSize(h) + payload.size();
   if (object_out) {  // the engine keeps the object: built on the heap, put by copy
     std::vector<uint8_t> bytes(size);
@@ -474,12 +479,12 @@ Status Client::Store(const ChunkKey& key, std::span<const int32_t> tokens, int64
 std::future<Status> Client::StoreAsync(const ChunkKey& key, std::vector<int32_t> tokens,
                                        int64_t virtual_start, SharedBuffer payload,
                                        const ChunkKey* sys_key) {
-  auto header = MakeHeader(key, tokens, virtual_start, sys_key);
-  if (!header.ok()) {
+  auto ns = NamespaceOfKey(key, tokens, sys_key);
+  if (!ns.ok()) {
     stats_.store_failures++;
-    return Ready(header.status());
+    return Ready(ns.status());
   }
-  const ChunkHeader& h = *header;
+  const ChunkHeader h = MakeHeader(key, *ns, tokens, virtual_start);
   return StoreObject(
       key, ChunkHeaderSize(h) + payload.size(),
       [&](std::span<uint8_t> out, bool checksum, const WrittenFn& written) {
@@ -515,16 +520,16 @@ std::future<Status> Client::StoreFromCache(const ChunkKey& key, std::span<const 
   if (slots.size() != tokens.size())
     return fail(InvalidArgument("one slot per token: " + std::to_string(tokens.size()) +
                                 " tokens, " + std::to_string(slots.size()) + " slots"));
-  auto header = MakeHeader(key, tokens, virtual_start, sys_key);
-  if (!header.ok()) return fail(header.status());
+  auto ns = NamespaceOfKey(key, tokens, sys_key);
+  if (!ns.ok()) return fail(ns.status());
   device::GatherSpec spec;
   spec.key = key;
   spec.model_id = options_.model_id;
   spec.tokens.assign(tokens.begin(), tokens.end());
   spec.k_form = KForm::kRotated;
   spec.virtual_start = virtual_start;
-  spec.attention_mode = header->attention_mode;
-  spec.sys_key = header->sys_key;
+  spec.attention_mode = ns->attention_mode;
+  spec.sys_key = ns->sys_key;
   spec.threads = options_.store_threads;
   auto size = device::GatherSize(cache, slots, options_.rope, spec);
   if (!size.ok()) return fail(size.status());

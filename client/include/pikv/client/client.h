@@ -169,10 +169,13 @@ class Client {
   KeyNamespace Namespace(const ChunkKey* sys_key) const;
   Status CheckLayout(const device::PagedLayout& cache) const;
   Status Put(const ChunkKey& key, const SharedBuffer& object);
-  // The object header of a chunk this client stores; InvalidArgument when
-  // `key` is not the chunk's key in this client's namespace.
-  Result<ChunkHeader> MakeHeader(const ChunkKey& key, std::span<const int32_t> tokens,
-                                 int64_t virtual_start, const ChunkKey* sys_key) const;
+  // The namespace a stored chunk's key was made in (this client's, after
+  // `sys_key`); InvalidArgument when `key` is not KeyOf(tokens, sys_key).
+  Result<KeyNamespace> NamespaceOfKey(const ChunkKey& key, std::span<const int32_t> tokens,
+                                      const ChunkKey* sys_key) const;
+  // The object header of a chunk this client stores.
+  ChunkHeader MakeHeader(const ChunkKey& key, const KeyNamespace& ns,
+                         std::span<const int32_t> tokens, int64_t virtual_start) const;
   // InvalidArgument unless `object` is `chunk`'s, in this client's namespace
   // and geometry (checked before anything is remapped from it).
   Status CheckIsChunk(std::span<const uint8_t> object, const ChunkPlan& chunk) const;
