@@ -13,6 +13,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   now += 1ms;
   if (++count % 64 == 0) handler.Tick(now);
   const std::string identity = "peer-" + std::to_string(size % 8);
-  handler.Handle(identity, {data, size}, size % 5 == 0 ? 1 : 0, now);
+  handler.Handle(identity, nullptr, {data, size}, size % 5 == 0 ? 1 : 0, now);
   return 0;
 }

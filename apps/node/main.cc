@@ -55,6 +55,11 @@ pikv::Config NodeConfig() {
             "Host name reported to the controller (default: this machine's)");
   c.Declare("http", K::kString, "",
             "host:port for /metrics and /healthz (empty: off; port 0: any)");
+  c.Declare("curve-key", K::kString, "",
+            "This process's CurveZMQ key pair, PREFIX.pub and PREFIX.key (pikv keygen); with "
+            "curve-keyring it turns security on (docs/security.md)");
+  c.Declare("curve-keyring", K::kString, "",
+            "The cluster's public keys by role: who may connect, and the servers' keys");
   c.Declare("log-level", K::kString, "info", "trace, debug, info, warn, error");
   return c;
 }
@@ -128,6 +133,13 @@ int main(int argc, char** argv) {
   options.pull_stream_frame = config.Size("pull-stream-frame");
   options.zero_copy.enabled = config.Bool("zero-copy");
   options.zero_copy.lease_ttl = config.Duration("lease-ttl");
+  auto security =
+      pikv::CurveSecurity::Load(config.String("curve-key"), config.String("curve-keyring"));
+  if (!security.ok()) {
+    spdlog::error("pikv-node: {}", security.status().ToString());
+    return 2;
+  }
+  options.security = *security;
 
   // Large request frames are malloc'd by ZeroMQ; keep freed ones in the heap
   // instead of returning them to the kernel, so steady-state puts do not page

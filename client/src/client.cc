@@ -22,6 +22,18 @@ std::chrono::milliseconds Left(Clock::time_point deadline) {
                   std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
 }
 
+// The keys to dial `endpoint`: node `node_id`'s, or the controller's when
+// node_id is null. nullopt when none are needed (security off, ipc) or the
+// keyring lacks them: that server then refuses the connection, a miss
+// (CheckClientSecurity catches a missing local node or controller key).
+std::optional<CurveClientKeys> CurveFor(const ClientOptions& o, const std::string& endpoint,
+                                        const std::string* node_id) {
+  if (!o.security || !UsesCurve(endpoint)) return std::nullopt;
+  auto keys = node_id ? o.security->ForNode(*node_id) : o.security->ForController();
+  if (!keys.ok()) return std::nullopt;
+  return std::move(*keys);
+}
+
 }  // namespace
 
 std::string_view SourceName(Source s) {
@@ -48,16 +60,32 @@ struct Client::Connections {
   Clock::time_point zero_copy_retry{};
 };
 
+Status CheckClientSecurity(const ClientOptions& o) {
+  if (!o.security) return Status::Ok();
+  if (UsesCurve(o.local_node)) {
+    if (o.local_node_id.empty())
+      return InvalidArgument("security on with a tcp local node needs local-node-id");
+    if (auto keys = o.security->ForNode(o.local_node_id); !keys.ok()) return keys.status();
+  }
+  if (UsesCurve(o.controller)) {
+    if (auto keys = o.security->ForController(); !keys.ok()) return keys.status();
+  }
+  return Status::Ok();
+}
+
 Client::Client(ClientOptions options)
     : options_(std::move(options)), conn_(std::make_unique<Connections>()) {
   if (!options_.local_node.empty()) {
-    conn_->local = std::make_unique<rpc::NodeClient>(options_.local_node, options_.node_timeout);
+    conn_->local = std::make_unique<rpc::NodeClient>(
+        options_.local_node, options_.node_timeout, WireLimits{},
+        CurveFor(options_, options_.local_node, &options_.local_node_id));
     conn_->local->set_stream_frame(options_.stream_frame);
     if (options_.zero_copy) conn_->zero_copy_path = ZeroCopySocketFor(options_.local_node);
   }
   if (!options_.controller.empty()) {
     conn_->controller =
-        std::make_unique<rpc::AdminClient>(options_.controller, options_.controller_timeout);
+        std::make_unique<rpc::AdminClient>(options_.controller, options_.controller_timeout,
+                                           CurveFor(options_, options_.controller, nullptr));
   }
 }
 
@@ -232,7 +260,9 @@ std::vector<Result<SharedBuffer>> Client::Fetch(Plan& plan) {
     } else {
       auto& peer = conn_->peers[endpoint];
       if (!peer) {
-        peer = std::make_unique<rpc::NodeClient>(endpoint, Left(deadline));
+        peer = std::make_unique<rpc::NodeClient>(
+            endpoint, Left(deadline), WireLimits{},
+            CurveFor(options_, endpoint, &plan.chunks[idx.front()].peer_id));
         peer->set_stream_frame(options_.stream_frame);
       }
       peer->set_timeout(Left(deadline));
@@ -399,11 +429,12 @@ std::future<Status> Ready(Status s) {
 
 // A put on a connection of its own, so that it is safe beside the client's calls.
 std::future<Status> PutInBackground(std::string endpoint, std::chrono::milliseconds timeout,
-                                    uint64_t stream_frame, ChunkKey key, SharedBuffer object) {
+                                    std::optional<CurveClientKeys> curve, uint64_t stream_frame,
+                                    ChunkKey key, SharedBuffer object) {
   return std::async(std::launch::async,
-                    [endpoint = std::move(endpoint), timeout, stream_frame, key,
-                     object = std::move(object)]() -> Status {
-                      rpc::NodeClient node(endpoint, timeout);
+                    [endpoint = std::move(endpoint), timeout, curve = std::move(curve),
+                     stream_frame, key, object = std::move(object)]() -> Status {
+                      rpc::NodeClient node(endpoint, timeout, WireLimits{}, curve);
                       node.set_stream_frame(stream_frame);
                       auto put = node.Put({&key, 1}, {&object, 1});
                       return put.ok() ? (*put)[0] : put.status();
@@ -444,8 +475,9 @@ std::future<Status> Client::StoreObject(const ChunkKey& key, size_t size, const 
   if (!async) return Ready(Put(key, object));
   if (options_.local_node.empty()) return fail(Unavailable("no local node to store into"));
   stats_.stores++;  // counted when handed off; the future says whether it landed
-  return PutInBackground(options_.local_node, options_.node_timeout, options_.stream_frame, key,
-                         std::move(object));
+  return PutInBackground(options_.local_node, options_.node_timeout,
+                         CurveFor(options_, options_.local_node, &options_.local_node_id),
+                         options_.stream_frame, key, std::move(object));
 }
 
 Status Client::Store(const ChunkKey& key, std::span<const int32_t> tokens, int64_t virtual_start,

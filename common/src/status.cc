@@ -28,6 +28,8 @@ std::string_view ErrorCodeName(ErrorCode code) {
       return "unsupported";
     case ErrorCode::kInternal:
       return "internal";
+    case ErrorCode::kPermissionDenied:
+      return "permission_denied";
     case ErrorCode::kProtocol:
       return "protocol";
   }

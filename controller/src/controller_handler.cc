@@ -25,17 +25,45 @@ std::vector<ControllerHandler::Outgoing> ControllerHandler::Reject(const std::st
 }
 
 std::vector<ControllerHandler::Outgoing> ControllerHandler::Handle(const std::string& identity,
+                                                                   const CurvePeer* sender,
                                                                    std::span<const uint8_t> header,
                                                                    size_t payload_frames,
                                                                    Clock::time_point now) {
   auto decoded = DecodeHeader(header, limits_);
   if (!decoded.ok()) return Reject(identity, nullptr, decoded.status());
   const Header& h = *decoded;
+  if (Status allowed = Authorize(sender, h); !allowed.ok()) {
+    spdlog::warn("controller: refused {} from {}: {}", MsgTypeName(h.type), sender->UserId(),
+                 allowed.message());
+    return Reject(identity, &h, allowed);
+  }
   if (payload_frames > 0)
     return Reject(identity, &h, InvalidArgument("the controller takes no payload frames"));
   std::vector<Outgoing> out;
   Apply(identity, h, now, out);
   return out;
+}
+
+Status ControllerHandler::Authorize(const CurvePeer* sender, const Header& h) {
+  switch (h.type) {
+    case MsgType::kRegister:
+    case MsgType::kHeartbeat:
+    case MsgType::kEvents:
+    case MsgType::kInventory:
+    case MsgType::kDeregister: {
+      const std::string node_id = FieldString(h.fields, "node_id");
+      if (MaySpeakForNode(sender, node_id)) return Status::Ok();
+      return PermissionDenied("only node " + node_id + "'s key speaks for it");
+    }
+    case MsgType::kAdminClear:
+    case MsgType::kAdminPin:
+    case MsgType::kAdminUnpin:
+    case MsgType::kAdminEvict:
+      if (MayAdminister(sender)) return Status::Ok();
+      return PermissionDenied(std::string(MsgTypeName(h.type)) + " needs an admin key");
+    default:
+      return Status::Ok();  // locate and the read-only admin documents: any admitted key
+  }
 }
 
 void ControllerHandler::Apply(const std::string& identity, const Header& h, Clock::time_point now,

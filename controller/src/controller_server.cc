@@ -34,6 +34,7 @@ Result<std::vector<ChunkKey>> ParseKeyList(const std::string& list) {
 
 struct ControllerServer::Loop {
   zmq::context_t context{1};
+  std::unique_ptr<ZapHandler> zap;  // outlives the router it admits peers to
   zmq::socket_t router{context, zmq::socket_type::router};
   std::atomic<bool> stopping{false};
   std::thread thread;
@@ -57,10 +58,17 @@ Result<std::unique_ptr<ControllerServer>> ControllerServer::Start(ControllerOpti
   server->state_ = std::make_unique<ClusterState>(options.lifecycle, epoch);
   server->handler_ = std::make_unique<ControllerHandler>(*server->state_, options.limits);
   auto loop = std::make_unique<Loop>();
+  const bool secure = options.security && UsesCurve(options.endpoint);
+  if (secure) {
+    auto zap = ZapHandler::Start(loop->context.handle(), options.security->keyring);
+    if (!zap.ok()) return zap.status();
+    loop->zap = std::move(*zap);
+  }
   try {
     loop->router.set(zmq::sockopt::linger, 0);
     loop->router.set(zmq::sockopt::maxmsgsize,
                      static_cast<int64_t>(options.limits.max_header_bytes * 2));
+    ServeCurve(loop->router.handle(), secure ? options.security.get() : nullptr);
     loop->router.bind(options.endpoint);
     server->endpoint_ = loop->router.get(zmq::sockopt::last_endpoint);
   } catch (const zmq::error_t& e) {
@@ -110,7 +118,10 @@ Result<std::unique_ptr<ControllerServer>> ControllerServer::Start(ControllerOpti
   }
   server->loop_ = std::move(loop);
   server->loop_->thread = std::thread([self] { self->Run(); });
-  spdlog::info("controller epoch {} on {}", epoch, server->endpoint_);
+  spdlog::info("controller epoch {} on {} ({})", epoch, server->endpoint_,
+               secure ? "CURVE: keyring of " + std::to_string(options.security->keyring.size()) +
+                            " keys"
+                      : "security off");
   return server;
 }
 
@@ -160,7 +171,10 @@ void ControllerServer::Serve() {
       if (frames.size() >= 2)
         header = {static_cast<const uint8_t*>(frames[1].data()), frames[1].size()};
       const size_t payloads = frames.size() > 2 ? frames.size() - 2 : 0;
-      for (const auto& o : handler_->Handle(identity, header, payloads, now))
+      std::optional<CurvePeer> peer;
+      const CurvePeer* sender =
+          frames.size() >= 2 ? SenderOf(frames[1].handle(), peer) : nullptr;
+      for (const auto& o : handler_->Handle(identity, sender, header, payloads, now))
         l.Send(o.identity, o.header, o.payloads);
     }
   }

@@ -1,6 +1,7 @@
 #include "pikv/node/node_server.h"
 
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -85,8 +86,24 @@ class JobQueue {
   bool closed_ = false;   // guarded by mu_
 };
 
+// Whether `sender` may send a request of `type`: changing what the node
+// holds for everyone (clear, delete, pin, unpin) is the admin's.
+Status Authorize(const CurvePeer* sender, MsgType type) {
+  switch (type) {
+    case MsgType::kClear:
+    case MsgType::kDelete:
+    case MsgType::kPin:
+    case MsgType::kUnpin:
+      if (MayAdminister(sender)) return Status::Ok();
+      return PermissionDenied(std::string(MsgTypeName(type)) + " needs an admin key");
+    default:
+      return Status::Ok();
+  }
+}
+
 struct NodeServer::Loop {
   zmq::context_t context{1};
+  std::unique_ptr<ZapHandler> zap;  // outlives the frontend it admits peers to
   zmq::socket_t frontend{context, zmq::socket_type::router};
   zmq::socket_t replies{context, zmq::socket_type::pull};
   zmq::socket_t pull_replies{context, zmq::socket_type::pull};
@@ -121,6 +138,14 @@ Result<std::unique_ptr<NodeServer>> NodeServer::Start(NodeOptions options) {
       return InvalidArgument("controller: " + ep.status().message());
   }
   if (options.node_id.empty()) options.node_id = HostName();
+  if (options.security && options.reporter) {
+    if (auto keys = options.security->ForController(); !keys.ok()) return keys.status();
+  }
+  if (options.security && !options.security->keyring.NodeKey(options.node_id))
+    return InvalidArgument("the keyring lists no key for this node, " + options.node_id);
+  if (options.security &&
+      *options.security->keyring.NodeKey(options.node_id) != options.security->own.public_key)
+    return InvalidArgument("the keyring lists another key for node " + options.node_id);
   std::unique_ptr<NodeServer> server(new NodeServer());
   server->options_ = options;
   storage::EventListener listener;
@@ -134,10 +159,16 @@ Result<std::unique_ptr<NodeServer>> NodeServer::Start(NodeOptions options) {
   PullOptions pull;
   if (options.reporter) pull.controller = options.reporter->controller;
   pull.stream_frame_bytes = options.pull_stream_frame;
+  pull.security = options.security;
   server->handler_ =
       std::make_unique<RequestHandler>(*server->storage_, options.node_id, std::move(pull));
 
   auto loop = std::make_unique<Loop>();
+  if (options.security) {
+    auto zap = ZapHandler::Start(loop->context.handle(), options.security->keyring);
+    if (!zap.ok()) return zap.status();
+    loop->zap = std::move(*zap);
+  }
   try {
     // A frame past twice the payload limit is cut off by ZeroMQ itself (the
     // peer is disconnected); up to that, the server answers kTooLarge.
@@ -152,8 +183,13 @@ Result<std::unique_ptr<NodeServer>> NodeServer::Start(NodeOptions options) {
     loop->frontend.set(zmq::sockopt::sndhwm,
                        static_cast<int>(2 * RequestHandler::kMaxStreamMessages));
     for (const auto& ep : options.endpoints) {
+      // ZeroMQ takes the mechanism at bind: CURVE for tcp, none for ipc,
+      // whose socket only this user may open (curve.h).
+      ServeCurve(loop->frontend.handle(), UsesCurve(ep) ? options.security.get() : nullptr);
       loop->frontend.bind(ep);
       server->endpoints_.push_back(loop->frontend.get(zmq::sockopt::last_endpoint));
+      if (const std::string& bound = server->endpoints_.back(); bound.starts_with("ipc://"))
+        chmod(bound.substr(6).c_str(), 0600);
     }
     loop->replies.bind(kRepliesEndpoint);
     loop->pull_replies.bind(kPullRepliesEndpoint);
@@ -173,6 +209,7 @@ Result<std::unique_ptr<NodeServer>> NodeServer::Start(NodeOptions options) {
   if (Status s = server->StartZeroCopy(); !s.ok()) return s;
   if (options.reporter) {
     ReporterOptions r = *options.reporter;
+    r.security = options.security;
     if (r.node_id.empty()) r.node_id = options.node_id;
     if (r.host.empty()) r.host = HostName();
     for (const auto& ep : server->endpoints_) {
@@ -213,8 +250,9 @@ Result<std::unique_ptr<NodeServer>> NodeServer::Start(NodeOptions options) {
         [self, i] { self->WorkerLoop(self->loop_->pulls, kPullRepliesEndpoint, i); });
   }
   server->loop_->server = std::thread([self] { self->ServeLoop(); });
-  spdlog::info("node {} serving on {} endpoint(s) with {} workers", options.node_id,
-               server->endpoints_.size(), options.workers);
+  spdlog::info("node {} serving on {} endpoint(s) with {} workers ({})", options.node_id,
+               server->endpoints_.size(), options.workers,
+               options.security ? "CURVE on tcp" : "security off");
   return server;
 }
 
@@ -268,6 +306,13 @@ std::optional<Message> NodeServer::Dispatch(std::vector<zmq::message_t>& frames)
   for (size_t i = 2; i < frames.size(); ++i) sizes.push_back(frames[i].size());
   if (Status limit = CheckPayloadLimits(sizes, options_.limits); !limit.ok())
     return handler_->Reject(&*header, limit);
+  std::optional<CurvePeer> peer_storage;
+  if (Status allowed = Authorize(SenderOf(frames[1].handle(), peer_storage), header->type);
+      !allowed.ok()) {
+    spdlog::warn("node: refused {} from {}: {}", MsgTypeName(header->type),
+                 peer_storage->UserId(), allowed.message());
+    return handler_->Reject(&*header, allowed);
+  }
   Message request{std::move(*header), {}};
   for (size_t i = 2; i < frames.size(); ++i)
     request.payloads.push_back(FromFrame(std::move(frames[i])));

@@ -2,18 +2,28 @@
 
 namespace pikv::node {
 
-PeerPool::Lease PeerPool::Acquire(const std::string& endpoint) {
+namespace {
+
+const std::string& ServerKey(const std::optional<CurveClientKeys>& curve) {
+  static const std::string kNone;
+  return curve ? curve->server_key : kNone;
+}
+
+}  // namespace
+
+PeerPool::Lease PeerPool::Acquire(const std::string& endpoint,
+                                  const std::optional<CurveClientKeys>& curve) {
   {
     std::lock_guard lock(mu_);
     for (auto it = idle_.begin(); it != idle_.end(); ++it) {
-      if ((*it)->endpoint() == endpoint) {
+      if ((*it)->endpoint() == endpoint && ServerKey((*it)->curve()) == ServerKey(curve)) {
         auto rpc = std::move(*it);
         idle_.erase(it);
         return Lease(this, std::move(rpc));
       }
     }
   }
-  return Lease(this, std::make_unique<RpcClient>(endpoint));
+  return Lease(this, std::make_unique<RpcClient>(endpoint, WireLimits{}, curve));
 }
 
 void PeerPool::Release(std::unique_ptr<RpcClient> rpc) {

@@ -40,7 +40,9 @@ class PeerPool {
     std::unique_ptr<RpcClient> rpc_;
   };
 
-  Lease Acquire(const std::string& endpoint);
+  // A connection to `endpoint`, over CURVE with `curve` keys if given; an
+  // idle one is reused only if it dials the same server key.
+  Lease Acquire(const std::string& endpoint, const std::optional<CurveClientKeys>& curve);
   size_t idle() const;
 
  private:

@@ -75,7 +75,16 @@ Message Puller::Pull(const Header& request, Clock::time_point deadline) {
   // 1. Where are the keys? Only the controller's answer names peers.
   std::vector<std::vector<LocatedCopy>> copies;
   {
-    auto controller = pool_.Acquire(options_.controller);
+    std::optional<CurveClientKeys> curve;
+    if (options_.security) {
+      auto keys = options_.security->ForController();
+      if (!keys.ok()) {
+        fail("controller: " + keys.status().ToString());
+        return reply;
+      }
+      curve = std::move(*keys);
+    }
+    auto controller = pool_.Acquire(options_.controller, curve);
     Message locate;
     locate.header.type = MsgType::kLocate;
     locate.header.keys = request.keys;
@@ -96,18 +105,24 @@ Message Puller::Pull(const Header& request, Clock::time_point deadline) {
 
   // 2. One source per key: the preferred peer if it holds the key, else the
   // cheapest node that does; never this node, never the shared tier (the
-  // node reads Redis itself on a get).
+  // node reads Redis itself on a get). With security on, only peers whose
+  // key the keyring lists (CURVE then proves they are who the controller
+  // says).
   const std::string preferred = FieldString(request.fields, "from");
   std::map<std::string, std::vector<size_t>> by_peer;
+  std::map<std::string, CurveClientKeys> peer_keys;  // by endpoint, when secure
   for (size_t i = 0; i < n; ++i) {
     const LocatedCopy* pick = nullptr;
     for (const LocatedCopy& c : copies[i]) {
       if (c.tier == TierKind::kRemote || c.node_id == node_id_) continue;
       if (!ParseTcpEndpoint(c.tcp).ok()) continue;
+      if (options_.security && !options_.security->keyring.NodeKey(c.node_id)) continue;
       if (!pick || c.tcp == preferred) pick = &c;
       if (c.tcp == preferred) break;
     }
-    if (pick) by_peer[pick->tcp].push_back(i);
+    if (!pick) continue;
+    by_peer[pick->tcp].push_back(i);
+    if (options_.security) peer_keys[pick->tcp] = *options_.security->ForNode(pick->node_id);
   }
 
   // 3. Fetch from each peer, verify and admit.
@@ -117,7 +132,9 @@ Message Puller::Pull(const Header& request, Clock::time_point deadline) {
       fail("deadline passed");
       break;
     }
-    auto peer = pool_.Acquire(endpoint);
+    std::optional<CurveClientKeys> curve;
+    if (auto it = peer_keys.find(endpoint); it != peer_keys.end()) curve = it->second;
+    auto peer = pool_.Acquire(endpoint, curve);
     Message get;
     get.header.type = MsgType::kGet;
     for (size_t i : idx) get.header.keys.push_back(request.keys[i]);

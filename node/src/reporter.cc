@@ -100,6 +100,10 @@ void Reporter::Report() {
   impl.socket.set(zmq::sockopt::linger, 500);  // let the deregister go out
   impl.socket.set(zmq::sockopt::reconnect_ivl, 100);
   impl.socket.set(zmq::sockopt::reconnect_ivl_max, 2000);
+  if (options_.security) {
+    if (auto keys = options_.security->ForController(); keys.ok())
+      DialCurve(impl.socket.handle(), *keys);
+  }
   impl.socket.connect(options_.controller);
 
   auto identity = [&](Header& h) {

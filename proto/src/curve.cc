@@ -118,6 +118,8 @@ std::string CurvePeer::UserId() const {
       return "engine";
     case Role::kNode:
       return "node:" + node_id;
+    case Role::kController:
+      return "controller";
   }
   return "";
 }
@@ -130,8 +132,8 @@ std::optional<CurvePeer> ParseUserId(std::string_view user_id) {
   return std::nullopt;
 }
 
-Result<CurveAllowList> CurveAllowList::Parse(std::string_view text) {
-  CurveAllowList list;
+Result<CurveKeyring> CurveKeyring::Parse(std::string_view text) {
+  CurveKeyring list;
   std::istringstream lines{std::string(text)};
   std::string line;
   for (int n = 1; std::getline(lines, line); ++n) {
@@ -140,7 +142,7 @@ Result<CurveAllowList> CurveAllowList::Parse(std::string_view text) {
     std::istringstream words(line);
     std::string role, key, node_id, extra;
     words >> role >> key >> node_id >> extra;
-    const auto where = "allow-list line " + std::to_string(n) + ": ";
+    const auto where = "keyring line " + std::to_string(n) + ": ";
     if (!IsCurveKey(key)) return InvalidArgument(where + "no CurveZMQ public key");
     if (!extra.empty()) return InvalidArgument(where + "too many words");
     CurvePeer peer;
@@ -152,8 +154,16 @@ Result<CurveAllowList> CurveAllowList::Parse(std::string_view text) {
       peer.role = Role::kNode;
       if (node_id.empty()) return InvalidArgument(where + "a node key names its node id");
       peer.node_id = node_id;
+      if (!list.node_keys_.emplace(node_id, key).second)
+        return InvalidArgument(where + "node " + node_id + " is listed twice");
+    } else if (role == "controller") {
+      peer.role = Role::kController;
+      if (!list.controller_key_.empty())
+        return InvalidArgument(where + "the controller is listed twice");
+      list.controller_key_ = key;
     } else {
-      return InvalidArgument(where + "role '" + role + "' is not admin, engine or node");
+      return InvalidArgument(where + "role '" + role +
+                             "' is not controller, node, admin or engine");
     }
     if (peer.role != Role::kNode && !node_id.empty())
       return InvalidArgument(where + "only a node key names a node id");
@@ -163,20 +173,80 @@ Result<CurveAllowList> CurveAllowList::Parse(std::string_view text) {
   return list;
 }
 
-Result<CurveAllowList> CurveAllowList::Load(const std::string& path) {
+Result<CurveKeyring> CurveKeyring::Load(const std::string& path) {
   std::ifstream in(path);
-  if (!in) return NotFound("cannot read allow-list " + path);
+  if (!in) return NotFound("cannot read keyring " + path);
   std::ostringstream text;
   text << in.rdbuf();
   return Parse(text.str());
 }
 
-const CurvePeer* CurveAllowList::Find(const std::string& public_key) const {
+const CurvePeer* CurveKeyring::Find(const std::string& public_key) const {
   auto it = peers_.find(public_key);
   return it == peers_.end() ? nullptr : &it->second;
 }
 
-Result<std::unique_ptr<ZapHandler>> ZapHandler::Start(void* zmq_context, CurveAllowList allowed) {
+const std::string* CurveKeyring::ControllerKey() const {
+  return controller_key_.empty() ? nullptr : &controller_key_;
+}
+
+const std::string* CurveKeyring::NodeKey(const std::string& node_id) const {
+  auto it = node_keys_.find(node_id);
+  return it == node_keys_.end() ? nullptr : &it->second;
+}
+
+Result<std::shared_ptr<const CurveSecurity>> CurveSecurity::Load(const std::string& key_prefix,
+                                                                 const std::string& keyring_path) {
+  if (key_prefix.empty() && keyring_path.empty()) return std::shared_ptr<const CurveSecurity>();
+  if (key_prefix.empty() || keyring_path.empty())
+    return InvalidArgument("security needs both curve-key and curve-keyring");
+  auto own = ReadCurveKeyPair(key_prefix);
+  if (!own.ok()) return own.status();
+  auto keyring = CurveKeyring::Load(keyring_path);
+  if (!keyring.ok()) return keyring.status();
+  return std::make_shared<const CurveSecurity>(CurveSecurity{std::move(*own), std::move(*keyring)});
+}
+
+Result<CurveClientKeys> CurveSecurity::ForController() const {
+  const std::string* server = keyring.ControllerKey();
+  if (!server) return NotFound("the keyring lists no controller key");
+  return CurveClientKeys{own.public_key, own.secret_key, *server};
+}
+
+Result<CurveClientKeys> CurveSecurity::ForNode(const std::string& node_id) const {
+  const std::string* server = keyring.NodeKey(node_id);
+  if (!server) return NotFound("the keyring lists no key for node '" + node_id + "'");
+  return CurveClientKeys{own.public_key, own.secret_key, *server};
+}
+
+bool UsesCurve(std::string_view endpoint) { return endpoint.starts_with("tcp://"); }
+
+void ServeCurve(void* socket, const CurveSecurity* security) {
+  const int on = security ? 1 : 0;
+  zmq_setsockopt(socket, ZMQ_CURVE_SERVER, &on, sizeof on);
+  if (security) {
+    zmq_setsockopt(socket, ZMQ_CURVE_SECRETKEY, security->own.secret_key.data(),
+                   security->own.secret_key.size());
+  }
+}
+
+void DialCurve(void* socket, const CurveClientKeys& keys) {
+  zmq_setsockopt(socket, ZMQ_CURVE_SERVERKEY, keys.server_key.data(), keys.server_key.size());
+  zmq_setsockopt(socket, ZMQ_CURVE_PUBLICKEY, keys.public_key.data(), keys.public_key.size());
+  zmq_setsockopt(socket, ZMQ_CURVE_SECRETKEY, keys.secret_key.data(), keys.secret_key.size());
+}
+
+const CurvePeer* SenderOf(void* message, std::optional<CurvePeer>& storage) {
+  // ZeroMQ gives a message the user id its ZAP reply named; messages from
+  // peers no ZAP handler saw (NULL mechanism: ipc, or security off) have none.
+  const char* user_id = zmq_msg_gets(static_cast<zmq_msg_t*>(message), "User-Id");
+  if (!user_id || !*user_id) return nullptr;
+  storage = ParseUserId(user_id);
+  if (!storage) storage = CurvePeer{Role::kEngine, ""};  // unreachable: ZAP writes only UserId()s
+  return &*storage;
+}
+
+Result<std::unique_ptr<ZapHandler>> ZapHandler::Start(void* zmq_context, CurveKeyring allowed) {
   void* socket = zmq_socket(zmq_context, ZMQ_REP);
   if (!socket) return IoError(std::string("ZAP socket: ") + zmq_strerror(errno));
   if (zmq_bind(socket, kZapEndpoint) != 0) {
@@ -189,7 +259,7 @@ Result<std::unique_ptr<ZapHandler>> ZapHandler::Start(void* zmq_context, CurveAl
   return handler;
 }
 
-ZapHandler::ZapHandler(void* socket, CurveAllowList allowed)
+ZapHandler::ZapHandler(void* socket, CurveKeyring allowed)
     : socket_(socket), allowed_(std::move(allowed)) {}
 
 ZapHandler::~ZapHandler() {
@@ -212,7 +282,8 @@ void ZapHandler::Serve() {
         request[6].size() == 32) {
       char z85[kZ85Key + 1];
       zmq_z85_encode(z85, reinterpret_cast<const uint8_t*>(request[6].data()), 32);
-      if (const CurvePeer* peer = allowed_.Find(z85)) {
+      const CurvePeer* peer = allowed_.Find(z85);
+      if (peer && peer->role != Role::kController) {  // a server's key, never a client's
         code = "200";
         text = "OK";
         user_id = peer->UserId();

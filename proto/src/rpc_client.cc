@@ -14,8 +14,9 @@ struct RpcClient::Impl {
   std::vector<zmq::message_t> frames;
 };
 
-RpcClient::RpcClient(std::string endpoint, WireLimits limits)
-    : endpoint_(std::move(endpoint)), impl_(std::make_unique<Impl>()) {
+RpcClient::RpcClient(std::string endpoint, WireLimits limits,
+                     std::optional<CurveClientKeys> curve)
+    : endpoint_(std::move(endpoint)), curve_(std::move(curve)), impl_(std::make_unique<Impl>()) {
   impl_->limits = limits;
   // The endpoint may come from a peer or a config file: a bad one is this
   // client's error, never an exception out of ZeroMQ.
@@ -34,6 +35,7 @@ void RpcClient::Connect() {
   socket.set(zmq::sockopt::immediate, 1);
   socket.set(zmq::sockopt::reconnect_ivl, 50);
   socket.set(zmq::sockopt::reconnect_ivl_max, 1000);
+  if (curve_ && UsesCurve(endpoint_)) DialCurve(socket.handle(), *curve_);
   try {
     socket.connect(endpoint_);
   } catch (const zmq::error_t& e) {
@@ -60,7 +62,8 @@ Result<Message> RpcClient::Call(Message request, std::chrono::milliseconds timeo
   zmq::pollitem_t out_item{impl_->socket.handle(), 0, ZMQ_POLLOUT, 0};
   try {
     if (zmq::poll(&out_item, 1, std::chrono::milliseconds(remaining())) == 0) {
-      return Unavailable("no connection to " + endpoint_);
+      return Unavailable("no connection to " + endpoint_ +
+                         (curve_ && UsesCurve(endpoint_) ? " (or it refused this CURVE key)" : ""));
     }
   } catch (const zmq::error_t& e) {
     return IoError(e.what());

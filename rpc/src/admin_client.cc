@@ -7,8 +7,9 @@
 
 namespace pikv::rpc {
 
-AdminClient::AdminClient(std::string endpoint, std::chrono::milliseconds timeout)
-    : rpc_(std::move(endpoint)), timeout_(timeout) {}
+AdminClient::AdminClient(std::string endpoint, std::chrono::milliseconds timeout,
+                         std::optional<CurveClientKeys> curve)
+    : rpc_(std::move(endpoint), {}, std::move(curve)), timeout_(timeout) {}
 
 Result<std::vector<std::vector<Replica>>> AdminClient::Locate(const std::vector<ChunkKey>& keys,
                                                               const std::string& host) {

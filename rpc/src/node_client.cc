@@ -6,8 +6,9 @@
 
 namespace pikv::rpc {
 
-NodeClient::NodeClient(std::string endpoint, std::chrono::milliseconds timeout, WireLimits limits)
-    : rpc_(std::move(endpoint), limits),
+NodeClient::NodeClient(std::string endpoint, std::chrono::milliseconds timeout, WireLimits limits,
+                       std::optional<CurveClientKeys> curve)
+    : rpc_(std::move(endpoint), limits, std::move(curve)),
       timeout_(timeout),
       limits_(limits),
       staging_(StagingPool::Create()) {}

@@ -20,7 +20,7 @@ class ControllerHandlerTest : public ::testing::Test {
 
   std::vector<ControllerHandler::Outgoing> Send(const std::string& from, const Header& h) {
     const std::string bytes = EncodeHeader(h);
-    return handler_.Handle(from, {reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()}, 0,
+    return handler_.Handle(from, nullptr, {reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()}, 0,
                            now_);
   }
   Header Register(const std::string& id, const std::string& host, const std::string& tcp) {
@@ -65,16 +65,16 @@ TEST_F(ControllerHandlerTest, RegistrationsCarryingBadStringsAreRefusedAndAdminS
 
 TEST_F(ControllerHandlerTest, UndecodableBytesGetAnErrorReplyToTheSender) {
   const uint8_t junk[] = {0xc1, 0x00, 0xff};
-  auto out = handler_.Handle("someone", junk, 0, now_);
+  auto out = handler_.Handle("someone", nullptr, junk, 0, now_);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].identity, "someone");
   EXPECT_EQ(out[0].header.type, MsgType::kError);
-  EXPECT_EQ(handler_.Handle("someone", {}, 0, now_).at(0).header.type, MsgType::kError);
+  EXPECT_EQ(handler_.Handle("someone", nullptr, {}, 0, now_).at(0).header.type, MsgType::kError);
   Header h;
   h.type = MsgType::kAdminNodes;
   const std::string bytes = EncodeHeader(h);
   auto with_payload =
-      handler_.Handle("x", {reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()}, 1, now_);
+      handler_.Handle("x", nullptr, {reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()}, 1, now_);
   EXPECT_EQ(with_payload.at(0).header.status, ErrorCode::kInvalidArgument);
 }
 

@@ -38,7 +38,7 @@ TEST(CurveTest, AKeyPairIsWrittenOnceReadBackAndItsSecretIsPrivate) {
 TEST(CurveTest, TheAllowListNamesARoleForEachKeyAndANodeIdForNodes) {
   auto a = *NewCurveKeyPair(), e = *NewCurveKeyPair(), n = *NewCurveKeyPair();
   auto list =
-      CurveAllowList::Parse("# the cluster\nadmin " + a.public_key + "\n\nengine " + e.public_key +
+      CurveKeyring::Parse("# the cluster\nadmin " + a.public_key + "\n\nengine " + e.public_key +
                             "  # vllm-1\nnode " + n.public_key + " node-a\n");
   ASSERT_TRUE(list.ok()) << list.status().ToString();
   EXPECT_EQ(list->size(), 3u);
@@ -46,17 +46,26 @@ TEST(CurveTest, TheAllowListNamesARoleForEachKeyAndANodeIdForNodes) {
   EXPECT_EQ(list->Find(e.public_key)->UserId(), "engine");
   EXPECT_EQ(list->Find(n.public_key)->UserId(), "node:node-a");
   EXPECT_EQ(list->Find(a.secret_key), nullptr);
+  EXPECT_EQ(*list->NodeKey("node-a"), n.public_key);
+  EXPECT_EQ(list->NodeKey("node-b"), nullptr);
+  EXPECT_EQ(list->ControllerKey(), nullptr);
+  auto with_controller = CurveKeyring::Parse("controller " + a.public_key + "\n");
+  ASSERT_TRUE(with_controller.ok());
+  EXPECT_EQ(*with_controller->ControllerKey(), a.public_key);
   // A key holding '#' is not cut short as a comment.
   std::string hashed;
   while (hashed.find('#') == std::string::npos) hashed = NewCurveKeyPair()->public_key;
-  auto with_hash = CurveAllowList::Parse("engine " + hashed + " # commented\n");
+  auto with_hash = CurveKeyring::Parse("engine " + hashed + " # commented\n");
   ASSERT_TRUE(with_hash.ok()) << with_hash.status().ToString();
   EXPECT_NE(with_hash->Find(hashed), nullptr);
   for (const std::string& bad : std::vector<std::string>{
            "root " + a.public_key, "node " + a.public_key, "engine " + a.public_key + " x",
            std::string("admin tooshort"), "node " + n.public_key + " a b",
-           "admin " + a.public_key + "\nengine " + a.public_key}) {
-    EXPECT_EQ(CurveAllowList::Parse(bad).code(), ErrorCode::kInvalidArgument) << bad;
+           "admin " + a.public_key + "\nengine " + a.public_key,
+           "node " + a.public_key + " x\nnode " + e.public_key + " x",
+           "controller " + a.public_key + "\ncontroller " + e.public_key,
+           "controller " + a.public_key + " x"}) {
+    EXPECT_EQ(CurveKeyring::Parse(bad).code(), ErrorCode::kInvalidArgument) << bad;
   }
   EXPECT_EQ(ParseUserId("node:node-a"), (CurvePeer{Role::kNode, "node-a"}));
   EXPECT_EQ(ParseUserId("admin"), (CurvePeer{Role::kAdmin, ""}));
@@ -70,7 +79,7 @@ class CurveServerTest : public ::testing::Test {
     server_keys_ = *NewCurveKeyPair();
     engine_ = *NewCurveKeyPair();
     node_ = *NewCurveKeyPair();
-    auto list = CurveAllowList::Parse("engine " + engine_.public_key + "\nnode " +
+    auto list = CurveKeyring::Parse("engine " + engine_.public_key + "\nnode " +
                                       node_.public_key + " node-a\n");
     ASSERT_TRUE(list.ok());
     auto zap = ZapHandler::Start(context_.handle(), std::move(*list));
@@ -121,6 +130,66 @@ TEST_F(CurveServerTest, UnknownKeysAndUnencryptedPeersGetNothingThrough) {
   EXPECT_EQ(zap_->counters().refused, 1u);
   EXPECT_EQ(Deliver(nullptr, false), std::nullopt);  // the NULL mechanism is not CURVE
   EXPECT_EQ(Deliver(&engine_), "engine");            // and the server is unharmed
+}
+
+// One ROUTER: ipc bound first without CURVE (only the server's user can open
+// it), then tcp with it. An ipc peer needs no key and is the trusted sender;
+// over tcp only listed keys get in, each with its role.
+TEST(CurveSocketTest, IpcIsTheTrustedSenderAndTcpNeedsAListedKey) {
+  testing::TempDir dir;
+  zmq::context_t context;
+  const CurveKeyPair server = *NewCurveKeyPair(), engine = *NewCurveKeyPair();
+  auto keyring = CurveKeyring::Parse("controller " + server.public_key + "\nengine " +
+                                     engine.public_key + "\n");
+  ASSERT_TRUE(keyring.ok()) << keyring.status().ToString();
+  const CurveSecurity security{server, *keyring};
+  auto zap = ZapHandler::Start(context.handle(), *keyring);
+  ASSERT_TRUE(zap.ok());
+  zmq::socket_t router(context, zmq::socket_type::router);
+  router.set(zmq::sockopt::linger, 0);
+  const std::string ipc = "ipc://" + dir.str() + "/s.sock";
+  ServeCurve(router.handle(), nullptr);
+  router.bind(ipc);
+  ServeCurve(router.handle(), &security);
+  router.bind("tcp://127.0.0.1:*");
+  const std::string tcp = router.get(zmq::sockopt::last_endpoint);
+  EXPECT_TRUE(UsesCurve(tcp));
+  EXPECT_FALSE(UsesCurve(ipc));
+
+  // The role of the next message's sender ("" for the trusted one), or
+  // nullopt when nothing arrives.
+  auto deliver = [&](const std::string& endpoint, const CurveKeyPair* keys,
+                     bool expected = true) -> std::optional<std::string> {
+    zmq::socket_t client(context, zmq::socket_type::dealer);
+    client.set(zmq::sockopt::linger, 0);
+    if (keys) DialCurve(client.handle(), {keys->public_key, keys->secret_key, server.public_key});
+    client.connect(endpoint);
+    client.send(zmq::str_buffer("hi"), zmq::send_flags::dontwait);
+    router.set(zmq::sockopt::rcvtimeo, expected ? 10000 : 500);
+    zmq::message_t routing, body;
+    if (!router.recv(routing) || !router.recv(body)) return std::nullopt;
+    std::optional<CurvePeer> storage;
+    const CurvePeer* sender = SenderOf(body.handle(), storage);
+    return sender ? sender->UserId() : "";
+  };
+  EXPECT_EQ(deliver(ipc, nullptr), "");
+  EXPECT_EQ(deliver(tcp, &engine), "engine");
+  EXPECT_EQ(deliver(tcp, nullptr, false), std::nullopt);
+  EXPECT_EQ(deliver(tcp, &server, false), std::nullopt);  // a server's key is not a client's
+  EXPECT_EQ((*zap)->counters().admitted, 1u);
+}
+
+TEST(CurveTest, RolesAllowWhatTheyShould) {
+  const CurvePeer admin{Role::kAdmin, ""}, engine{Role::kEngine, ""}, node{Role::kNode, "a"};
+  EXPECT_TRUE(MayAdminister(nullptr));
+  EXPECT_TRUE(MayAdminister(&admin));
+  EXPECT_FALSE(MayAdminister(&engine));
+  EXPECT_FALSE(MayAdminister(&node));
+  EXPECT_TRUE(MaySpeakForNode(nullptr, "b"));
+  EXPECT_TRUE(MaySpeakForNode(&node, "a"));
+  EXPECT_FALSE(MaySpeakForNode(&node, "b"));
+  EXPECT_FALSE(MaySpeakForNode(&admin, "a"));
+  EXPECT_FALSE(MaySpeakForNode(&engine, "a"));
 }
 
 }  // namespace

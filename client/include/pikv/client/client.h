@@ -46,6 +46,7 @@
 #include "pikv/device/remap.h"
 #include "pikv/proto/chunk_key.h"
 #include "pikv/proto/chunk_object.h"
+#include "pikv/proto/curve.h"
 #include "pikv/proto/shared_buffer.h"
 
 namespace pikv::rpc {
@@ -77,7 +78,16 @@ struct ClientOptions {
   std::chrono::milliseconds node_timeout{500};        // exists, get, put on the local node
   std::chrono::milliseconds controller_timeout{200};  // locate
   std::chrono::milliseconds fetch_timeout{2000};      // a whole Fetch, P2P pulls included
+  // CURVE on tcp connections (proto/curve.h): this engine's keys and the
+  // cluster's keyring; null: security off. A tcp local node is dialled with
+  // the key the keyring lists for local_node_id (an ipc one needs none).
+  std::shared_ptr<const CurveSecurity> security;
+  std::string local_node_id;
 };
+
+// Ok, or why `o.security` cannot dial the local node or the controller (the
+// keyring lacks its key, or a tcp local node has no local_node_id).
+Status CheckClientSecurity(const ClientOptions& o);
 
 enum class Source { kLocal, kPeer, kRemote, kMiss };
 std::string_view SourceName(Source s);

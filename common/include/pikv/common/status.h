@@ -31,6 +31,7 @@ enum class ErrorCode : int32_t {
   kTooLarge = 9,         // over a configured size or count limit
   kUnsupported = 10,     // unknown message type, version, format
   kInternal = 11,        // a bug: should never be seen
+  kPermissionDenied = 12,  // the authenticated sender's role may not do this
   // 100-199: protocol errors.
   kProtocol = 100,  // malformed frame or header
 };
@@ -66,6 +67,9 @@ inline Status Corruption(std::string m) { return {ErrorCode::kCorruption, std::m
 inline Status InvalidArgument(std::string m) { return {ErrorCode::kInvalidArgument, std::move(m)}; }
 inline Status TooLarge(std::string m) { return {ErrorCode::kTooLarge, std::move(m)}; }
 inline Status Unsupported(std::string m) { return {ErrorCode::kUnsupported, std::move(m)}; }
+inline Status PermissionDenied(std::string m) {
+  return {ErrorCode::kPermissionDenied, std::move(m)};
+}
 inline Status ProtocolError(std::string m) { return {ErrorCode::kProtocol, std::move(m)}; }
 
 // A value or the Status explaining why there is none.

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "pikv/controller/cluster_state.h"
+#include "pikv/proto/curve.h"
 #include "pikv/controller/controller_handler.h"
 
 namespace pikv::controller {
@@ -25,6 +26,8 @@ struct ControllerOptions {
   std::string http = "127.0.0.1:7380";  // host:port for HTTP; empty = off; port 0 = any
   ClusterState::Options lifecycle;
   WireLimits limits;
+  // CURVE on a tcp endpoint (proto/curve.h); null: security off.
+  std::shared_ptr<const CurveSecurity> security;
 };
 
 class ControllerServer {

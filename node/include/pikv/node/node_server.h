@@ -77,6 +77,11 @@ struct NodeOptions {
   // endpoint bound to a wildcard (0.0.0.0, [::]) is advertised under the host.
   std::optional<ReporterOptions> reporter;
   ZeroCopyOptions zero_copy;
+  // CURVE on tcp endpoints and on the node's own connections to the
+  // controller and peers (proto/curve.h); null: security off. With it on,
+  // clear, delete, pin and unpin need the admin role (or ipc: the node's
+  // own user).
+  std::shared_ptr<const CurveSecurity> security;
 };
 
 class NodeServer {

@@ -50,6 +50,9 @@ struct ReporterOptions {
   std::chrono::milliseconds batch_delay{20};
   size_t queue_capacity = 1 << 16;  // events held before overflowing to a full resync
   size_t inventory_part = 4096;     // keys per inventory message (at most WireLimits::max_batch)
+  // The keys to dial the controller over CURVE (its key from the keyring,
+  // which NodeServer::Start checks); null: security off.
+  std::shared_ptr<const CurveSecurity> security;
 };
 
 // The bounded event queue between the tiers and the reporter thread.

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "pikv/node/latency_histogram.h"
+#include "pikv/proto/curve.h"
 #include "pikv/proto/message.h"
 #include "pikv/storage/storage_manager.h"
 
@@ -40,6 +41,8 @@ struct PullOptions {
   size_t max_idle_connections = 16;  // peer connections kept between pulls
   // Frame size asked of peers for streamed replies (message.h); 0: unstreamed.
   uint64_t stream_frame_bytes = 1 << 20;
+  // This node's keys to dial the controller and peers over CURVE; null: off.
+  std::shared_ptr<const CurveSecurity> security;
 };
 
 class RequestHandler {

@@ -1,20 +1,28 @@
-// Curve: CurveZMQ key pairs, the allow-list of peers' public keys by role,
-// and the ZAP handler that admits a CURVE socket's peers by that list.
-//
-// Built and tested on real sockets, not yet turned on in the node, the
-// controller or the clients (issue 14; docs/security.md).
+// Curve: CurveZMQ key pairs, the cluster's keyring (every process's public
+// key by role), the ZAP handler that admits a CURVE server's peers by that
+// keyring, and the socket settings both ends use (docs/security.md).
 //
 // A key pair is two Z85 texts of 40 characters; `pikv keygen PREFIX` writes
 // PREFIX.pub (the public key) and PREFIX.key (the secret one, mode 0600).
-// An allow-list has one peer per line, `<role> <public key> [node id]`, with
-// roles `admin`, `engine` and `node`; a node's line names its id, which binds
-// the id to that key. Blank lines and comments (from a `#` that begins a
-// word; Z85 keys may hold `#`) are skipped.
+// A keyring has one process per line, `<role> <public key> [node id]`, with
+// roles `controller` (one), `node` (naming its id, once each: that binds the
+// id to the key), `admin` and `engine`; blank lines and comments (from a `#`
+// that begins a word; Z85 keys may hold `#`) are skipped. It holds no secret:
+// every process of a cluster gets the same file. Servers admit the keys of
+// the client roles (admin, engine, node); clients find there the public key
+// of the server they dial (the controller's, or a node's by its id).
+//
+// Security applies to tcp endpoints. An ipc endpoint is a unix socket only
+// the server's own user can open (its mode is 0600): such a peer is already
+// as trusted as the server (it could ptrace it), so ipc carries no CURVE and
+// its messages have no user id (SenderOf: nullptr, the trusted sender).
+//
 // The ZAP handler answers its ZeroMQ context's authentication requests
 // (inproc://zeromq.zap.01) for every socket of that context that is a CURVE
-// server: a listed key is admitted with user id `admin`, `engine` or
-// `node:<id>`, which the server reads from each message it receives (frame
-// property "User-Id"; ParseUserId); any other key or mechanism is refused.
+// server: a listed client key is admitted with user id `admin`, `engine` or
+// `node:<id>`, which the server reads from each message (SenderOf); any
+// other key or mechanism is refused. It must run before such a socket binds:
+// without a handler, ZeroMQ lets every CURVE client in.
 // Thread-safety: the handler runs one thread of its own; the rest is pure.
 #pragma once
 
@@ -44,7 +52,7 @@ Result<CurveKeyPair> ReadCurveKeyPair(const std::string& prefix);
 // True when `z85` is a well-formed CurveZMQ key.
 bool IsCurveKey(std::string_view z85);
 
-enum class Role : uint8_t { kAdmin, kEngine, kNode };
+enum class Role : uint8_t { kAdmin, kEngine, kNode, kController };
 
 struct CurvePeer {
   Role role = Role::kEngine;
@@ -55,16 +63,63 @@ struct CurvePeer {
 // The peer a user id names; nullopt for anything UserId does not write.
 std::optional<CurvePeer> ParseUserId(std::string_view user_id);
 
-class CurveAllowList {
+class CurveKeyring {
  public:
-  static Result<CurveAllowList> Parse(std::string_view text);
-  static Result<CurveAllowList> Load(const std::string& path);
+  static Result<CurveKeyring> Parse(std::string_view text);
+  static Result<CurveKeyring> Load(const std::string& path);
   const CurvePeer* Find(const std::string& public_key) const;
+  // The server keys a client dials; nullptr when the keyring has none.
+  const std::string* ControllerKey() const;
+  const std::string* NodeKey(const std::string& node_id) const;
   size_t size() const { return peers_.size(); }
 
  private:
-  std::map<std::string, CurvePeer> peers_;  // by public key
+  std::map<std::string, CurvePeer> peers_;       // by public key
+  std::map<std::string, std::string> node_keys_;  // node id -> public key
+  std::string controller_key_;
 };
+
+// What a client socket needs to dial a CURVE server.
+struct CurveClientKeys {
+  std::string public_key, secret_key;
+  std::string server_key;  // the server's public key
+};
+
+// One process's security settings: its own key pair and the cluster's
+// keyring (config: curve-key PREFIX, curve-keyring FILE).
+struct CurveSecurity {
+  CurveKeyPair own;
+  CurveKeyring keyring;
+
+  // Both empty: null, security off; one without the other is an error.
+  static Result<std::shared_ptr<const CurveSecurity>> Load(const std::string& key_prefix,
+                                                           const std::string& keyring_path);
+  // The keys to dial the controller, or node `node_id`; an error naming
+  // what the keyring lacks.
+  Result<CurveClientKeys> ForController() const;
+  Result<CurveClientKeys> ForNode(const std::string& node_id) const;
+};
+
+// Whether security applies to `endpoint` (tcp; not ipc or inproc).
+bool UsesCurve(std::string_view endpoint);
+// Socket settings (`socket`: a ZeroMQ socket handle), set before bind or
+// connect; ZeroMQ keeps what was set at each bind, so one socket may bind
+// ipc without CURVE and then tcp with it. ServeCurve(socket, nullptr) turns
+// the server side off again.
+void ServeCurve(void* socket, const CurveSecurity* security);
+void DialCurve(void* socket, const CurveClientKeys& keys);
+
+// The CURVE peer that sent a received message (`message`: a zmq_msg_t*, the
+// first frame the peer sent), or nullptr for the trusted sender: security
+// off, or an ipc peer. `storage` holds the peer.
+const CurvePeer* SenderOf(void* message, std::optional<CurvePeer>& storage);
+// What each role may do (nullptr: the trusted sender, anything).
+inline bool MayAdminister(const CurvePeer* sender) {
+  return !sender || sender->role == Role::kAdmin;
+}
+inline bool MaySpeakForNode(const CurvePeer* sender, const std::string& node_id) {
+  return !sender || (sender->role == Role::kNode && sender->node_id == node_id);
+}
 
 class ZapHandler {
  public:
@@ -73,16 +128,16 @@ class ZapHandler {
   };
   // Serves `zmq_context` (a zmq::context_t's handle) until destroyed; start
   // it before any CURVE server socket of that context binds.
-  static Result<std::unique_ptr<ZapHandler>> Start(void* zmq_context, CurveAllowList allowed);
+  static Result<std::unique_ptr<ZapHandler>> Start(void* zmq_context, CurveKeyring allowed);
   ~ZapHandler();
   Counters counters() const;
 
  private:
-  ZapHandler(void* socket, CurveAllowList allowed);
+  ZapHandler(void* socket, CurveKeyring allowed);
   void Serve();
 
   void* socket_;  // REP, bound to the ZAP endpoint; the handler thread's only
-  const CurveAllowList allowed_;
+  const CurveKeyring allowed_;
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> admitted_{0}, refused_{0};
   std::thread thread_;

@@ -5,20 +5,24 @@
 // A peer that is down or slow yields kUnavailable / kTimeout within the
 // deadline, never a hang. An endpoint that does not parse (ParseEndpoint) or
 // that ZeroMQ refuses makes every Call return kInvalidArgument; nothing
-// throws. Not thread-safe: use one RpcClient per thread.
+// throws. With `curve` keys a tcp endpoint is dialled over CURVE (curve.h);
+// a server that does not admit them never answers: kUnavailable/kTimeout.
+// Not thread-safe: use one RpcClient per thread.
 #pragma once
 
 #include <chrono>
 #include <memory>
 #include <string>
 
+#include "pikv/proto/curve.h"
 #include "pikv/proto/message.h"
 
 namespace pikv {
 
 class RpcClient {
  public:
-  explicit RpcClient(std::string endpoint, WireLimits limits = {});
+  explicit RpcClient(std::string endpoint, WireLimits limits = {},
+                     std::optional<CurveClientKeys> curve = std::nullopt);
   ~RpcClient();
   RpcClient(const RpcClient&) = delete;
   RpcClient& operator=(const RpcClient&) = delete;
@@ -42,6 +46,7 @@ class RpcClient {
   void Reset();
 
   const std::string& endpoint() const { return endpoint_; }
+  const std::optional<CurveClientKeys>& curve() const { return curve_; }
   // Ok, or why this client can never connect.
   const Status& status() const { return status_; }
 
@@ -50,6 +55,7 @@ class RpcClient {
 
   struct Impl;
   std::string endpoint_;
+  std::optional<CurveClientKeys> curve_;
   Status status_;
   std::unique_ptr<Impl> impl_;
 };

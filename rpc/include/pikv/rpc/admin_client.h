@@ -22,7 +22,8 @@ struct ClusterHealth {
 class AdminClient {
  public:
   explicit AdminClient(std::string endpoint,
-                       std::chrono::milliseconds timeout = std::chrono::seconds(2));
+                       std::chrono::milliseconds timeout = std::chrono::seconds(2),
+                       std::optional<CurveClientKeys> curve = std::nullopt);
 
   // Replicas per key, cheapest first for a client on `host`.
   Result<std::vector<std::vector<Replica>>> Locate(const std::vector<ChunkKey>& keys,

@@ -24,7 +24,7 @@ class NodeClient {
  public:
   explicit NodeClient(std::string endpoint,
                       std::chrono::milliseconds timeout = std::chrono::seconds(5),
-                      WireLimits limits = {});
+                      WireLimits limits = {}, std::optional<CurveClientKeys> curve = std::nullopt);
 
   Status Ping();
   // Tier mask per key (bit 0 CPU, 1 disk, 2 remote; 0 = absent).
