@@ -28,6 +28,12 @@ void Progress(int done, int total) {
   if (done == total) std::cerr << "\n";
 }
 
+std::string SecurityLine(const launch::LocalCluster& cluster) {
+  if (cluster.key_dir().empty())
+    return "security OFF (--insecure): anyone who reaches these ports may read, write and clear";
+  return "security on: CURVE on every tcp socket, keys and keyring in " + cluster.key_dir();
+}
+
 }  // namespace
 
 int RunDemo(const DemoOptions& o) {
@@ -43,15 +49,18 @@ int RunDemo(const DemoOptions& o) {
   std::cout << "controller " << cluster.controller().endpoint << " (http "
             << cluster.controller().http << "), " << num_nodes << " nodes, Redis "
             << (cluster.redis_address().empty() ? "off" : cluster.redis_address()) << "\n"
-            << "processes: " << cluster.Pids() << "\n";
+            << "processes: " << cluster.Pids() << "\n"
+            << SecurityLine(cluster) << "\n";
 
   const engine::ModelConfig cfg = engine::DemoModelConfig();
   engine::ReferenceModel model(cfg);
   std::vector<std::unique_ptr<engine::Engine>> engines;
   for (int i = 0; i < num_nodes; ++i) {
-    engines.push_back(std::make_unique<engine::Engine>(
-        model, engine::ReferenceClientOptions(cfg, "pikv-demo-reference", cluster.nodes()[i].ipc,
-                                              cluster.controller().endpoint, cluster.NodeHost(i))));
+    client::ClientOptions options =
+        engine::ReferenceClientOptions(cfg, "pikv-demo-reference", cluster.nodes()[i].ipc,
+                                       cluster.controller().endpoint, cluster.NodeHost(i));
+    options.security = cluster.Security("engine");
+    engines.push_back(std::make_unique<engine::Engine>(model, std::move(options)));
   }
   std::cout
       << "workload: " << o.prompts << " RAG prompts over " << o.docs
@@ -74,8 +83,11 @@ int RunDemo(const DemoOptions& o) {
     Progress(p + 1, o.prompts);
   }
   uint64_t pulls = 0;
-  for (const auto& n : cluster.nodes()) {
-    rpc::NodeClient nc(n.tcp, 2s);
+  const auto admin_security = cluster.Security("admin");
+  for (size_t i = 0; i < cluster.nodes().size(); ++i) {
+    std::optional<CurveClientKeys> keys;
+    if (admin_security) keys = *admin_security->ForNode(cluster.NodeId(i));
+    rpc::NodeClient nc(cluster.nodes()[i].tcp, 2s, WireLimits{}, keys);
     auto s = nc.Stats();
     if (s.ok()) pulls += static_cast<uint64_t>(FieldInt(*s, "p2p.pulled_objects"));
   }
@@ -103,7 +115,9 @@ int RunDemo(const DemoOptions& o) {
                                        Num(json(worst)) + ")"});
   t.Print(std::cout);
 
-  rpc::AdminClient admin(cluster.controller().endpoint, 2s);
+  std::optional<CurveClientKeys> admin_keys;
+  if (admin_security) admin_keys = *admin_security->ForController();
+  rpc::AdminClient admin(cluster.controller().endpoint, 2s, admin_keys);
   try {
     if (auto nodes = admin.Json(MsgType::kAdminNodes); nodes.ok()) {
       std::cout << "\npikv admin nodes\n";
@@ -132,6 +146,11 @@ int RunCluster(const DemoOptions& o) {
   for (const auto& n : cluster.nodes())
     std::cout << "node " << n.tcp << "  " << n.ipc << "  http " << n.http << "\n";
   if (!cluster.redis_address().empty()) std::cout << "redis " << cluster.redis_address() << "\n";
+  std::cout << SecurityLine(cluster) << "\n";
+  if (!cluster.key_dir().empty()) {
+    std::cout << "export PIKV_CURVE_KEY=" << cluster.key_dir()
+              << "/admin PIKV_CURVE_KEYRING=" << cluster.key_dir() << "/keyring\n";
+  }
   std::cout << "try: pikv admin nodes --controller " << cluster.controller().endpoint
             << "\nCtrl-C stops it" << std::endl;
   WaitForStopSignal(stop);

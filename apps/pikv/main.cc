@@ -50,6 +50,9 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     sub->add_option("--bin-dir", demo_options.cluster.bin_dir,
                     "Where pikv-node and pikv-controller are (default: next to pikv, then PATH)");
+    sub->add_flag(
+        "--insecure", [&demo_options](int64_t) { demo_options.cluster.secure = false; },
+        "No CURVE (a laptop demo): anyone who reaches the ports may read, write and clear");
   }
   demo->add_option("--prompts", demo_options.prompts, "Prompts in the workload")
       ->capture_default_str();
@@ -70,6 +73,16 @@ int main(int argc, char** argv) {
   CLI::App* keygen = app.add_subcommand(
       "keygen", "Write a new CurveZMQ key pair: PREFIX.key (secret, mode 0600) and PREFIX.pub");
   keygen->add_option("prefix", key_prefix, "Path of the files, without .key / .pub")->required();
+  std::string keyring_dir;
+  std::vector<std::string> keyring_nodes;
+  CLI::App* keyring = app.add_subcommand(
+      "keyring", "Write a new cluster's key pairs (controller, admin, engine, node-<id>) and its "
+                 "keyring into DIR");
+  keyring->add_option("dir", keyring_dir, "An existing directory")->required();
+  keyring->add_option("node-ids", keyring_nodes, "The nodes' ids")->required();
+  const char* env_key = std::getenv("PIKV_CURVE_KEY");
+  const char* env_keyring = std::getenv("PIKV_CURVE_KEYRING");
+  std::string curve_key = env_key ? env_key : "", curve_keyring = env_keyring ? env_keyring : "";
   CLI::App* admin =
       app.add_subcommand("admin", "Query and administer the cluster through its controller");
   admin->require_subcommand(1);
@@ -78,6 +91,11 @@ int main(int argc, char** argv) {
   admin->add_option("--timeout", timeout, "How long to wait for the controller")
       ->capture_default_str();
   admin->add_flag("--json", as_json, "Print the controller's JSON instead of a table");
+  admin->add_option("--curve-key", curve_key,
+                    "Key pair PREFIX for a secure cluster (env PIKV_CURVE_KEY); changes need the "
+                    "admin key");
+  admin->add_option("--curve-keyring", curve_keyring,
+                    "The cluster's keyring (env PIKV_CURVE_KEYRING)");
 
   std::vector<std::string> hex_keys;
   std::string node, tokens, model, dtype = "bf16", rope, mode = "isolated", host;
@@ -116,6 +134,15 @@ int main(int argc, char** argv) {
     }
     std::cout << "wrote " << key_prefix << ".key and " << key_prefix << ".pub\n"
               << "public key: " << keys->public_key << "\n";
+    return 0;
+  }
+
+  if (keyring->parsed()) {
+    if (pikv::Status s = pikv::WriteClusterKeys(keyring_dir, keyring_nodes); !s.ok()) {
+      std::cerr << "pikv keyring: " << s.ToString() << "\n";
+      return 1;
+    }
+    std::cout << "wrote " << keyring_dir << "/keyring and the key pairs it lists\n";
     return 0;
   }
 
@@ -174,7 +201,15 @@ int main(int argc, char** argv) {
   pikv::Fields fields;
   if (!node.empty()) fields["node_id"] = node;
   if (!host.empty()) fields["host"] = host;
-  pikv::rpc::AdminClient client(controller, *wait);
+  auto security = pikv::CurveSecurity::Load(curve_key, curve_keyring);
+  if (!security.ok()) return Fail(security.status().ToString());
+  std::optional<pikv::CurveClientKeys> curve;
+  if (*security) {
+    auto keys = (*security)->ForController();
+    if (!keys.ok()) return Fail(keys.status().ToString());
+    curve = std::move(*keys);
+  }
+  pikv::rpc::AdminClient client(controller, *wait, curve);
   auto reply = client.Json(type, keys, fields);
   if (!reply.ok()) {
     if (reply.code() == pikv::ErrorCode::kTimeout ||

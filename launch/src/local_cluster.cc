@@ -45,8 +45,18 @@ Status LocalCluster::StartAll(const LocalClusterOptions& o) {
     redis_address_ = o.redis;
   }
 
-  auto controller = StartController(*controller_bin, {"--endpoint", "tcp://127.0.0.1:*", "--http",
-                                                      "127.0.0.1:0", "--log-level", "error"});
+  std::vector<std::string> controller_args = {"--endpoint", "tcp://127.0.0.1:*", "--http",
+                                              "127.0.0.1:0", "--log-level", "error"};
+  if (o.secure) {
+    key_dir_ = dir_->str() + "/keys";
+    std::filesystem::create_directories(key_dir_);
+    std::vector<std::string> ids;
+    for (int i = 0; i < o.nodes; ++i) ids.push_back(NodeId(i));
+    if (Status s = WriteClusterKeys(key_dir_, ids); !s.ok()) return s;
+    controller_args.insert(controller_args.end(), {"--curve-key", key_dir_ + "/controller",
+                                                   "--curve-keyring", key_dir_ + "/keyring"});
+  }
+  auto controller = StartController(*controller_bin, controller_args);
   if (!controller.ok()) return controller.status();
   controller_ = std::move(*controller);
 
@@ -76,6 +86,10 @@ Status LocalCluster::StartAll(const LocalClusterOptions& o) {
                                      "--log-level",
                                      "error"};
     if (!redis_address_.empty()) args.insert(args.end(), {"--redis", redis_address_});
+    if (o.secure) {
+      args.insert(args.end(), {"--curve-key", key_dir_ + "/node-" + NodeId(i), "--curve-keyring",
+                               key_dir_ + "/keyring"});
+    }
     auto node = StartNode(*node_bin, args);
     if (!node.ok()) return node.status();
     nodes_.push_back(std::move(*node));
@@ -84,7 +98,9 @@ Status LocalCluster::StartAll(const LocalClusterOptions& o) {
 }
 
 Status LocalCluster::WaitAlive(size_t n, std::chrono::milliseconds timeout) {
-  rpc::AdminClient admin(controller_.endpoint, 1s);
+  std::optional<CurveClientKeys> keys;
+  if (auto security = Security("admin")) keys = *security->ForController();
+  rpc::AdminClient admin(controller_.endpoint, 1s, keys);
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
     auto health = admin.Health();
@@ -93,6 +109,12 @@ Status LocalCluster::WaitAlive(size_t n, std::chrono::milliseconds timeout) {
   }
   return Timeout("the controller did not see " + std::to_string(n) + " nodes alive within " +
                  std::to_string(timeout.count()) + " ms");
+}
+
+std::shared_ptr<const CurveSecurity> LocalCluster::Security(const std::string& member) const {
+  if (key_dir_.empty()) return nullptr;
+  auto security = CurveSecurity::Load(key_dir_ + "/" + member, key_dir_ + "/keyring");
+  return security.ok() ? *security : nullptr;
 }
 
 std::string LocalCluster::Pids() const {

@@ -99,6 +99,25 @@ Status WriteCurveKeyPair(const CurveKeyPair& keys, const std::string& prefix) {
   return WriteNew(prefix + ".pub", keys.public_key, 0644);
 }
 
+Status WriteClusterKeys(const std::string& dir, const std::vector<std::string>& node_ids) {
+  std::vector<std::pair<std::string, std::string>> members = {
+      {"controller", "controller"}, {"admin", "admin"}, {"engine", "engine"}};
+  for (const auto& id : node_ids) members.emplace_back("node-" + id, "node");
+  std::string keyring = "# pikv keyring: <role> <public key> [node id]\n";
+  for (const auto& [name, role] : members) {
+    auto keys = NewCurveKeyPair();
+    if (!keys.ok()) return keys.status();
+    if (Status s = WriteCurveKeyPair(*keys, dir + "/" + name); !s.ok()) return s;
+    keyring += role + " " + keys->public_key;
+    if (role == "node") keyring += " " + name.substr(5);
+    keyring += "\n";
+  }
+  if (auto parsed = CurveKeyring::Parse(keyring); !parsed.ok()) return parsed.status();
+  std::string text = keyring;
+  text.pop_back();  // WriteNew ends the file with a newline
+  return WriteNew(dir + "/keyring", text, 0644);
+}
+
 Result<CurveKeyPair> ReadCurveKeyPair(const std::string& prefix) {
   auto pub = ReadKeyFile(prefix + ".pub");
   if (!pub.ok()) return pub.status();

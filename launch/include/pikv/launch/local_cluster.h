@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "pikv/launch/daemons.h"
+#include "pikv/proto/curve.h"
 
 namespace pikv::launch {
 
@@ -18,6 +19,9 @@ struct LocalClusterOptions {
   std::string redis = "auto";  // auto (start one if redis-server is installed), off, or host:port
   std::string bin_dir;         // where the daemons are; empty: FindDaemon's search
   std::chrono::milliseconds ready_timeout{10000};  // until every node is alive at the controller
+  // CURVE on every tcp socket, with keys made for this cluster in its
+  // directory (WriteClusterKeys); false: security off.
+  bool secure = true;
 };
 
 class LocalCluster {
@@ -38,12 +42,18 @@ class LocalCluster {
   std::string NodeId(size_t i) const { return "node-" + std::to_string(i + 1); }
   std::string NodeHost(size_t i) const { return "host-" + NodeId(i); }
   std::string Pids() const;  // every process started, for the operator
+  // Where the keys are (keyring and key pairs), empty when not secure.
+  std::string key_dir() const { return key_dir_; }
+  // The settings of a client playing `member` (admin, engine or node-<id>);
+  // null when not secure.
+  std::shared_ptr<const CurveSecurity> Security(const std::string& member) const;
 
  private:
   Status StartAll(const LocalClusterOptions& options);
   Status WaitAlive(size_t n, std::chrono::milliseconds timeout);
 
   std::unique_ptr<TempDir> dir_;
+  std::string key_dir_;
   std::unique_ptr<RedisServer> redis_;
   std::string redis_address_;
   ControllerProcess controller_;

@@ -34,6 +34,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 #include "pikv/common/status.h"
 
@@ -49,6 +50,10 @@ Result<CurveKeyPair> NewCurveKeyPair();
 Status WriteCurveKeyPair(const CurveKeyPair& keys, const std::string& prefix);
 // Reads PREFIX.pub and PREFIX.key and checks they are a pair.
 Result<CurveKeyPair> ReadCurveKeyPair(const std::string& prefix);
+// A new cluster's keys in `dir` (which must exist): controller, admin,
+// engine and node-<id> for each of `node_ids` (pairs, as WriteCurveKeyPair
+// writes them), and `keyring` listing them all. Refuses to overwrite any.
+Status WriteClusterKeys(const std::string& dir, const std::vector<std::string>& node_ids);
 // True when `z85` is a well-formed CurveZMQ key.
 bool IsCurveKey(std::string_view z85);
 
