@@ -76,8 +76,9 @@ int main(int argc, char** argv) {
   std::string keyring_dir;
   std::vector<std::string> keyring_nodes;
   CLI::App* keyring = app.add_subcommand(
-      "keyring", "Write a new cluster's key pairs (controller, admin, engine, node-<id>) and its "
-                 "keyring into DIR");
+      "keyring",
+      "Write a new cluster's key pairs (controller, admin, engine, node-<id>) and its "
+      "keyring into DIR");
   keyring->add_option("dir", keyring_dir, "An existing directory")->required();
   keyring->add_option("node-ids", keyring_nodes, "The nodes' ids")->required();
   const char* env_key = std::getenv("PIKV_CURVE_KEY");

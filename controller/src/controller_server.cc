@@ -118,10 +118,10 @@ Result<std::unique_ptr<ControllerServer>> ControllerServer::Start(ControllerOpti
   }
   server->loop_ = std::move(loop);
   server->loop_->thread = std::thread([self] { self->Run(); });
-  spdlog::info("controller epoch {} on {} ({})", epoch, server->endpoint_,
-               secure ? "CURVE: keyring of " + std::to_string(options.security->keyring.size()) +
-                            " keys"
-                      : "security off");
+  spdlog::info(
+      "controller epoch {} on {} ({})", epoch, server->endpoint_,
+      secure ? "CURVE: keyring of " + std::to_string(options.security->keyring.size()) + " keys"
+             : "security off");
   return server;
 }
 
@@ -172,8 +172,7 @@ void ControllerServer::Serve() {
         header = {static_cast<const uint8_t*>(frames[1].data()), frames[1].size()};
       const size_t payloads = frames.size() > 2 ? frames.size() - 2 : 0;
       std::optional<CurvePeer> peer;
-      const CurvePeer* sender =
-          frames.size() >= 2 ? SenderOf(frames[1].handle(), peer) : nullptr;
+      const CurvePeer* sender = frames.size() >= 2 ? SenderOf(frames[1].handle(), peer) : nullptr;
       for (const auto& o : handler_->Handle(identity, sender, header, payloads, now))
         l.Send(o.identity, o.header, o.payloads);
     }

@@ -45,8 +45,8 @@ Status LocalCluster::StartAll(const LocalClusterOptions& o) {
     redis_address_ = o.redis;
   }
 
-  std::vector<std::string> controller_args = {"--endpoint", "tcp://127.0.0.1:*", "--http",
-                                              "127.0.0.1:0", "--log-level", "error"};
+  std::vector<std::string> controller_args = {"--endpoint",  "tcp://127.0.0.1:*", "--http",
+                                              "127.0.0.1:0", "--log-level",       "error"};
   if (o.secure) {
     key_dir_ = dir_->str() + "/keys";
     std::filesystem::create_directories(key_dir_);

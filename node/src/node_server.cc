@@ -309,8 +309,8 @@ std::optional<Message> NodeServer::Dispatch(std::vector<zmq::message_t>& frames)
   std::optional<CurvePeer> peer_storage;
   if (Status allowed = Authorize(SenderOf(frames[1].handle(), peer_storage), header->type);
       !allowed.ok()) {
-    spdlog::warn("node: refused {} from {}: {}", MsgTypeName(header->type),
-                 peer_storage->UserId(), allowed.message());
+    spdlog::warn("node: refused {} from {}: {}", MsgTypeName(header->type), peer_storage->UserId(),
+                 allowed.message());
     return handler_->Reject(&*header, allowed);
   }
   Message request{std::move(*header), {}};

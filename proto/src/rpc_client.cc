@@ -14,8 +14,7 @@ struct RpcClient::Impl {
   std::vector<zmq::message_t> frames;
 };
 
-RpcClient::RpcClient(std::string endpoint, WireLimits limits,
-                     std::optional<CurveClientKeys> curve)
+RpcClient::RpcClient(std::string endpoint, WireLimits limits, std::optional<CurveClientKeys> curve)
     : endpoint_(std::move(endpoint)), curve_(std::move(curve)), impl_(std::make_unique<Impl>()) {
   impl_->limits = limits;
   // The endpoint may come from a peer or a config file: a bad one is this

@@ -20,8 +20,8 @@ class ControllerHandlerTest : public ::testing::Test {
 
   std::vector<ControllerHandler::Outgoing> Send(const std::string& from, const Header& h) {
     const std::string bytes = EncodeHeader(h);
-    return handler_.Handle(from, nullptr, {reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()}, 0,
-                           now_);
+    return handler_.Handle(from, nullptr,
+                           {reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()}, 0, now_);
   }
   Header Register(const std::string& id, const std::string& host, const std::string& tcp) {
     Header h;
@@ -73,8 +73,8 @@ TEST_F(ControllerHandlerTest, UndecodableBytesGetAnErrorReplyToTheSender) {
   Header h;
   h.type = MsgType::kAdminNodes;
   const std::string bytes = EncodeHeader(h);
-  auto with_payload =
-      handler_.Handle("x", nullptr, {reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()}, 1, now_);
+  auto with_payload = handler_.Handle(
+      "x", nullptr, {reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()}, 1, now_);
   EXPECT_EQ(with_payload.at(0).header.status, ErrorCode::kInvalidArgument);
 }
 

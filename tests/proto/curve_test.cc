@@ -37,9 +37,8 @@ TEST(CurveTest, AKeyPairIsWrittenOnceReadBackAndItsSecretIsPrivate) {
 
 TEST(CurveTest, TheAllowListNamesARoleForEachKeyAndANodeIdForNodes) {
   auto a = *NewCurveKeyPair(), e = *NewCurveKeyPair(), n = *NewCurveKeyPair();
-  auto list =
-      CurveKeyring::Parse("# the cluster\nadmin " + a.public_key + "\n\nengine " + e.public_key +
-                            "  # vllm-1\nnode " + n.public_key + " node-a\n");
+  auto list = CurveKeyring::Parse("# the cluster\nadmin " + a.public_key + "\n\nengine " +
+                                  e.public_key + "  # vllm-1\nnode " + n.public_key + " node-a\n");
   ASSERT_TRUE(list.ok()) << list.status().ToString();
   EXPECT_EQ(list->size(), 3u);
   EXPECT_EQ(list->Find(a.public_key)->UserId(), "admin");
@@ -79,8 +78,8 @@ class CurveServerTest : public ::testing::Test {
     server_keys_ = *NewCurveKeyPair();
     engine_ = *NewCurveKeyPair();
     node_ = *NewCurveKeyPair();
-    auto list = CurveKeyring::Parse("engine " + engine_.public_key + "\nnode " +
-                                      node_.public_key + " node-a\n");
+    auto list = CurveKeyring::Parse("engine " + engine_.public_key + "\nnode " + node_.public_key +
+                                    " node-a\n");
     ASSERT_TRUE(list.ok());
     auto zap = ZapHandler::Start(context_.handle(), std::move(*list));
     ASSERT_TRUE(zap.ok()) << zap.status().ToString();

@@ -14,7 +14,9 @@ namespace pikv::testing {
 
 class FakeNode {
  public:
-  FakeNode(const std::string& controller, std::string id) : rpc_(controller), id_(std::move(id)) {}
+  FakeNode(const std::string& controller, std::string id,
+           std::optional<CurveClientKeys> keys = std::nullopt)
+      : rpc_(controller, WireLimits{}, std::move(keys)), id_(std::move(id)) {}
   Result<Message> Register(const std::string& tcp, const std::string& host = "fake-host") {
     Message m;
     m.header.type = MsgType::kRegister;

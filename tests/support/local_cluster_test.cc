@@ -59,7 +59,8 @@ TEST(LocalClusterTest, StartsEveryDaemonAndStopsThemAll) {
     LocalCluster cluster;
     ASSERT_TRUE(cluster.Start({.nodes = 2, .redis = "off", .bin_dir = kBinDir}).ok());
     ASSERT_EQ(cluster.nodes().size(), 2u);
-    rpc::AdminClient admin(cluster.controller().endpoint);
+    rpc::AdminClient admin(cluster.controller().endpoint, std::chrono::seconds(2),
+                           *cluster.Security("admin")->ForController());
     auto health = admin.Health();
     ASSERT_TRUE(health.ok()) << health.status().ToString();
     EXPECT_EQ(health->nodes_alive, 2u);

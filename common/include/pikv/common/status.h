@@ -20,17 +20,17 @@ namespace pikv {
 enum class ErrorCode : int32_t {
   kOk = 0,
   // 1-99: outcomes of a single operation.
-  kNotFound = 1,         // a miss; not an error for callers of get/exists
-  kRejected = 2,         // refused by policy: capacity, pinned, queue full
-  kRetry = 3,            // transiently busy, try again
-  kTimeout = 4,          // deadline passed
-  kUnavailable = 5,      // dependency down (circuit open, peer dead)
-  kIoError = 6,          // disk or socket failure
-  kCorruption = 7,       // checksum or size mismatch in stored data
-  kInvalidArgument = 8,  // caller's input is malformed
-  kTooLarge = 9,         // over a configured size or count limit
-  kUnsupported = 10,     // unknown message type, version, format
-  kInternal = 11,        // a bug: should never be seen
+  kNotFound = 1,           // a miss; not an error for callers of get/exists
+  kRejected = 2,           // refused by policy: capacity, pinned, queue full
+  kRetry = 3,              // transiently busy, try again
+  kTimeout = 4,            // deadline passed
+  kUnavailable = 5,        // dependency down (circuit open, peer dead)
+  kIoError = 6,            // disk or socket failure
+  kCorruption = 7,         // checksum or size mismatch in stored data
+  kInvalidArgument = 8,    // caller's input is malformed
+  kTooLarge = 9,           // over a configured size or count limit
+  kUnsupported = 10,       // unknown message type, version, format
+  kInternal = 11,          // a bug: should never be seen
   kPermissionDenied = 12,  // the authenticated sender's role may not do this
   // 100-199: protocol errors.
   kProtocol = 100,  // malformed frame or header

@@ -16,8 +16,8 @@
 #include <string>
 
 #include "pikv/controller/cluster_state.h"
-#include "pikv/proto/curve.h"
 #include "pikv/controller/controller_handler.h"
+#include "pikv/proto/curve.h"
 
 namespace pikv::controller {
 

@@ -79,7 +79,7 @@ class CurveKeyring {
   size_t size() const { return peers_.size(); }
 
  private:
-  std::map<std::string, CurvePeer> peers_;       // by public key
+  std::map<std::string, CurvePeer> peers_;        // by public key
   std::map<std::string, std::string> node_keys_;  // node id -> public key
   std::string controller_key_;
 };
