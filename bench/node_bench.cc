@@ -10,8 +10,10 @@
 // than the node's CPU tier, so each PUT really stores (no dedupe hits); GETs
 // read a resident set. Every cell is measured in several rounds, the three
 // systems interleaved within each round so machine noise hits them alike;
-// the table and JSON report the median round. Prints a table, then one JSON
-// line of figures.
+// the table and JSON report the median round. A second pikv-node with
+// security on (CURVE on tcp, keys made for this run) is measured beside the
+// first over tcp ("pikv+curve"; ipc carries no CURVE): curve_*_vs_plain is
+// what encryption costs. Prints a table, then one JSON line of figures.
 //
 //   build/bin/node_bench [--seconds 0.5] [--rounds 3]
 #include <hiredis/hiredis.h>
@@ -19,6 +21,7 @@
 
 #include <CLI/CLI.hpp>
 #include <atomic>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <random>
@@ -83,6 +86,8 @@ int ServeZmq(const std::vector<std::string>& endpoints) {
 
 struct Setup {
   std::string pikv_tcp, pikv_ipc, zmq_tcp, zmq_ipc;
+  std::string curve_tcp;  // the secure node
+  CurveClientKeys curve;  // an engine's keys to dial it
   int redis_port = 0;
   std::string redis_unix;
 };
@@ -105,8 +110,10 @@ redisContext* ConnectRedis(const Setup& s, bool unix_socket) {
 // expected; a failed operation is counted apart and never as throughput.
 using Worker = std::function<bool()>;
 
-Worker PikvWorker(const std::string& ep, const Pools& pools, bool put, int thread) {
-  auto client = std::make_shared<rpc::NodeClient>(ep, std::chrono::seconds(60));
+Worker PikvWorker(const std::string& ep, const Pools& pools, bool put, int thread,
+                  std::optional<CurveClientKeys> curve = std::nullopt) {
+  auto client =
+      std::make_shared<rpc::NodeClient>(ep, std::chrono::seconds(60), WireLimits{}, curve);
   auto rng = std::make_shared<std::mt19937>(thread + 1);
   auto next = std::make_shared<size_t>(thread * pools.objects.size() / 4);
   return [client, rng, next, &pools, put] {
@@ -209,9 +216,28 @@ int Run(double seconds, int num_rounds, const std::vector<uint64_t>& sizes) {
       {"--endpoint", "tcp://127.0.0.1:*", "--endpoint", "ipc://" + dir.str() + "/node.sock",
        "--data-dir", dir.str(), "--disk", "false", "--prefault", "true", "--cpu-capacity",
        std::to_string(kNodeCpuBytes), "--controller", "", "--log-level", "warn"});
+  const std::string key_dir = dir.str() + "/keys";
+  std::filesystem::create_directories(key_dir);
+  if (Status st = WriteClusterKeys(key_dir, {"secure"}); !st.ok())
+    throw std::runtime_error(st.ToString());
+  testing::TempDir secure_dir;
+  auto secure_node = testing::StartNode({"--endpoint",      "tcp://127.0.0.1:*",
+                                         "--data-dir",      secure_dir.str(),
+                                         "--disk",          "false",
+                                         "--prefault",      "true",
+                                         "--cpu-capacity",  std::to_string(kNodeCpuBytes),
+                                         "--controller",    "",
+                                         "--node-id",       "secure",
+                                         "--curve-key",     key_dir + "/node-secure",
+                                         "--curve-keyring", key_dir + "/keyring",
+                                         "--log-level",     "warn"});
+  auto engine_keys = CurveSecurity::Load(key_dir + "/engine", key_dir + "/keyring");
+  if (!engine_keys.ok()) throw std::runtime_error(engine_keys.status().ToString());
   testing::ChildProcess echo(
       "/proc/self/exe", {"--serve-zmq", "tcp://127.0.0.1:*", "ipc://" + dir.str() + "/echo.sock"});
-  Setup s{node.tcp, node.ipc, "", "", redis.port(), redis.unix_socket()};
+  Setup s{node.tcp,     node.ipc,           "",
+          "",           secure_node.tcp,    *(*engine_keys)->ForNode("secure"),
+          redis.port(), redis.unix_socket()};
   while (auto line = echo.ReadLine(std::chrono::seconds(10))) {
     if (line->rfind("endpoint tcp://", 0) == 0) s.zmq_tcp = line->substr(9);
     if (line->rfind("endpoint ipc://", 0) == 0) s.zmq_ipc = line->substr(9);
@@ -238,9 +264,12 @@ int Run(double seconds, int num_rounds, const std::vector<uint64_t>& sizes) {
         for (bool put : {true, false}) {
           if (!put) {  // make the GET set resident everywhere (untimed)
             rpc::NodeClient c(s.pikv_tcp, std::chrono::seconds(60));
+            rpc::NodeClient secure(s.curve_tcp, std::chrono::seconds(60), WireLimits{}, s.curve);
             for (size_t i = 0; i < pools.resident; ++i) {
-              auto r = c.Put({&pools.objects[i].key, 1}, {&pools.objects[i].bytes, 1});
-              if (!r.ok()) g_errors++;
+              for (rpc::NodeClient* n : {&c, &secure}) {
+                auto r = n->Put({&pools.objects[i].key, 1}, {&pools.objects[i].bytes, 1});
+                if (!r.ok() || !(*r)[0].ok()) g_errors++;
+              }
             }
             redisContext* rc = ConnectRedis(s, false);
             for (size_t i = 0; i < pools.resident; ++i) {
@@ -277,15 +306,24 @@ int Run(double seconds, int num_rounds, const std::vector<uint64_t>& sizes) {
                                   [&](int t) { return ZmqWorker(zmq_ep, pools, put, t); });
             rounds["zmq"].push_back(zr.ok_per_second);
             failed["zmq"] += zr.failed;
+            if (transport == "tcp") {
+              Measured cr = Measure(clients, seconds, min_ops, [&](int t) {
+                return PikvWorker(s.curve_tcp, pools, put, t, s.curve);
+              });
+              rounds["curve"].push_back(cr.ok_per_second);
+              failed["curve"] += cr.failed;
+            }
           }
-          for (const std::string system : {"pikv", "redis", "zmq"}) {
+          for (const std::string system : {"pikv", "curve", "redis", "zmq"}) {
+            if (!rounds.count(system)) continue;
             // A cell with any failed operation reports no throughput at all.
             const double ops = failed[system] ? 0 : Median(rounds[system]);
             Cell c{ops, ops * size / (1 << 20), failed[system]};
             cells[system + "_" + op + "_" + transport + "_" + SizeName(target) + "_c" +
                   std::to_string(clients)] = c;
             const std::string verdict = "FAILED (" + std::to_string(c.failed) + " errors)";
-            table.Add({system, op, system == "redis" && transport == "ipc" ? "unix" : transport,
+            table.Add({system == "curve" ? "pikv+curve" : system, op,
+                       system == "redis" && transport == "ipc" ? "unix" : transport,
                        FormatBytes(size), std::to_string(clients),
                        c.failed ? verdict : Fixed(c.ops, 0), c.failed ? "-" : Fixed(c.mibps, 1)});
           }
@@ -321,6 +359,11 @@ int Run(double seconds, int num_rounds, const std::vector<uint64_t>& sizes) {
              ratio("pikv_get_ipc_" + sz + "_c1", "zmq_get_ipc_" + sz + "_c1"));
     json.Add("put_" + sz + "_vs_redis",
              ratio("pikv_put_tcp_" + sz + "_c1", "redis_put_tcp_" + sz + "_c1"));
+    for (const std::string cell : {"get_tcp_" + sz + "_c1", "get_tcp_" + sz + "_c4",
+                                   "put_tcp_" + sz + "_c1", "put_tcp_" + sz + "_c4"}) {
+      json.Add("curve_" + cell.substr(0, 3) + "_" + sz + cell.substr(cell.size() - 3) + "_vs_plain",
+               ratio("curve_" + cell, "pikv_" + cell));
+    }
   }
   json.Add("node_minor_faults_per_get_32mib",
            gets_32mib ? static_cast<double>(faults_get_32mib) / gets_32mib : -1);

@@ -1,18 +1,27 @@
 """The controller's admin queries (what `pikv admin` prints), as dicts."""
 
+import os
+
 from pikv import _pikv
 
 
 class Admin:
     """One controller; every call has a deadline and raises RuntimeError when
-    the controller does not answer in time."""
+    the controller does not answer in time. On a secure cluster give the key
+    pair's prefix and the keyring (default: PIKV_CURVE_KEY and
+    PIKV_CURVE_KEYRING, as `pikv admin`); changes need the admin key."""
 
-    def __init__(self, endpoint: str, timeout_ms: int = 2000):
+    def __init__(self, endpoint: str, timeout_ms: int = 2000, curve_key: str = None,
+                 curve_keyring: str = None):
         self.endpoint = endpoint
         self.timeout_ms = timeout_ms
+        self.curve_key = os.environ.get("PIKV_CURVE_KEY", "") if curve_key is None else curve_key
+        self.curve_keyring = (os.environ.get("PIKV_CURVE_KEYRING", "") if curve_keyring is None
+                              else curve_keyring)
 
     def _query(self, query, keys=()):
-        return _pikv.admin_json(self.endpoint, self.timeout_ms, query, list(keys))
+        return _pikv.admin_json(self.endpoint, self.timeout_ms, query, list(keys),
+                                self.curve_key, self.curve_keyring)
 
     def nodes(self) -> dict:
         return self._query(_pikv.AdminQuery.nodes)

@@ -1,8 +1,11 @@
 """A local pikv cluster for demos, tests and benchmarks: `pikv cluster` (a
 controller, N nodes, optionally Redis) in the foreground, its endpoints read
-from what it prints; stop() sends Ctrl-C and it stops everything it started."""
+from what it prints; stop() sends Ctrl-C and it stops everything it started.
+Secure by default (CURVE with keys made for the cluster, in key_dir):
+security_settings() are the client settings a member's keys need."""
 
 import collections
+import os
 import re
 import signal
 import subprocess
@@ -11,11 +14,11 @@ import time
 
 
 class LocalCluster:
-    def __init__(self, pikv_binary="pikv", nodes=2, redis="auto", timeout=30.0):
-        self.proc = subprocess.Popen([pikv_binary, "cluster", "--nodes", str(nodes), "--redis",
-                                      redis], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     text=True)
-        self.nodes, self.controller, self.redis = [], None, None
+    def __init__(self, pikv_binary="pikv", nodes=2, redis="auto", timeout=30.0, secure=True):
+        args = [pikv_binary, "cluster", "--nodes", str(nodes), "--redis", redis]
+        self.proc = subprocess.Popen(args + ([] if secure else ["--insecure"]),
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.nodes, self.controller, self.redis, self.key_dir = [], None, None, None
         self._log, self.logged_bytes = collections.deque(maxlen=1000), 0
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -29,6 +32,8 @@ class LocalCluster:
                 self.nodes.append({"tcp": tcp, "ipc": ipc})
             elif line.startswith("redis "):
                 self.redis = line.split()[1]
+            elif line.startswith("export PIKV_CURVE_KEY="):
+                self.key_dir = os.path.dirname(line.split()[1].split("=", 1)[1])
             elif line.startswith("Ctrl-C"):
                 # The daemons log to this pipe for as long as they run: it is
                 # read to the end, or a full pipe would stall any thread that
@@ -38,6 +43,21 @@ class LocalCluster:
                 return
         self.stop()
         raise RuntimeError("pikv cluster did not come up")
+
+    def security_settings(self, member="engine") -> dict:
+        """Client settings for `member` (engine, admin, node-<id>): its key
+        pair and the keyring; empty when the cluster runs without security."""
+        if not self.key_dir:
+            return {}
+        return {"curve-key": os.path.join(self.key_dir, member),
+                "curve-keyring": os.path.join(self.key_dir, "keyring")}
+
+    def admin(self, member="admin"):
+        """An Admin of this cluster's controller, with `member`'s keys."""
+        from pikv.admin import Admin
+        s = self.security_settings(member)
+        return Admin(self.controller, curve_key=s.get("curve-key", ""),
+                     curve_keyring=s.get("curve-keyring", ""))
 
     def _drain(self):
         for line in self.proc.stdout:

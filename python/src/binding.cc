@@ -119,7 +119,11 @@ client::ClientOptions LoadOptions(const std::string& path,
 }
 
 py::object AdminJson(const std::string& endpoint, int timeout_ms, MsgType type,
-                     const std::vector<std::string>& keys) {
+                     const std::vector<std::string>& keys, const std::string& curve_key,
+                     const std::string& curve_keyring) {
+  std::optional<CurveClientKeys> curve;
+  if (auto security = Take(CurveSecurity::Load(curve_key, curve_keyring)))
+    curve = Take(security->ForController());
   std::vector<ChunkKey> parsed;
   for (const auto& k : keys) {
     auto key = ChunkKey::FromHex(k);
@@ -129,7 +133,7 @@ py::object AdminJson(const std::string& endpoint, int timeout_ms, MsgType type,
   std::string text;
   {
     py::gil_scoped_release nogil;
-    rpc::AdminClient admin(endpoint, std::chrono::milliseconds(timeout_ms));
+    rpc::AdminClient admin(endpoint, std::chrono::milliseconds(timeout_ms), curve);
     text = Take(admin.Json(type, parsed));
   }
   return py::module_::import("json").attr("loads")(text);
@@ -279,7 +283,8 @@ PYBIND11_MODULE(_pikv, m) {
       .value("evict", MsgType::kAdminEvict)
       .value("clear", MsgType::kAdminClear);
   m.def("admin_json", &AdminJson, "endpoint"_a, "timeout_ms"_a, "query"_a,
-        "keys"_a = std::vector<std::string>{}, "The controller's document for an admin query");
+        "keys"_a = std::vector<std::string>{}, "curve_key"_a = "", "curve_keyring"_a = "",
+        "The controller's document for an admin query (over CURVE with a key and keyring)");
 }
 
 }  // namespace pikv::python

@@ -36,39 +36,57 @@ engine::ModelConfig ModelCfg() {
   return c;
 }
 
-class ClientClusterTest : public ::testing::Test {
+// Every test runs twice: security off, and on (keys made for the cluster;
+// engines dial with the engine's keys, the test's own calls with the admin's).
+class ClientClusterTest : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
+    if (GetParam()) keys_.emplace(std::vector<std::string>{Id(0), Id(1), Id(2)});
     controller_port_ = testing::FreePort();
     StartController();
     for (int i = 0; i < 3; ++i) StartNode(i);
     WaitFor([&] { return Alive() == 3; }, 10s, "three nodes");
   }
   void StartController() {
-    controller_ =
-        testing::StartController({"--endpoint", ControllerEp(), "--http", "", "--suspect-after",
-                                  "500ms", "--dead-after", "1200ms", "--log-level", "error"});
+    controller_ = testing::StartController(
+        WithKeys("controller", {"--endpoint", ControllerEp(), "--http", "", "--suspect-after",
+                                "500ms", "--dead-after", "1200ms", "--log-level", "error"}));
   }
   std::string ControllerEp() const { return "tcp://127.0.0.1:" + std::to_string(controller_port_); }
   static std::string Id(int i) { return std::string("node-") + static_cast<char>('a' + i); }
   void StartNode(int i) {
-    nodes_[i] = testing::StartNode({"--endpoint", "tcp://127.0.0.1:*", "--endpoint",
-                                    "ipc://" + dirs_[i].str() + "/n.sock", "--data-dir",
-                                    dirs_[i].str(), "--node-id", Id(i), "--host", "host-" + Id(i),
-                                    "--controller", ControllerEp(), "--heartbeat-interval", "200ms",
-                                    "--redis", redis_.address(), "--log-level", "error"});
+    nodes_[i] = testing::StartNode(WithKeys(
+        "node-" + Id(i),
+        {"--endpoint", "tcp://127.0.0.1:*", "--endpoint", "ipc://" + dirs_[i].str() + "/n.sock",
+         "--data-dir", dirs_[i].str(), "--node-id", Id(i), "--host", "host-" + Id(i),
+         "--controller", ControllerEp(), "--heartbeat-interval", "200ms", "--redis",
+         redis_.address(), "--log-level", "error"}));
   }
+  std::vector<std::string> WithKeys(const std::string& member, std::vector<std::string> args) {
+    if (keys_) {
+      auto flags = keys_->Flags(member);
+      args.insert(args.end(), flags.begin(), flags.end());
+    }
+    return args;
+  }
+  // The admin's keys to dial the controller (node < 0) or node i.
+  std::optional<CurveClientKeys> AdminKeys(int node = -1) const {
+    if (!keys_) return std::nullopt;
+    return keys_->Dial("admin", node < 0 ? "" : Id(node));
+  }
+  rpc::AdminClient Admin() const { return rpc::AdminClient(ControllerEp(), 1s, AdminKeys()); }
   ClientOptions Options(int i) {
     ClientOptions o = engine::ReferenceClientOptions(model_.config(), "reference", nodes_[i].ipc,
                                                      ControllerEp(), "host-" + Id(i));
     o.node_timeout = 500ms;
     o.controller_timeout = 200ms;
     o.fetch_timeout = 1000ms;
+    if (keys_) o.security = keys_->Security("engine");
     return o;
   }
-  int Alive() { return testing::AliveNodes(ControllerEp()); }
+  int Alive() { return testing::AliveNodes(ControllerEp(), AdminKeys()); }
   std::set<std::string> Holders(const ChunkKey& key) {
-    return testing::Holders(ControllerEp(), key);
+    return testing::Holders(ControllerEp(), key, AdminKeys());
   }
   template <typename Cond>
   void WaitFor(Cond cond, std::chrono::milliseconds limit, const std::string& what) {
@@ -95,6 +113,7 @@ class ClientClusterTest : public ::testing::Test {
     return m;
   }
 
+  std::optional<testing::TestKeys> keys_;  // security on
   ReferenceModel model_{ModelCfg()};
   testing::RedisServer redis_;
   int controller_port_ = 0;
@@ -105,7 +124,7 @@ class ClientClusterTest : public ::testing::Test {
          d3_ = Random(7, 5), e1_ = Random(6, 6), e2_ = Random(4, 7), q_ = Random(3, 8);
 };
 
-TEST_F(ClientClusterTest, ChunksComputedOnOneHostAreReusedExactlyOnOthersThroughEveryFailure) {
+TEST_P(ClientClusterTest, ChunksComputedOnOneHostAreReusedExactlyOnOthersThroughEveryFailure) {
   Engine a(model_, Options(0)), b(model_, Options(1)), c(model_, Options(2));
   const auto deadline_slack = 100ms;
 
@@ -138,7 +157,7 @@ TEST_F(ClientClusterTest, ChunksComputedOnOneHostAreReusedExactlyOnOthersThrough
         3s, "copies located on A and B");
   }
   EXPECT_EQ(b.Run(p2).plan.chunks[1].source, Source::kLocal) << "the second time, B has it";
-  rpc::NodeClient b_node(nodes_[1].tcp, 2s);
+  rpc::NodeClient b_node(nodes_[1].tcp, 2s, WireLimits{}, AdminKeys(1));
   EXPECT_EQ(std::get<int64_t>(b_node.Stats()->at("p2p.pulled_objects")), 2)
       << "B's node pulled d3 and d1 from A";
 
@@ -213,12 +232,12 @@ TEST_F(ClientClusterTest, ChunksComputedOnOneHostAreReusedExactlyOnOthersThrough
 // earlier admit report). A plan trusts the local node's live look into Redis,
 // not the registry, and an evict clears the stale entry even though no node
 // finds anything left to delete.
-TEST_F(ClientClusterTest, AChunkGoneFromRedisIsAMissAndAnEvictClearsItsStaleEntry) {
+TEST_P(ClientClusterTest, AChunkGoneFromRedisIsAMissAndAnEvictClearsItsStaleEntry) {
   Engine a(model_, Options(0));
   auto prompt = Prompt({sys1_, d1_, q_});
   const ChunkKey key = a.Run(prompt).plan.chunks[1].key;
   auto registry_says_redis = [&] {
-    auto r = rpc::AdminClient(ControllerEp(), 1s).Locate({key});
+    auto r = Admin().Locate({key});
     if (!r.ok()) return false;
     for (const auto& rep : (*r)[0]) {
       if (rep.location.tier == TierKind::kRemote) return true;
@@ -226,9 +245,7 @@ TEST_F(ClientClusterTest, AChunkGoneFromRedisIsAMissAndAnEvictClearsItsStaleEntr
     return false;
   };
   WaitFor(registry_says_redis, 5s, "the write-through to Redis reported");
-  ASSERT_TRUE(rpc::AdminClient(ControllerEp(), 1s)
-                  .Json(MsgType::kAdminClear, {}, {{"node_id", std::string("node-a")}})
-                  .ok());
+  ASSERT_TRUE(Admin().Json(MsgType::kAdminClear, {}, {{"node_id", std::string("node-a")}}).ok());
   WaitFor([&] { return Holders(key).empty(); }, 3s, "node-a's CPU and disk copies cleared");
   Client reader(Options(1));
   ASSERT_EQ(reader.MakePlan(prompt).chunks[1].source, Source::kRemote);
@@ -239,9 +256,12 @@ TEST_F(ClientClusterTest, AChunkGoneFromRedisIsAMissAndAnEvictClearsItsStaleEntr
   ASSERT_TRUE(registry_says_redis()) << "the stale entry this test is about";
   EXPECT_EQ(reader.MakePlan(prompt).chunks[1].source, Source::kMiss);
 
-  ASSERT_TRUE(rpc::AdminClient(ControllerEp(), 1s).Json(MsgType::kAdminEvict, {key}).ok());
+  ASSERT_TRUE(Admin().Json(MsgType::kAdminEvict, {key}).ok());
   WaitFor([&] { return !registry_says_redis(); }, 3s, "the evict to clear the stale entry");
 }
+
+INSTANTIATE_TEST_SUITE_P(SecurityOffAndOn, ClientClusterTest, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "Secure" : "Insecure"; });
 
 }  // namespace
 }  // namespace pikv::client

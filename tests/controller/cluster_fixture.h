@@ -1,6 +1,8 @@
 // ClusterTest: a real pikv-controller and three real pikv-node processes on
 // loopback, with helpers to put, locate, administer and wait. Shared by the
-// multi-process controller tests.
+// multi-process controller tests. A fixture that sets secure_ before SetUp
+// runs the cluster with security on (CURVE, keys made for it); the helpers
+// then dial with the admin's keys.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -26,6 +28,7 @@ constexpr auto kDeadAfter = 1500ms;
 class ClusterTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    if (secure_) keys_.emplace(std::vector<std::string>{Id(0), Id(1), Id(2)});
     controller_port_ = testing::FreePort();
     StartControllerProcess();
     for (int i = 0; i < 3; ++i) StartNodeProcess(i);
@@ -33,28 +36,45 @@ class ClusterTest : public ::testing::Test {
   }
 
   void StartControllerProcess() {
-    controller_ = testing::StartController({"--endpoint", Endpoint(), "--http", "127.0.0.1:0",
-                                            "--suspect-after", "600ms", "--dead-after", "1500ms",
-                                            "--log-level", "warn"});
+    controller_ = testing::StartController(WithKeys(
+        "controller", {"--endpoint", Endpoint(), "--http", "127.0.0.1:0", "--suspect-after",
+                       "600ms", "--dead-after", "1500ms", "--log-level", "warn"}));
   }
   std::string Endpoint() const { return "tcp://127.0.0.1:" + std::to_string(controller_port_); }
   void StartNodeProcess(int i) {
-    nodes_[i] =
-        testing::StartNode({"--endpoint", "tcp://127.0.0.1:*", "--data-dir", dirs_[i].str(),
-                            "--node-id", Id(i), "--host", "host-" + Id(i), "--controller",
-                            Endpoint(), "--heartbeat-interval", "200ms", "--log-level", "warn"});
+    nodes_[i] = testing::StartNode(WithKeys(
+        "node-" + Id(i), {"--endpoint", "tcp://127.0.0.1:*", "--data-dir", dirs_[i].str(),
+                          "--node-id", Id(i), "--host", "host-" + Id(i), "--controller", Endpoint(),
+                          "--heartbeat-interval", "200ms", "--log-level", "warn"}));
+  }
+  // `args`, and when secure the flags that give `member` its keys.
+  std::vector<std::string> WithKeys(const std::string& member, std::vector<std::string> args) {
+    if (keys_) {
+      auto flags = keys_->Flags(member);
+      args.insert(args.end(), flags.begin(), flags.end());
+    }
+    return args;
+  }
+  // The admin's keys to dial the controller (node < 0) or node i; none
+  // when not secure.
+  std::optional<CurveClientKeys> AdminKeys(int node = -1) const {
+    if (!keys_) return std::nullopt;
+    return keys_->Dial("admin", node < 0 ? "" : Id(node));
+  }
+  NodeClient Node(int i, std::chrono::milliseconds timeout = 5s) const {
+    return NodeClient(nodes_[i].tcp, timeout, WireLimits{}, AdminKeys(i));
   }
   static std::string Id(int i) { return "node-" + std::string(1, static_cast<char>('a' + i)); }
 
   nlohmann::json Admin(MsgType type, std::vector<ChunkKey> keys = {}, Fields fields = {}) {
-    AdminClient admin(Endpoint(), 2s);
+    AdminClient admin(Endpoint(), 2s, AdminKeys());
     auto r = admin.Json(type, keys, std::move(fields));
     if (!r.ok()) return nlohmann::json();
     return nlohmann::json::parse(*r);
   }
-  int AliveNodes() { return testing::AliveNodes(Endpoint()); }
+  int AliveNodes() { return testing::AliveNodes(Endpoint(), AdminKeys()); }
   Where Locate(const ChunkKey& key) {
-    AdminClient admin(Endpoint(), 2s);
+    AdminClient admin(Endpoint(), 2s, AdminKeys());
     auto r = admin.Locate({key});
     Where out;
     if (!r.ok()) return {{"<error>", TierKind::kCpu}};
@@ -62,7 +82,7 @@ class ClusterTest : public ::testing::Test {
     return out;
   }
   void Put(int i, const testing::TestObject& o) {
-    rpc::NodeClient c(nodes_[i].tcp, 10s);
+    NodeClient c = Node(i, 10s);
     auto r = c.Put({&o.key, 1}, {&o.bytes, 1});
     ASSERT_TRUE(r.ok() && (*r)[0].ok());
   }
@@ -85,12 +105,18 @@ class ClusterTest : public ::testing::Test {
   std::pair<int, std::string> Cli(std::vector<std::string> args) {
     args.insert(args.begin(), "admin");
     args.insert(args.end(), {"--controller", Endpoint()});
+    if (keys_) {
+      auto flags = keys_->Flags("admin");
+      args.insert(args.end(), flags.begin(), flags.end());
+    }
     testing::ChildProcess p(testing::BinaryPath("pikv"), args);
     std::string out;
     while (auto line = p.ReadLine(5s)) out += *line + "\n";
     return {p.Wait(5s).value_or(-1), out};
   }
 
+  bool secure_ = false;
+  std::optional<testing::TestKeys> keys_;  // when secure_
   int controller_port_ = 0;
   testing::ControllerProcess controller_;
   testing::TempDir dirs_[3];

@@ -26,7 +26,13 @@ using testing::MakeObject;
 using testing::TempDir;
 using testing::TestObject;
 
-TEST_F(ClusterTest, APutChunkIsLocatedWithinOneSecond) {
+// Every test runs twice: security off, and on (the admin's keys).
+class ClusterProcessTest : public ClusterTest, public ::testing::WithParamInterface<bool> {
+ protected:
+  ClusterProcessTest() { secure_ = GetParam(); }
+};
+
+TEST_P(ClusterProcessTest, APutChunkIsLocatedWithinOneSecond) {
   auto o = MakeObject(1, 64 << 10);
   Put(0, o);
   auto took = WaitFor(
@@ -42,7 +48,7 @@ TEST_F(ClusterTest, APutChunkIsLocatedWithinOneSecond) {
       5s, "the disk copy too");
 }
 
-TEST_F(ClusterTest, AKilledNodeVanishesAndReturnsWithANewIncarnationAndItsDisk) {
+TEST_P(ClusterProcessTest, AKilledNodeVanishesAndReturnsWithANewIncarnationAndItsDisk) {
   std::vector<TestObject> objs;
   for (int i = 0; i < 5; ++i) {
     objs.push_back(MakeObject(10 + i, 16 << 10));
@@ -80,7 +86,7 @@ TEST_F(ClusterTest, AKilledNodeVanishesAndReturnsWithANewIncarnationAndItsDisk) 
   }
 }
 
-TEST_F(ClusterTest, ARestartedControllerAnswersLocateAsBeforeTheCrash) {
+TEST_P(ClusterProcessTest, ARestartedControllerAnswersLocateAsBeforeTheCrash) {
   std::vector<TestObject> objs;
   for (int i = 0; i < 6; ++i) {
     objs.push_back(MakeObject(20 + i, 16 << 10));
@@ -106,7 +112,7 @@ TEST_F(ClusterTest, ARestartedControllerAnswersLocateAsBeforeTheCrash) {
   EXPECT_EQ(AliveNodes(), 3);
 }
 
-TEST_F(ClusterTest, ClearPinAndEvictTakeEffectOnTheNodes) {
+TEST_P(ClusterProcessTest, ClearPinAndEvictTakeEffectOnTheNodes) {
   auto shared = MakeObject(30, 8 << 10), only_c = MakeObject(31, 8 << 10);
   Put(0, shared);
   Put(1, shared);
@@ -116,7 +122,7 @@ TEST_F(ClusterTest, ClearPinAndEvictTakeEffectOnTheNodes) {
 
   ASSERT_FALSE(Admin(MsgType::kAdminPin, {shared.key}).is_null());
   // A pinned object can be unpinned once per pin: the node says so.
-  NodeClient a(nodes_[0].tcp, 5s), b(nodes_[1].tcp, 5s), c(nodes_[2].tcp, 5s);
+  NodeClient a = Node(0), b = Node(1), c = Node(2);
   WaitFor(
       [&] {
         return (*a.Unpin({&shared.key, 1}))[0].ok();
@@ -142,7 +148,7 @@ TEST_F(ClusterTest, ClearPinAndEvictTakeEffectOnTheNodes) {
   WaitFor([&] { return Locate(only_c.key).empty(); }, 3s, "clear reported to the registry");
 }
 
-TEST_F(ClusterTest, EveryAdminCommandThroughTheCliAsTableAndJson) {
+TEST_P(ClusterProcessTest, EveryAdminCommandThroughTheCliAsTableAndJson) {
   auto o = MakeObject(40, 8 << 10);
   Put(0, o);
   WaitFor([&] { return Locate(o.key).size() == 2; }, 5s, "located");
@@ -208,7 +214,7 @@ TEST_F(ClusterTest, EveryAdminCommandThroughTheCliAsTableAndJson) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 3s);
 }
 
-TEST_F(ClusterTest, GarbageGetsErrorRepliesAndChangesNothing) {
+TEST_P(ClusterProcessTest, GarbageGetsErrorRepliesAndChangesNothing) {
   auto o = MakeObject(50, 8 << 10);
   Put(0, o);
   WaitFor([&] { return Locate(o.key).size() == 2; }, 5s, "located");
@@ -216,6 +222,7 @@ TEST_F(ClusterTest, GarbageGetsErrorRepliesAndChangesNothing) {
   zmq::socket_t s(ClientContext(), zmq::socket_type::dealer);
   s.set(zmq::sockopt::linger, 0);
   s.set(zmq::sockopt::rcvtimeo, 3000);
+  if (auto keys = AdminKeys()) DialCurve(s.handle(), *keys);  // garbage from a listed key
   s.connect(Endpoint());
   Header unknown;
   unknown.type = static_cast<MsgType>(777);
@@ -249,6 +256,9 @@ TEST_F(ClusterTest, GarbageGetsErrorRepliesAndChangesNothing) {
   EXPECT_EQ(Locate(o.key), before);
   EXPECT_EQ(AliveNodes(), 3);
 }
+
+INSTANTIATE_TEST_SUITE_P(SecurityOffAndOn, ClusterProcessTest, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "Secure" : "Insecure"; });
 
 }  // namespace
 }  // namespace pikv::controller

@@ -1,7 +1,9 @@
 """Fixtures for the Python tests: a real local cluster (a controller, two
 pikv-nodes, Redis) started with `pikv cluster`, and the paths the tests need.
 CTest runs these with PYTHONPATH = the build tree's python/ plus this
-directory and the vLLM stand-in, and PIKV_BIN_DIR = the build's bin/."""
+directory and the vLLM stand-in, and PIKV_BIN_DIR = the build's bin/; and
+runs them twice, with security on (the default) and with
+PIKV_TEST_SECURITY=off."""
 
 import os
 import sys
@@ -21,7 +23,8 @@ def bin_dir():
 def Cluster(nodes=2):
     """A real local cluster from the build tree's `pikv cluster`."""
     from pikv.local_cluster import LocalCluster
-    return LocalCluster(os.path.join(bin_dir(), "pikv"), nodes=nodes)
+    secure = os.environ.get("PIKV_TEST_SECURITY", "on") != "off"
+    return LocalCluster(os.path.join(bin_dir(), "pikv"), nodes=nodes, secure=secure)
 
 
 @pytest.fixture(scope="module")

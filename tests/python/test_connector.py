@@ -36,7 +36,7 @@ def wait_until_located(cluster, core, segments, timeout=10.0):
     """Until the controller lists a holder for each segment's chunk: a node
     reports what it admitted asynchronously, as it would in production."""
     keys = [core.client.key_of(s) for s in segments]
-    admin, deadline = pikv.Admin(cluster.controller), time.monotonic() + timeout
+    admin, deadline = cluster.admin(), time.monotonic() + timeout
     while not all(k["locations"] for k in admin.locate(keys)["keys"]):
         assert time.monotonic() < deadline, "the controller never learned of the saved chunks"
         time.sleep(0.02)
@@ -45,6 +45,7 @@ def wait_until_located(cluster, core, segments, timeout=10.0):
 def settings(cluster, node, model_id, **more):
     s = {"local-node": cluster.nodes[node]["ipc"], "controller": cluster.controller,
          "model-id": model_id}
+    s.update(cluster.security_settings())
     s.update(more)
     return s
 
@@ -125,7 +126,7 @@ def test_a_chunk_lost_between_plan_and_load_is_reported_and_recomputed(cluster, 
     # that takes a while, and a late heartbeat can skip a node. The evict is
     # repeated until it lands, within a generous deadline.
     deadline = time.monotonic() + 30
-    admin = pikv.Admin(cluster.controller)
+    admin = cluster.admin()
     key = core.client.key_of(d1)
     while core.num_matched_tokens(prompt, lengths) != 20:
         assert time.monotonic() < deadline, (
@@ -148,7 +149,8 @@ def test_node_and_controller_down_match_nothing_within_the_deadline(tmp_path):
     doomed = Cluster(nodes=1)
     try:
         s = {"local-node": doomed.nodes[0]["ipc"], "controller": doomed.controller,
-             "model-id": "standin-down", "node-timeout": "300ms", "controller-timeout": "200ms"}
+             "model-id": "standin-down", "node-timeout": "300ms", "controller-timeout": "200ms",
+             **doomed.security_settings()}
         e = StandInVllm(model, model_dir, s, "flash")
         e.generate([sys, d1], {"pikv_save": True})
         prompt = sys + d1 + q

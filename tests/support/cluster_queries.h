@@ -12,15 +12,17 @@
 namespace pikv::testing {
 
 // Alive nodes, or -1 when the controller does not answer.
-inline int AliveNodes(const std::string& controller) {
-  rpc::AdminClient admin(controller, std::chrono::seconds(1));
+inline int AliveNodes(const std::string& controller,
+                      std::optional<CurveClientKeys> keys = std::nullopt) {
+  rpc::AdminClient admin(controller, std::chrono::seconds(1), std::move(keys));
   auto j = admin.Json(MsgType::kAdminHealth);
   return j.ok() ? nlohmann::json::parse(*j)["nodes_alive"].get<int>() : -1;
 }
 
 // Ids of the nodes holding `key` in CPU or disk (the shared tier excluded).
-inline std::set<std::string> Holders(const std::string& controller, const ChunkKey& key) {
-  rpc::AdminClient admin(controller, std::chrono::seconds(1));
+inline std::set<std::string> Holders(const std::string& controller, const ChunkKey& key,
+                                     std::optional<CurveClientKeys> keys = std::nullopt) {
+  rpc::AdminClient admin(controller, std::chrono::seconds(1), std::move(keys));
   auto r = admin.Locate({key});
   std::set<std::string> out;
   if (!r.ok()) return out;

@@ -109,4 +109,26 @@ SharedBuffer Rebuilt(std::span<const uint8_t> object,
   return SharedBuffer::FromVector(std::move(*rebuilt));
 }
 
+TestKeys::TestKeys(const std::vector<std::string>& node_ids) {
+  if (Status s = WriteClusterKeys(dir_.str(), node_ids); !s.ok())
+    throw std::runtime_error(s.ToString());
+}
+
+std::vector<std::string> TestKeys::Flags(const std::string& member) const {
+  return {"--curve-key", dir_.str() + "/" + member, "--curve-keyring", dir_.str() + "/keyring"};
+}
+
+std::shared_ptr<const CurveSecurity> TestKeys::Security(const std::string& member) const {
+  auto security = CurveSecurity::Load(dir_.str() + "/" + member, dir_.str() + "/keyring");
+  if (!security.ok()) throw std::runtime_error(security.status().ToString());
+  return *security;
+}
+
+CurveClientKeys TestKeys::Dial(const std::string& member, const std::string& node_id) const {
+  auto security = Security(member);
+  auto keys = node_id.empty() ? security->ForController() : security->ForNode(node_id);
+  if (!keys.ok()) throw std::runtime_error(keys.status().ToString());
+  return *keys;
+}
+
 }  // namespace pikv::testing

@@ -12,6 +12,7 @@
 #include "pikv/launch/daemons.h"
 #include "pikv/launch/process.h"
 #include "pikv/proto/chunk_object.h"
+#include "pikv/proto/curve.h"
 #include "pikv/proto/shared_buffer.h"
 
 namespace pikv::testing {
@@ -64,5 +65,20 @@ TestObject MakeObject(uint64_t seed, size_t bytes);
 // when its size still fits the header, else zeros of the new size.
 SharedBuffer Rebuilt(std::span<const uint8_t> object,
                      const std::function<void(ChunkHeader&)>& change);
+
+// A test cluster's keys for security on (WriteClusterKeys in a temp dir):
+// members are controller, admin, engine and node-<id> for each node id.
+class TestKeys {
+ public:
+  explicit TestKeys(const std::vector<std::string>& node_ids);
+  // The daemon flags that run `member` with its keys.
+  std::vector<std::string> Flags(const std::string& member) const;
+  std::shared_ptr<const CurveSecurity> Security(const std::string& member) const;
+  // `member`'s keys to dial the controller, or node `node_id`.
+  CurveClientKeys Dial(const std::string& member, const std::string& node_id = "") const;
+
+ private:
+  TempDir dir_;
+};
 
 }  // namespace pikv::testing
