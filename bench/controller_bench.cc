@@ -10,6 +10,9 @@
 //     --serve-sink), which only receives them.
 //  3. locate of 32-key batches: p50/p99 latency beside a bare ZeroMQ round trip
 //     of the same request to the sink.
+//  4. Steps 2 and 3 again against a second controller with security on
+//     (CURVE, keys made for this run; each sender with its node's key):
+//     *_curve_vs_plain is what encryption and authentication cost.
 // Prints a table, then one JSON line.
 #include <unistd.h>
 
@@ -122,11 +125,12 @@ RegistryFigures BenchRegistry(uint64_t keys, uint64_t ops) {
 }
 
 // ---- 2. Events over the wire -------------------------------------------------------
-Header Batch(const std::string& node_id, uint64_t seq, uint64_t first_key, size_t n) {
+Header Batch(const std::string& node_id, int64_t incarnation, uint64_t seq, uint64_t first_key,
+             size_t n) {
   Header h;
   h.type = MsgType::kEvents;
   h.fields = {
-      {"node_id", node_id}, {"incarnation", int64_t{1}}, {"seq", static_cast<int64_t>(seq)}};
+      {"node_id", node_id}, {"incarnation", incarnation}, {"seq", static_cast<int64_t>(seq)}};
   for (size_t i = 0; i < n; ++i) {
     h.keys.push_back(Key(first_key + i));
     h.values.push_back(EncodeEvent(TierKind::kCpu, true));
@@ -134,35 +138,45 @@ Header Batch(const std::string& node_id, uint64_t seq, uint64_t first_key, size_
   return h;
 }
 
-int64_t EventsApplied(const std::string& endpoint) {
-  rpc::AdminClient admin(endpoint, std::chrono::seconds(5));
+// The admin's keys to dial the controller, when `keys` (security on).
+std::optional<CurveClientKeys> AdminKeys(const testing::TestKeys* security) {
+  if (!security) return std::nullopt;
+  return security->Dial("admin");
+}
+
+int64_t EventsApplied(const std::string& endpoint, const testing::TestKeys* security) {
+  rpc::AdminClient admin(endpoint, std::chrono::seconds(5), AdminKeys(security));
   auto j = admin.Json(MsgType::kAdminStats);
   return j.ok() ? nlohmann::json::parse(*j)["events_applied"].get<int64_t>() : -1;
 }
 
 // Each sender sends `batches` batches of `batch` events (pre-encoded, so the
-// timed loop is the transport and the receiver). Returns events/s.
+// timed loop is the transport and the receiver), as incarnation `round` + 1
+// of its node (a new registration empties what an earlier round admitted).
+// Returns events/s.
 double SendEvents(const std::string& endpoint, int senders, int batches, size_t batch,
-                  bool to_controller) {
+                  bool to_controller, const testing::TestKeys* security = nullptr, int round = 0) {
+  const int64_t incarnation = round + 1;
   std::vector<std::vector<std::string>> encoded(senders);
   std::vector<std::string> ids;
   for (int s = 0; s < senders; ++s) {
     ids.push_back("sim-" + std::to_string(s));
     for (int b = 0; b < batches; ++b) {
       encoded[s].push_back(
-          EncodeHeader(Batch(ids[s], b + 1, (uint64_t(s) << 40) + b * batch, batch)));
+          EncodeHeader(Batch(ids[s], incarnation, b + 1, (uint64_t(s) << 40) + b * batch, batch)));
     }
   }
   std::vector<std::unique_ptr<zmq::socket_t>> socks;
   for (int s = 0; s < senders; ++s) {
     socks.push_back(std::make_unique<zmq::socket_t>(ClientContext(), zmq::socket_type::dealer));
     socks.back()->set(zmq::sockopt::linger, 0);
+    if (security) DialCurve(socks.back()->handle(), security->Dial("node-" + ids[s]));
     socks.back()->connect(endpoint);
     if (to_controller) {  // register and send an empty inventory, as a node does
       Header reg;
       reg.type = MsgType::kRegister;
       reg.fields = {
-          {"node_id", ids[s]}, {"incarnation", int64_t{1}}, {"host", std::string("bench")}};
+          {"node_id", ids[s]}, {"incarnation", incarnation}, {"host", std::string("bench")}};
       std::vector<zmq::message_t> none;
       SendMessage(*socks.back(), none, reg, {});
       std::vector<zmq::message_t> reply;
@@ -170,13 +184,13 @@ double SendEvents(const std::string& endpoint, int senders, int batches, size_t 
       Header inv;
       inv.type = MsgType::kInventory;
       inv.fields = {{"node_id", ids[s]},
-                    {"incarnation", int64_t{1}},
+                    {"incarnation", incarnation},
                     {"seq", int64_t{0}},
                     {"final", int64_t{1}}};
       SendMessage(*socks.back(), none, inv, {});
     }
   }
-  const int64_t before = to_controller ? EventsApplied(endpoint) : 0;
+  const int64_t before = to_controller ? EventsApplied(endpoint, security) : 0;
   auto t0 = Clock::now();
   std::vector<std::thread> threads;
   for (int s = 0; s < senders; ++s) {
@@ -187,7 +201,7 @@ double SendEvents(const std::string& endpoint, int senders, int batches, size_t 
   for (auto& t : threads) t.join();
   const int64_t total = int64_t{senders} * batches * static_cast<int64_t>(batch);
   if (to_controller) {
-    while (EventsApplied(endpoint) - before < total)
+    while (EventsApplied(endpoint, security) - before < total)
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
   } else {
     // The sink counts messages; ask until all have arrived (a DEALER keeps order).
@@ -206,8 +220,8 @@ double SendEvents(const std::string& endpoint, int senders, int batches, size_t 
 
 // ---- 3. Locate latency -------------------------------------------------------------
 std::vector<double> LocateLatencies(const std::string& endpoint, uint64_t key_space, int calls,
-                                    uint64_t& found) {
-  rpc::AdminClient admin(endpoint, std::chrono::seconds(5));
+                                    uint64_t& found, const testing::TestKeys* security = nullptr) {
+  rpc::AdminClient admin(endpoint, std::chrono::seconds(5), AdminKeys(security));
   std::mt19937_64 rng(7);
   std::vector<double> ms;
   std::vector<ChunkKey> keys(32);
@@ -257,13 +271,36 @@ int Run(uint64_t keys, uint64_t ops, int senders, int batches) {
     if (line->rfind("endpoint ", 0) == 0) sink_ep = line->substr(9);
     if (*line == "sink ready") break;
   }
+  std::vector<std::string> sim_ids;
+  for (int s = 0; s < senders; ++s) sim_ids.push_back("sim-" + std::to_string(s));
+  const testing::TestKeys curve_keys(sim_ids);
+  std::vector<std::string> secure_args = {
+      "--endpoint", "tcp://127.0.0.1:*", "--http", "", "--suspect-after", "10m", "--dead-after",
+      "20m",        "--log-level",       "warn"};
+  for (const auto& flag : curve_keys.Flags("controller")) secure_args.push_back(flag);
+  auto secure_ctl = testing::StartController(secure_args);
+
+  // Security off and on interleaved, so machine noise hits both alike.
   const size_t batch = 1024;
-  double wire_events = SendEvents(ctl.endpoint, senders, batches, batch, true);
+  std::vector<double> plain_rounds, secure_rounds;
+  for (int round = 0; round < 3; ++round) {
+    plain_rounds.push_back(SendEvents(ctl.endpoint, senders, batches, batch, true, nullptr, round));
+    secure_rounds.push_back(
+        SendEvents(secure_ctl.endpoint, senders, batches, batch, true, &curve_keys, round));
+  }
+  const double wire_events = Median(plain_rounds), secure_events = Median(secure_rounds);
   double sink_events = SendEvents(sink_ep, senders, batches, batch, false);
-  uint64_t found = 0;
+  uint64_t found = 0, secure_found = 0;
   const int calls = 20000;
-  auto locate_ms =
-      LocateLatencies(ctl.endpoint, static_cast<uint64_t>(batches) * batch, calls, found);
+  std::vector<double> locate_ms, secure_locate_ms;
+  for (int part = 0; part < 4; ++part) {
+    const uint64_t key_space = static_cast<uint64_t>(batches) * batch;
+    auto plain = LocateLatencies(ctl.endpoint, key_space, calls / 4, found);
+    auto secure =
+        LocateLatencies(secure_ctl.endpoint, key_space, calls / 4, secure_found, &curve_keys);
+    locate_ms.insert(locate_ms.end(), plain.begin(), plain.end());
+    secure_locate_ms.insert(secure_locate_ms.end(), secure.begin(), secure.end());
+  }
   auto rtt_ms = ZmqRoundTrips(sink_ep, 20000);
 
   Table table({"figure", "value", "baseline", "ratio"});
@@ -282,6 +319,16 @@ int Run(uint64_t keys, uint64_t ops, int senders, int batches) {
   table.Add({"locate 32 keys p99 (ms)", Fixed(Percentile(locate_ms, 0.99), 3),
              "zmq rtt " + Fixed(Percentile(rtt_ms, 0.99), 3),
              Fixed(Percentile(locate_ms, 0.99) / Percentile(rtt_ms, 0.99), 2)});
+  table.Add({"events/s, security on", Fixed(secure_events / 1e3, 0) + " k",
+             "off " + Fixed(wire_events / 1e3, 0) + " k", Fixed(secure_events / wire_events, 2)});
+  table.Add({"locate 32 keys p50 (ms), security on", Fixed(Percentile(secure_locate_ms, 0.5), 3),
+             "off " + Fixed(Percentile(locate_ms, 0.5), 3),
+             Fixed(Percentile(secure_locate_ms, 0.5) / Percentile(locate_ms, 0.5), 2)});
+  table.Add({"locate 32 keys p99 (ms), security on", Fixed(Percentile(secure_locate_ms, 0.99), 3),
+             "off " + Fixed(Percentile(locate_ms, 0.99), 3),
+             Fixed(Percentile(secure_locate_ms, 0.99) / Percentile(locate_ms, 0.99), 2)});
+  table.Add({"locate: keys found, security on",
+             Fixed(100.0 * secure_found / (32.0 * calls), 1) + " %", "", ""});
   table.Print();
 
   JsonLine json;
@@ -300,6 +347,13 @@ int Run(uint64_t keys, uint64_t ops, int senders, int batches) {
   json.Add("locate32_p99_ms", Percentile(locate_ms, 0.99));
   json.Add("zmq_rtt_p50_ms", Percentile(rtt_ms, 0.5));
   json.Add("zmq_rtt_p99_ms", Percentile(rtt_ms, 0.99));
+  json.Add("curve_wire_events_per_s", secure_events);
+  json.Add("curve_events_vs_plain", secure_events / wire_events);
+  json.Add("curve_locate32_p50_ms", Percentile(secure_locate_ms, 0.5));
+  json.Add("curve_locate32_p99_ms", Percentile(secure_locate_ms, 0.99));
+  json.Add("curve_locate32_p50_vs_plain",
+           Percentile(secure_locate_ms, 0.5) / Percentile(locate_ms, 0.5));
+  json.Add("curve_locate32_hit_fraction", static_cast<double>(secure_found) / (32.0 * calls));
   std::cout << json.str() << std::endl;
   return 0;
 }

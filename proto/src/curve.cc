@@ -27,13 +27,16 @@ std::string Trimmed(std::string_view s) {
   return std::string(s.substr(begin, end - begin + 1));
 }
 
-// A comment starts at a '#' that begins a word (Z85 keys may hold '#').
-std::string_view WithoutComment(std::string_view line) {
-  for (size_t i = 0; i < line.size(); ++i) {
-    if (line[i] == '#' && (i == 0 || line[i - 1] == ' ' || line[i - 1] == '\t'))
-      return line.substr(0, i);
+// The words of a keyring line up to its comment: a word that starts with
+// '#' begins one, except in the key's place (Z85 keys may hold '#').
+std::vector<std::string> Words(const std::string& line) {
+  std::istringstream in(line);
+  std::vector<std::string> words;
+  for (std::string w; in >> w;) {
+    if (w[0] == '#' && words.size() != 1) break;
+    words.push_back(std::move(w));
   }
-  return line;
+  return words;
 }
 
 Status WriteNew(const std::string& path, const std::string& text, mode_t mode) {
@@ -156,14 +159,14 @@ Result<CurveKeyring> CurveKeyring::Parse(std::string_view text) {
   std::istringstream lines{std::string(text)};
   std::string line;
   for (int n = 1; std::getline(lines, line); ++n) {
-    line = Trimmed(WithoutComment(line));
-    if (line.empty()) continue;
-    std::istringstream words(line);
-    std::string role, key, node_id, extra;
-    words >> role >> key >> node_id >> extra;
+    const std::vector<std::string> words = Words(line);
+    if (words.empty()) continue;
     const auto where = "keyring line " + std::to_string(n) + ": ";
+    if (words.size() > 3) return InvalidArgument(where + "too many words");
+    const std::string& role = words[0];
+    const std::string key = words.size() > 1 ? words[1] : "";
+    const std::string node_id = words.size() > 2 ? words[2] : "";
     if (!IsCurveKey(key)) return InvalidArgument(where + "no CurveZMQ public key");
-    if (!extra.empty()) return InvalidArgument(where + "too many words");
     CurvePeer peer;
     if (role == "admin") {
       peer.role = Role::kAdmin;

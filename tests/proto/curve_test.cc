@@ -52,11 +52,15 @@ TEST(CurveTest, TheAllowListNamesARoleForEachKeyAndANodeIdForNodes) {
   ASSERT_TRUE(with_controller.ok());
   EXPECT_EQ(*with_controller->ControllerKey(), a.public_key);
   // A key holding '#' is not cut short as a comment.
+  // A key holding '#' is not cut short as a comment; a word after the key
+  // that starts with '#' begins one, as does a line's first.
   std::string hashed;
   while (hashed.find('#') == std::string::npos) hashed = NewCurveKeyPair()->public_key;
-  auto with_hash = CurveKeyring::Parse("engine " + hashed + " # commented\n");
+  auto with_hash = CurveKeyring::Parse("engine " + hashed + " # commented\nnode " + n.public_key +
+                                       " n1 #comment\n  # a comment line\n");
   ASSERT_TRUE(with_hash.ok()) << with_hash.status().ToString();
   EXPECT_NE(with_hash->Find(hashed), nullptr);
+  EXPECT_EQ(*with_hash->NodeKey("n1"), n.public_key);
   for (const std::string& bad : std::vector<std::string>{
            "root " + a.public_key, "node " + a.public_key, "engine " + a.public_key + " x",
            std::string("admin tooshort"), "node " + n.public_key + " a b",

@@ -6,8 +6,9 @@
 // PREFIX.pub (the public key) and PREFIX.key (the secret one, mode 0600).
 // A keyring has one process per line, `<role> <public key> [node id]`, with
 // roles `controller` (one), `node` (naming its id, once each: that binds the
-// id to the key), `admin` and `engine`; blank lines and comments (from a `#`
-// that begins a word; Z85 keys may hold `#`) are skipped. It holds no secret:
+// id to the key), `admin` and `engine`; blank lines and comments (from a word
+// that starts with `#`; a Z85 key may hold `#`, and is never read as one)
+// are skipped. It holds no secret:
 // every process of a cluster gets the same file. Servers admit the keys of
 // the client roles (admin, engine, node); clients find there the public key
 // of the server they dial (the controller's, or a node's by its id).
