@@ -3,7 +3,9 @@
 // joined by veth pairs. Chunks cross hosts by P2P pull; a killed node is
 // detected; a host cut off (its link down) is declared dead, and rejoins and
 // resyncs when the link returns; Redis cut off degrades the nodes to CPU and
-// disk, and they recover when it returns.
+// disk, and they recover when it returns. Secure as the compose deployment
+// is: CURVE on every tcp socket (keys made for the hosts) and a Redis
+// password.
 // Needs root (ip netns, veth, bridge): skips with a message where that is
 // missing. Addresses are in 10.213.<n>.0/24, used only inside these namespaces.
 #include <gtest/gtest.h>
@@ -81,12 +83,14 @@ class MultiHostTest : public ::testing::Test {
     for (int i = 0; i < 3; ++i) node_ip_[i] = topo_.AddHost("h" + std::to_string(i + 1), 21 + i);
     auto rd = topo_.Exec("rd");
     redis_ = std::make_unique<testing::ChildProcess>(
-        rd[0], std::vector<std::string>{rd[1], rd[2], rd[3], "redis-server", "--bind", redis_ip_,
-                                        "--port", "6379", "--save", "", "--appendonly", "no",
-                                        "--protected-mode", "no", "--dir", dir_.str()});
+        rd[0],
+        std::vector<std::string>{rd[1], rd[2], rd[3], "redis-server", "--bind", redis_ip_, "--port",
+                                 "6379", "--save", "", "--appendonly", "no", "--protected-mode",
+                                 "no", "--dir", dir_.str(), "--requirepass", kRedisPassword});
     controller_ = testing::StartController(
-        {"--endpoint", "tcp://" + ctl_ip_ + ":7300", "--http", "", "--suspect-after", "600ms",
-         "--dead-after", "1500ms", "--log-level", "error"},
+        WithKeys("controller",
+                 {"--endpoint", "tcp://" + ctl_ip_ + ":7300", "--http", "", "--suspect-after",
+                  "600ms", "--dead-after", "1500ms", "--log-level", "error"}),
         topo_.Exec("ct"));
     for (int i = 0; i < 3; ++i) StartNode(i);
     WaitFor([&] { return Alive() == 3; }, 15s, "three nodes alive across namespaces");
@@ -100,17 +104,30 @@ class MultiHostTest : public ::testing::Test {
   }
   void StartNode(int i) {
     nodes_[i] = testing::StartNode(
-        {"--endpoint", "tcp://" + node_ip_[i] + ":7400", "--data-dir", dirs_[i].str(), "--node-id",
-         "h" + std::to_string(i + 1), "--host", "h" + std::to_string(i + 1), "--controller",
-         "tcp://" + ctl_ip_ + ":7300", "--redis", redis_ip_ + ":6379", "--heartbeat-interval",
-         "200ms", "--log-level", "error"},
-        topo_.Exec("h" + std::to_string(i + 1)));
+        WithKeys("node-" + Id(i),
+                 {"--endpoint", "tcp://" + node_ip_[i] + ":7400", "--data-dir", dirs_[i].str(),
+                  "--node-id", Id(i), "--host", Id(i), "--controller", "tcp://" + ctl_ip_ + ":7300",
+                  "--redis", redis_ip_ + ":6379", "--redis-password", kRedisPassword,
+                  "--heartbeat-interval", "200ms", "--log-level", "error"}),
+        topo_.Exec(Id(i)));
+  }
+  static std::string Id(int i) { return "h" + std::to_string(i + 1); }
+  std::vector<std::string> WithKeys(const std::string& member, std::vector<std::string> args) {
+    for (const auto& flag : keys_.Flags(member)) args.push_back(flag);
+    return args;
+  }
+  // The admin's keys to dial node i (or the controller, i < 0).
+  CurveClientKeys Admin(int i = -1) const { return keys_.Dial("admin", i < 0 ? "" : Id(i)); }
+  rpc::NodeClient Node(int i, std::chrono::milliseconds timeout) const {
+    return rpc::NodeClient("tcp://" + node_ip_[i] + ":7400", timeout, WireLimits{}, Admin(i));
   }
   std::string Controller() const { return "tcp://" + ctl_ip_ + ":7300"; }
-  int Alive() { return testing::AliveNodes(Controller()); }
-  std::set<std::string> Holders(const ChunkKey& key) { return testing::Holders(Controller(), key); }
+  int Alive() { return testing::AliveNodes(Controller(), Admin()); }
+  std::set<std::string> Holders(const ChunkKey& key) {
+    return testing::Holders(Controller(), key, Admin());
+  }
   int64_t Stat(int i, const std::string& name) {
-    rpc::NodeClient c("tcp://" + node_ip_[i] + ":7400", 2s);
+    rpc::NodeClient c = Node(i, 2s);
     auto s = c.Stats();
     return s.ok() ? FieldInt(*s, name, -1) : -1;
   }
@@ -128,11 +145,13 @@ class MultiHostTest : public ::testing::Test {
     return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0);
   }
   void Put(int i, const testing::TestObject& o) {
-    rpc::NodeClient c("tcp://" + node_ip_[i] + ":7400", 5s);
+    rpc::NodeClient c = Node(i, 5s);
     auto r = c.Put({&o.key, 1}, {&o.bytes, 1});
     ASSERT_TRUE(r.ok() && (*r)[0].ok());
   }
 
+  static constexpr char kRedisPassword[] = "multihost-secret";
+  testing::TestKeys keys_{{Id(0), Id(1), Id(2)}};
   Topology topo_;
   testing::TempDir dir_, dirs_[3];
   std::string redis_ip_, ctl_ip_, node_ip_[3];
@@ -145,7 +164,7 @@ TEST_F(MultiHostTest, P2PPullsCrossHosts) {
   auto o = testing::MakeObject(1, 256 << 10);
   Put(0, o);
   WaitFor([&] { return Holders(o.key).count("h1") == 1; }, 5s, "h1's chunk located");
-  rpc::NodeClient h2("tcp://" + node_ip_[1] + ":7400", 5s);
+  rpc::NodeClient h2 = Node(1, 5s);
   auto pulled = h2.Pull({&o.key, 1}, "tcp://" + node_ip_[0] + ":7400", 3s);
   ASSERT_TRUE(pulled.ok()) << pulled.status().ToString();
   ASSERT_TRUE((*pulled)[0].ok());
@@ -188,7 +207,7 @@ TEST_F(MultiHostTest, RedisCutOffDegradesToCpuAndDiskAndRecovers) {
   topo_.Link("rd", false);
   auto during = testing::MakeObject(5, 64 << 10);
   Put(1, during);  // still accepted: CPU and disk take it
-  rpc::NodeClient h2("tcp://" + node_ip_[1] + ":7400", 10s);
+  rpc::NodeClient h2 = Node(1, 10s);
   auto got = h2.Get({&during.key, 1});
   ASSERT_TRUE(got.ok() && (*got)[0].ok()) << "served from CPU with Redis unreachable";
   WaitFor([&] { return Stat(1, "remote.errors") >= 1 || Stat(1, "remote.rejects") >= 1; }, 10s,
