@@ -274,11 +274,9 @@ int Run(uint64_t keys, uint64_t ops, int senders, int batches) {
   std::vector<std::string> sim_ids;
   for (int s = 0; s < senders; ++s) sim_ids.push_back("sim-" + std::to_string(s));
   const testing::TestKeys curve_keys(sim_ids);
-  std::vector<std::string> secure_args = {
-      "--endpoint", "tcp://127.0.0.1:*", "--http", "", "--suspect-after", "10m", "--dead-after",
-      "20m",        "--log-level",       "warn"};
-  for (const auto& flag : curve_keys.Flags("controller")) secure_args.push_back(flag);
-  auto secure_ctl = testing::StartController(secure_args);
+  auto secure_ctl = testing::StartController(curve_keys.With(
+      "controller", {"--endpoint", "tcp://127.0.0.1:*", "--http", "", "--suspect-after", "10m",
+                     "--dead-after", "20m", "--log-level", "warn"}));
 
   // Security off and on interleaved, so machine noise hits both alike.
   const size_t batch = 1024;
@@ -321,12 +319,11 @@ int Run(uint64_t keys, uint64_t ops, int senders, int batches) {
              Fixed(Percentile(locate_ms, 0.99) / Percentile(rtt_ms, 0.99), 2)});
   table.Add({"events/s, security on", Fixed(secure_events / 1e3, 0) + " k",
              "off " + Fixed(wire_events / 1e3, 0) + " k", Fixed(secure_events / wire_events, 2)});
-  table.Add({"locate 32 keys p50 (ms), security on", Fixed(Percentile(secure_locate_ms, 0.5), 3),
-             "off " + Fixed(Percentile(locate_ms, 0.5), 3),
-             Fixed(Percentile(secure_locate_ms, 0.5) / Percentile(locate_ms, 0.5), 2)});
-  table.Add({"locate 32 keys p99 (ms), security on", Fixed(Percentile(secure_locate_ms, 0.99), 3),
-             "off " + Fixed(Percentile(locate_ms, 0.99), 3),
-             Fixed(Percentile(secure_locate_ms, 0.99) / Percentile(locate_ms, 0.99), 2)});
+  for (const auto& [name, q] : {std::pair{"p50", 0.5}, std::pair{"p99", 0.99}}) {
+    const double on = Percentile(secure_locate_ms, q), off = Percentile(locate_ms, q);
+    table.Add({std::string("locate 32 keys ") + name + " (ms), security on", Fixed(on, 3),
+               "off " + Fixed(off, 3), Fixed(on / off, 2)});
+  }
   table.Add({"locate: keys found, security on",
              Fixed(100.0 * secure_found / (32.0 * calls), 1) + " %", "", ""});
   table.Print();

@@ -63,16 +63,11 @@ class ClientClusterTest : public ::testing::TestWithParam<bool> {
          redis_.address(), "--log-level", "error"}));
   }
   std::vector<std::string> WithKeys(const std::string& member, std::vector<std::string> args) {
-    if (keys_) {
-      auto flags = keys_->Flags(member);
-      args.insert(args.end(), flags.begin(), flags.end());
-    }
-    return args;
+    return testing::WithKeys(keys_, member, std::move(args));
   }
   // The admin's keys to dial the controller (node < 0) or node i.
   std::optional<CurveClientKeys> AdminKeys(int node = -1) const {
-    if (!keys_) return std::nullopt;
-    return keys_->Dial("admin", node < 0 ? "" : Id(node));
+    return testing::DialKeys(keys_, "admin", node < 0 ? "" : Id(node));
   }
   rpc::AdminClient Admin() const { return rpc::AdminClient(ControllerEp(), 1s, AdminKeys()); }
   ClientOptions Options(int i) {

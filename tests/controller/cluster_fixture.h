@@ -49,17 +49,12 @@ class ClusterTest : public ::testing::Test {
   }
   // `args`, and when secure the flags that give `member` its keys.
   std::vector<std::string> WithKeys(const std::string& member, std::vector<std::string> args) {
-    if (keys_) {
-      auto flags = keys_->Flags(member);
-      args.insert(args.end(), flags.begin(), flags.end());
-    }
-    return args;
+    return testing::WithKeys(keys_, member, std::move(args));
   }
   // The admin's keys to dial the controller (node < 0) or node i; none
   // when not secure.
   std::optional<CurveClientKeys> AdminKeys(int node = -1) const {
-    if (!keys_) return std::nullopt;
-    return keys_->Dial("admin", node < 0 ? "" : Id(node));
+    return testing::DialKeys(keys_, "admin", node < 0 ? "" : Id(node));
   }
   NodeClient Node(int i, std::chrono::milliseconds timeout = 5s) const {
     return NodeClient(nodes_[i].tcp, timeout, WireLimits{}, AdminKeys(i));
@@ -105,10 +100,7 @@ class ClusterTest : public ::testing::Test {
   std::pair<int, std::string> Cli(std::vector<std::string> args) {
     args.insert(args.begin(), "admin");
     args.insert(args.end(), {"--controller", Endpoint()});
-    if (keys_) {
-      auto flags = keys_->Flags("admin");
-      args.insert(args.end(), flags.begin(), flags.end());
-    }
+    args = WithKeys("admin", std::move(args));
     testing::ChildProcess p(testing::BinaryPath("pikv"), args);
     std::string out;
     while (auto line = p.ReadLine(5s)) out += *line + "\n";

@@ -113,8 +113,7 @@ class MultiHostTest : public ::testing::Test {
   }
   static std::string Id(int i) { return "h" + std::to_string(i + 1); }
   std::vector<std::string> WithKeys(const std::string& member, std::vector<std::string> args) {
-    for (const auto& flag : keys_.Flags(member)) args.push_back(flag);
-    return args;
+    return keys_.With(member, std::move(args));
   }
   // The admin's keys to dial node i (or the controller, i < 0).
   CurveClientKeys Admin(int i = -1) const { return keys_.Dial("admin", i < 0 ? "" : Id(i)); }

@@ -118,6 +118,23 @@ std::vector<std::string> TestKeys::Flags(const std::string& member) const {
   return {"--curve-key", dir_.str() + "/" + member, "--curve-keyring", dir_.str() + "/keyring"};
 }
 
+std::vector<std::string> TestKeys::With(const std::string& member,
+                                        std::vector<std::string> args) const {
+  for (auto& flag : Flags(member)) args.push_back(std::move(flag));
+  return args;
+}
+
+std::vector<std::string> WithKeys(const std::optional<TestKeys>& keys, const std::string& member,
+                                  std::vector<std::string> args) {
+  return keys ? keys->With(member, std::move(args)) : args;
+}
+
+std::optional<CurveClientKeys> DialKeys(const std::optional<TestKeys>& keys,
+                                        const std::string& member, const std::string& node_id) {
+  if (!keys) return std::nullopt;
+  return keys->Dial(member, node_id);
+}
+
 std::shared_ptr<const CurveSecurity> TestKeys::Security(const std::string& member) const {
   auto security = CurveSecurity::Load(dir_.str() + "/" + member, dir_.str() + "/keyring");
   if (!security.ok()) throw std::runtime_error(security.status().ToString());

@@ -73,6 +73,8 @@ class TestKeys {
   explicit TestKeys(const std::vector<std::string>& node_ids);
   // The daemon flags that run `member` with its keys.
   std::vector<std::string> Flags(const std::string& member) const;
+  // `args` and those flags.
+  std::vector<std::string> With(const std::string& member, std::vector<std::string> args) const;
   std::shared_ptr<const CurveSecurity> Security(const std::string& member) const;
   // `member`'s keys to dial the controller, or node `node_id`.
   CurveClientKeys Dial(const std::string& member, const std::string& node_id = "") const;
@@ -80,5 +82,13 @@ class TestKeys {
  private:
   TempDir dir_;
 };
+
+// For fixtures that run with security on and off (`keys` empty: off): a
+// daemon's args with `member`'s key flags, and `member`'s keys to dial the
+// controller or node `node_id`; nothing added when off.
+std::vector<std::string> WithKeys(const std::optional<TestKeys>& keys, const std::string& member,
+                                  std::vector<std::string> args);
+std::optional<CurveClientKeys> DialKeys(const std::optional<TestKeys>& keys,
+                                        const std::string& member, const std::string& node_id = "");
 
 }  // namespace pikv::testing
