@@ -1,5 +1,6 @@
-// `pikv demo` end to end: the report says what it must, it exits 0, and no
-// process it started outlives it.
+// `pikv demo` end to end, secure (the default) and with --insecure: the
+// report says what it must, it exits 0, and no process it started outlives
+// it.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -11,15 +12,20 @@
 namespace pikv {
 namespace {
 
-TEST(DemoTest, ReportsExactReuseWithHitsAndP2PAndLeavesNoProcessBehind) {
-  testing::ChildProcess demo(testing::BinaryPath("pikv"),
-                             {"demo", "--prompts", "12", "--docs", "10"});
+class DemoTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(DemoTest, ReportsExactReuseWithHitsAndP2PAndLeavesNoProcessBehind) {
+  const bool secure = GetParam();
+  std::vector<std::string> args = {"demo", "--prompts", "12", "--docs", "10"};
+  if (!secure) args.push_back("--insecure");
+  testing::ChildProcess demo(testing::BinaryPath("pikv"), args);
   std::string out;
   while (auto line = demo.ReadLine(std::chrono::seconds(120))) out += *line + "\n";
   auto code = demo.Wait(std::chrono::seconds(30));
   ASSERT_TRUE(code.has_value()) << "the demo did not finish";
   EXPECT_EQ(*code, 0) << out;
 
+  EXPECT_NE(out.find(secure ? "security on: CURVE" : "security OFF"), std::string::npos) << out;
   EXPECT_NE(out.find("exactness vs recompute"), std::string::npos) << out;
   EXPECT_NE(out.find("PASS"), std::string::npos) << out;
   std::smatch m;
@@ -38,6 +44,9 @@ TEST(DemoTest, ReportsExactReuseWithHitsAndP2PAndLeavesNoProcessBehind) {
     EXPECT_NE(kill(pid, 0), 0) << "process " << pid << " survived the demo";
   EXPECT_GE(count, 4);  // controller and three nodes (and Redis when installed)
 }
+
+INSTANTIATE_TEST_SUITE_P(SecurityOnAndOff, DemoTest, ::testing::Values(true, false),
+                         [](const auto& info) { return info.param ? "Secure" : "Insecure"; });
 
 }  // namespace
 }  // namespace pikv

@@ -3,9 +3,9 @@
 // joined by veth pairs. Chunks cross hosts by P2P pull; a killed node is
 // detected; a host cut off (its link down) is declared dead, and rejoins and
 // resyncs when the link returns; Redis cut off degrades the nodes to CPU and
-// disk, and they recover when it returns. Secure as the compose deployment
-// is: CURVE on every tcp socket (keys made for the hosts) and a Redis
-// password.
+// disk, and they recover when it returns. Every test runs twice: secure as
+// the compose deployment is (CURVE on every tcp socket, keys made for the
+// hosts, a Redis password), and with security off.
 // Needs root (ip netns, veth, bridge): skips with a message where that is
 // missing. Addresses are in 10.213.<n>.0/24, used only inside these namespaces.
 #include <gtest/gtest.h>
@@ -73,20 +73,22 @@ class Topology {
   std::vector<std::string> hosts_;
 };
 
-class MultiHostTest : public ::testing::Test {
+class MultiHostTest : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
+    if (GetParam()) keys_.emplace(std::vector<std::string>{Id(0), Id(1), Id(2)});
     if (!topo_.Create())
       GTEST_SKIP() << "needs root with ip netns, veth and bridges; skipping the multi-host test";
     redis_ip_ = topo_.AddHost("rd", 10);
     ctl_ip_ = topo_.AddHost("ct", 11);
     for (int i = 0; i < 3; ++i) node_ip_[i] = topo_.AddHost("h" + std::to_string(i + 1), 21 + i);
     auto rd = topo_.Exec("rd");
-    redis_ = std::make_unique<testing::ChildProcess>(
-        rd[0],
-        std::vector<std::string>{rd[1], rd[2], rd[3], "redis-server", "--bind", redis_ip_, "--port",
-                                 "6379", "--save", "", "--appendonly", "no", "--protected-mode",
-                                 "no", "--dir", dir_.str(), "--requirepass", kRedisPassword});
+    std::vector<std::string> redis = {
+        rd[1],   rd[2],     rd[3], "redis-server", "--bind", redis_ip_,          "--port",
+        "6379",  "--save",  "",    "--appendonly", "no",     "--protected-mode", "no",
+        "--dir", dir_.str()};
+    if (keys_) redis.insert(redis.end(), {"--requirepass", RedisPassword()});
+    redis_ = std::make_unique<testing::ChildProcess>(rd[0], redis);
     controller_ = testing::StartController(
         WithKeys("controller",
                  {"--endpoint", "tcp://" + ctl_ip_ + ":7300", "--http", "", "--suspect-after",
@@ -107,16 +109,20 @@ class MultiHostTest : public ::testing::Test {
         WithKeys("node-" + Id(i),
                  {"--endpoint", "tcp://" + node_ip_[i] + ":7400", "--data-dir", dirs_[i].str(),
                   "--node-id", Id(i), "--host", Id(i), "--controller", "tcp://" + ctl_ip_ + ":7300",
-                  "--redis", redis_ip_ + ":6379", "--redis-password", kRedisPassword,
+                  "--redis", redis_ip_ + ":6379", "--redis-password", RedisPassword(),
                   "--heartbeat-interval", "200ms", "--log-level", "error"}),
         topo_.Exec(Id(i)));
   }
   static std::string Id(int i) { return "h" + std::to_string(i + 1); }
   std::vector<std::string> WithKeys(const std::string& member, std::vector<std::string> args) {
-    return keys_.With(member, std::move(args));
+    return testing::WithKeys(keys_, member, std::move(args));
   }
-  // The admin's keys to dial node i (or the controller, i < 0).
-  CurveClientKeys Admin(int i = -1) const { return keys_.Dial("admin", i < 0 ? "" : Id(i)); }
+  // Secure as compose is: a Redis password too ("" turns it off).
+  std::string RedisPassword() const { return keys_ ? "multihost-secret" : ""; }
+  // The admin's keys to dial node i (or the controller, i < 0); none when off.
+  std::optional<CurveClientKeys> Admin(int i = -1) const {
+    return testing::DialKeys(keys_, "admin", i < 0 ? "" : Id(i));
+  }
   rpc::NodeClient Node(int i, std::chrono::milliseconds timeout) const {
     return rpc::NodeClient("tcp://" + node_ip_[i] + ":7400", timeout, WireLimits{}, Admin(i));
   }
@@ -149,8 +155,7 @@ class MultiHostTest : public ::testing::Test {
     ASSERT_TRUE(r.ok() && (*r)[0].ok());
   }
 
-  static constexpr char kRedisPassword[] = "multihost-secret";
-  testing::TestKeys keys_{{Id(0), Id(1), Id(2)}};
+  std::optional<testing::TestKeys> keys_;  // security on
   Topology topo_;
   testing::TempDir dir_, dirs_[3];
   std::string redis_ip_, ctl_ip_, node_ip_[3];
@@ -159,7 +164,7 @@ class MultiHostTest : public ::testing::Test {
   testing::NodeProcess nodes_[3];
 };
 
-TEST_F(MultiHostTest, P2PPullsCrossHosts) {
+TEST_P(MultiHostTest, P2PPullsCrossHosts) {
   auto o = testing::MakeObject(1, 256 << 10);
   Put(0, o);
   WaitFor([&] { return Holders(o.key).count("h1") == 1; }, 5s, "h1's chunk located");
@@ -176,7 +181,7 @@ TEST_F(MultiHostTest, P2PPullsCrossHosts) {
       5s, "the copy on h2 located");
 }
 
-TEST_F(MultiHostTest, AKilledNodeIsDetectedAndItsEntriesRemoved) {
+TEST_P(MultiHostTest, AKilledNodeIsDetectedAndItsEntriesRemoved) {
   auto o = testing::MakeObject(2, 64 << 10);
   Put(2, o);
   WaitFor([&] { return Holders(o.key).count("h3") == 1; }, 5s, "h3's chunk located");
@@ -185,7 +190,7 @@ TEST_F(MultiHostTest, AKilledNodeIsDetectedAndItsEntriesRemoved) {
   EXPECT_LE(took, 1500ms + 1500ms);
 }
 
-TEST_F(MultiHostTest, AHostCutOffIsDeclaredDeadThenRejoinsAndResyncs) {
+TEST_P(MultiHostTest, AHostCutOffIsDeclaredDeadThenRejoinsAndResyncs) {
   auto o = testing::MakeObject(3, 64 << 10);
   Put(0, o);
   WaitFor([&] { return Holders(o.key).count("h1") == 1; }, 5s, "h1's chunk located");
@@ -199,7 +204,7 @@ TEST_F(MultiHostTest, AHostCutOffIsDeclaredDeadThenRejoinsAndResyncs) {
   std::cout << "h1 rejoined and resynced " << back.count() << " ms after its link came back\n";
 }
 
-TEST_F(MultiHostTest, RedisCutOffDegradesToCpuAndDiskAndRecovers) {
+TEST_P(MultiHostTest, RedisCutOffDegradesToCpuAndDiskAndRecovers) {
   auto before = testing::MakeObject(4, 64 << 10);
   Put(1, before);
   WaitFor([&] { return Stat(1, "remote.admits") >= 1; }, 5s, "the first write reached Redis");
@@ -221,6 +226,9 @@ TEST_F(MultiHostTest, RedisCutOffDegradesToCpuAndDiskAndRecovers) {
   }
   EXPECT_TRUE(recovered) << "writes to Redis did not resume after its link came back";
 }
+
+INSTANTIATE_TEST_SUITE_P(SecurityOnAndOff, MultiHostTest, ::testing::Values(true, false),
+                         [](const auto& info) { return info.param ? "Secure" : "Insecure"; });
 
 }  // namespace
 }  // namespace pikv
