@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstring>
 #include <filesystem>
 #include <mutex>
 #include <thread>
@@ -135,6 +136,29 @@ TEST_F(SecureClusterTest, NoKeyButANodesOwnSpeaksForThatNode) {
     EXPECT_EQ(r.tcp, cluster_.nodes()[1].tcp);
   }
   EXPECT_EQ(Controller(Keys("admin")).Health()->nodes_alive, 2u);
+}
+
+TEST_F(SecureClusterTest, ABigChunkStreamsBetweenNodesOverCurveByteForByte) {
+  // 8 MiB: the puller asks its peer for 1 MiB frames, each one encrypted.
+  const testing::TestObject o = testing::MakeObject(11, 8 << 20);
+  auto put = Node(1, Keys("engine", cluster_.NodeId(1))).Put({&o.key, 1}, {&o.bytes, 1});
+  ASSERT_TRUE(put.ok() && (*put)[0].ok()) << put.status().ToString();
+  AdminClient admin = Controller(Keys("admin"));
+  for (auto deadline = std::chrono::steady_clock::now() + 5s;
+       std::chrono::steady_clock::now() < deadline; std::this_thread::sleep_for(20ms)) {
+    auto located = admin.Locate({o.key});
+    if (located.ok() && !(*located)[0].empty()) break;
+  }
+  NodeClient node =
+      NodeClient(cluster_.nodes()[0].tcp, 10s, WireLimits{}, Keys("engine", cluster_.NodeId(0)));
+  auto pulled = node.Pull({&o.key, 1}, cluster_.nodes()[1].tcp, 5s);
+  ASSERT_TRUE(pulled.ok() && (*pulled)[0].ok()) << pulled.status().ToString();
+  const SharedBuffer& got = *(*pulled)[0];
+  ASSERT_EQ(got.size(), o.bytes.size());
+  EXPECT_EQ(std::memcmp(got.data(), o.bytes.data(), got.size()), 0);
+  auto stats = node.Stats();
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(FieldInt(*stats, "p2p.pulled_streamed"), 1);
 }
 
 // A loopback tcp relay that records every byte it forwards, both ways: what
