@@ -4,7 +4,7 @@
 #   bash scripts/sanitize.sh thread     # TSan, in build-tsan
 # Any sanitizer report fails the run. TSan cannot see inside the
 # uninstrumented libzmq and librocksdb: tests/tsan.supp suppresses reports
-# whose frames lie in those two libraries, nothing else.
+# whose frames lie in those libraries (and libsodium, which libzmq calls for CURVE), nothing else.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Paths relative to the checkout in ccache's hashes: a fresh clone elsewhere
