@@ -111,7 +111,7 @@ TEST_F(SecureClusterTest, NoKeyButANodesOwnSpeaksForThatNode) {
   const std::string victim = cluster_.NodeId(1);
   const std::string stranger_tcp = "tcp://127.0.0.1:1";
   // Another node's key and an engine's key both try to take over node 2.
-  for (const std::string member : {"node-" + cluster_.NodeId(0), std::string("engine")}) {
+  for (const std::string& member : {"node-" + cluster_.NodeId(0), std::string("engine")}) {
     testing::FakeNode impostor(cluster_.controller().endpoint, victim, Keys(member));
     auto reply = impostor.Register(stranger_tcp);
     ASSERT_TRUE(reply.ok()) << reply.status().ToString();
@@ -223,15 +223,16 @@ class RecordingRelay {
         if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
         const size_t peer = i % 2 == 1 ? i + 1 : i - 1;
         const ssize_t n = read(fds[i].fd, buf.data(), buf.size());
+        if (n > 0) {  // recorded before it is passed on: what arrived was captured
+          std::lock_guard lock(mu_);
+          captured_.append(buf.data(), size_t(n));
+        }
         if (n <= 0 || fds[peer].fd < 0 || !WriteAll(fds[peer].fd, buf.data(), size_t(n))) {
           for (size_t j : {i, peer}) {
             if (fds[j].fd >= 0) close(fds[j].fd);
             fds[j].fd = -1;
           }
-          continue;
         }
-        std::lock_guard lock(mu_);
-        captured_.append(buf.data(), size_t(n));
       }
     }
     for (size_t i = 1; i < fds.size(); ++i)
