@@ -25,11 +25,7 @@ int main(int argc, char** argv) {
   config.Declare("suspect-after", K::kDuration, "2500ms", "Silence before a node is suspect");
   config.Declare("dead-after", K::kDuration, "5s",
                  "Silence before a node is dead and its entries removed");
-  config.Declare("curve-key", K::kString, "",
-                 "This process's CurveZMQ key pair, PREFIX.pub and PREFIX.key (pikv keygen); with "
-                 "curve-keyring it turns security on (docs/security.md)");
-  config.Declare("curve-keyring", K::kString, "",
-                 "The cluster's public keys by role: who may connect, and the servers' keys");
+  pikv::DeclareCurveSettings(config);
   config.Declare("log-level", K::kString, "info", "trace, debug, info, warn, error");
   pikv::ConfigFlags flags;
   pikv::AddConfigFlags(app, config, flags);
@@ -53,8 +49,7 @@ int main(int argc, char** argv) {
   const std::string log_level = config.String("log-level");
   spdlog::set_default_logger(spdlog::stderr_color_mt("pikv-controller"));
   spdlog::set_level(spdlog::level::from_str(log_level));
-  auto security =
-      pikv::CurveSecurity::Load(config.String("curve-key"), config.String("curve-keyring"));
+  auto security = pikv::CurveSecurityFrom(config);
   if (!security.ok()) {
     spdlog::error("pikv-controller: {}", security.status().ToString());
     return 2;

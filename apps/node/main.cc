@@ -55,11 +55,7 @@ pikv::Config NodeConfig() {
             "Host name reported to the controller (default: this machine's)");
   c.Declare("http", K::kString, "",
             "host:port for /metrics and /healthz (empty: off; port 0: any)");
-  c.Declare("curve-key", K::kString, "",
-            "This process's CurveZMQ key pair, PREFIX.pub and PREFIX.key (pikv keygen); with "
-            "curve-keyring it turns security on (docs/security.md)");
-  c.Declare("curve-keyring", K::kString, "",
-            "The cluster's public keys by role: who may connect, and the servers' keys");
+  pikv::DeclareCurveSettings(c);
   c.Declare("log-level", K::kString, "info", "trace, debug, info, warn, error");
   return c;
 }
@@ -133,8 +129,7 @@ int main(int argc, char** argv) {
   options.pull_stream_frame = config.Size("pull-stream-frame");
   options.zero_copy.enabled = config.Bool("zero-copy");
   options.zero_copy.lease_ttl = config.Duration("lease-ttl");
-  auto security =
-      pikv::CurveSecurity::Load(config.String("curve-key"), config.String("curve-keyring"));
+  auto security = pikv::CurveSecurityFrom(config);
   if (!security.ok()) {
     spdlog::error("pikv-node: {}", security.status().ToString());
     return 2;

@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "pikv/device/model_config.h"
+#include "pikv/proto/curve.h"
 #include "pikv/proto/message.h"
 
 namespace pikv::client {
@@ -38,10 +39,7 @@ Result<ClientOptions> LoadClientOptions(const std::string& path, Config* config_
             "Threads gathering a chunk into the local node's arena on a store");
   c.Declare("stream-frame", K::kSize, "1MiB",
             "Objects over this size cross sockets in frames of it; 0 sends them whole");
-  c.Declare("curve-key", K::kString, "",
-            "This engine's CurveZMQ key pair, PREFIX.pub and PREFIX.key; with curve-keyring it "
-            "turns security on");
-  c.Declare("curve-keyring", K::kString, "", "The cluster's public keys by role");
+  DeclareCurveSettings(c);
   c.Declare("local-node-id", K::kString, "",
             "The local node's id, for its key when security is on and local-node is tcp://");
   if (!path.empty()) {
@@ -110,7 +108,7 @@ Result<ClientOptions> LoadClientOptions(const std::string& path, Config* config_
   const int64_t store_threads = c.Int("store-threads");
   if (store_threads < 1 || store_threads > 64) return InvalidArgument("store-threads: 1 to 64");
   o.store_threads = static_cast<int>(store_threads);
-  auto security = CurveSecurity::Load(c.String("curve-key"), c.String("curve-keyring"));
+  auto security = CurveSecurityFrom(c);
   if (!security.ok()) return security.status();
   o.security = *security;
   o.local_node_id = c.String("local-node-id");

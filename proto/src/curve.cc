@@ -11,6 +11,8 @@
 #include <sstream>
 #include <vector>
 
+#include "pikv/common/config.h"
+
 namespace pikv {
 
 namespace {
@@ -239,6 +241,18 @@ Result<CurveClientKeys> CurveSecurity::ForNode(const std::string& node_id) const
   const std::string* server = keyring.NodeKey(node_id);
   if (!server) return NotFound("the keyring lists no key for node '" + node_id + "'");
   return CurveClientKeys{own.public_key, own.secret_key, *server};
+}
+
+void DeclareCurveSettings(Config& config) {
+  config.Declare("curve-key", Config::Kind::kString, "",
+                 "This process's CurveZMQ key pair, PREFIX.pub and PREFIX.key (pikv keygen); with "
+                 "curve-keyring it turns security on (docs/security.md)");
+  config.Declare("curve-keyring", Config::Kind::kString, "",
+                 "The cluster's public keys by role: who may connect, and the servers' keys");
+}
+
+Result<std::shared_ptr<const CurveSecurity>> CurveSecurityFrom(const Config& config) {
+  return CurveSecurity::Load(config.String("curve-key"), config.String("curve-keyring"));
 }
 
 bool UsesCurve(std::string_view endpoint) { return endpoint.starts_with("tcp://"); }

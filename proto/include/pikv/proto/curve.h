@@ -41,6 +41,8 @@
 
 namespace pikv {
 
+class Config;
+
 struct CurveKeyPair {
   std::string public_key;  // Z85, 40 characters
   std::string secret_key;
@@ -105,6 +107,11 @@ struct CurveSecurity {
   Result<CurveClientKeys> ForController() const;
   Result<CurveClientKeys> ForNode(const std::string& node_id) const;
 };
+
+// The settings that turn security on, the same in every process (daemons
+// and clients): curve-key and curve-keyring; and CurveSecurity::Load of them.
+void DeclareCurveSettings(Config& config);
+Result<std::shared_ptr<const CurveSecurity>> CurveSecurityFrom(const Config& config);
 
 // Whether security applies to `endpoint` (tcp; not ipc or inproc).
 bool UsesCurve(std::string_view endpoint);
