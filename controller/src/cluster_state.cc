@@ -355,6 +355,7 @@ ClusterStats ClusterState::Stats(Clock::time_point now) const {
   s.keys = registry_.keys();
   s.locations = registry_.locations();
   s.registry_bytes = registry_.MemoryBytes();
+  s.shared_tier_chunks = registry_.CountOn(kSharedTierNode, TierKind::kRemote);
   s.events_applied = events_applied_;
   s.events_ignored = events_ignored_;
   s.gaps = gaps_;

@@ -1,5 +1,6 @@
 #include "pikv/controller/views.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -31,18 +32,26 @@ std::string LabelValue(std::string_view v) {
 
 int64_t Usage(const NodeView& n, const std::string& name) { return FieldInt(n.usage, name); }
 
-json TierTotals(const std::vector<NodeView>& nodes) {
+// Totals by tier over live nodes. The remote tier is one Redis shared by the
+// cluster: its chunks are the registry's shared-tier locations (no node owns
+// them), and its bytes are the server's, which every node reports as of its
+// own last write: the largest report is taken, not their sum.
+json TierTotals(const std::vector<NodeView>& nodes, const ClusterStats& stats) {
   json tiers = json::object();
   for (int t = 0; t < kNumTiers; ++t) {
-    const std::string name(TierName(static_cast<TierKind>(t)));
+    const auto tier = static_cast<TierKind>(t);
+    const bool shared = tier == TierKind::kRemote;
+    const std::string name(TierName(tier));
     int64_t hits = 0, misses = 0, used = 0, capacity = 0;
-    uint64_t chunks = 0;
+    uint64_t chunks = shared ? stats.shared_tier_chunks : 0;
     for (const auto& n : nodes) {
       if (n.state != NodeState::kAlive && n.state != NodeState::kSuspect) continue;
       hits += Usage(n, name + ".hits");
       misses += Usage(n, name + ".misses");
-      used += Usage(n, name + ".used_bytes");
-      capacity += Usage(n, name + ".capacity_bytes");
+      const int64_t n_used = Usage(n, name + ".used_bytes");
+      const int64_t n_capacity = Usage(n, name + ".capacity_bytes");
+      used = shared ? std::max(used, n_used) : used + n_used;
+      capacity = shared ? std::max(capacity, n_capacity) : capacity + n_capacity;
       chunks += n.chunks[t];
     }
     tiers[name] = {
@@ -111,7 +120,7 @@ std::string StatsJson(const ClusterState& state, Clock::time_point now) {
               {admin::kSequenceGaps, s.gaps},
               {admin::kResyncs, s.resyncs},
               {admin::kNodeDeaths, s.deaths},
-              {admin::kTiers, TierTotals(nodes)},
+              {admin::kTiers, TierTotals(nodes, s)},
               {admin::kPerNode, per_node}};
   return Dump(out);
 }
@@ -167,6 +176,8 @@ std::string MetricsText(const ClusterState& state, Clock::time_point now) {
   gauge("pikv_controller_registry_locations", "(key, node, tier) locations in the registry.",
         s.locations);
   gauge("pikv_controller_registry_bytes", "Memory held by the registry tables.", s.registry_bytes);
+  gauge("pikv_controller_shared_tier_chunks", "Chunks in the shared remote tier (Redis).",
+        s.shared_tier_chunks);
   gauge("pikv_controller_events_per_second", "Admit/evict events applied per second.",
         s.events_per_second);
   counter("pikv_controller_events_applied_total", "Admit/evict events applied.", s.events_applied);

@@ -3,6 +3,8 @@
 #include <hiredis/hiredis.h>
 #include <spdlog/spdlog.h>
 
+#include <charconv>
+#include <optional>
 #include <random>
 
 #include "pikv/proto/chunk_object.h"
@@ -16,6 +18,25 @@ namespace {
 timeval ToTimeval(std::chrono::milliseconds ms) {
   return {static_cast<time_t>(ms.count() / 1000),
           static_cast<suseconds_t>((ms.count() % 1000) * 1000)};
+}
+
+// The value of `field` in an INFO reply ("field:123\r\n" lines).
+std::optional<uint64_t> InfoField(std::string_view info, std::string_view field) {
+  for (size_t at = 0; at < info.size();) {
+    size_t end = info.find('\n', at);
+    if (end == std::string_view::npos) end = info.size();
+    std::string_view line = info.substr(at, end - at);
+    at = end + 1;
+    if (line.size() <= field.size() || line.substr(0, field.size()) != field ||
+        line[field.size()] != ':')
+      continue;
+    uint64_t v = 0;
+    const char* first = line.data() + field.size() + 1;
+    auto [ptr, ec] = std::from_chars(first, line.data() + line.size(), v);
+    if (ec != std::errc() || ptr == first) return std::nullopt;
+    return v;
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -211,8 +232,17 @@ std::vector<Status> RemoteTier::PutMany(std::span<const ChunkKey> keys,
       events.push_back({TierKind::kRemote, EventKind::kAdmit, keys[i], objects[i].size()});
     }
   }
+  if (!events.empty()) RefreshServerMemory();
   Emit(events);
   return out;
+}
+
+void RemoteTier::RefreshServerMemory() {
+  auto r = Pipeline({{"INFO", "memory"}});
+  if (!r.ok() || (*r)[0]->r->type != REDIS_REPLY_STRING) return;
+  const std::string_view info((*r)[0]->r->str, (*r)[0]->r->len);
+  if (auto used = InfoField(info, "used_memory")) server_used_bytes_ = *used;
+  if (auto max = InfoField(info, "maxmemory")) server_max_bytes_ = *max;
 }
 
 Status RemoteTier::PutParts(const ChunkKey& key, const SharedBuffer& object) {
@@ -370,6 +400,7 @@ Status RemoteTier::Remove(const ChunkKey& key) {
   // The key is gone now, whoever deleted it. That is reported either way, so
   // the registry's shared-tier entry cannot outlive the object when another
   // node's delete (or Redis's own expiry) came first.
+  RefreshServerMemory();
   Emit({{TierKind::kRemote, EventKind::kEvict, key, 0}});
   if (r->integer == 0) return NotFound();
   counters_->evictions++;
@@ -379,6 +410,8 @@ Status RemoteTier::Remove(const ChunkKey& key) {
 TierStats RemoteTier::Stats() const {
   TierStats s;
   counters_->CopyTo(s);
+  s.used_bytes = server_used_bytes_;
+  s.capacity_bytes = server_max_bytes_;
   return s;
 }
 

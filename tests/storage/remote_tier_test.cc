@@ -60,6 +60,20 @@ TEST_F(RemoteTierTest, PutGetUnderNamespacedKey) {
   EXPECT_EQ(tier_->Get(MakeObject(2, 1024).key).code(), ErrorCode::kNotFound);
 }
 
+// The shared tier's size is the server's: used_memory and maxmemory, read
+// after each write and delete.
+TEST_F(RemoteTierTest, StatsReportTheServersMemoryAfterWritesAndDeletes) {
+  freeReplyObject(Raw({"CONFIG", "SET", "maxmemory", "64mb"}));
+  EXPECT_EQ(tier_->Stats().used_bytes, 0u) << "nothing written yet";
+  auto o = MakeObject(1, 4 << 20);
+  ASSERT_TRUE(tier_->Put(o.key, o.bytes).ok());
+  const TierStats full = tier_->Stats();
+  EXPECT_EQ(full.capacity_bytes, 64u << 20);
+  EXPECT_GT(full.used_bytes, uint64_t{4} << 20);
+  ASSERT_TRUE(tier_->Remove(o.key).ok());
+  EXPECT_LT(tier_->Stats().used_bytes, full.used_bytes - (uint64_t{3} << 20));
+}
+
 TEST_F(RemoteTierTest, BatchesArePipelined) {
   std::vector<ChunkKey> keys;
   std::vector<SharedBuffer> objs;

@@ -81,6 +81,7 @@ struct NodeView {
 struct ClusterStats {
   size_t nodes_alive = 0, nodes_suspect = 0, nodes_dead = 0;
   uint64_t keys = 0, locations = 0, registry_bytes = 0;
+  uint64_t shared_tier_chunks = 0;  // remote-tier (Redis) chunks, the cluster's own
   uint64_t events_applied = 0, events_ignored = 0, gaps = 0, resyncs = 0, deaths = 0;
   double events_per_second = 0;
 };

@@ -11,6 +11,11 @@
 // breaker's backoff in between, so a dead Redis costs callers nothing but a
 // kUnavailable. Redis's own eviction (maxmemory) is invisible here: only
 // admits and our own deletes are reported.
+// Stats' used_bytes and capacity_bytes are the Redis server's own figures
+// (INFO memory: used_memory, maxmemory; 0 = no limit), read after each of
+// this tier's writes and deletes: the shared tier's size is the server's,
+// not what this node wrote, and reads do not change it. Between this node's
+// writes they can lag other nodes' writes and Redis's own expiry.
 // Thread-safety: thread-safe; calls are serialized on the one connection.
 #pragma once
 
@@ -84,6 +89,9 @@ class RemoteTier final : public Tier {
   Status ConnectLocked();
   void DisconnectLocked();
   void Emit(const std::vector<TierEvent>& events);
+  // Reads the server's used_memory and maxmemory (best effort: a failure
+  // keeps the last figures).
+  void RefreshServerMemory();
 
   RemoteTierOptions options_;
   EventListener listener_;
@@ -91,6 +99,7 @@ class RemoteTier final : public Tier {
   redisContext* ctx_ = nullptr;             // guarded by mu_
   CircuitBreaker breaker_;                  // guarded by mu_
   std::unique_ptr<TierCounters> counters_;  // rejects = ops refused by the open breaker
+  std::atomic<uint64_t> server_used_bytes_{0}, server_max_bytes_{0};
 };
 
 }  // namespace pikv::storage

@@ -45,7 +45,7 @@ struct TierEvent {
 using EventListener = std::function<void(std::span<const TierEvent>)>;
 
 struct TierStats {
-  uint64_t capacity_bytes = 0;  // 0 = not tracked (remote)
+  uint64_t capacity_bytes = 0;  // 0 = no limit (a remote server without maxmemory)
   uint64_t used_bytes = 0;
   uint64_t entries = 0;
   uint64_t hits = 0;
