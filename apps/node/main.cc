@@ -29,8 +29,9 @@ pikv::Config NodeConfig() {
   c.Declare("cpu-capacity", K::kSize, "1GiB", "CPU tier bytes");
   c.Declare("disk-capacity", K::kSize, "16GiB", "Disk tier bytes");
   c.Declare("disk", K::kBool, "true", "Run the disk tier");
-  c.Declare("prefault", K::kBool, "false",
-            "Fault in the CPU arena at start (no page faults later)");
+  c.Declare("prefault", K::kBool, "true",
+            "Fault the CPU arena in at start, on a thread (the node serves meanwhile), so "
+            "stores and pulls do not pay page faults");
   c.Declare("zero-copy", K::kBool, "true",
             "Lend the CPU arena to clients on this host (a unix socket beside the ipc one)");
   c.Declare("lease-ttl", K::kDuration, "30s",

@@ -136,6 +136,10 @@ std::string NodeMetricsText(const RequestHandler& handler, storage::StorageManag
                  (*s.tiers[t]).*m.field);
     }
   }
+  w.Family("pikv_node_arena_faulted_bytes", "gauge",
+           "CPU arena bytes faulted in by the background prefault (0: prefault off).");
+  w.Sample("pikv_node_arena_faulted_bytes", "",
+           s.tiers[static_cast<int>(TierKind::kCpu)].value_or(storage::TierStats{}).faulted_bytes);
   w.Family("pikv_node_promotions_total", "counter", "Lower-tier hits copied up to the CPU tier.");
   w.Sample("pikv_node_promotions_total", "", s.promotions);
   w.Family("pikv_node_put_rejects_total", "counter",
@@ -161,11 +165,15 @@ std::string NodeMetricsText(const RequestHandler& handler, storage::StorageManag
   return w.str();
 }
 
-std::string NodeHealthJson(const std::string& node_id, bool registered, bool has_controller) {
+std::string NodeHealthJson(const std::string& node_id, bool registered, bool has_controller,
+                           const storage::TierStats& cpu) {
+  // The node serves while its arena is faulted in; that only says how fast.
   const nlohmann::json j = {
       {"status", !has_controller || registered ? "ok" : "degraded"},
       {"node_id", node_id},
-      {"controller", has_controller ? (registered ? "registered" : "unreachable") : "none"}};
+      {"controller", has_controller ? (registered ? "registered" : "unreachable") : "none"},
+      {"arena_bytes", cpu.capacity_bytes},
+      {"arena_faulted_bytes", cpu.faulted_bytes}};
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 

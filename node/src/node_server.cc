@@ -232,9 +232,11 @@ Result<std::unique_ptr<NodeServer>> NodeServer::Start(NodeOptions options) {
     };
     routes["/healthz"] = [self](const http::Request&) {
       const bool registered = self->reporter_ && self->reporter_->registered();
+      const auto cpu = self->storage_->Stats().tiers[static_cast<int>(TierKind::kCpu)];
       return http::Response{
           200, "application/json",
-          NodeHealthJson(self->options_.node_id, registered, self->reporter_ != nullptr)};
+          NodeHealthJson(self->options_.node_id, registered, self->reporter_ != nullptr,
+                         cpu.value_or(storage::TierStats{}))};
     };
     auto http = http::Server::Start({options.http}, std::move(routes));
     if (!http.ok()) return http.status();

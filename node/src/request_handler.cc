@@ -283,6 +283,7 @@ Fields RequestHandler::StatsFields() const {
     const storage::TierStats& ts = *s.tiers[t];
     put(p + "capacity_bytes", ts.capacity_bytes);
     put(p + "used_bytes", ts.used_bytes);
+    if (t == static_cast<int>(TierKind::kCpu)) put(p + "faulted_bytes", ts.faulted_bytes);
     put(p + "entries", ts.entries);
     put(p + "hits", ts.hits);
     put(p + "misses", ts.misses);

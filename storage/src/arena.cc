@@ -3,12 +3,13 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
 namespace pikv::storage {
 
-Result<std::unique_ptr<Arena>> Arena::Create(uint64_t bytes, bool prefault) {
+Result<std::unique_ptr<Arena>> Arena::Create(uint64_t bytes) {
   if (bytes == 0) return InvalidArgument("arena size must be positive");
   int fd = memfd_create("pikv-cpu-tier", MFD_CLOEXEC);
   if (fd < 0) return IoError(std::string("memfd_create: ") + std::strerror(errno));
@@ -17,8 +18,7 @@ Result<std::unique_ptr<Arena>> Arena::Create(uint64_t bytes, bool prefault) {
     close(fd);
     return IoError(std::string("ftruncate arena: ") + std::strerror(err));
   }
-  int flags = MAP_SHARED | (prefault ? MAP_POPULATE : 0);
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, flags, fd, 0);
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) {
     int err = errno;
     close(fd);
@@ -30,6 +30,29 @@ Result<std::unique_ptr<Arena>> Arena::Create(uint64_t bytes, bool prefault) {
 Arena::~Arena() {
   munmap(base_, size_);
   close(fd_);
+}
+
+ArenaPrefaulter::ArenaPrefaulter(const Arena& arena)
+    : thread_([this, base = arena.base(), size = arena.size()] { Run(base, size); }) {}
+
+ArenaPrefaulter::~ArenaPrefaulter() {
+  stop_ = true;
+  thread_.join();
+}
+
+void ArenaPrefaulter::Run(uint8_t* base, uint64_t size) {
+  const long page = sysconf(_SC_PAGESIZE);
+  for (uint64_t at = 0; at < size && !stop_; at += kStep) {
+    const uint64_t n = std::min(kStep, size - at);
+    // Linux 5.14+. Before it, a read of each page allocates it just as well
+    // (shared memory has no zero page to map instead), never racing a writer.
+    if (madvise(base + at, n, MADV_POPULATE_WRITE) != 0) {
+      for (uint64_t p = 0; p < n; p += static_cast<uint64_t>(page)) {
+        (void)*reinterpret_cast<volatile const uint8_t*>(base + at + p);
+      }
+    }
+    faulted_.store(at + n, std::memory_order_relaxed);
+  }
 }
 
 RangeAllocator::RangeAllocator(uint64_t capacity) : capacity_(capacity / kAlign * kAlign) {

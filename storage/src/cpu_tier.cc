@@ -10,6 +10,7 @@ namespace pikv::storage {
 struct CpuTier::Shared {
   std::unique_ptr<Arena> arena;
   RangeAllocator allocator;
+  std::unique_ptr<ArenaPrefaulter> prefaulter;  // declared last: stops before the arena goes
   Shared(std::unique_ptr<Arena> a, uint64_t capacity) : arena(std::move(a)), allocator(capacity) {}
 };
 
@@ -26,9 +27,10 @@ struct CpuTier::Block {
 
 Result<std::unique_ptr<CpuTier>> CpuTier::Create(const CpuTierOptions& options,
                                                  EventListener listener) {
-  auto arena = Arena::Create(options.capacity_bytes, options.prefault);
+  auto arena = Arena::Create(options.capacity_bytes);
   if (!arena.ok()) return arena.status();
   auto shared = std::make_shared<Shared>(std::move(*arena), options.capacity_bytes);
+  if (options.prefault) shared->prefaulter = std::make_unique<ArenaPrefaulter>(*shared->arena);
   return std::unique_ptr<CpuTier>(new CpuTier(std::move(shared), std::move(listener)));
 }
 
@@ -193,6 +195,7 @@ TierStats CpuTier::Stats() const {
   TierStats s;
   s.capacity_bytes = shared_->allocator.capacity();
   s.used_bytes = shared_->allocator.used();
+  s.faulted_bytes = shared_->prefaulter ? shared_->prefaulter->faulted_bytes() : 0;
   {
     MutexLock lock(mu_);
     s.entries = index_.size();

@@ -284,13 +284,12 @@ TEST_P(ClientClusterTest, AdminStatsCountTheSharedRedisTier) {
   auto r = remote();
   EXPECT_EQ(r.value("chunks", 0), static_cast<int>(stored)) << r.dump();
   EXPECT_EQ(r.value("capacity_bytes", int64_t{0}), int64_t{256} << 20) << r.dump();
-  const int64_t used = std::stoll(
-      [&] {
-        testing::ChildProcess info("sh", {"-c", "redis-cli -p " + std::to_string(redis_.port()) +
-                                                    " INFO memory | grep '^used_memory:' | "
-                                                    "cut -d: -f2 | tr -d '\\r'"});
-        return info.ReadLine(5s).value_or("0");
-      }());
+  const int64_t used = std::stoll([&] {
+    testing::ChildProcess info("sh", {"-c", "redis-cli -p " + std::to_string(redis_.port()) +
+                                                " INFO memory | grep '^used_memory:' | "
+                                                "cut -d: -f2 | tr -d '\\r'"});
+    return info.ReadLine(5s).value_or("0");
+  }());
   // Redis's own figure, as of the last write: within what the reads since
   // (INFO, DBSIZE, admin calls) can have moved it.
   EXPECT_GT(r.value("used_bytes", int64_t{0}), 0) << r.dump();

@@ -89,5 +89,33 @@ TEST(MetricsTest, NodeAndControllerExposeEveryDocumentedMetric) {
   EXPECT_NE(Get(node.http, "/healthz").find("\"controller\":\"registered\""), std::string::npos);
 }
 
+// By default the node faults its CPU arena in on a thread: it answers at
+// once, and /healthz and /metrics follow the faulting to the arena's size.
+// With prefault off the gauge stays 0.
+TEST(MetricsTest, TheArenaIsFaultedInBehindAReadyNode) {
+  for (bool prefault : {true, false}) {
+    testing::TempDir dir;
+    auto node = testing::StartNode({"--endpoint", "tcp://127.0.0.1:*", "--data-dir", dir.str(),
+                                    "--http", "127.0.0.1:0", "--controller", "", "--disk", "false",
+                                    "--cpu-capacity", "256MiB", "--prefault",
+                                    prefault ? "true" : "false", "--log-level", "error"});
+    rpc::NodeClient client(node.tcp, 5s);
+    auto o = testing::MakeObject(1, 64 << 10);
+    ASSERT_TRUE((*client.Put({&o.key, 1}, {&o.bytes, 1}))[0].ok());
+    const std::string faulted = prefault ? "268435456" : "0";
+    std::string health;
+    for (int i = 0; i < 500; ++i) {
+      health = Get(node.http, "/healthz");
+      if (health.find("\"arena_faulted_bytes\":" + faulted) != std::string::npos) break;
+      std::this_thread::sleep_for(20ms);
+    }
+    EXPECT_NE(health.find("\"arena_bytes\":268435456"), std::string::npos) << health;
+    EXPECT_NE(health.find("\"arena_faulted_bytes\":" + faulted), std::string::npos) << health;
+    EXPECT_EQ(Value(Get(node.http, "/metrics"), "pikv_node_arena_faulted_bytes"),
+              prefault ? 268435456.0 : 0.0);
+    ASSERT_TRUE((*client.Get({&o.key, 1}))[0].ok()) << "the object survived the faulting";
+  }
+}
+
 }  // namespace
 }  // namespace pikv

@@ -12,7 +12,8 @@ namespace pikv::node {
 
 std::string NodeMetricsText(const RequestHandler& handler, storage::StorageManager& storage,
                             const Reporter* reporter = nullptr);
+// `cpu`: the CPU tier's stats (arena size and how much of it is faulted in).
 std::string NodeHealthJson(const std::string& node_id, bool controller_registered,
-                           bool has_controller);
+                           bool has_controller, const storage::TierStats& cpu);
 
 }  // namespace pikv::node

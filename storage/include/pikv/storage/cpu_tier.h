@@ -31,7 +31,7 @@ namespace pikv::storage {
 
 struct CpuTierOptions {
   uint64_t capacity_bytes = 1ull << 30;  // arena size
-  bool prefault = false;                 // fault every arena page in at start
+  bool prefault = true;                  // fault the arena in on a thread (ArenaPrefaulter)
 };
 
 class CpuTier final : public Tier {

@@ -47,6 +47,7 @@ using EventListener = std::function<void(std::span<const TierEvent>)>;
 struct TierStats {
   uint64_t capacity_bytes = 0;  // 0 = no limit (a remote server without maxmemory)
   uint64_t used_bytes = 0;
+  uint64_t faulted_bytes = 0;  // CPU: arena bytes the prefaulter has faulted in (0: not running)
   uint64_t entries = 0;
   uint64_t hits = 0;
   uint64_t misses = 0;
