@@ -4,10 +4,12 @@
 // Llama-3.1-8B's KV geometry (tests/device/model_configs/llama-3.1-8b.json:
 // 32 layers, 8 KV heads of 128, bf16: 128 KiB per token), chunks of 1 K and
 // 4 K tokens (128 and 512 MiB). A controller and two pikv-nodes (CPU tier
-// only, 3 GiB, prefaulted), a client on each node's ipc socket (so on its
-// zero-copy channel), vLLM's flash layout with 16-token blocks. Per size, the
-// median of --repeats of:
-//   memcpy       the object's bytes into a prefaulted buffer (the baseline)
+// only, 3 GiB, measured once the arena is faulted in), a client on each
+// node's ipc socket (so on its zero-copy channel), vLLM's flash layout with
+// 16-token blocks. Per size, the median of --repeats of:
+//   memcpy       the object's bytes into a faulted-in buffer, split over
+//                --store-threads threads (the baseline; the store gathers
+//                on as many, and keys name the count: _vs_memcpy_<n>t)
 //   zmq          the object streamed over a bare ZeroMQ tcp pair on loopback
 //                in --stream-frame messages, copied out as they arrive (the
 //                baseline of the pull, which streams in the same frames)
@@ -21,7 +23,12 @@
 //   tcp          a remote client's put and get on node A over loopback tcp,
 //                the object whole (one message) and in --stream-frame frames
 // and the hit path per token beside an H100's recompute estimate (formula
-// printed). Prints a table, then one JSON line (issue 13's headline keys).
+// printed). Then the fill run (--fill-chunks, 0 = off): fresh nodes with a
+// 4 GiB arena store distinct 512 MiB chunks one after another and the other
+// node pulls each, so the arena fills past 2 GiB, in three configurations:
+// prefault off, the default (faulting in the background, stores from the
+// first moment), and the default once faulted in (the reference). Prints a
+// table, then one JSON line.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstring>
@@ -76,6 +83,36 @@ double ZmqStreamMs(int port, const std::vector<uint8_t>& bytes, size_t frame) {
   return Ms(t0);
 }
 
+// memcpy of `src` into `dst` split over `threads` threads (the store's
+// gather splits its rows the same way).
+double MemcpyMs(const std::vector<uint8_t>& src, std::vector<uint8_t>& dst, int threads) {
+  auto t0 = Clock::now();
+  std::vector<std::thread> pool;
+  const size_t per = (src.size() + threads - 1) / threads;
+  for (int i = 0; i < threads; ++i) {
+    const size_t from = std::min(src.size(), i * per), n = std::min(per, src.size() - from);
+    pool.emplace_back([&, from, n] { std::memcpy(dst.data() + from, src.data() + from, n); });
+  }
+  for (auto& t : pool) t.join();
+  return Ms(t0);
+}
+
+// Waits until the node's arena is wholly faulted in (its background
+// prefault), so that what is measured next does not share the machine with it.
+void WaitFaultedIn(const std::string& node, uint64_t arena_bytes) {
+  rpc::NodeClient c(node, std::chrono::seconds(5));
+  for (auto t0 = Clock::now(); Clock::now() - t0 < std::chrono::minutes(2);) {
+    auto s = c.Stats();
+    if (s.ok()) {
+      auto it = s->find("cpu.faulted_bytes");
+      if (it != s->end() && std::get<int64_t>(it->second) >= static_cast<int64_t>(arena_bytes))
+        return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  throw std::runtime_error("the arena of " + node + " was not faulted in within 2 minutes");
+}
+
 struct Figures {
   double memcpy_ms, zmq_ms, store_ms, fetch_ms, remap_ms, hit_ms, pull_ms, redis_put_ms,
       redis_get_ms;
@@ -102,7 +139,7 @@ void TcpRoundTrip(rpc::NodeClient& node, const ChunkKey& key, const SharedBuffer
 Figures Measure(uint32_t tokens, int repeats, const client::ClientOptions& a,
                 const client::ClientOptions& b, const std::string& controller,
                 const std::string& node_a_tcp, const std::string& node_b,
-                const std::string& redis_address, uint64_t stream_frame) {
+                const std::string& redis_address, uint64_t stream_frame, int threads) {
   client::Client ca(a), cb(b);
   FilledCache source(a, tokens), dest(a, tokens);
   std::vector<int32_t> chunk(tokens);
@@ -157,9 +194,7 @@ Figures Measure(uint32_t tokens, int repeats, const client::ClientOptions& a,
   }
   std::vector<uint8_t> src(object.data(), object.data() + object.size()), dst(object.size(), 1);
   for (int r = 0; r < repeats; ++r) {
-    auto t0 = Clock::now();
-    std::memcpy(dst.data(), src.data(), src.size());
-    memcpy_ms.push_back(Ms(t0));
+    memcpy_ms.push_back(MemcpyMs(src, dst, threads));
     zmq.push_back(ZmqStreamMs(testing::FreePort(), src, stream_frame));
   }
   auto parsed = storage::ParseRedisAddress(redis_address);
@@ -200,31 +235,144 @@ Figures Measure(uint32_t tokens, int repeats, const client::ClientOptions& a,
   return f;
 }
 
-int Run(int repeats, const std::vector<uint32_t>& sizes, uint64_t stream_frame, int store_threads) {
+// A client of the node on `ipc` (its host's name is `host`).
+client::ClientOptions ClientFor(const std::string& ipc, const std::string& host,
+                                const std::string& controller, int store_threads) {
+  std::map<std::string, std::string> s = {
+      {"local-node", ipc},
+      {"controller", controller},
+      {"host", host},
+      {"model-id", "llama-3.1-8b"},
+      {"model-config",
+       std::string(PIKV_SOURCE_DIR) + "/tests/device/model_configs/llama-3.1-8b.json"},
+      {"node-timeout", "60s"},
+      {"store-threads", std::to_string(store_threads)},
+      {"fetch-timeout", "60s"}};
+  return *client::LoadClientOptions("", nullptr, s);
+}
+
+// The fill run: per configuration, fresh nodes A and B (4 GiB arenas); A
+// stores `chunks` distinct 512 MiB chunks one after another, B pulls each.
+// Store and pull times by the fill level before each.
+struct FillMode {
+  std::string name;
+  std::vector<std::string> node_args;
+  bool wait_faulted;
+};
+struct FillTimes {
+  std::vector<double> store_ms, pull_ms;
+};
+constexpr uint32_t kFillTokens = 4096;
+constexpr uint64_t kFillArena = 4ull << 30;
+
+FillTimes FillRun(const FillMode& mode, int mode_index, int chunks, const std::string& controller,
+                  int store_threads, const FilledCache& source) {
+  testing::TempDir dir_a, dir_b;
+  const std::string id = "fill" + std::to_string(mode_index);
+  std::vector<std::string> args = {"--cpu-capacity", std::to_string(kFillArena)};
+  args.insert(args.end(), mode.node_args.begin(), mode.node_args.end());
+  auto node_a = testing::StartClusterNode(dir_a, id + "-a", controller, args);
+  auto node_b = testing::StartClusterNode(dir_b, id + "-b", controller, args);
+  if (mode.wait_faulted) {
+    WaitFaultedIn(node_a.tcp, kFillArena);
+    WaitFaultedIn(node_b.tcp, kFillArena);
+  }
+  client::Client ca(ClientFor(node_a.ipc, "host-" + id + "-a", controller, store_threads)),
+      cb(ClientFor(node_b.ipc, "host-" + id + "-b", controller, store_threads));
+  rpc::AdminClient admin(controller);
+  FillTimes out;
+  for (int i = 0; i < chunks; ++i) {
+    std::vector<int32_t> chunk(kFillTokens);
+    for (uint32_t t = 0; t < kFillTokens; ++t)
+      chunk[t] = int32_t((1000 + i * kFillTokens + mode_index * 40000 + t) % 128000);
+    const ChunkKey key = ca.KeyOf(chunk);
+    auto t0 = Clock::now();
+    Status s = ca.StoreFromCache(key, chunk, source.layout, source.slots, 0).get();
+    out.store_ms.push_back(Ms(t0));
+    if (!s.ok()) throw std::runtime_error("fill store: " + s.ToString());
+    for (auto w = Clock::now(); Clock::now() - w < std::chrono::seconds(10);) {
+      auto loc = admin.Locate({key});
+      if (loc.ok() && !(*loc)[0].empty()) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    auto prompt = *client::FromSegments({chunk, {1, 2, 3}});
+    t0 = Clock::now();
+    auto plan = cb.MakePlan(prompt);
+    auto got = cb.Fetch(plan);
+    out.pull_ms.push_back(Ms(t0));
+    if (plan.chunks[0].source != client::Source::kPeer || !got[0].ok())
+      throw std::runtime_error("fill pull did not happen");
+  }
+  return out;
+}
+
+// Median over the fill levels from `from` bytes on.
+double MedianPast(const std::vector<double>& ms, uint64_t from) {
+  std::vector<double> v;
+  for (size_t i = 0; i < ms.size(); ++i) {
+    if (i * (kFillTokens * 128ull << 10) >= from) v.push_back(ms[i]);
+  }
+  return v.empty() ? 0 : Median(v);
+}
+
+void ReportFill(int chunks, const std::string& controller, int store_threads, JsonLine& json) {
+  const FillMode modes[] = {{"prefault off", {"--prefault", "false"}, false},
+                            {"default", {}, false},
+                            {"default, faulted in", {}, true}};
+  FilledCache source(ClientFor("ipc:///nonexistent", "none", controller, 1), kFillTokens);
+  std::vector<FillTimes> times;
+  for (size_t m = 0; m < std::size(modes); ++m)
+    times.push_back(
+        FillRun(modes[m], static_cast<int>(m), chunks, controller, store_threads, source));
+  Table t({"arena filled", "store: prefault off", "default", "default, faulted in",
+           "pull: prefault off", "default", "default, faulted in"});
+  const uint64_t chunk_bytes = kFillTokens * 128ull << 10;
+  double store_max = 0, pull_max = 0;
+  for (int i = 0; i < chunks; ++i) {
+    std::vector<std::string> row = {Fixed(i * chunk_bytes / double(1ull << 30), 1) + " GiB"};
+    for (const auto& tm : times) row.push_back(Fixed(tm.store_ms[i], 0) + " ms");
+    for (const auto& tm : times) row.push_back(Fixed(tm.pull_ms[i], 0) + " ms");
+    t.Add(row);
+    store_max = std::max(store_max, times[1].store_ms[i] / times[2].store_ms[i]);
+    pull_max = std::max(pull_max, times[1].pull_ms[i] / times[2].pull_ms[i]);
+  }
+  std::cout << "\nFill run: 512 MiB chunks stored on node A and pulled by node B, 4 GiB arenas\n";
+  t.Print();
+  const uint64_t past = 2ull << 30;
+  const char* names[] = {"prefault_off", "default", "faulted"};
+  for (size_t m = 0; m < std::size(modes); ++m) {
+    json.Add(std::string("fill_store_4k_past_2g_") + names[m] + "_ms",
+             MedianPast(times[m].store_ms, past));
+    json.Add(std::string("fill_pull_4k_past_2g_") + names[m] + "_ms",
+             MedianPast(times[m].pull_ms, past));
+  }
+  for (size_t m : {0, 1}) {
+    json.Add(std::string("fill_store_4k_past_2g_") + names[m] + "_vs_faulted",
+             MedianPast(times[m].store_ms, past) / MedianPast(times[2].store_ms, past));
+    json.Add(std::string("fill_pull_4k_past_2g_") + names[m] + "_vs_faulted",
+             MedianPast(times[m].pull_ms, past) / MedianPast(times[2].pull_ms, past));
+  }
+  json.Add("fill_store_4k_default_vs_faulted_worst_level", store_max);
+  json.Add("fill_pull_4k_default_vs_faulted_worst_level", pull_max);
+}
+
+int Run(int repeats, const std::vector<uint32_t>& sizes, uint64_t stream_frame, int store_threads,
+        int fill_chunks) {
   testing::TempDir dir_a, dir_b;
   testing::RedisServer redis;
   auto controller = testing::StartController(
       {"--endpoint", "tcp://127.0.0.1:*", "--http", "", "--log-level", "error"});
+  constexpr uint64_t kArena = 3ull << 30;
   auto start_node = [&](testing::TempDir& d, const std::string& id) {
     return testing::StartClusterNode(d, id, controller.endpoint,
-                                     {"--cpu-capacity", "3GiB", "--prefault", "true",
+                                     {"--cpu-capacity", std::to_string(kArena),
                                       "--pull-stream-frame", std::to_string(stream_frame)});
   };
   auto node_a = start_node(dir_a, "node-a"), node_b = start_node(dir_b, "node-b");
-  auto options = [&](const testing::NodeProcess& n, const std::string& host) {
-    std::map<std::string, std::string> s = {
-        {"local-node", n.ipc},
-        {"controller", controller.endpoint},
-        {"host", host},
-        {"model-id", "llama-3.1-8b"},
-        {"model-config",
-         std::string(PIKV_SOURCE_DIR) + "/tests/device/model_configs/llama-3.1-8b.json"},
-        {"node-timeout", "60s"},
-        {"store-threads", std::to_string(store_threads)},
-        {"fetch-timeout", "60s"}};
-    return *client::LoadClientOptions("", nullptr, s);
-  };
-  const auto a = options(node_a, "host-node-a"), b = options(node_b, "host-node-b");
+  WaitFaultedIn(node_a.tcp, kArena);
+  WaitFaultedIn(node_b.tcp, kArena);
+  const auto a = ClientFor(node_a.ipc, "host-node-a", controller.endpoint, store_threads),
+             b = ClientFor(node_b.ipc, "host-node-b", controller.endpoint, store_threads);
 
   // An H100 recomputing the chunk: 2 FLOPs per parameter per token at the
   // dense bf16 tensor-core peak.
@@ -232,18 +380,19 @@ int Run(int repeats, const std::vector<uint32_t>& sizes, uint64_t stream_frame, 
   const double recompute_us_per_token = 2 * params / h100_flops * 1e6;
   Table t({"tokens", "MiB", "path", "ms", "GB/s", "vs memcpy"});
   JsonLine json;
+  const std::string nt = std::to_string(store_threads) + "t";
   for (uint32_t tokens : sizes) {
     Figures f = Measure(tokens, repeats, a, b, controller.endpoint, node_a.tcp, node_b.ipc,
-                        redis.address(), stream_frame);
+                        redis.address(), stream_frame, store_threads);
     const double gb = f.bytes / 1e9;
     const std::string k = std::to_string(tokens / 1024) + "k";
     auto row = [&](const std::string& path, double ms) {
       t.Add({std::to_string(tokens), Fixed(f.bytes / double(1 << 20), 0), path, Fixed(ms, 1),
              Fixed(gb / (ms / 1e3), 2), Fixed(ms / f.memcpy_ms, 2)});
     };
-    row("memcpy (baseline)", f.memcpy_ms);
+    row("memcpy (baseline, " + std::to_string(store_threads) + " threads)", f.memcpy_ms);
     row("bare zmq tcp stream, same frames", f.zmq_ms);
-    row("store: gather + put (local)", f.store_ms);
+    row("store: gather (" + std::to_string(store_threads) + " threads) + put (local)", f.store_ms);
     row("fetch: plan + get (local)", f.fetch_ms);
     row("remap", f.remap_ms);
     row("hit path: plan + get + remap", f.hit_ms);
@@ -257,7 +406,8 @@ int Run(int repeats, const std::vector<uint32_t>& sizes, uint64_t stream_frame, 
     json.Add("local_fetch_" + k + "_ms", f.fetch_ms);
     json.Add("local_hit_path_" + k + "_ms", f.hit_ms);
     json.Add("hit_path_vs_remap_" + k, f.hit_ms / f.remap_ms);
-    json.Add("store_" + k + "_vs_memcpy", f.store_ms / f.memcpy_ms);
+    json.Add("memcpy_" + k + "_" + nt + "_ms", f.memcpy_ms);
+    json.Add("store_" + k + "_" + nt + "_vs_memcpy_" + nt, f.store_ms / f.memcpy_ms);
     json.Add("pull_" + k + "_gbps", gb / (f.pull_ms / 1e3));
     json.Add("pull_" + k + "_vs_zmq_stream", f.zmq_ms / f.pull_ms);
     json.Add("redis_round_trip_" + k + "_ms", f.redis_put_ms + f.redis_get_ms);
@@ -273,6 +423,7 @@ int Run(int repeats, const std::vector<uint32_t>& sizes, uint64_t stream_frame, 
   t.Print();
   std::cout << "H100 recompute estimate: 2 x " << params << " FLOPs/token / " << h100_flops
             << " FLOP/s = " << Fixed(recompute_us_per_token, 1) << " us/token\n";
+  if (fill_chunks > 0) ReportFill(fill_chunks, controller.endpoint, store_threads, json);
   std::cout << json.str() << std::endl;
   return 0;
 }
@@ -294,9 +445,14 @@ int main(int argc, char** argv) {
   app.add_option("--store-threads", store_threads, "Threads a local store gathers on")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
+  int fill_chunks = 7;
+  app.add_option("--fill-chunks", fill_chunks,
+                 "512 MiB chunks per configuration of the fill run (0: no fill run)")
+      ->check(CLI::Range(0, 7))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {
-    return pikv::bench::Run(repeats, sizes, stream_frame, store_threads);
+    return pikv::bench::Run(repeats, sizes, stream_frame, store_threads, fill_chunks);
   } catch (const std::exception& e) {
     std::cerr << "big_chunk_bench: " << e.what() << "\n";
     return 1;
