@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <cmath>
 #include <thread>
 #include <zmq.hpp>
@@ -184,6 +185,24 @@ TEST_F(NodeProcessTest, DiskTierServesAfterRestart) {
   ASSERT_TRUE(got.ok() && (*got)[0].ok());
   EXPECT_TRUE(Same(*(*got)[0], o.bytes));
   EXPECT_EQ(StopWithSigterm(), 0);
+}
+
+// A node told to stop while its arena is still being faulted in stops at
+// once (the prefaulter checks between 64 MiB steps) and cleanly.
+TEST_F(NodeProcessTest, StopsPromptlyWhileItsArenaIsStillFaultingIn) {
+  auto args = Args();
+  *std::find(args.begin(), args.end(), "3GiB") = "8GiB";
+  args.insert(args.end(), {"--disk", "false", "--prefault", "true"});
+  node_ = StartNode(args);
+  ASSERT_FALSE(node_.tcp.empty());
+  NodeClient client(node_.tcp, kTimeout);
+  auto stats = client.Stats();
+  ASSERT_TRUE(stats.ok());
+  const int64_t faulted = std::get<int64_t>(stats->at("cpu.faulted_bytes"));
+  ASSERT_LT(faulted, int64_t{8} << 30) << "8 GiB faulted in already: nothing left to stop";
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(StopWithSigterm(), 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
 }
 
 TEST_F(NodeProcessTest, PinDeleteAndMissesOverTheWire) {
