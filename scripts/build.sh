@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Installs dependencies (idempotent) and builds everything into ./build
-# (or $PIKV_BUILD_DIR) with Ninja and ccache.
+# Installs the build set of packages (idempotent; scripts/install-deps.sh
+# build) and builds everything into ./build (or $PIKV_BUILD_DIR) with Ninja
+# and ccache.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Paths relative to the checkout in ccache's hashes: a fresh clone elsewhere
 # (as CI makes) still hits the cache.
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"
-bash scripts/install-deps.sh
+bash scripts/install-deps.sh build
 build_dir="${PIKV_BUILD_DIR:-build}"
 if [ ! -f "$build_dir/build.ninja" ]; then
   # shellcheck disable=SC2086  # PIKV_CMAKE_ARGS is a list of -D options

@@ -5,5 +5,6 @@
 # `pikv demo` (try --help).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh build test
 bash scripts/build.sh
 exec "${PIKV_BUILD_DIR:-build}/bin/pikv" demo "$@"

@@ -1,19 +1,61 @@
 #!/usr/bin/env bash
-# Installs every Debian 12 package pikv needs to build, test and benchmark.
+# Installs the Debian 12 packages pikv needs, by set:
+#   bash scripts/install-deps.sh [build|test|runtime|all ...]   (default: all)
+#   build    compile everything scripts/build.sh builds (libraries, daemons, CLI,
+#            tests, benchmarks, the Python module)
+#   test     run the suite and CI's checks: Redis, Python test packages, clang
+#            (sanitizers, fuzzers, clang-format), iproute2, docker-compose
+#   runtime  what the three binaries load, and curl for healthchecks (the
+#            Docker image's runtime stage installs exactly this set)
+#   all      build + test + runtime
+#   --print  only print the set's packages, one a line
 # Idempotent: re-running it is cheap when everything is already present.
 set -euo pipefail
 
-packages=(
+build=(
   build-essential cmake ninja-build ccache pkg-config git
   libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libhiredis-dev librocksdb-dev
   libxxhash-dev libspdlog-dev libfmt-dev libyaml-cpp-dev libcli11-dev
   libcpp-httplib-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  redis-server iproute2 procps docker-compose
-  python3 python3-dev python3-venv python3-pip python3-setuptools pybind11-dev
-  python3-pytest python3-numpy python3-torch
-  clang libclang-rt-14-dev
+  python3 python3-dev pybind11-dev
 )
+test=(
+  redis-server iproute2 procps docker-compose
+  python3-venv python3-pip python3-setuptools
+  python3-pytest python3-numpy python3-torch
+  clang clang-format libclang-rt-14-dev
+)
+# The shared libraries `ldd` lists for pikv, pikv-node and pikv-controller
+# beyond the base system's, by their Debian 12 package names.
+runtime=(
+  libzmq5 libhiredis0.14 librocksdb7.8 libxxhash0 libspdlog1.10 libfmt9
+  libyaml-cpp0.7 curl
+)
+
+print=0
+sets=()
+for arg in "$@"; do
+  case "$arg" in
+    --print) print=1 ;;
+    build | test | runtime | all) sets+=("$arg") ;;
+    *) echo "usage: $0 [--print] [build|test|runtime|all ...]" >&2; exit 2 ;;
+  esac
+done
+((${#sets[@]})) || sets=(all)
+packages=()
+for s in "${sets[@]}"; do
+  case "$s" in
+    build) packages+=("${build[@]}") ;;
+    test) packages+=("${test[@]}") ;;
+    runtime) packages+=("${runtime[@]}") ;;
+    all) packages+=("${build[@]}" "${test[@]}" "${runtime[@]}") ;;
+  esac
+done
+if ((print)); then
+  printf '%s\n' "${packages[@]}" | awk '!seen[$0]++'
+  exit 0
+fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -28,5 +70,5 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 echo "install-deps: installing ${missing[*]}"
 $SUDO apt-get update -qq
 DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-# The package starts a system redis on :6379; pikv's tests start their own on
-# free ports, so the system one is left alone.
+# The redis-server package starts a system redis on :6379 where services
+# start; pikv's tests start their own on free ports, so that one is left alone.

@@ -4,5 +4,6 @@
 #   bash scripts/soak.sh [--seconds 300] [--keys-per-node 5000] [--seed N]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh build test
 bash scripts/build.sh
 exec "${PIKV_BUILD_DIR:-build}/bin/fault_soak" --seconds 300 "$@"

@@ -4,6 +4,7 @@
 # loopback ports and clean up after themselves.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
 bash scripts/build.sh
 build_dir="${PIKV_BUILD_DIR:-build}"
 ctest --test-dir "$build_dir" --output-on-failure --parallel 2 --timeout 600
