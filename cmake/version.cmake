@@ -3,6 +3,11 @@
 # the text changes, so an unchanged revision rebuilds nothing.
 #   cmake -DSOURCE_DIR=... -DIN=... -DOUT=... -DPIKV_VERSION=... -P version.cmake
 set(PIKV_GIT_REVISION "unknown")
+# A tree without its git history (the Docker build context leaves .git out)
+# takes the revision from PIKV_GIT_REVISION in the environment.
+if(NOT "$ENV{PIKV_GIT_REVISION}" STREQUAL "")
+  set(PIKV_GIT_REVISION "$ENV{PIKV_GIT_REVISION}")
+endif()
 find_package(Git QUIET)
 if(GIT_FOUND)
   execute_process(
