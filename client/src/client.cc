@@ -390,11 +390,7 @@ ChunkHeader Client::MakeHeader(const ChunkKey& key, const KeyNamespace& ns,
   h.geometry = {options_.num_layers,   static_cast<uint32_t>(tokens.size()),
                 options_.num_kv_heads, options_.head_dim,
                 options_.dtype,        options_.kv_format};
-  h.rope_style = options_.rope.style;
-  h.rotary_dim = options_.rope.rotary_dim;
-  h.rope_offset = options_.rope.rope_offset;
-  h.rope_theta = options_.rope.theta;
-  h.rope_spec = ns.rope_signature;
+  device::SetHeaderRope(options_.rope, h);
   h.attention_mode = ns.attention_mode;
   h.sys_key = ns.sys_key;
   h.k_form = KForm::kRotated;

@@ -19,6 +19,13 @@ uint32_t Count(const nlohmann::json& v, const std::string& name);
 uint32_t CountOr(const nlohmann::json& c, const char* name, uint32_t fallback);
 double NumberOr(const nlohmann::json& c, const char* name, double fallback);
 
+// The newer layout (rope_parameters: rope_theta, rope_type and the scaling
+// fields together) rewritten into the older one that RopeFromConfig reads.
+// Per layer type ({"full_attention": {...}, "sliding_attention": {...}}),
+// the full-attention layers' block is the main spec's (layer_rules.cc reads
+// the other).
+void FlattenRopeParameters(nlohmann::json& c);
+
 // The RoPE spec of a config object; never throws (errors are statuses).
 Result<RopeSpec> RopeFromConfig(const nlohmann::json& c, RopeStyle style);
 

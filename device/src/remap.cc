@@ -99,10 +99,10 @@ bool Avx2Available() {
 namespace {
 
 // Checks everything a remap or gather depends on, before any byte moves.
-Status CheckPlacement(const ChunkGeometry& g, const RopeSpec& rope, std::span<const int64_t> slots,
+Status CheckPlacement(const ChunkGeometry& g, const RopePlan& rope, std::span<const int64_t> slots,
                       const PagedLayout& cache) {
   if (Status s = cache.Validate(); !s.ok()) return s;
-  if (Status s = rope.Validate(); !s.ok()) return s;
+  if (Status s = rope.Validate(g.num_layers); !s.ok()) return s;
   if (g.dtype != cache.dtype) {
     return InvalidArgument(std::string("chunk dtype ") + std::string(DTypeName(g.dtype)) +
                            " differs from cache dtype " + std::string(DTypeName(cache.dtype)));
@@ -114,7 +114,7 @@ Status CheckPlacement(const ChunkGeometry& g, const RopeSpec& rope, std::span<co
   if (g.num_kv_heads != cache.num_kv_heads || g.head_dim != cache.head_dim) {
     return InvalidArgument("chunk and cache have different KV heads or head_dim");
   }
-  if (rope.head_dim != g.head_dim)
+  if (rope.main().head_dim != g.head_dim)
     return InvalidArgument("RoPE spec head_dim differs from the chunk's");
   if (slots.size() != g.num_tokens) {
     return InvalidArgument("slot mapping has " + std::to_string(slots.size()) + " entries for " +
@@ -154,7 +154,7 @@ void Parallel(uint64_t n, int threads, Fn fn) {
 
 }  // namespace
 
-Status Remap(std::span<const uint8_t> object, const RopeSpec& rope, int64_t actual_start,
+Status Remap(std::span<const uint8_t> object, const RopePlan& rope, int64_t actual_start,
              std::span<const int64_t> slots, const PagedLayout& cache,
              const RemapOptions& options) {
   auto header = ParseChunkHeader(object);
@@ -171,19 +171,25 @@ Status Remap(std::span<const uint8_t> object, const RopeSpec& rope, int64_t actu
 
   const ChunkGeometry& g = h.geometry;
   const uint32_t n = g.num_tokens;
-  // One rotation for a rotated chunk; one per token for a pre-RoPE chunk.
-  std::vector<kernels::Rotation> rotations(h.k_form == KForm::kRotated ? 1 : n);
-  if (h.k_form == KForm::kRotated) {
-    auto t = PureRotation(rope, static_cast<double>(actual_start - h.virtual_start));
-    rotations[0].Fill(t.cos, t.sin);
-  } else {
-    for (uint32_t i = 0; i < n; ++i) {
-      auto t = Encoding(rope, static_cast<double>(actual_start + i));
-      rotations[i].Fill(t.cos, t.sin);
+  // Per spec of the plan: one rotation for a rotated chunk, one per token for
+  // a pre-RoPE chunk. NoPE layers have none (K is copied like V).
+  std::vector<std::vector<kernels::Rotation>> rotations(rope.specs().size());
+  for (size_t s = 0; s < rotations.size(); ++s) {
+    const RopeSpec& spec = rope.specs()[s];
+    rotations[s].resize(h.k_form == KForm::kRotated ? 1 : n);
+    if (h.k_form == KForm::kRotated) {
+      auto t = PureRotation(spec, static_cast<double>(actual_start - h.virtual_start));
+      rotations[s][0].Fill(t.cos, t.sin);
+    } else {
+      for (uint32_t i = 0; i < n; ++i) {
+        auto t = Encoding(spec, static_cast<double>(actual_start + i));
+        rotations[s][i].Fill(t.cos, t.sin);
+      }
     }
   }
-  const kernels::HeadShape shape{g.head_dim, rope.rotary_dim, rope.rope_offset,
-                                 rope.style == RopeStyle::kNeox};
+  const RopeSpec& main = rope.main();
+  const kernels::HeadShape shape{g.head_dim, main.rotary_dim, main.rope_offset,
+                                 main.style == RopeStyle::kNeox};
   const size_t vec_bytes = size_t{g.head_dim} * DTypeSize(g.dtype);
   const size_t token_bytes = vec_bytes * g.num_kv_heads;
   const uint32_t planes = cache.planes();
@@ -195,11 +201,16 @@ Status Remap(std::span<const uint8_t> object, const RopeSpec& rope, int64_t actu
       const uint32_t layer = static_cast<uint32_t>(item / n), t = static_cast<uint32_t>(item % n);
       const int64_t slot = slots[t];
       if (slot < 0) continue;
-      const kernels::Rotation& rot = rotations[h.k_form == KForm::kRotated ? 0 : t];
+      const int spec = rope.SpecIndex(layer);
       const uint8_t* k_src = payload + ((uint64_t{layer} * planes) * n + t) * token_bytes;
       for (uint32_t head = 0; head < g.num_kv_heads; ++head) {
         const uint8_t* src = k_src + head * vec_bytes;
         uint8_t* dst = cache.HeadVector(layer, 0, slot, head);
+        if (spec == RopePlan::kNoRope) {
+          std::memcpy(dst, src, vec_bytes);
+          continue;
+        }
+        const kernels::Rotation& rot = rotations[spec][h.k_form == KForm::kRotated ? 0 : t];
         if (!avx2 || !kernels::RotateHeadAvx2(g.dtype, src, dst, shape, rot)) {
           kernels::RotateHeadPortable(g.dtype, src, dst, shape, rot);
         }
@@ -221,7 +232,7 @@ namespace {
 
 // The header a gather writes, after checking the placement.
 Result<ChunkHeader> GatherHeader(const PagedLayout& cache, std::span<const int64_t> slots,
-                                 const RopeSpec& rope, const GatherSpec& spec) {
+                                 const RopePlan& rope, const GatherSpec& spec) {
   ChunkHeader h;
   h.key = spec.key;
   h.model_id = spec.model_id;
@@ -231,11 +242,7 @@ Result<ChunkHeader> GatherHeader(const PagedLayout& cache, std::span<const int64
                 cache.head_dim,
                 cache.dtype,
                 cache.kv_format};
-  h.rope_style = rope.style;
-  h.rotary_dim = rope.rotary_dim;
-  h.rope_offset = rope.rope_offset;
-  h.rope_theta = rope.theta;
-  h.rope_spec = rope.Signature();
+  SetHeaderRope(rope, h);
   h.k_form = spec.k_form;
   h.virtual_start = spec.virtual_start;
   h.attention_mode = spec.attention_mode;
@@ -252,13 +259,13 @@ Result<ChunkHeader> GatherHeader(const PagedLayout& cache, std::span<const int64
 }  // namespace
 
 Result<size_t> GatherSize(const PagedLayout& cache, std::span<const int64_t> slots,
-                          const RopeSpec& rope, const GatherSpec& spec) {
+                          const RopePlan& rope, const GatherSpec& spec) {
   auto h = GatherHeader(cache, slots, rope, spec);
   if (!h.ok()) return h.status();
   return ChunkHeaderSize(*h) + h->geometry.PayloadBytes();
 }
 
-Status GatherInto(const PagedLayout& cache, std::span<const int64_t> slots, const RopeSpec& rope,
+Status GatherInto(const PagedLayout& cache, std::span<const int64_t> slots, const RopePlan& rope,
                   const GatherSpec& spec, std::span<uint8_t> object) {
   auto h = GatherHeader(cache, slots, rope, spec);
   if (!h.ok()) return h.status();
@@ -299,7 +306,7 @@ Status GatherInto(const PagedLayout& cache, std::span<const int64_t> slots, cons
 }
 
 Result<std::vector<uint8_t>> Gather(const PagedLayout& cache, std::span<const int64_t> slots,
-                                    const RopeSpec& rope, const GatherSpec& spec) {
+                                    const RopePlan& rope, const GatherSpec& spec) {
   auto size = GatherSize(cache, slots, rope, spec);
   if (!size.ok()) return size.status();
   std::vector<uint8_t> object(*size);

@@ -15,6 +15,7 @@ struct Params {
   const float* cos;
   const float* sin;
   uint8_t* layers[kMaxLayers];
+  int16_t layer_spec[kMaxLayers];  // index into the plan's specs, or -1 (NoPE)
   uint32_t tokens, heads, dim, rotary, offset, planes, block_size, dtype_size;
   int dtype;  // DType
   bool neox, per_token;
@@ -59,8 +60,12 @@ __global__ void RemapKernel(Params p) {
   if (slot < 0) return;
   const int64_t block = slot / p.block_size, off = slot % p.block_size;
   const size_t vec = size_t{p.dim} * p.dtype_size, row = vec * p.heads;
-  const float* cs = p.cos + (p.per_token ? size_t{t} * (p.rotary / 2) : 0);
-  const float* sn = p.sin + (p.per_token ? size_t{t} * (p.rotary / 2) : 0);
+  const int spec = p.layer_spec[layer];
+  const size_t table =
+      (spec < 0 ? 0 : size_t(spec) * (p.per_token ? p.tokens : 1) + (p.per_token ? t : 0)) *
+      (p.rotary / 2);
+  const float* cs = p.cos + table;
+  const float* sn = p.sin + table;
   for (uint32_t plane = 0; plane < p.planes; ++plane) {
     const uint8_t* src_row = p.payload + ((size_t{layer} * p.planes + plane) * p.tokens + t) * row;
     for (uint32_t i = threadIdx.x; i < p.heads * p.dim; i += blockDim.x) {
@@ -69,7 +74,7 @@ __global__ void RemapKernel(Params p) {
                                         off * p.stride_offset + head * p.stride_head) *
                                            p.dtype_size;
       const uint8_t* src = src_row + head * vec;
-      const bool rotary = plane == 0 && d >= p.offset && d < p.offset + p.rotary;
+      const bool rotary = plane == 0 && spec >= 0 && d >= p.offset && d < p.offset + p.rotary;
       if (!rotary) {
         memcpy(dst + d * p.dtype_size, src + d * p.dtype_size, p.dtype_size);
         continue;
@@ -98,7 +103,7 @@ __global__ void RemapKernel(Params p) {
 
 Status RemapCudaLaunch(const ChunkHeader& h, const uint8_t* device_payload,
                        const int64_t* device_slots, const float* device_cos,
-                       const float* device_sin, const RopeSpec& rope, const PagedLayout& cache,
+                       const float* device_sin, const RopePlan& rope, const PagedLayout& cache,
                        void* stream) {
   if (cache.layers.size() > kMaxLayers)
     return Unsupported("the CUDA backend handles at most 256 layers");
@@ -107,18 +112,20 @@ Status RemapCudaLaunch(const ChunkHeader& h, const uint8_t* device_payload,
   p.slots = device_slots;
   p.cos = device_cos;
   p.sin = device_sin;
-  for (size_t l = 0; l < cache.layers.size(); ++l)
+  for (size_t l = 0; l < cache.layers.size(); ++l) {
     p.layers[l] = static_cast<uint8_t*>(cache.layers[l]);
+    p.layer_spec[l] = static_cast<int16_t>(rope.SpecIndex(static_cast<uint32_t>(l)));
+  }
   p.tokens = h.geometry.num_tokens;
   p.heads = h.geometry.num_kv_heads;
   p.dim = h.geometry.head_dim;
-  p.rotary = rope.rotary_dim;
-  p.offset = rope.rope_offset;
+  p.rotary = rope.main().rotary_dim;
+  p.offset = rope.main().rope_offset;
   p.planes = cache.planes();
   p.block_size = cache.block_size;
   p.dtype_size = static_cast<uint32_t>(DTypeSize(h.geometry.dtype));
   p.dtype = static_cast<int>(h.geometry.dtype);
-  p.neox = rope.style == RopeStyle::kNeox;
+  p.neox = rope.main().style == RopeStyle::kNeox;
   p.per_token = h.k_form == KForm::kPreRope;
   p.stride_plane = cache.stride_plane;
   p.stride_block = cache.stride_block;

@@ -74,6 +74,23 @@ double NumberOr(const nlohmann::json& c, const char* name, double fallback) {
   return c.contains(name) && !c[name].is_null() ? c[name].get<double>() : fallback;
 }
 
+void FlattenRopeParameters(nlohmann::json& c) {
+  auto it = c.find("rope_parameters");
+  if (it == c.end() || !it->is_object() || c.contains("rope_scaling")) return;
+  nlohmann::json scaling = *it;
+  if (scaling.contains("full_attention")) scaling = nlohmann::json(scaling["full_attention"]);
+  c.erase("rope_parameters");
+  if (!scaling.is_object()) return;
+  for (const char* key : {"rope_theta", "partial_rotary_factor"}) {
+    if (scaling.contains(key)) {
+      c[key] = scaling[key];
+      scaling.erase(key);
+    }
+  }
+  const std::string type = scaling.value("rope_type", scaling.value("type", std::string()));
+  if (!(type == "default" && scaling.size() == 1)) c["rope_scaling"] = scaling;
+}
+
 Result<RopeSpec> RopeFromConfig(const nlohmann::json& c, RopeStyle style) {
   RopeSpec s;
   s.style = style;
@@ -210,8 +227,8 @@ Status RopeSpec::Validate() const {
   if (!(theta > 1.0)) return InvalidArgument("rope_theta must exceed 1");
   if (scaling != RopeScaling::kNone && !(factor > 0))
     return InvalidArgument("rope scaling factor must be positive");
-  if (scaling == RopeScaling::kLlama3 && !(high_freq_factor > low_freq_factor)) {
-    return InvalidArgument("llama3 scaling needs high_freq_factor > low_freq_factor");
+  if (scaling == RopeScaling::kLlama3 && !(high_freq_factor >= low_freq_factor)) {
+    return InvalidArgument("llama3 scaling needs high_freq_factor >= low_freq_factor");
   }
   if (scaling == RopeScaling::kLongRope) {
     if (long_factor.size() != rotary_dim / 2 || short_factor.size() != rotary_dim / 2) {
@@ -285,8 +302,12 @@ std::vector<double> RopeSpec::InverseFrequencies() const {
           f /= factor;  // low frequency: interpolated
           continue;
         }
-        const double smooth = (original_max_position / wavelen - low_freq_factor) /
-                              (high_freq_factor - low_freq_factor);
+        // Equal factors leave no medium band (Llama-4): vLLM takes smooth = 0
+        // on its one boundary wavelength, where transformers divides by zero.
+        const double smooth = high_freq_factor == low_freq_factor
+                                  ? 0.0
+                                  : (original_max_position / wavelen - low_freq_factor) /
+                                        (high_freq_factor - low_freq_factor);
         f = (1 - smooth) * f / factor + smooth * f;
       }
       break;

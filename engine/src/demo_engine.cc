@@ -174,9 +174,10 @@ engine::ModelConfig DemoModelConfig() {
   c.kv_heads = 4;
   c.head_dim = 32;
   c.intermediate = 512;
-  c.rope.head_dim = 32;
-  c.rope.rotary_dim = 32;
-  c.rope.theta = 10000;
+  device::RopeSpec rope;
+  rope.head_dim = rope.rotary_dim = 32;
+  rope.theta = 10000;
+  c.rope = rope;
   return c;
 }
 

@@ -98,8 +98,10 @@ std::vector<float> ReferenceModel::Forward(std::span<const int32_t> tokens,
     auto q = MatMul(a, w.wq, n, h, H * hd);
     auto k = MatMul(a, w.wk, n, h, KV * hd);
     auto v = MatMul(a, w.wv, n, h, KV * hd);
-    ApplyRope(config_.rope, q, n, H, hd, positions);
-    ApplyRope(config_.rope, k, n, KV, hd, positions);
+    if (const RopeSpec* rope = config_.rope.ForLayer(l)) {
+      ApplyRope(*rope, q, n, H, hd, positions);
+      ApplyRope(*rope, k, n, KV, hd, positions);
+    }
     if (kv_out) (*kv_out)[l] = {k, v};
     // Keys: the past (from the paged cache), then the new tokens.
     auto key = [&](size_t j, size_t kvh) -> const float* {

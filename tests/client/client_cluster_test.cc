@@ -31,9 +31,10 @@ using Tokens = std::vector<int32_t>;
 
 engine::ModelConfig ModelCfg() {
   engine::ModelConfig c;
-  c.rope.head_dim = c.head_dim;
-  c.rope.rotary_dim = c.head_dim;
-  c.rope.theta = 10000;
+  device::RopeSpec rope;
+  rope.head_dim = rope.rotary_dim = c.head_dim;
+  rope.theta = 10000;
+  c.rope = rope;
   return c;
 }
 

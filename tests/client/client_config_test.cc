@@ -26,7 +26,7 @@ TEST(ClientConfigTest, FileModelConfigAndEnvironment) {
   EXPECT_EQ(o->head_dim, 128u);
   EXPECT_EQ(o->kv_format, KvFormat::kStandard);
   EXPECT_EQ(o->dtype, DType::kBF16);
-  EXPECT_EQ(o->rope.scaling, device::RopeScaling::kLlama3);
+  EXPECT_EQ(o->rope.main().scaling, device::RopeScaling::kLlama3);
   EXPECT_EQ(o->fetch_timeout.count(), 750);  // the environment wins over the file
 
   std::ofstream(dir.str() + "/mla.yaml")
@@ -35,7 +35,7 @@ TEST(ClientConfigTest, FileModelConfigAndEnvironment) {
   ASSERT_TRUE(mla.ok()) << mla.status().ToString();
   EXPECT_EQ(mla->kv_format, KvFormat::kMla);
   EXPECT_EQ(mla->head_dim, 576u);
-  EXPECT_EQ(mla->rope.rope_offset, 512u);
+  EXPECT_EQ(mla->rope.main().rope_offset, 512u);
   EXPECT_EQ(mla->dtype, DType::kF16);  // the setting beats the config's bfloat16
 }
 

@@ -16,7 +16,9 @@ inline ClientOptions SmallNamespace(const std::string& node, bool zero_copy = tr
   o.num_layers = 2;
   o.num_kv_heads = 2;
   o.head_dim = 64;
-  o.rope.head_dim = o.rope.rotary_dim = 64;
+  device::RopeSpec rope;
+  rope.head_dim = rope.rotary_dim = 64;
+  o.rope = rope;
   o.zero_copy = zero_copy;
   return o;
 }

@@ -21,13 +21,14 @@ class ExactnessTest : public ::testing::Test {
  protected:
   static ModelConfig Config() {
     ModelConfig c;
-    c.rope.head_dim = c.head_dim;
-    c.rope.rotary_dim = c.head_dim;
-    c.rope.theta = 10000;
+    RopeSpec rope;
+    rope.head_dim = rope.rotary_dim = c.head_dim;
+    rope.theta = 10000;
+    c.rope = rope;
     return c;
   }
   ReferenceModel model_{Config()};
-  const RopeSpec& rope() const { return model_.config().rope; }
+  const RopePlan& rope() const { return model_.config().rope; }
 
   Tokens Random(size_t n, uint64_t seed) {
     std::mt19937_64 rng(seed);
@@ -63,10 +64,7 @@ class ExactnessTest : public ::testing::Test {
     h.model_id = "reference";
     h.geometry = {c.layers,    static_cast<uint32_t>(keep), c.kv_heads, c.head_dim,
                   DType::kF32, KvFormat::kStandard};
-    h.rope_style = rope().style;
-    h.rotary_dim = rope().rotary_dim;
-    h.rope_theta = rope().theta;
-    h.rope_spec = rope().Signature();
+    SetHeaderRope(rope(), h);
     h.k_form = KForm::kRotated;
     h.virtual_start = virtual_start;
     h.tokens.assign(keep, 0);

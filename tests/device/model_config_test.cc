@@ -31,7 +31,7 @@ TEST(ModelConfigTest, ReadsTheGeometryAndKvSizeOfAStandardModel) {
   EXPECT_EQ(m->geometry.num_kv_heads, 8u);
   EXPECT_EQ(m->geometry.head_dim, 128u);
   EXPECT_EQ(m->dtype, DType::kBF16);
-  EXPECT_EQ(m->rope.style, RopeStyle::kNeox);
+  EXPECT_EQ(m->rope.main().style, RopeStyle::kNeox);
   EXPECT_EQ(m->KvBytesPerToken(), 128u << 10);  // 4 K tokens: 512 MiB
   ModelConfigOptions f16_kv;
   f16_kv.dtype = DType::kF16;
@@ -53,8 +53,8 @@ TEST(ModelConfigTest, TheNewerRopeParametersLayoutReadsTheSame) {
     "num_key_value_heads":2,"torch_dtype":"float32",
     "rope_parameters":{"rope_type":"default","rope_theta":1000000.0}})");
   ASSERT_TRUE(plain.ok()) << plain.status().ToString();
-  EXPECT_EQ(plain->rope.scaling, RopeScaling::kNone);
-  EXPECT_EQ(plain->rope.theta, 1e6);
+  EXPECT_EQ(plain->rope.main().scaling, RopeScaling::kNone);
+  EXPECT_EQ(plain->rope.main().theta, 1e6);
 }
 
 TEST(ModelConfigTest, PlacesTheRopePartOfMlaAfterTheLatent) {
@@ -70,10 +70,10 @@ TEST(ModelConfigTest, PlacesTheRopePartOfMlaAfterTheLatent) {
   EXPECT_EQ(m->geometry.num_kv_heads, 1u);
   EXPECT_EQ(m->geometry.head_dim, 576u);
   EXPECT_EQ(m->geometry.latent_dim, 512u);
-  EXPECT_EQ(m->rope.rope_offset, 512u);
-  EXPECT_EQ(m->rope.rotary_dim, 64u);
-  EXPECT_EQ(m->rope.style, RopeStyle::kGptj);  // DeepSeek pairs interleaved
-  EXPECT_DOUBLE_EQ(m->rope.AttentionScale(), 1.0);
+  EXPECT_EQ(m->rope.main().rope_offset, 512u);
+  EXPECT_EQ(m->rope.main().rotary_dim, 64u);
+  EXPECT_EQ(m->rope.main().style, RopeStyle::kGptj);  // DeepSeek pairs interleaved
+  EXPECT_DOUBLE_EQ(m->rope.main().AttentionScale(), 1.0);
   EXPECT_EQ(m->KvBytesPerToken(), 61u * 576 * 2);
 }
 
@@ -94,13 +94,13 @@ TEST(ModelConfigTest, TheEnginesMaxModelLenPicksLongRopeFactors) {
   engine.max_model_len = 4096;
   auto short_ctx = ReadModelConfig(phi3, engine);
   ASSERT_TRUE(full.ok() && short_ctx.ok()) << full.status().ToString();
-  const double inv0 = 1.0;                                                // theta^0
-  EXPECT_DOUBLE_EQ(full->rope.InverseFrequencies()[0], inv0 / 2.0);       // long
-  EXPECT_DOUBLE_EQ(short_ctx->rope.InverseFrequencies()[0], inv0 / 1.5);  // short
+  const double inv0 = 1.0;                                                       // theta^0
+  EXPECT_DOUBLE_EQ(full->rope.main().InverseFrequencies()[0], inv0 / 2.0);       // long
+  EXPECT_DOUBLE_EQ(short_ctx->rope.main().InverseFrequencies()[0], inv0 / 1.5);  // short
   // The magnitude follows the config's extension in both, as in the engines.
   const double mscale = std::sqrt(1 + std::log(32.0) / std::log(4096.0));
-  EXPECT_NEAR(full->rope.AttentionScale(), mscale, 1e-15);
-  EXPECT_NEAR(short_ctx->rope.AttentionScale(), mscale, 1e-15);
+  EXPECT_NEAR(full->rope.main().AttentionScale(), mscale, 1e-15);
+  EXPECT_NEAR(short_ctx->rope.main().AttentionScale(), mscale, 1e-15);
   EXPECT_NE(full->rope.Signature(), short_ctx->rope.Signature());
 }
 
@@ -201,7 +201,8 @@ TEST(PublishedConfigTest, ChangingAnyScalingFieldChangesTheKeyNamespace) {
       for (const auto& [key, value] : config["rope_scaling"].items()) {
         // LongRoPE encodes with one of its two lists (long: this deployment
         // is longer than the original length); the other does not matter.
-        const bool long_list = base->rope.max_position > base->rope.original_max_position;
+        const bool long_list =
+            base->rope.main().max_position > base->rope.main().original_max_position;
         if (key == (long_list ? "short_factor" : "long_factor")) continue;
         if (value.is_array()) {
           fields.emplace_back("/rope_scaling/" + key + "/" + std::to_string(value.size() / 2));

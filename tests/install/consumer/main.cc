@@ -15,7 +15,9 @@ int main() {
   options.num_layers = 2;
   options.num_kv_heads = 2;
   options.head_dim = 64;
-  options.rope.rotary_dim = 64;
+  pikv::device::RopeSpec rope;
+  rope.head_dim = rope.rotary_dim = 64;
+  options.rope = rope;
   pikv::client::Client client(options);
   pikv::client::ChunkedPrompt prompt;
   prompt.segments = {{1, 2, 3}, {4, 5, 6, 7}, {8, 9}, {10}};  // system, 2 chunks, question

@@ -64,7 +64,7 @@ struct ClientOptions {
   DType dtype = DType::kBF16;
   KvFormat kv_format = KvFormat::kStandard;  // MLA: one latent row per token
   uint32_t num_layers = 0, num_kv_heads = 0, head_dim = 0;
-  device::RopeSpec rope;
+  device::RopePlan rope;  // per layer where the model's layers differ
   AttentionMode mode = AttentionMode::kIsolated;
   bool zero_copy = true;  // use the local node's zero-copy channel when it has one
   // Objects over this size cross sockets (a tcp local node, a direct peer

@@ -3,6 +3,7 @@
 //
 // Remap writes a chunk placed at actual positions a0 .. a0+n-1 into the
 // cache: K rotated and V copied in one pass over each (layer, token, head).
+// Each layer by its own spec of the RopePlan; a NoPE layer's K is copied.
 //   - K rotated at virtual v0 (the default form): every token is re-rotated by
 //     the same pure rotation R(a0 - v0).
 //   - K pre-RoPE: token t gets the engine's own encoding R(a0 + t), magnitude
@@ -24,7 +25,7 @@
 #include <vector>
 
 #include "pikv/device/paged_layout.h"
-#include "pikv/device/rope.h"
+#include "pikv/device/rope_plan.h"
 #include "pikv/proto/chunk_object.h"
 
 namespace pikv::device {
@@ -37,7 +38,7 @@ struct RemapOptions {
   Backend backend = Backend::kAuto;
 };
 
-Status Remap(std::span<const uint8_t> object, const RopeSpec& rope, int64_t actual_start,
+Status Remap(std::span<const uint8_t> object, const RopePlan& rope, int64_t actual_start,
              std::span<const int64_t> slots, const PagedLayout& cache,
              const RemapOptions& options = {});
 
@@ -62,12 +63,12 @@ struct GatherSpec {
 };
 
 Result<std::vector<uint8_t>> Gather(const PagedLayout& cache, std::span<const int64_t> slots,
-                                    const RopeSpec& rope, const GatherSpec& spec);
+                                    const RopePlan& rope, const GatherSpec& spec);
 // The same into a caller's buffer of exactly GatherSize bytes (a reused
 // staging buffer: no allocation or page faults per chunk).
 Result<size_t> GatherSize(const PagedLayout& cache, std::span<const int64_t> slots,
-                          const RopeSpec& rope, const GatherSpec& spec);
-Status GatherInto(const PagedLayout& cache, std::span<const int64_t> slots, const RopeSpec& rope,
+                          const RopePlan& rope, const GatherSpec& spec);
+Status GatherInto(const PagedLayout& cache, std::span<const int64_t> slots, const RopePlan& rope,
                   const GatherSpec& spec, std::span<uint8_t> object);
 
 }  // namespace pikv::device

@@ -11,16 +11,17 @@
 #include <cstdint>
 
 #include "pikv/device/paged_layout.h"
-#include "pikv/device/rope.h"
+#include "pikv/device/rope_plan.h"
 #include "pikv/proto/chunk_object.h"
 
 namespace pikv::device {
 
-// cos/sin: device arrays of rotary_dim / 2 floats per rotation (one rotation
-// for a rotated chunk, one per token for a pre-RoPE chunk).
+// cos/sin: device arrays [spec][rotation][rotary_dim / 2] over the plan's
+// specs (one rotation per spec for a rotated chunk, one per token for a
+// pre-RoPE chunk). A NoPE layer's K is copied.
 Status RemapCudaLaunch(const ChunkHeader& header, const uint8_t* device_payload,
                        const int64_t* device_slots, const float* device_cos,
-                       const float* device_sin, const RopeSpec& rope,
+                       const float* device_sin, const RopePlan& rope,
                        const PagedLayout& device_cache, void* cuda_stream);
 
 }  // namespace pikv::device

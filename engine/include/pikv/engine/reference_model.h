@@ -1,12 +1,11 @@
 // ReferenceModel: a small fp32 decoder used to prove that reusing remapped
 // chunk KV gives the same answer as computing from scratch.
 //
-// RMSNorm, RoPE per a RopeSpec, grouped-query attention under an arbitrary
-// mask, SwiGLU MLP, seeded random weights, configurable geometry. Forward runs
-// new tokens at given positions; their keys are the `past` keys (read from a
-// paged cache by slots, in order) followed by the new tokens' own, and
-// mask(query, key) indexes that concatenation. It can hand back each layer's
-// K (rotated at the given positions) and V of the new tokens: a chunk's KV.
+// RMSNorm, RoPE per layer (a RopePlan: NoPE layers unrotated), grouped-query attention under an
+// arbitrary mask, SwiGLU MLP, seeded random weights, configurable geometry. Forward runs new tokens
+// at given positions; their keys are the `past` keys (read from a paged cache by slots, in order)
+// followed by the new tokens' own, and mask(query, key) indexes that concatenation. It can hand
+// back each layer's K (rotated at the given positions) and V of the new tokens: a chunk's KV.
 // Thread-safety: const after construction.
 #pragma once
 
@@ -15,7 +14,7 @@
 #include <vector>
 
 #include "pikv/device/paged_layout.h"
-#include "pikv/device/rope.h"
+#include "pikv/device/rope_plan.h"
 
 namespace pikv::engine {
 
@@ -27,7 +26,7 @@ struct ModelConfig {
   uint32_t kv_heads = 2;
   uint32_t head_dim = 16;
   uint32_t intermediate = 96;
-  device::RopeSpec rope;  // head_dim must match
+  device::RopePlan rope;  // head_dim must match
   uint64_t seed = 1;
 };
 
