@@ -99,6 +99,8 @@ Result<ClientOptions> LoadClientOptions(const std::string& path, Config* config_
     o.kv_format = g.format;
     o.dtype = model->dtype;
     o.rope = model->rope;
+    for (uint32_t l = 0; l < model->attention.size(); ++l)
+      if (model->attention[l].span != device::AttentionSpan::kFull) o.windowed_layers.push_back(l);
   }
   o.node_timeout = c.Duration("node-timeout");
   o.controller_timeout = c.Duration("controller-timeout");

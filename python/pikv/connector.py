@@ -113,6 +113,18 @@ class ConnectorCore:
         self._layer_names = []
         self._lock = threading.Lock()  # the C++ client is one connection set, one caller
 
+    def require_whole_cache(self, engine_keeps_whole_cache):
+        """Raises unless every layer the model windows (sliding or chunked
+        attention) keeps the whole prompt in the engine's cache: an engine
+        that keeps only the window there (vLLM's hybrid KV cache manager)
+        has no room for a whole chunk, so loading one would be wrong."""
+        windowed = list(self.options.windowed_layers)
+        if windowed and not engine_keeps_whole_cache:
+            raise ValueError(
+                f"layers {windowed[:8]}{'...' if len(windowed) > 8 else ''} attend over a "
+                "window or chunk, and this engine keeps only the window of them: pikv cannot "
+                "place whole chunks there (vLLM: --disable-hybrid-kv-cache-manager)")
+
     # --- scheduler side -------------------------------------------------------
 
     def segments(self, tokens, lengths=None):

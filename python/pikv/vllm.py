@@ -79,6 +79,10 @@ class PikvConnector(KVConnectorBase_V1):
                                    block_size=vllm_config.cache_config.block_size,
                                    separator=extra.get("separator"),
                                    threads=int(extra.get("threads", 1)))
+        # Sliding-window and chunked layers: vLLM's hybrid KV cache manager
+        # keeps only their window, and block_ids[0] is the full layers' group.
+        scheduler = getattr(vllm_config, "scheduler_config", None)
+        self._core.require_whole_cache(getattr(scheduler, "disable_hybrid_kv_cache_manager", False))
         self._kv_layout = extra.get("kv_layout")
         # Scheduler side.
         self._loads = {}  # req_id -> (tokens, lengths, num_tokens), until its blocks are known

@@ -165,6 +165,7 @@ PYBIND11_MODULE(_pikv, m) {
           [](const client::ClientOptions& o) { return std::string(KvFormatName(o.kv_format)); })
       .def_property_readonly("rope_signature",
                              [](const client::ClientOptions& o) { return o.rope.Signature(); })
+      .def_readonly("windowed_layers", &client::ClientOptions::windowed_layers)
       .def_property_readonly("fetch_timeout_ms", [](const client::ClientOptions& o) {
         return static_cast<int64_t>(o.fetch_timeout.count());
       });

@@ -19,6 +19,8 @@ using Tokens = std::vector<int32_t>;
 
 class ExactnessTest : public ::testing::Test {
  protected:
+  ExactnessTest() : ExactnessTest(Config()) {}
+  explicit ExactnessTest(ModelConfig config) : model_(std::move(config)) {}
   static ModelConfig Config() {
     ModelConfig c;
     RopeSpec rope;
@@ -27,7 +29,7 @@ class ExactnessTest : public ::testing::Test {
     c.rope = rope;
     return c;
   }
-  ReferenceModel model_{Config()};
+  ReferenceModel model_;
   const RopePlan& rope() const { return model_.config().rope; }
 
   Tokens Random(size_t n, uint64_t seed) {
@@ -162,6 +164,53 @@ TEST_F(ExactnessTest, IsolatedChunksReusedAnywhereGiveTheSameLogits) {
   EXPECT_LE(swapped, 1e-4);
   std::cout << "isolated reuse: max |logit error| " << same << " (as computed), " << moved
             << " (reordered), " << swapped << " (other system prompt)\n";
+}
+
+// A model whose layers differ as Gemma-3's and Llama-4's do: a local layer
+// with its own unscaled base, a global one with linear scaling, a NoPE layer.
+class PerLayerExactnessTest : public ExactnessTest {
+ protected:
+  PerLayerExactnessTest() : ExactnessTest(PerLayerConfig()) {}
+  static ModelConfig PerLayerConfig() {
+    ModelConfig c = Config();
+    c.layers = 3;
+    RopeSpec global = c.rope.main(), local = c.rope.main();
+    global.theta = 1e6;
+    global.scaling = RopeScaling::kLinear;
+    global.factor = 8;
+    c.rope = *RopePlan::PerLayer({global, local}, {1, 0, RopePlan::kNoRope});
+    return c;
+  }
+};
+
+TEST_F(PerLayerExactnessTest, EveryLayerByItsOwnRopeGivesTheSameLogits) {
+  auto s1 = Isolated(sys1_, 1000), o1 = Isolated(c1_, 2000), o2 = Isolated(c2_, 70000);
+  auto base = Scratch({sys1_, c1_, c2_, q_}, AttentionMode::kIsolated);
+  const double same =
+      MaxDiff(base, Reused({&s1, &o1, &o2}, {sys1_, c1_, c2_, q_}, AttentionMode::kIsolated, 7));
+  auto reordered = Scratch({sys1_, c2_, c1_, q_}, AttentionMode::kIsolated);
+  const double moved = MaxDiff(
+      reordered, Reused({&s1, &o2, &o1}, {sys1_, c2_, c1_, q_}, AttentionMode::kIsolated, 8));
+  EXPECT_LE(same, 1e-4);
+  EXPECT_LE(moved, 1e-4);
+  EXPECT_GT(MaxDiff(base, reordered), 1e-3) << "the order must matter, or this test proves nothing";
+
+  // The plan matters: the same weights with one RoPE on every layer answer
+  // otherwise, so an engine remapping with the wrong plan would be wrong.
+  ModelConfig uniform = model_.config();
+  uniform.rope = uniform.rope.main();
+  const ReferenceModel other(uniform);
+  std::vector<uint32_t> lengths = {uint32_t(sys1_.size()), uint32_t(c1_.size()),
+                                   uint32_t(c2_.size()), uint32_t(q_.size())};
+  auto meta = *BuildAttentionMetadata(lengths, AttentionMode::kIsolated);
+  Tokens all;
+  for (const Tokens* t : {&sys1_, &c1_, &c2_, &q_}) all.insert(all.end(), t->begin(), t->end());
+  auto logits = other.Forward(all, meta.positions, {},
+                              [&](size_t q, size_t k) { return meta.Allowed(q, k); });
+  const std::vector<float> tail(logits.end() - q_.size() * model_.config().vocab, logits.end());
+  EXPECT_GT(MaxDiff(base, tail), 1e-3);
+  std::cout << "per-layer RoPE reuse: max |logit error| " << same << " (as computed), " << moved
+            << " (reordered)\n";
 }
 
 TEST_F(ExactnessTest, WithoutTheReRotationTheAnswerIsWrong) {

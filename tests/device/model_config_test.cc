@@ -145,7 +145,7 @@ std::vector<std::filesystem::path> PublishedConfigs() {
 TEST(PublishedConfigTest, EveryModelRemapsToTheEnginesEncoding) {
   using namespace testing;
   const auto files = PublishedConfigs();
-  ASSERT_GE(files.size(), 15u);
+  ASSERT_GE(files.size(), 21u);
   std::vector<Backend> backends = {Backend::kPortable};
   if (Avx2Available()) backends.push_back(Backend::kAvx2);
   for (const auto& file : files) {
@@ -196,18 +196,30 @@ TEST(PublishedConfigTest, ChangingAnyScalingFieldChangesTheKeyNamespace) {
     auto base = ReadModelConfig(config.dump(), options);
     ASSERT_TRUE(base.ok()) << base.status().ToString();
     EXPECT_LE(base->rope.Signature().size(), ChunkLimits{}.max_rope_spec);
-    std::vector<json::json_pointer> fields = {json::json_pointer("/rope_theta")};
-    if (config.contains("rope_scaling") && config["rope_scaling"].is_object()) {
-      for (const auto& [key, value] : config["rope_scaling"].items()) {
+    // The text model's keys (nested in text_config for a multimodal config),
+    // including the per-layer ones.
+    const std::string root = config.contains("text_config") ? "/text_config" : "";
+    const json& text = config.contains("text_config") ? config["text_config"] : config;
+    std::vector<json::json_pointer> fields;
+    for (const char* key : {"rope_theta", "rope_local_base_freq", "sliding_window_pattern"})
+      fields.emplace_back(root + "/" + key);
+    // A listed no_rope_layers wins over the interval (which then says nothing).
+    if (text.contains("no_rope_layers") && text["no_rope_layers"].size() > 3)
+      fields.emplace_back(root + "/no_rope_layers/3");
+    else
+      fields.emplace_back(root + "/no_rope_layer_interval");
+    if (text.contains("rope_scaling") && text["rope_scaling"].is_object()) {
+      for (const auto& [key, value] : text["rope_scaling"].items()) {
         // LongRoPE encodes with one of its two lists (long: this deployment
         // is longer than the original length); the other does not matter.
         const bool long_list =
             base->rope.main().max_position > base->rope.main().original_max_position;
         if (key == (long_list ? "short_factor" : "long_factor")) continue;
         if (value.is_array()) {
-          fields.emplace_back("/rope_scaling/" + key + "/" + std::to_string(value.size() / 2));
+          fields.emplace_back(root + "/rope_scaling/" + key + "/" +
+                              std::to_string(value.size() / 2));
         } else if (value.is_number() || value.is_boolean()) {
-          fields.emplace_back("/rope_scaling/" + key);
+          fields.emplace_back(root + "/rope_scaling/" + key);
         }
       }
     }
@@ -218,6 +230,8 @@ TEST(PublishedConfigTest, ChangingAnyScalingFieldChangesTheKeyNamespace) {
       json& v = changed[field];
       if (v.is_boolean()) {
         v = !v.get<bool>();
+      } else if (field.to_string().find("no_rope_layers") != std::string::npos) {
+        v = 1 - v.get<int>();  // that layer rotates, or no longer does
       } else if (v.is_number_integer()) {
         v = v.get<int64_t>() * 2;
       } else {
@@ -230,7 +244,7 @@ TEST(PublishedConfigTest, ChangingAnyScalingFieldChangesTheKeyNamespace) {
       EXPECT_NE(key_of(*other), key_of(*base));
     }
   }
-  EXPECT_GT(perturbed, 40u);  // the check ran over the scaling fields, not nothing
+  EXPECT_GT(perturbed, 55u);  // the check ran over the scaling fields, not nothing
 }
 
 }  // namespace

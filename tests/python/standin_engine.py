@@ -3,9 +3,10 @@ vLLM does.
 
 - StandInModel: a Llama-style decoder (RMSNorm, RoPE, GQA, SwiGLU) with seeded
   weights. Its RoPE (frequencies, pairing, rotary width, the magnitude factor
-  YaRN and LongRoPE bake into cos/sin) comes from a real model's config.json
-  through pikv's config reader; the body is smaller (`small_config`). Math in
-  fp32; the KV cache in fp32 or bf16 (as engines keep it).
+  YaRN and LongRoPE bake into cos/sin, and each layer's own spec or none)
+  comes from a real model's config.json through pikv's config reader; the
+  body is smaller (`small_config`). Math in fp32; the KV cache in fp32 or
+  bf16 (as engines keep it).
 - PagedKv: per-layer paged KV tensors in vLLM's layouts: flash (2, blocks,
   block_size, H, D), block_major (blocks, 2, block_size, H, D) and HND
   (flash's shape over (2, blocks, H, block_size, D) memory).
@@ -31,9 +32,17 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole
 
 def small_config(config_path, out_dir, layers=2, vocab=256):
     """`config_path` with a small body (layers, vocabulary, hidden size, two
-    query heads per KV head); every RoPE field and the head size kept."""
+    query heads per KV head); every RoPE field and the head size kept, and
+    per-layer lists cut to the first `layers`. A multimodal config's
+    text_config becomes the config (with its dtype)."""
     with open(config_path) as f:
         cfg = json.load(f)
+    if "text_config" in cfg:
+        dtype = {k: cfg[k] for k in ("torch_dtype", "dtype") if k in cfg}
+        cfg = dict(dtype, **cfg["text_config"])
+    for key in ("layer_types", "no_rope_layers"):
+        if cfg.get(key):
+            cfg[key] = cfg[key][:layers]
     heads = cfg["num_attention_heads"]
     head_dim = cfg.get("head_dim") or cfg["hidden_size"] // heads
     kv_heads = cfg.get("num_key_value_heads", heads)
@@ -75,25 +84,33 @@ class StandInModel:
                   for _ in range(self.layers)]
         self.norm = 1 + 0.1 * torch.randn(h, generator=g)
         self.lm_head = w(h, self.vocab)
-        self.inv_freq = torch.tensor(self.rope["inv_freq"], dtype=torch.float64)
+        # Each layer's RoPE (None: a NoPE layer), frequencies in float64.
+        specs = [dict(spec, inv_freq=torch.tensor(spec["inv_freq"], dtype=torch.float64))
+                 for spec in self.rope["rope_specs"]]
+        for layer, s in zip(self.w, self.rope["rope_layers"]):
+            layer["rope"] = None if s is None else specs[s]
 
     def _rms(self, x, weight):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * weight
 
-    def apply_rope(self, x, positions):
-        """The engine's own encoding at `positions` (angles in float64)."""
-        r, off = self.rope["rotary_dim"], self.rope["rope_offset"]
-        angles = positions.double()[:, None] * self.inv_freq[None, :]
-        cos = (torch.cos(angles) * self.rope["attention_factor"]).float()[:, None, :]
-        sin = (torch.sin(angles) * self.rope["attention_factor"]).float()[:, None, :]
+    @staticmethod
+    def apply_rope(rope, x, positions):
+        """The engine's own encoding at `positions` (angles in float64); a
+        NoPE layer (rope None) leaves x as it is."""
+        if rope is None:
+            return x
+        r, off = rope["rotary_dim"], rope["rope_offset"]
+        angles = positions.double()[:, None] * rope["inv_freq"][None, :]
+        cos = (torch.cos(angles) * rope["attention_factor"]).float()[:, None, :]
+        sin = (torch.sin(angles) * rope["attention_factor"]).float()[:, None, :]
         x = x.clone()
         part = x[..., off:off + r]
-        if self.rope["rope_style"] == "neox":
+        if rope["rope_style"] == "neox":
             a, b = part[..., :r // 2], part[..., r // 2:]
         else:
             a, b = part[..., 0::2], part[..., 1::2]
         ra, rb = a * cos - b * sin, b * cos + a * sin
-        if self.rope["rope_style"] == "neox":
+        if rope["rope_style"] == "neox":
             x[..., off:off + r] = torch.cat([ra, rb], -1)
         else:
             x[..., off:off + r][..., 0::2] = ra
@@ -103,8 +120,8 @@ class StandInModel:
     def _qkv(self, layer, h, positions):
         n, d = h.shape[0], self.head_dim
         x = self._rms(h, layer["norm1"])
-        q = self.apply_rope((x @ layer["q"]).view(n, self.heads, d), positions)
-        k = self.apply_rope((x @ layer["k"]).view(n, self.kv_heads, d), positions)
+        q = self.apply_rope(layer["rope"], (x @ layer["q"]).view(n, self.heads, d), positions)
+        k = self.apply_rope(layer["rope"], (x @ layer["k"]).view(n, self.kv_heads, d), positions)
         v = (x @ layer["v"]).view(n, self.kv_heads, d)
         return q, k, v
 
@@ -212,7 +229,10 @@ class StandInVllm:
             cache_config=SimpleNamespace(block_size=block_size, enable_prefix_caching=False,
                                          cache_dtype="auto"),
             model_config=SimpleNamespace(model=model_dir, max_model_len=131072,
-                                         dtype=model.kv_dtype))
+                                         dtype=model.kv_dtype),
+            # Every layer's cache holds the whole prompt (PagedKv), as vLLM's
+            # does with its hybrid manager off.
+            scheduler_config=SimpleNamespace(disable_hybrid_kv_cache_manager=True))
         self.scheduler = PikvConnector(config, KVConnectorRole.SCHEDULER)
         self.worker = PikvConnector(config, KVConnectorRole.WORKER)
         self.worker.register_kv_caches(

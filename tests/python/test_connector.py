@@ -20,11 +20,16 @@ from standin_engine import StandInModel, StandInVllm, small_config
 
 LAYOUTS = ["flash", "block_major", "hnd"]
 MODELS = ["llama-3.2-1b.json", "qwen2.5-7b-instruct-yarn.json"]
+# Models whose layers differ (their own RoPE per layer, or none), with enough
+# layers to hold every kind: Gemma-3's five local layers and a global one;
+# Llama-4's three chunked RoPE layers and a NoPE one.
+PER_LAYER_MODELS = [("gemma-3-1b-it.json", 6), ("llama-4-scout-17b-16e-instruct.json", 4)]
 
 
-def make_model(tmp_path, config, kv_dtype):
+def make_model(tmp_path, config, kv_dtype, layers=2):
     model_dir = str(tmp_path / "model")
-    return StandInModel(small_config(os.path.join(CONFIGS, config), model_dir), kv_dtype), model_dir
+    path = small_config(os.path.join(CONFIGS, config), model_dir, layers=layers)
+    return StandInModel(path, kv_dtype), model_dir
 
 
 def tokens_for(model, seed):
@@ -55,7 +60,22 @@ def settings(cluster, node, model_id, **more):
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_chunks_saved_by_one_engine_answer_on_another_as_from_scratch(cluster, tmp_path, layout,
                                                                        kv_dtype, config):
-    model, model_dir = make_model(tmp_path, config, kv_dtype)
+    reuse_across_engines(cluster, tmp_path, layout, kv_dtype, config)
+
+
+@pytest.mark.parametrize("config,layers", PER_LAYER_MODELS)
+@pytest.mark.parametrize("kv_dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_models_whose_layers_differ_reuse_exactly(cluster, tmp_path, kv_dtype, config, layers):
+    model = reuse_across_engines(cluster, tmp_path, "flash", kv_dtype, config, layers)
+    kinds = {None if layer["rope"] is None else layer["rope"]["rope_theta"] for layer in model.w}
+    assert len(kinds) == 2, "the stand-in has layers of both kinds"
+
+
+def reuse_across_engines(cluster, tmp_path, layout, kv_dtype, config, layers=2):
+    """Engine 1 saves every segment; engine 2, on the other node, loads them
+    in another order beside a new system prompt, computes only the question,
+    and answers as from scratch under the isolated mask."""
+    model, model_dir = make_model(tmp_path, config, kv_dtype, layers)
     model_id = f"standin-{layout}-{kv_dtype}-{config}"
     t = tokens_for(model, zlib.crc32(model_id.encode()))
     sys1, d1, d2, d3, sys2, q = t(21), t(37), t(18), t(29), t(25), t(7)
@@ -97,6 +117,7 @@ def test_chunks_saved_by_one_engine_answer_on_another_as_from_scratch(cluster, t
         ulp = 2.0 ** (math.floor(math.log2(scale)) - 7)
         assert err <= ulp, f"max |logit error| {err:.3g} at scale {scale:.3g}"
     assert e2.worker.core.stats.errors == 0 and e2.scheduler.core.stats.errors == 0
+    return model
 
 
 def test_a_miss_in_the_middle_reports_only_the_prefix(cluster, tmp_path):
@@ -231,6 +252,37 @@ def test_the_connector_refuses_vllms_prefix_caching(tmp_path):
     config.cache_config.enable_prefix_caching = False
     with pytest.raises(ValueError, match="no model"):  # nothing says what the KV looks like
         PikvConnector(config, KVConnectorRole.SCHEDULER)
+
+
+@pytest.mark.parametrize("config", ["gemma-3-1b-it.json", "llama-4-scout-17b-16e-instruct.json",
+                                    "command-r7b.json"])
+def test_the_connector_refuses_windowed_layers_whose_cache_keeps_only_the_window(tmp_path, config):
+    from pikv.vllm import PikvConnector
+    from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    with open(os.path.join(CONFIGS, config)) as f:
+        (model_dir / "config.json").write_text(f.read())
+    config = SimpleNamespace(
+        kv_transfer_config=SimpleNamespace(kv_connector_extra_config={"dtype": "bf16"}),
+        cache_config=SimpleNamespace(block_size=16, enable_prefix_caching=False,
+                                     cache_dtype="auto"),
+        model_config=SimpleNamespace(model=str(model_dir), max_model_len=4096,
+                                     dtype=torch.bfloat16),
+        scheduler_config=SimpleNamespace(disable_hybrid_kv_cache_manager=False))
+    with pytest.raises(ValueError, match="hybrid"):  # vLLM's default: only the window is kept
+        PikvConnector(config, KVConnectorRole.SCHEDULER)
+    config.scheduler_config.disable_hybrid_kv_cache_manager = True
+    connector = PikvConnector(config, KVConnectorRole.SCHEDULER)
+    assert connector.core.options.windowed_layers  # it knows, and the whole cache is kept
+    # A model without windows starts either way.
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    with open(os.path.join(CONFIGS, "llama-3.2-1b.json")) as f:
+        (plain / "config.json").write_text(f.read())
+    config.model_config.model = str(plain)
+    config.scheduler_config.disable_hybrid_kv_cache_manager = False
+    assert not PikvConnector(config, KVConnectorRole.SCHEDULER).core.options.windowed_layers
 
 
 @pytest.mark.parametrize("params", [

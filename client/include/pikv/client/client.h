@@ -65,6 +65,9 @@ struct ClientOptions {
   KvFormat kv_format = KvFormat::kStandard;  // MLA: one latent row per token
   uint32_t num_layers = 0, num_kv_heads = 0, head_dim = 0;
   device::RopePlan rope;  // per layer where the model's layers differ
+  // Layers that attend over a sliding window or a chunk (from model-config):
+  // an engine that keeps only the window there cannot take a whole chunk.
+  std::vector<uint32_t> windowed_layers;
   AttentionMode mode = AttentionMode::kIsolated;
   bool zero_copy = true;  // use the local node's zero-copy channel when it has one
   // Objects over this size cross sockets (a tcp local node, a direct peer
