@@ -66,6 +66,11 @@ Result<std::vector<LayerAttention>> ReadSpans(const json& c, Family family, cons
     return spans;
   }
   std::vector<bool> by_period;
+  // Cohere's own name for the period's order; the engines know only this one.
+  if (Has(c, "order_of_interleaved_layers") &&
+      c["order_of_interleaved_layers"] != "local_attn_first")
+    return Unsupported("order_of_interleaved_layers " + c["order_of_interleaved_layers"].dump() +
+                       ": only local_attn_first (sliding layers first in each period) is known");
   if (family == Family::kGemma3 || family == Family::kCohere2) {
     const uint32_t period = CountOr(c, "sliding_window_pattern", family == Family::kGemma3 ? 6 : 4);
     if (period == 0) return InvalidArgument("sliding_window_pattern must be positive");

@@ -129,6 +129,9 @@ TEST(LayerRulesTest, PerLayerKeysOutsideTheirFamilyAreRefusedByName) {
     const std::string name = std::string(key).substr(1, std::string(key).find('"', 1) - 1);
     EXPECT_NE(m.status().message().find(name), std::string::npos) << m.status().ToString();
   }
+  auto order = ReadModelConfig(
+      Config("cohere2", 4, R"("sliding_window":64,"order_of_interleaved_layers":"global_first")"));
+  EXPECT_NE(order.status().message().find("order_of_interleaved_layers"), std::string::npos);
   auto bad = ReadModelConfig(Config("llama4_text", 2, R"("no_rope_layers":[1,2])"));
   EXPECT_EQ(bad.code(), ErrorCode::kInvalidArgument);
   auto short_types =
