@@ -1,5 +1,5 @@
 // A model's config.json, as the client reads its RoPE spec and as
-// `pikv model-info` reads the whole model.
+// `pikv model-info` reads the whole model (per-layer plans included).
 #include "pikv/device/model_config.h"
 #include "pikv/device/rope.h"
 
@@ -14,7 +14,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto model = pikv::device::ReadModelConfig(json, options);
   if (model.ok()) {
     (void)model->rope.Signature();
-    (void)model->rope.InverseFrequencies();
+    for (const auto& spec : model->rope.specs()) (void)spec.InverseFrequencies();
+    (void)pikv::device::DescribeModelJson(*model);
     (void)model->KvBytesPerToken();
   }
   return 0;

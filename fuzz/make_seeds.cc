@@ -119,6 +119,15 @@ int main(int argc, char** argv) {
   Write(
       root / "model_config", "phi2",
       R"({"hidden_size":2560,"num_attention_heads":32,"partial_rotary_factor":0.4,"rope_theta":10000})");
+  Write(root / "model_config", "gemma3",
+        R"({"model_type":"gemma3","torch_dtype":"bfloat16","text_config":{"model_type":)"
+        R"("gemma3_text","num_hidden_layers":12,"sliding_window":512,"rope_scaling":)"
+        R"({"rope_type":"linear","factor":8.0},"layer_types":["sliding_attention",)"
+        R"("full_attention"]}})");
+  Write(root / "model_config", "llama4",
+        R"({"model_type":"llama4_text","num_hidden_layers":8,"head_dim":128,)"
+        R"("num_attention_heads":40,"num_key_value_heads":8,"torch_dtype":"bfloat16",)"
+        R"("no_rope_layers":[1,1,1,0,1,1,1,0],"attention_chunk_size":8192})");
   Write(root / "http_request", "locate",
         "GET /locate?key=0123456789abcdef0123456789abcdef&host=h%201 HTTP/1.1\r\nHost: x\r\n\r\n");
   Write(root / "http_request", "healthz", "HEAD /healthz HTTP/1.0\r\n\r\n");
