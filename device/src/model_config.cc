@@ -97,6 +97,12 @@ Result<ModelSpec> ReadModelConfig(std::string_view text, const ModelConfigOption
     m.geometry.num_layers =
         CountOr(c, "num_hidden_layers", CountOr(c, "n_layer", CountOr(c, "num_layers", 0)));
     if (m.geometry.num_layers == 0) return fail(InvalidArgument("num_hidden_layers is missing"));
+    // What a chunk object can hold; also bounds the per-layer plan a config
+    // can make pikv allocate.
+    if (m.geometry.num_layers > ChunkLimits{}.max_layers) {
+      return fail(InvalidArgument("num_hidden_layers " + std::to_string(m.geometry.num_layers) +
+                                  " is over " + std::to_string(ChunkLimits{}.max_layers)));
+    }
     if (options.dtype) {
       m.dtype = *options.dtype;
     } else {

@@ -141,10 +141,11 @@ Result<RopeSpec> RopeFromConfig(const nlohmann::json& c, RopeStyle style) {
       std::string type = r.value("rope_type", r.value("type", std::string("default")));
       if (Status st = CheckScalingKeys(r, type); !st.ok()) return st;
       s.factor = r.value("factor", 1.0);
-      s.original_max_position =
-          r.value("original_max_position_embeddings", top_original ? top_original
-                                                      : max_pos    ? max_pos
-                                                                   : 8192u);
+      // A count, never a float cast (1e30 would be undefined behaviour).
+      s.original_max_position = CountOr(r, "original_max_position_embeddings",
+                                        top_original ? top_original
+                                        : max_pos    ? max_pos
+                                                     : 8192u);
       if (type == "default") {
         s.scaling = RopeScaling::kNone;
       } else if (type == "linear") {

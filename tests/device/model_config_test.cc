@@ -122,6 +122,17 @@ TEST(ModelConfigTest, RefusesNamingTheFileAndTheKey) {
     "num_attention_heads":8,"num_key_value_heads":3,"torch_dtype":"bfloat16"})");
   EXPECT_EQ(gqa.code(), ErrorCode::kInvalidArgument);
   EXPECT_EQ(ReadModelConfig("[1,2]").code(), ErrorCode::kInvalidArgument);
+  // Found by fuzz_model_config: a float far out of range was cast to an
+  // unsigned count (undefined behaviour, UBSan aborts).
+  auto huge = ReadModelConfig(R"({"num_hidden_layers":2,"head_dim":64,"torch_dtype":"bfloat16",
+    "rope_scaling":{"rope_type":"llama3","factor":8.0,"original_max_position_embeddings":1e30}})");
+  EXPECT_EQ(huge.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(huge.status().message().find("original_max_position_embeddings"), std::string::npos)
+      << huge.status().ToString();
+  // Per-layer plans are sized by the layer count: bounded as chunk objects are.
+  auto deep = ReadModelConfig(R"({"model_type":"gemma3_text","num_hidden_layers":4000000000,
+    "torch_dtype":"bfloat16"})");
+  EXPECT_EQ(deep.code(), ErrorCode::kInvalidArgument);
   auto fractional = ReadModelConfig(R"({"num_hidden_layers":32.5,"head_dim":64,
     "num_attention_heads":4,"torch_dtype":"bfloat16"})");
   EXPECT_EQ(fractional.code(), ErrorCode::kInvalidArgument);
