@@ -2,6 +2,7 @@
 
 #include <map>
 
+#include "pikv/proto/checksum.h"
 #include "pikv/proto/chunk_object.h"
 #include "pikv/proto/local_channel.h"
 #include "pikv/rpc/admin_client.h"
@@ -348,6 +349,25 @@ Status Client::Remap(const SharedBuffer& object, const ChunkPlan& chunk,
   return s;
 }
 
+bool Client::LeaseHeld(const ChunkPlan& chunk) const {
+  return chunk.lease_deadline == Clock::time_point{} || Clock::now() < chunk.lease_deadline;
+}
+
+Result<device::RemapTables> Client::PrepareRemap(const SharedBuffer& object, const ChunkPlan& chunk,
+                                                 std::span<const int64_t> slots,
+                                                 const device::PagedLayout& cache) {
+  if (!LeaseHeld(chunk)) {
+    stats_.lease_expired++;
+    return Timeout("the lease on this chunk's object expired; fetch it again or recompute it");
+  }
+  if (Status ours = CheckIsChunk(object.span(), chunk); !ours.ok()) {
+    stats_.corrupt++;
+    return ours;
+  }
+  if (Status s = CheckLayout(cache); !s.ok()) return s;
+  return device::PrepareRemap(object.span(), options_.rope, chunk.actual_start, slots, cache);
+}
+
 Status Client::CheckIsChunk(std::span<const uint8_t> object, const ChunkPlan& chunk) const {
   auto h = ParseChunkHeader(object);
   if (!h.ok()) return h.status();
@@ -380,6 +400,18 @@ Result<KeyNamespace> Client::NamespaceOfKey(const ChunkKey& key, std::span<const
                            (sys_key ? " after that system prompt" : ""));
   }
   return ns;
+}
+
+Result<SharedBuffer> Client::BuildObject(const ChunkKey& key, std::span<const int32_t> tokens,
+                                         int64_t virtual_start, std::span<const uint8_t> payload,
+                                         KForm k_form, const ChunkKey* sys_key) const {
+  auto ns = NamespaceOfKey(key, tokens, sys_key);
+  if (!ns.ok()) return ns.status();
+  ChunkHeader h = MakeHeader(key, *ns, tokens, virtual_start);
+  h.k_form = k_form;
+  std::vector<uint8_t> bytes(ChunkHeaderSize(h) + payload.size());
+  if (Status s = BuildChunkObjectInto(h, payload, bytes); !s.ok()) return s;
+  return SharedBuffer::FromVector(std::move(bytes));
 }
 
 ChunkHeader Client::MakeHeader(const ChunkKey& key, const KeyNamespace& ns,
@@ -439,6 +471,35 @@ std::future<Status> PutInBackground(std::string endpoint, std::chrono::milliseco
 
 }  // namespace
 
+std::future<Status> Client::StoreWritten(const ChunkKey& key, std::span<const int32_t> tokens,
+                                         int64_t virtual_start, size_t payload_size,
+                                         const PayloadWriter& write, bool async,
+                                         const ChunkKey* sys_key) {
+  auto fail = [&](Status s) {
+    stats_.store_failures++;
+    return Ready(std::move(s));
+  };
+  auto ns = NamespaceOfKey(key, tokens, sys_key);
+  if (!ns.ok()) return fail(ns.status());
+  const ChunkHeader h = MakeHeader(key, *ns, tokens, virtual_start);
+  if (payload_size != h.geometry.PayloadBytes()) {
+    return fail(InvalidArgument("a payload of " + std::to_string(payload_size) + " bytes: " +
+                                std::to_string(tokens.size()) + " tokens of this namespace hold " +
+                                std::to_string(h.geometry.PayloadBytes())));
+  }
+  const size_t header_size = ChunkHeaderSize(h);
+  return StoreObject(
+      key, header_size + payload_size,
+      [&](std::span<uint8_t> out, bool checksum, const WrittenFn& written) {
+        std::span<uint8_t> payload = out.subspan(header_size);
+        if (Status s = write(payload); !s.ok()) return s;
+        Status s = WriteChunkHeader(h, checksum ? Xxh3(payload) : 0, out);
+        if (s.ok() && written) written(out.size());
+        return s;
+      },
+      async);
+}
+
 std::future<Status> Client::StoreObject(const ChunkKey& key, size_t size, const Fill& fill,
                                         bool async) {
   auto fail = [&](Status s) {
@@ -487,12 +548,12 @@ Status Client::Store(const ChunkKey& key, std::span<const int32_t> tokens, int64
   const ChunkHeader h = MakeHeader(key, *ns, tokens, virtual_start);
   const size_t size = ChunkHeaderSize(h) + payload.size();
   if (object_out) {  // the engine keeps the object: built on the heap, put by copy
-    std::vector<uint8_t> bytes(size);
-    if (Status s = BuildChunkObjectInto(h, payload, bytes); !s.ok()) {
+    auto built = BuildObject(key, tokens, virtual_start, payload, KForm::kRotated, sys_key);
+    if (!built.ok()) {
       stats_.store_failures++;
-      return s;
+      return built.status();
     }
-    *object_out = SharedBuffer::FromVector(std::move(bytes));
+    *object_out = std::move(*built);
     return Put(key, *object_out);
   }
   return StoreObject(

@@ -154,9 +154,9 @@ void Parallel(uint64_t n, int threads, Fn fn) {
 
 }  // namespace
 
-Status Remap(std::span<const uint8_t> object, const RopePlan& rope, int64_t actual_start,
-             std::span<const int64_t> slots, const PagedLayout& cache,
-             const RemapOptions& options) {
+Result<RemapTables> PrepareRemap(std::span<const uint8_t> object, const RopePlan& rope,
+                                 int64_t actual_start, std::span<const int64_t> slots,
+                                 const PagedLayout& cache) {
   auto header = ParseChunkHeader(object);
   if (!header.ok()) return header.status();
   const ChunkHeader& h = *header;
@@ -165,26 +165,47 @@ Status Remap(std::span<const uint8_t> object, const RopePlan& rope, int64_t actu
                            rope.Signature() + "'");
   }
   if (Status s = CheckPlacement(h.geometry, rope, slots, cache); !s.ok()) return s;
+  RemapTables t;
+  t.header = h;
+  const uint32_t n = h.geometry.num_tokens;
+  for (uint32_t l = 0; l < h.geometry.num_layers; ++l) t.layer_spec.push_back(rope.SpecIndex(l));
+  // Per spec of the plan: one rotation for a rotated chunk, one per token for
+  // a pre-RoPE chunk. NoPE layers have none (K is copied like V).
+  t.rows = h.k_form == KForm::kRotated ? 1 : n;
+  for (const RopeSpec& spec : rope.specs()) {
+    for (uint32_t row = 0; row < t.rows; ++row) {
+      const RotationTable r =
+          h.k_form == KForm::kRotated
+              ? PureRotation(spec, static_cast<double>(actual_start - h.virtual_start))
+              : Encoding(spec, static_cast<double>(actual_start + row));
+      t.cos.insert(t.cos.end(), r.cos.begin(), r.cos.end());
+      t.sin.insert(t.sin.end(), r.sin.begin(), r.sin.end());
+    }
+  }
+  return t;
+}
+
+Status Remap(std::span<const uint8_t> object, const RopePlan& rope, int64_t actual_start,
+             std::span<const int64_t> slots, const PagedLayout& cache,
+             const RemapOptions& options) {
+  if (!cache.host) return InvalidArgument("the cache is in a device's memory: remap it there");
+  auto tables = PrepareRemap(object, rope, actual_start, slots, cache);
+  if (!tables.ok()) return tables.status();
+  const ChunkHeader& h = tables->header;
   if (options.backend == Backend::kAvx2 && !Avx2Available())
     return Unsupported("this CPU has no AVX2/FMA/F16C");
   const bool avx2 = options.backend != Backend::kPortable && Avx2Available();
 
   const ChunkGeometry& g = h.geometry;
   const uint32_t n = g.num_tokens;
-  // Per spec of the plan: one rotation for a rotated chunk, one per token for
-  // a pre-RoPE chunk. NoPE layers have none (K is copied like V).
+  const size_t half = rope.main().rotary_dim / 2;
   std::vector<std::vector<kernels::Rotation>> rotations(rope.specs().size());
   for (size_t s = 0; s < rotations.size(); ++s) {
-    const RopeSpec& spec = rope.specs()[s];
-    rotations[s].resize(h.k_form == KForm::kRotated ? 1 : n);
-    if (h.k_form == KForm::kRotated) {
-      auto t = PureRotation(spec, static_cast<double>(actual_start - h.virtual_start));
-      rotations[s][0].Fill(t.cos, t.sin);
-    } else {
-      for (uint32_t i = 0; i < n; ++i) {
-        auto t = Encoding(spec, static_cast<double>(actual_start + i));
-        rotations[s][i].Fill(t.cos, t.sin);
-      }
+    rotations[s].resize(tables->rows);
+    for (uint32_t row = 0; row < tables->rows; ++row) {
+      const size_t at = (s * tables->rows + row) * half;
+      rotations[s][row].Fill({tables->cos.begin() + at, tables->cos.begin() + at + half},
+                             {tables->sin.begin() + at, tables->sin.begin() + at + half});
     }
   }
   const RopeSpec& main = rope.main();
@@ -267,6 +288,7 @@ Result<size_t> GatherSize(const PagedLayout& cache, std::span<const int64_t> slo
 
 Status GatherInto(const PagedLayout& cache, std::span<const int64_t> slots, const RopePlan& rope,
                   const GatherSpec& spec, std::span<uint8_t> object) {
+  if (!cache.host) return InvalidArgument("the cache is in a device's memory: gather it there");
   auto h = GatherHeader(cache, slots, rope, spec);
   if (!h.ok()) return h.status();
   const size_t header_size = ChunkHeaderSize(*h);

@@ -20,6 +20,7 @@ import threading
 from dataclasses import dataclass, field
 
 from pikv import _pikv
+from pikv.device import DeviceKv, DeviceRemapper
 from pikv.tensors import kv_layout
 
 log = logging.getLogger("pikv.connector")
@@ -93,11 +94,18 @@ class ConnectorCore:
 
     `settings`: the client settings (keys of deploy/client.example.yaml, e.g.
     model-id, model-config, local-node, controller); `settings_file` a YAML
-    file of them. `block_size`: the engine's tokens per block.
+    file of them. `block_size`: the engine's tokens per block. `path`: how
+    chunks reach the cache: "cpp" (pikv's C++ remap and gather: CPU tensors),
+    "torch" (pikv.device: the engine's own torch, any device), or "auto"
+    (torch for a cache on a device, else cpp).
     """
 
+    PATHS = ("auto", "cpp", "torch")
+
     def __init__(self, settings=None, settings_file="", block_size=16, separator=None,
-                 threads=1):
+                 threads=1, path="auto"):
+        if path not in self.PATHS:
+            raise ValueError(f"path {path!r} is not one of {', '.join(self.PATHS)}")
         self.options = _pikv.Options.load(settings_file, {k: str(v) for k, v in
                                                           (settings or {}).items()})
         if self.options.num_layers == 0:
@@ -109,7 +117,10 @@ class ConnectorCore:
         self.threads = threads
         self.stats = CoreStats()
         self.pending = []  # PendingStore of saves handed off without waiting
+        self.path = path
         self._layout = None
+        self._device = None  # DeviceRemapper on the torch path
+        self._device_load = None  # the load whose layers the forward pass waits for
         self._layer_names = []
         self._lock = threading.Lock()  # the C++ client is one connection set, one caller
 
@@ -167,6 +178,25 @@ class ConnectorCore:
             raise ValueError(f"the cache's blocks hold {built.block_size} tokens, "
                              f"the engine said {self.block_size}")
         self._layout = built
+        torch_path = self.path == "torch" or (self.path == "auto" and not built.host)
+        self._device = DeviceRemapper(self.client, DeviceKv(layers, layout, axes)) \
+            if torch_path else None
+
+    def wait_for_layer(self, name_or_index):
+        """Until the last load has written this layer (on a device: the
+        engine's stream waits for that layer's event; elsewhere a no-op)."""
+        if self._device_load is None:
+            return
+        try:
+            index = name_or_index
+            if not isinstance(index, int):
+                if name_or_index not in self._layer_names:
+                    return
+                index = self._layer_names.index(name_or_index)
+            self._device_load.wait_for_layer(index)
+        except Exception as e:  # never into the engine loop
+            self.stats.errors += 1
+            log.warning("pikv wait for layer %s failed: %s", name_or_index, e)
 
     def load(self, tokens, block_ids, num_tokens, lengths=None) -> LoadResult:
         """Remaps the cached segments covering the first `num_tokens` prompt
@@ -180,13 +210,7 @@ class ConnectorCore:
             with self._lock:
                 plan = self.client.plan(segments)
                 objects = self.client.fetch(plan)  # in plan order, None for a miss
-                for chunk, obj in zip(plan.chunks, objects):
-                    n = len(segments[chunk.segment])
-                    if obj is None or chunk.actual_start >= num_tokens:
-                        break
-                    slots = slots_of(block_ids, self.block_size, chunk.actual_start, n)
-                    self.client.remap(obj, chunk, slots, self._layout, self.threads)
-                    result.loaded_tokens = chunk.actual_start + n
+                result.loaded_tokens = self._place(plan, objects, segments, block_ids, num_tokens)
         except Exception as e:
             self.stats.errors += 1
             log.warning("pikv load stopped at token %d: %s", result.loaded_tokens, e)
@@ -199,6 +223,36 @@ class ConnectorCore:
             result.failed_block_ids = set(block_ids[first:last + 1])
         return result
 
+    def _place(self, plan, objects, segments, block_ids, num_tokens):
+        """Writes the prefix of fetched chunks into the blocks; the tokens it
+        covers. On the torch path every chunk is checked and copied to the
+        device first, then written layer by layer (wait_for_layer)."""
+        loaded = 0
+        load = self._device.begin() if self._device else None
+        self._device_load = load
+        try:
+            for chunk, obj in zip(plan.chunks, objects):
+                n = len(segments[chunk.segment])
+                if obj is None or chunk.actual_start >= num_tokens:
+                    break
+                slots = slots_of(block_ids, self.block_size, chunk.actual_start, n)
+                if load:
+                    self._device.stage(load, obj, chunk, slots)
+                else:
+                    self.client.remap(obj, chunk, slots, self._layout, self.threads)
+                loaded = chunk.actual_start + n
+        except Exception as e:  # the chunks before this one stay loaded
+            self.stats.errors += 1
+            log.warning("pikv load stopped at token %d: %s", loaded, e)
+        if load:
+            try:
+                self._device.write(load)  # the staged prefix, every check passed
+            except Exception as e:
+                self.stats.errors += 1
+                log.warning("pikv device write failed, nothing loaded: %s", e)
+                loaded = 0
+        return loaded
+
     def save(self, tokens, block_ids, virtual_start=0, wait=True):
         """Stores a segment the engine computed standalone (its tokens at
         positions virtual_start..) from the request's blocks. True when stored
@@ -206,7 +260,11 @@ class ConnectorCore:
         try:
             slots = slots_of(block_ids, self.block_size, virtual_start, len(tokens))
             with self._lock:
-                pending = self.client.store(list(tokens), self._layout, slots, virtual_start, wait)
+                if self._device:
+                    pending = self._device.save(tokens, slots, virtual_start, wait)
+                else:
+                    pending = self.client.store(list(tokens), self._layout, slots,
+                                                virtual_start, wait)
             if pending is not None:
                 self.pending.append(pending)
             self.stats.saves += 1

@@ -1,7 +1,9 @@
 """Tensors as pikv sees them: an address, a dtype, a shape, strides and the
 bytes the view spans. Torch tensors, objects with __array_interface__ (numpy)
 and writable buffers are described without copying; pikv.KvLayout checks
-every layout against that span before anything is written."""
+every layout against that span before anything is written. A layout over
+tensors on a device (CUDA, NPU) describes their geometry only: the C++
+remap refuses it, pikv.device writes it with the engine's own torch."""
 
 import ctypes
 from dataclasses import dataclass
@@ -18,6 +20,7 @@ class TensorInfo:
     shape: tuple
     strides: tuple  # in elements
     nbytes: int  # bytes from ptr that the view addresses
+    device: str = "cpu"  # torch's device; anything else is host memory
 
     @property
     def itemsize(self) -> int:
@@ -32,17 +35,20 @@ def _span(shape, strides, itemsize):
     return (sum((n - 1) * s for n, s in zip(shape, strides)) + 1) * itemsize
 
 
-def describe(obj, dtype: str = None) -> TensorInfo:
-    """A CPU tensor's address, dtype, shape and strides. `dtype` is needed only
-    where the object cannot say it (bf16 in numpy or a raw buffer)."""
+def describe(obj, dtype: str = None, any_device: bool = False) -> TensorInfo:
+    """A tensor's address, dtype, shape and strides (a CPU tensor's unless
+    `any_device`). `dtype` is needed only where the object cannot say it
+    (bf16 in numpy or a raw buffer)."""
     if hasattr(obj, "data_ptr") and hasattr(obj, "stride"):  # torch
-        if obj.device.type != "cpu":
-            raise ValueError(f"a {obj.device.type} tensor: this build remaps CPU memory only")
+        if obj.device.type != "cpu" and not any_device:
+            raise ValueError(f"a {obj.device.type} tensor: pikv's C++ path writes CPU memory "
+                             "only (pikv.device writes any device's)")
         name = TORCH_DTYPES.get(str(obj.dtype))
         if name is None:
             raise ValueError(f"dtype {obj.dtype} is not float32, float16 or bfloat16")
         shape, strides = tuple(obj.shape), tuple(obj.stride())
-        return TensorInfo(obj.data_ptr(), name, shape, strides, _span(shape, strides, _SIZES[name]))
+        return TensorInfo(obj.data_ptr(), name, shape, strides, _span(shape, strides, _SIZES[name]),
+                          str(obj.device))
     if hasattr(obj, "__array_interface__"):  # numpy and friends
         ai = obj.__array_interface__
         if ai["data"][1]:
@@ -99,15 +105,18 @@ def _detect(shape):
 
 def kv_layout(layers, layout: str = None, axes: str = None, dtype: str = None):
     """pikv.KvLayout over an engine's per-layer paged KV tensors (all of one
-    shape, strides and dtype). `layout` names a known order; `axes` spells
-    any other (e.g. "bohpd" for (num_blocks, block_size, H, 2, D))."""
-    infos = [describe(t, dtype) for t in layers]
+    shape, strides, dtype and device). `layout` names a known order; `axes`
+    spells any other (e.g. "bohpd" for (num_blocks, block_size, H, 2, D)).
+    Its `axes` attribute says which tensor axis is which."""
+    infos = [describe(t, dtype, any_device=True) for t in layers]
     if not infos:
         raise ValueError("no layers")
     first = infos[0]
     for i, info in enumerate(infos[1:], 1):
         if (info.shape, info.strides, info.dtype) != (first.shape, first.strides, first.dtype):
             raise ValueError(f"layer {i} differs from layer 0 in shape, strides or dtype")
+        if info.device != first.device:
+            raise ValueError(f"layer {i} is on {info.device}, layer 0 on {first.device}")
     axes = axes or LAYOUTS[layout or _detect(first.shape)]
     if sorted(axes) not in (sorted("pbohd"), sorted("bod")) or len(axes) != len(first.shape):
         raise ValueError(f"axes {axes!r} do not name the {len(first.shape)} axes of {first.shape}")
@@ -122,8 +131,10 @@ def kv_layout(layers, layout: str = None, axes: str = None, dtype: str = None):
                        dims["d"], dims["o"], dims["b"],
                        (0 if mla else strides["p"], strides["b"], strides["o"],
                         0 if mla else strides["h"]),
-                       [i.ptr for i in infos], [i.nbytes for i in infos])
+                       [i.ptr for i in infos], [i.nbytes for i in infos],
+                       first.device == "cpu")
     built.tensors = list(layers)  # the memory stays alive as long as the layout
+    built.axes = axes
     return built
 
 

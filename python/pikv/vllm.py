@@ -27,7 +27,7 @@ from pikv.connector import ConnectorCore
 from pikv.tensors import TORCH_DTYPES
 
 # Keys of kv_connector_extra_config that are the adapter's, not client settings.
-_ADAPTER_KEYS = ("separator", "settings_file", "kv_layout", "threads")
+_ADAPTER_KEYS = ("separator", "settings_file", "kv_layout", "threads", "path")
 
 
 @dataclass
@@ -78,7 +78,8 @@ class PikvConnector(KVConnectorBase_V1):
                                    settings_file=extra.get("settings_file", ""),
                                    block_size=vllm_config.cache_config.block_size,
                                    separator=extra.get("separator"),
-                                   threads=int(extra.get("threads", 1)))
+                                   threads=int(extra.get("threads", 1)),
+                                   path=extra.get("path", "auto"))
         # Sliding-window and chunked layers: vLLM's hybrid KV cache manager
         # keeps only their window, and block_ids[0] is the full layers' group.
         scheduler = getattr(vllm_config, "scheduler_config", None)
@@ -162,7 +163,10 @@ class PikvConnector(KVConnectorBase_V1):
             self._failed_blocks |= result.failed_block_ids
 
     def wait_for_layer_load(self, layer_name):
-        return  # start_load_kv loads every layer before the forward pass
+        # On a device, start_load_kv queued each layer's writes on a stream
+        # of its own: the forward pass waits for this layer only. Elsewhere
+        # every layer was written before the forward pass.
+        self._core.wait_for_layer(layer_name)
 
     def save_kv_layer(self, layer_name, kv_layer, attn_metadata, **kwargs):
         return  # saves gather all layers at once, in wait_for_save

@@ -3,6 +3,8 @@
 // describes them (address, dtype, shape, strides, extent) and KvLayout checks
 // that description against the extent before anything is written. The GIL is
 // released around every network wait, remap and gather.
+#include <pybind11/functional.h>
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -60,8 +62,8 @@ py::object ModelInfo(const std::string& path, uint32_t max_model_len, const std:
 device::PagedLayout MakeLayout(const std::string& dtype, const std::string& kv_format,
                                uint32_t num_kv_heads, uint32_t head_dim, uint32_t block_size,
                                uint64_t num_blocks, std::vector<int64_t> strides,
-                               std::vector<uintptr_t> layer_ptrs,
-                               std::vector<uint64_t> layer_bytes) {
+                               std::vector<uintptr_t> layer_ptrs, std::vector<uint64_t> layer_bytes,
+                               bool host) {
   if (kv_format != "standard" && kv_format != "mla")
     throw py::value_error("kv_format '" + kv_format + "' is not standard or mla");
   if (strides.size() != 4) throw py::value_error("strides: (plane, block, offset, head)");
@@ -78,6 +80,7 @@ device::PagedLayout MakeLayout(const std::string& dtype, const std::string& kv_f
   l.stride_block = strides[1];
   l.stride_offset = strides[2];
   l.stride_head = strides[3];
+  l.host = host;
   if (Status s = l.Validate(); !s.ok()) Raise(s);
   const uint64_t extent = l.ElementsPerLayer() * DTypeSize(l.dtype);
   for (size_t i = 0; i < layer_ptrs.size(); ++i) {
@@ -90,6 +93,32 @@ device::PagedLayout MakeLayout(const std::string& dtype, const std::string& kv_f
     l.layers.push_back(reinterpret_cast<void*>(layer_ptrs[i]));
   }
   return l;
+}
+
+// Client::PrepareRemap as a dict: the payload's place in the object, its
+// geometry and K form, each layer's rotation set (-1: NoPE) and the
+// rotations, float32 [sets][rows][rotary_dim / 2].
+py::dict PrepareRemap(client::Client& c, const SharedBuffer& object, const client::ChunkPlan& chunk,
+                      const std::vector<int64_t>& slots, const device::PagedLayout& cache) {
+  device::RemapTables t = Take(c.PrepareRemap(object, chunk, slots, cache));
+  const ChunkGeometry& g = t.header.geometry;
+  const device::RopeSpec& rope = c.options().rope.main();
+  const py::ssize_t half = rope.rotary_dim / 2;
+  const py::ssize_t sets = half ? static_cast<py::ssize_t>(t.cos.size()) / (t.rows * half) : 0;
+  auto table = [&](const std::vector<float>& v) {
+    py::array_t<float> a({sets, static_cast<py::ssize_t>(t.rows), half});
+    std::copy(v.begin(), v.end(), a.mutable_data());
+    return a;
+  };
+  return py::dict("payload_offset"_a = t.header.header_size,
+                  "payload_nbytes"_a = t.header.payload_size, "num_layers"_a = g.num_layers,
+                  "num_tokens"_a = g.num_tokens, "num_kv_heads"_a = g.num_kv_heads,
+                  "head_dim"_a = g.head_dim, "dtype"_a = std::string(DTypeName(g.dtype)),
+                  "kv_format"_a = std::string(KvFormatName(g.kv_format)),
+                  "pre_rope"_a = t.header.k_form == KForm::kPreRope,
+                  "layer_rotation"_a = t.layer_spec, "rotary_dim"_a = rope.rotary_dim,
+                  "rope_offset"_a = rope.rope_offset, "neox"_a = rope.style == RopeStyle::kNeox,
+                  "cos"_a = table(t.cos), "sin"_a = table(t.sin));
 }
 
 py::dict StatsDict(const client::ClientStats& s) {
@@ -112,6 +141,48 @@ struct PendingStore {
     return future->get().ok();
   }
 };
+
+std::optional<ChunkKey> SysKey(const std::string& hex) {
+  if (hex.empty()) return std::nullopt;
+  auto key = ChunkKey::FromHex(hex);
+  if (!key) throw py::value_error("'" + hex + "' is not a chunk key");
+  return key;
+}
+
+// A store's future as the Python API returns it: None once it landed
+// (wait), a PendingStore otherwise; a failed store raises.
+py::object StoreResult(std::future<Status> f, bool wait) {
+  if (!wait) return py::cast(PendingStore{std::make_shared<std::future<Status>>(std::move(f))});
+  Status s;
+  {
+    py::gil_scoped_release nogil;
+    s = f.get();
+  }
+  if (!s.ok()) Raise(s);
+  return py::none();
+}
+
+// Client::StoreWritten with a Python writer. The writer runs on this thread
+// with the GIL held; what it raises becomes a failed store, never an
+// exception through C++.
+py::object StoreWith(client::Client& c, const std::vector<int32_t>& tokens, size_t payload_nbytes,
+                     const py::function& write, int64_t virtual_start, bool wait,
+                     const std::string& sys_key_hex) {
+  const std::optional<ChunkKey> sys_key = SysKey(sys_key_hex);
+  const ChunkKey* sys = sys_key ? &*sys_key : nullptr;
+  auto writer = [&](std::span<uint8_t> payload) -> Status {
+    try {
+      write(py::memoryview::from_memory(payload.data(), static_cast<py::ssize_t>(payload.size()),
+                                        /*readonly=*/false));
+      return Status::Ok();
+    } catch (const py::error_already_set& e) {
+      return InvalidArgument(std::string("the payload writer raised: ") + e.what());
+    }
+  };
+  return StoreResult(c.StoreWritten(c.KeyOf(tokens, sys), tokens, virtual_start, payload_nbytes,
+                                    writer, !wait, sys),
+                     wait);
+}
 
 client::ClientOptions LoadOptions(const std::string& path,
                                   const std::map<std::string, std::string>& overrides) {
@@ -174,7 +245,9 @@ PYBIND11_MODULE(_pikv, m) {
   // so their memory lives as long as anything can write through it.
   py::class_<device::PagedLayout>(m, "KvLayout", py::dynamic_attr())
       .def(py::init(&MakeLayout), "dtype"_a, "kv_format"_a, "num_kv_heads"_a, "head_dim"_a,
-           "block_size"_a, "num_blocks"_a, "strides"_a, "layer_ptrs"_a, "layer_bytes"_a)
+           "block_size"_a, "num_blocks"_a, "strides"_a, "layer_ptrs"_a, "layer_bytes"_a,
+           "host"_a = true)
+      .def_readonly("host", &device::PagedLayout::host)
       .def_readonly("block_size", &device::PagedLayout::block_size)
       .def_readonly("num_blocks", &device::PagedLayout::num_blocks)
       .def_property_readonly("num_layers",
@@ -193,7 +266,13 @@ PYBIND11_MODULE(_pikv, m) {
       .def_readonly("local_node_answered", &client::Plan::local_node_answered)
       .def_readonly("controller_answered", &client::Plan::controller_answered);
 
-  py::class_<SharedBuffer>(m, "ChunkObject")
+  // Read-only bytes, viewable without a copy (memoryview, numpy, torch).
+  py::class_<SharedBuffer>(m, "ChunkObject", py::buffer_protocol())
+      .def_buffer([](const SharedBuffer& b) {
+        return py::buffer_info(const_cast<uint8_t*>(b.data()), 1,
+                               py::format_descriptor<uint8_t>::format(), 1,
+                               {static_cast<py::ssize_t>(b.size())}, {1}, /*readonly=*/true);
+      })
       .def("__len__", &SharedBuffer::size)
       .def_property_readonly("nbytes", &SharedBuffer::size);
 
@@ -243,15 +322,40 @@ PYBIND11_MODULE(_pikv, m) {
           },
           "object"_a, "chunk"_a, "slots"_a, "cache"_a, "threads"_a = 1)
       .def(
+          "build_object",
+          [](const client::Client& c, const std::vector<int32_t>& tokens, py::buffer payload,
+             int64_t virtual_start, bool pre_rope, const std::string& sys_key_hex) {
+            const py::buffer_info info = payload.request();
+            py::ssize_t step = info.itemsize;
+            for (py::ssize_t d = info.ndim - 1; d >= 0; step *= info.shape[d], --d) {
+              if (info.shape[d] > 1 && info.strides[d] != step)
+                throw py::value_error("the payload must be one contiguous buffer");
+            }
+            const std::optional<ChunkKey> sys_key = SysKey(sys_key_hex);
+            const ChunkKey* sys = sys_key ? &*sys_key : nullptr;
+            const std::span<const uint8_t> bytes(static_cast<const uint8_t*>(info.ptr),
+                                                 static_cast<size_t>(info.size * info.itemsize));
+            return Take(c.BuildObject(c.KeyOf(tokens, sys), tokens, virtual_start, bytes,
+                                      pre_rope ? KForm::kPreRope : KForm::kRotated, sys));
+          },
+          "tokens"_a, "payload"_a, "virtual_start"_a = 0, "pre_rope"_a = false, "sys_key"_a = "",
+          "The chunk object of `tokens` over a contiguous payload [layer][k|v][token][head][dim] "
+          "(K rotated at virtual_start, or pre-RoPE), stored nowhere")
+      .def("prepare_remap", &PrepareRemap, "object"_a, "chunk"_a, "slots"_a, "cache"_a,
+           "Every check remap makes, and its rotations, for a remap on the engine's device "
+           "(pikv.device); writes nothing")
+      .def("lease_held", &client::Client::LeaseHeld, "chunk"_a,
+           "False once the node may reuse a leased object's memory")
+      .def("store_with", &StoreWith, "tokens"_a, "payload_nbytes"_a, "write"_a,
+           "virtual_start"_a = 0, "wait"_a = true, "sys_key"_a = "",
+           "Stores the chunk of `tokens` whose payload write(memoryview) puts straight into "
+           "the object (in the local node's arena when it lends one)")
+      .def(
           "store",
           [](client::Client& c, const std::vector<int32_t>& tokens,
              const device::PagedLayout& cache, const std::vector<int64_t>& slots,
              int64_t virtual_start, bool wait, const std::string& sys_key_hex) -> py::object {
-            std::optional<ChunkKey> sys_key;
-            if (!sys_key_hex.empty()) {
-              sys_key = ChunkKey::FromHex(sys_key_hex);
-              if (!sys_key) throw py::value_error("'" + sys_key_hex + "' is not a chunk key");
-            }
+            const std::optional<ChunkKey> sys_key = SysKey(sys_key_hex);
             const ChunkKey* sys = sys_key ? &*sys_key : nullptr;
             const ChunkKey key = c.KeyOf(tokens, sys);
             std::future<Status> f;
@@ -259,12 +363,7 @@ PYBIND11_MODULE(_pikv, m) {
               py::gil_scoped_release nogil;
               f = c.StoreFromCache(key, tokens, cache, slots, virtual_start, !wait, sys);
             }
-            if (wait) {
-              Status s = f.get();
-              if (!s.ok()) Raise(s);
-              return py::none();
-            }
-            return py::cast(PendingStore{std::make_shared<std::future<Status>>(std::move(f))});
+            return StoreResult(std::move(f), wait);
           },
           "tokens"_a, "cache"_a, "slots"_a, "virtual_start"_a = 0, "wait"_a = true,
           "sys_key"_a = "",

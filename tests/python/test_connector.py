@@ -63,30 +63,41 @@ def test_chunks_saved_by_one_engine_answer_on_another_as_from_scratch(cluster, t
     reuse_across_engines(cluster, tmp_path, layout, kv_dtype, config)
 
 
+# pikv.device (the engine's own torch, what runs on a GPU or NPU) forced on
+# CPU tensors: saves and loads through it answer as the C++ path does.
+@pytest.mark.parametrize("kv_dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("layout", ["flash", "hnd"])
+def test_the_torch_device_path_answers_as_from_scratch(cluster, tmp_path, layout, kv_dtype):
+    reuse_across_engines(cluster, tmp_path, layout, kv_dtype, "llama-3.2-1b.json", path="torch")
+
+
+@pytest.mark.parametrize("path", ["cpp", "torch"])
 @pytest.mark.parametrize("config,layers", PER_LAYER_MODELS)
 @pytest.mark.parametrize("kv_dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
-def test_models_whose_layers_differ_reuse_exactly(cluster, tmp_path, kv_dtype, config, layers):
-    model = reuse_across_engines(cluster, tmp_path, "flash", kv_dtype, config, layers)
+def test_models_whose_layers_differ_reuse_exactly(cluster, tmp_path, kv_dtype, config, layers,
+                                                  path):
+    model = reuse_across_engines(cluster, tmp_path, "flash", kv_dtype, config, layers, path)
     kinds = {None if layer["rope"] is None else layer["rope"]["rope_theta"] for layer in model.w}
     assert len(kinds) == 2, "the stand-in has layers of both kinds"
 
 
-def reuse_across_engines(cluster, tmp_path, layout, kv_dtype, config, layers=2):
+def reuse_across_engines(cluster, tmp_path, layout, kv_dtype, config, layers=2, path="auto"):
     """Engine 1 saves every segment; engine 2, on the other node, loads them
     in another order beside a new system prompt, computes only the question,
-    and answers as from scratch under the isolated mask."""
+    and answers as from scratch under the isolated mask. `path`: the
+    connector's (cpp, torch, or auto)."""
     model, model_dir = make_model(tmp_path, config, kv_dtype, layers)
-    model_id = f"standin-{layout}-{kv_dtype}-{config}"
+    model_id = f"standin-{layout}-{kv_dtype}-{config}-{path}"
     t = tokens_for(model, zlib.crc32(model_id.encode()))
     sys1, d1, d2, d3, sys2, q = t(21), t(37), t(18), t(29), t(25), t(7)
 
     # Engine 1 computes each segment alone (from position 0) and saves it.
-    e1 = StandInVllm(model, model_dir, settings(cluster, 0, model_id), layout)
+    e1 = StandInVllm(model, model_dir, settings(cluster, 0, model_id, path=path), layout)
     assert precompute(e1.generate, e1.scheduler.core, [sys1, d1, d2, d3, q]) == 4
     wait_until_located(cluster, e1.scheduler.core, [sys1, d1, d2, d3])
 
     # Engine 2, on the other node: only sys2 is missing; it is computed first.
-    e2 = StandInVllm(model, model_dir, settings(cluster, 1, model_id), layout)
+    e2 = StandInVllm(model, model_dir, settings(cluster, 1, model_id, path=path), layout)
     segments = [sys2, d3, d1, q]
     assert precompute(e2.generate, e2.scheduler.core, segments) == 1
     stats = e2.scheduler.core.client.stats()  # d3 and d1 come from node 1 or the shared Redis
@@ -117,6 +128,7 @@ def reuse_across_engines(cluster, tmp_path, layout, kv_dtype, config, layers=2):
         ulp = 2.0 ** (math.floor(math.log2(scale)) - 7)
         assert err <= ulp, f"max |logit error| {err:.3g} at scale {scale:.3g}"
     assert e2.worker.core.stats.errors == 0 and e2.scheduler.core.stats.errors == 0
+    assert (e2.worker.core._device is not None) == (path == "torch")
     return model
 
 

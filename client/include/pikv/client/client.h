@@ -144,6 +144,15 @@ class Client {
   // Writes a fetched object into the engine's cache at the chunk's position.
   Status Remap(const SharedBuffer& object, const ChunkPlan& chunk, std::span<const int64_t> slots,
                const device::PagedLayout& cache, int threads = 1);
+  // For a remap on the engine's device (pikv.device): every check Remap
+  // makes (the lease, the object against this namespace and the chunk's key,
+  // the placement against the cache's geometry), and the rotations it would
+  // apply. Nothing is written. A leased object must be copied off before
+  // LeaseHeld turns false, and checked again after the copy.
+  Result<device::RemapTables> PrepareRemap(const SharedBuffer& object, const ChunkPlan& chunk,
+                                           std::span<const int64_t> slots,
+                                           const device::PagedLayout& cache);
+  bool LeaseHeld(const ChunkPlan& chunk) const;
   // Stores a computed chunk: payload [layer][k|v][token][head][dim] in the
   // namespace's dtype, K rotated at `virtual_start`. The built chunk object
   // goes to `object` when given (even if the node is unreachable), so the
@@ -153,6 +162,12 @@ class Client {
   Status Store(const ChunkKey& key, std::span<const int32_t> tokens, int64_t virtual_start,
                std::span<const uint8_t> payload, SharedBuffer* object = nullptr,
                const ChunkKey* sys_key = nullptr);
+  // The chunk object Store would store (K rotated at virtual_start, or
+  // pre-RoPE), built on the heap and stored nowhere.
+  Result<SharedBuffer> BuildObject(const ChunkKey& key, std::span<const int32_t> tokens,
+                                   int64_t virtual_start, std::span<const uint8_t> payload,
+                                   KForm k_form = KForm::kRotated,
+                                   const ChunkKey* sys_key = nullptr) const;
 
   // Store without waiting: the object is built and put on a background task
   // with its own connection (so it is safe beside this client's calls);
@@ -170,6 +185,17 @@ class Client {
   // must match this client's namespace (dtype, format, heads, head dim, layers).
   // `key` is the chunk's key (KeyOf; in sys-prefixed mode with the system
   // prompt's key), as for Store.
+  // Stores a chunk whose payload `write` puts straight into the object's
+  // payload bytes (payload_size of them, this namespace's geometry): in the
+  // local node's arena when it lends one, else a buffer that is put by copy.
+  // An engine copies from its device this way with no host copy between.
+  // `write` runs before this returns; with `async` the put may not have.
+  using PayloadWriter = std::function<Status(std::span<uint8_t> payload)>;
+  std::future<Status> StoreWritten(const ChunkKey& key, std::span<const int32_t> tokens,
+                                   int64_t virtual_start, size_t payload_size,
+                                   const PayloadWriter& write, bool async,
+                                   const ChunkKey* sys_key = nullptr);
+
   std::future<Status> StoreFromCache(const ChunkKey& key, std::span<const int32_t> tokens,
                                      const device::PagedLayout& cache,
                                      std::span<const int64_t> slots, int64_t virtual_start,

@@ -29,6 +29,9 @@ struct PagedLayout {
   uint64_t num_blocks = 0;
   int64_t stride_plane = 0, stride_block = 0, stride_offset = 0, stride_head = 0;  // in elements
   std::vector<void*> layers;
+  // The layers are this process's memory. False: a device's (CUDA, NPU),
+  // which only the device paths write; the CPU remap and gather refuse it.
+  bool host = true;
 
   uint32_t planes() const { return kv_format == KvFormat::kMla ? 1 : 2; }
   uint64_t num_slots() const { return num_blocks * block_size; }

@@ -42,6 +42,21 @@ Status Remap(std::span<const uint8_t> object, const RopePlan& rope, int64_t actu
              std::span<const int64_t> slots, const PagedLayout& cache,
              const RemapOptions& options = {});
 
+// What a remap on another device needs (pikv.device: the engine's own torch
+// does the math there): everything Remap checks, checked the same way
+// before any byte moves (the cache's geometry only: its memory is never
+// touched), and the rotations Remap would apply, computed in double and
+// stored as float. Remap itself runs on these.
+struct RemapTables {
+  ChunkHeader header;           // geometry, K form; header_size is the payload's offset
+  std::vector<int> layer_spec;  // per layer: its rotation set, or RopePlan::kNoRope
+  uint32_t rows = 1;            // rotations per set: 1 (rotated K) or one per token (pre-RoPE)
+  std::vector<float> cos, sin;  // [set][row][rotary_dim / 2]
+};
+Result<RemapTables> PrepareRemap(std::span<const uint8_t> object, const RopePlan& rope,
+                                 int64_t actual_start, std::span<const int64_t> slots,
+                                 const PagedLayout& cache);
+
 // What a gathered chunk object says about itself besides the KV.
 struct GatherSpec {
   ChunkKey key;

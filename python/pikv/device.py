@@ -1,0 +1,230 @@
+"""pikv.device: chunk KV into and out of an engine's paged cache wherever
+the cache lives (CUDA, ROCm, an Ascend NPU through torch_npu, or the CPU),
+with the engine's own torch.
+
+Loading a chunk: pikv's C++ checks everything its own remap checks (the
+lease, the object against the namespace and the chunk's key, the slots
+against the cache's geometry) and computes the rotations in double
+(`Client.prepare_remap`); nothing is written before that passes. Then one
+host-to-device copy of the payload (through a reusable pinned staging
+buffer on CUDA, so the copy is asynchronous), and per layer on the
+device: K rotated in fp32 by the layer's own rotation (a pure rotation by
+the chunk's shift, or the encoding at each actual position for pre-RoPE
+objects; NeoX or interleaved pairs, partial rotary, MLA's rope part after
+the latent; NoPE layers as they are), rounded once to the cache dtype and
+scattered into the paged blocks; V copied. The math is the C++ kernels'
+(a' = a c - b s, b' = b c + a s in fp32): bit for bit with the portable
+kernel, within one rounding of the fused-multiply-add one.
+
+Saving: the chunk's slots gathered on the device, then one device-to-host
+copy straight into the object's payload in the local node's arena
+(`Client.store_with`); the node seals it as any store.
+
+On CPU tensors the same code runs with no copies and no streams; that is
+how it is proven where no accelerator is lent.
+"""
+
+import warnings
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+
+import torch
+
+from pikv.tensors import kv_layout
+
+_TORCH = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
+
+
+class DeviceKv:
+    """An engine's per-layer paged KV tensors on one torch device, for the
+    torch path: the pikv.KvLayout that describes them (checked as any) and
+    each layer viewed as (plane, block, offset, head, dim)."""
+
+    def __init__(self, layers, layout=None, axes=None):
+        layers = list(layers)
+        self.layout = kv_layout(layers, layout=layout, axes=axes)
+        order = self.layout.axes
+        self.mla = "p" not in order
+        canonical = "bod" if self.mla else "pbohd"
+        self.views = []
+        for t in layers:
+            v = t.permute(*[order.index(a) for a in canonical])
+            self.views.append(v[None, :, :, None, :] if self.mla else v)  # MLA: one plane, one head
+        self.device = layers[0].device
+        self.dtype = layers[0].dtype
+        self.block_size = self.layout.block_size
+        self.num_slots = self.layout.block_size * self.layout.num_blocks
+
+    def index(self, slots):
+        """(block, offset) index tensors on the device for these slots."""
+        s = torch.as_tensor(slots, dtype=torch.int64)
+        return (s // self.block_size).to(self.device), (s % self.block_size).to(self.device)
+
+    def gather(self, slots):
+        """The slots' K and V, (layers, planes, tokens, heads, dim), contiguous,
+        in the cache dtype, on the device: a chunk object's payload order."""
+        b, o = self.index(slots)
+        return torch.stack([v[:, b, o] for v in self.views])
+
+
+def _view_payload(obj, tables):
+    """The object's payload as (layers, planes, tokens, heads, dim), viewed in
+    place (the zero-copy lease or the fetched buffer), read-only."""
+    with warnings.catch_warnings():  # torch warns that the buffer is read-only: it is never written
+        warnings.simplefilter("ignore", UserWarning)
+        raw = torch.frombuffer(memoryview(obj), dtype=torch.uint8)
+    start = tables["payload_offset"]
+    flat = raw[start:start + tables["payload_nbytes"]].view(_TORCH[tables["dtype"]])
+    planes = 1 if tables["kv_format"] == "mla" else 2
+    return flat.view(tables["num_layers"], planes, tables["num_tokens"], tables["num_kv_heads"],
+                     tables["head_dim"])
+
+
+def rotate(k, cos, sin, rotary, offset, neox):
+    """k (tokens, heads, dim) in fp32, its dims offset..offset+rotary rotated by
+    (cos, sin) of shape (1 or tokens, rotary / 2): the C++ kernels' math."""
+    half = rotary // 2
+    part = k[..., offset:offset + rotary]
+    a, b = (part[..., :half], part[..., half:]) if neox else (part[..., 0::2], part[..., 1::2])
+    c, s = cos[:, None, :], sin[:, None, :]
+    ra, rb = a * c - b * s, b * c + a * s
+    out = k.clone()
+    if neox:
+        out[..., offset:offset + half] = ra
+        out[..., offset + half:offset + rotary] = rb
+    else:
+        out[..., offset:offset + rotary:2] = ra
+        out[..., offset + 1:offset + rotary:2] = rb
+    return out
+
+
+@dataclass
+class _Staged:
+    """One chunk checked and on its way to the device."""
+    payload: torch.Tensor  # (layers, planes, tokens, heads, dim) on the device
+    tables: dict
+    cos: torch.Tensor  # (sets, rows, rotary / 2) fp32 on the device
+    sin: torch.Tensor
+    block: torch.Tensor  # the kept tokens' block and offset, on the device
+    offset: torch.Tensor
+    keep: torch.Tensor  # indices of the tokens with a slot (not -1)
+
+
+@dataclass
+class DeviceLoad:
+    """Chunks loading into a DeviceKv: staged (checked, copied to the device),
+    then written layer by layer on the load stream, an event after each
+    layer (none on CPU, where each layer is written at once)."""
+    kv: DeviceKv
+    stream: object = None
+    staged: list = field(default_factory=list)
+    events: list = field(default_factory=list)
+
+    def wait_for_layer(self, layer):
+        """Makes the engine's current stream wait until `layer` is written."""
+        if self.events:
+            torch.cuda.current_stream(self.kv.device).wait_event(self.events[layer])
+
+
+class DeviceRemapper:
+    """Loads fetched chunk objects into a DeviceKv and saves chunks out of it,
+    through a pikv.Client. One per engine worker; not thread-safe."""
+
+    def __init__(self, client, kv: DeviceKv):
+        self.client = client
+        self.kv = kv
+        self._cuda = kv.device.type == "cuda"
+        # Pinned staging buffers for host-to-device copies (CUDA), reused by
+        # every load once the previous one's copies are done.
+        self._pinned, self._next, self._last = [], 0, None
+
+    def _to_device(self, host):
+        if self.kv.device.type == "cpu":
+            return host
+        if not self._cuda:
+            return host.to(self.kv.device)
+        n = host.numel() * host.element_size()
+        if self._next == len(self._pinned) or self._pinned[self._next].numel() < n:
+            buffer = torch.empty(n, dtype=torch.uint8, pin_memory=True)
+            self._pinned[self._next:self._next + 1] = [buffer]
+        staging = self._pinned[self._next][:n].view(host.dtype).view(host.shape)
+        self._next += 1
+        staging.copy_(host)
+        return staging.to(self.kv.device, non_blocking=True)
+
+    def begin(self):
+        """A load on a stream of its own (CUDA) or in place (elsewhere)."""
+        if self._last is not None:
+            self._last.synchronize()  # the staging buffers are free again
+        self._next = 0
+        self._last = torch.cuda.Stream(self.kv.device) if self._cuda else None
+        return DeviceLoad(self.kv, self._last)
+
+    def stage(self, load: DeviceLoad, obj, chunk, slots):
+        """Checks a chunk (raises before anything is written) and copies it to
+        the device. A leased object is checked again once copied off."""
+        tables = self.client.prepare_remap(obj, chunk, list(slots), self.kv.layout)
+        host = _view_payload(obj, tables)
+        slots_t = torch.as_tensor(list(slots), dtype=torch.int64)
+        keep = torch.nonzero(slots_t >= 0).flatten()
+        b, o = self.kv.index(slots_t[keep])
+        keep = keep.to(self.kv.device)
+        if load.stream:  # the indices were made on the engine's stream
+            load.stream.wait_stream(torch.cuda.current_stream(self.kv.device))
+            for t in (b, o, keep):
+                t.record_stream(load.stream)
+        with torch.cuda.stream(load.stream) if load.stream else nullcontext():
+            payload = self._to_device(host)
+            cos = torch.from_numpy(tables["cos"]).to(self.kv.device)
+            sin = torch.from_numpy(tables["sin"]).to(self.kv.device)
+        if not self.client.lease_held(chunk):
+            raise TimeoutError("the lease on this chunk's object expired while it was copied off")
+        load.staged.append(_Staged(payload, tables, cos, sin, b, o, keep))
+
+    def write(self, load: DeviceLoad):
+        """Writes every staged chunk, layer by layer (on the load stream, an
+        event after each layer, where there is one)."""
+        layers = len(self.kv.views)
+        for layer in range(layers):
+            with torch.cuda.stream(load.stream) if load.stream else nullcontext():
+                for s in load.staged:
+                    self._write_layer(s, layer)
+                if load.stream:
+                    event = torch.cuda.Event()
+                    event.record(load.stream)
+                    load.events.append(event)
+
+    def _write_layer(self, s: _Staged, layer):
+        t = s.tables
+        view = self.kv.views[layer]
+        k = s.payload[layer, 0].index_select(0, s.keep)
+        rotation = t["layer_rotation"][layer]
+        if rotation >= 0:
+            rows = s.cos.shape[1]
+            cos = s.cos[rotation] if rows == 1 else s.cos[rotation].index_select(0, s.keep)
+            sin = s.sin[rotation] if rows == 1 else s.sin[rotation].index_select(0, s.keep)
+            k = rotate(k.float(), cos, sin, t["rotary_dim"], t["rope_offset"], t["neox"])
+        view[0].index_put_((s.block, s.offset), k.to(view.dtype))
+        if view.shape[0] == 2:
+            view[1].index_put_((s.block, s.offset), s.payload[layer, 1].index_select(0, s.keep))
+
+    def remap(self, obj, chunk, slots):
+        """One chunk, checked, copied and written; returns when it is written."""
+        load = self.begin()
+        self.stage(load, obj, chunk, slots)
+        self.write(load)
+        if load.stream:
+            load.stream.synchronize()
+
+    def save(self, tokens, slots, virtual_start=0, wait=True, sys_key=""):
+        """Gathers a chunk's slots on the device and stores it: one
+        device-to-host copy straight into the object's payload."""
+        gathered = self.kv.gather(slots)
+
+        def write(view):
+            dst = torch.frombuffer(view, dtype=gathered.dtype).view(gathered.shape)
+            dst.copy_(gathered)  # waits for the device: the memory is the node's after this
+
+        nbytes = gathered.numel() * gathered.element_size()
+        return self.client.store_with(list(tokens), nbytes, write, virtual_start, wait, sys_key)
+
