@@ -48,6 +48,8 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     sub->add_option("--redis", demo_options.cluster.redis, "auto, off, or host:port")
         ->capture_default_str();
+    sub->add_option("--cpu-capacity", demo_options.cluster.cpu_capacity, "Each node's CPU tier")
+        ->capture_default_str();
     sub->add_option("--bin-dir", demo_options.cluster.bin_dir,
                     "Where pikv-node and pikv-controller are (default: next to pikv, then PATH)");
     sub->add_flag(

@@ -80,7 +80,7 @@ Status LocalCluster::StartAll(const LocalClusterOptions& o) {
                                      "--heartbeat-interval",
                                      "200ms",
                                      "--cpu-capacity",
-                                     "256MiB",
+                                     o.cpu_capacity,
                                      "--disk-capacity",
                                      "1GiB",
                                      "--log-level",

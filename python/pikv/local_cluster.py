@@ -14,8 +14,10 @@ import time
 
 
 class LocalCluster:
-    def __init__(self, pikv_binary="pikv", nodes=2, redis="auto", timeout=30.0, secure=True):
-        args = [pikv_binary, "cluster", "--nodes", str(nodes), "--redis", redis]
+    def __init__(self, pikv_binary="pikv", nodes=2, redis="auto", timeout=30.0, secure=True,
+                 cpu_capacity="256MiB"):
+        args = [pikv_binary, "cluster", "--nodes", str(nodes), "--redis", redis,
+                "--cpu-capacity", cpu_capacity]
         self.proc = subprocess.Popen(args + ([] if secure else ["--insecure"]),
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.nodes, self.controller, self.redis, self.key_dir = [], None, None, None

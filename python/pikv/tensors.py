@@ -130,7 +130,7 @@ def kv_layout(layers, layout: str = None, axes: str = None, dtype: str = None):
     built = _kv_layout(first.dtype, "mla" if mla else "standard", 1 if mla else dims["h"],
                        dims["d"], dims["o"], dims["b"],
                        (0 if mla else strides["p"], strides["b"], strides["o"],
-                        0 if mla else strides["h"]),
+                        dims["d"] if mla else strides["h"]),  # MLA: one head
                        [i.ptr for i in infos], [i.nbytes for i in infos],
                        first.device == "cpu")
     built.tensors = list(layers)  # the memory stays alive as long as the layout

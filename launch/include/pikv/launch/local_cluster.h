@@ -22,6 +22,7 @@ struct LocalClusterOptions {
   // CURVE on every tcp socket, with keys made for this cluster in its
   // directory (WriteClusterKeys); false: security off.
   bool secure = true;
+  std::string cpu_capacity = "256MiB";  // each node's CPU tier
 };
 
 class LocalCluster {

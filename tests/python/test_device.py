@@ -1,0 +1,154 @@
+"""pikv.device (the torch path an engine's GPU or NPU runs) forced on CPU
+tensors, against pikv's C++ remap: every published model config, both K
+forms, f32/f16/bf16, MLA, chunks shifted by up to 1,000,000 positions,
+every layout; and hostile input refused before anything is written. No
+node is needed: objects are built by the client and planned offline."""
+
+import os
+
+import pytest
+import torch
+
+import pikv
+from conftest import CONFIGS
+from pikv.device import DeviceKv, DeviceRemapper
+from pikv.tensors import kv_layout
+
+CONFIG_FILES = sorted(f for f in os.listdir(CONFIGS) if f.endswith(".json"))
+DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
+BITS = {torch.float32: torch.int32, torch.float16: torch.int16, torch.bfloat16: torch.int16}
+BLOCK, BLOCKS = 4, 5
+SEGMENTS = [[5, 6, 7], [11, 12, 13, 14, 15, 16, 17], [21, 22]]  # system, chunk, question
+SLOTS = [13, 2, -1, 19, 0, 7, 10]  # the chunk's 7 tokens; one is skipped
+WRITTEN = [s for s in SLOTS if s >= 0]
+
+
+def offline_client(config, dtype):
+    return pikv.Client(pikv.Options.load("", {
+        "model-config": os.path.join(CONFIGS, config), "model-id": "m", "dtype": dtype,
+        "local-node": "", "controller": "", "max-model-len": "131072"}))
+
+
+def make_caches(options, layout, dtype):
+    """Two caches of one layout (per-layer tensors), filled alike: vLLM's
+    shapes, HND as flash's logical shape over (2, blocks, H, block, D)."""
+    L, H, D = options.num_layers, options.num_kv_heads, options.head_dim
+    memory = {"flash": (2, BLOCKS, BLOCK, H, D), "block_major": (BLOCKS, 2, BLOCK, H, D),
+              "hnd": (2, BLOCKS, H, BLOCK, D), "mla": (BLOCKS, BLOCK, D)}[layout]
+    g = torch.Generator().manual_seed(3)
+    raw = [torch.randn(*memory, generator=g).to(dtype) for _ in range(L)]
+    view = (lambda t: t.permute(0, 1, 3, 2, 4)) if layout == "hnd" else (lambda t: t)
+    return [view(t.clone()) for t in raw], [view(t.clone()) for t in raw]
+
+
+def payload_of(options, dtype, seed):
+    planes = 1 if options.kv_format == "mla" else 2
+    heads = 1 if options.kv_format == "mla" else options.num_kv_heads
+    g = torch.Generator().manual_seed(seed)
+    t = torch.randn(options.num_layers, planes, len(SEGMENTS[1]), heads, options.head_dim,
+                    generator=g).to(dtype)
+    return t.contiguous().view(torch.uint8).numpy()
+
+
+MANTISSA = {torch.float32: 23, torch.float16: 10, torch.bfloat16: 7}
+
+
+def compare(a_layers, b_layers, dtype):
+    """(elements, bit-equal elements, the largest difference in units of the
+    last place of its head vector's largest element): where one side fuses
+    a multiply-add (the AVX2 kernel) a rotated dim can differ by one rounding
+    of the products, which is that unit, not the result's own."""
+    a = torch.stack([t.contiguous() for t in a_layers]) if isinstance(a_layers, list) else a_layers
+    b = torch.stack([t.contiguous() for t in b_layers]) if isinstance(b_layers, list) else b_layers
+    equal = int((a.view(BITS[dtype]) == b.view(BITS[dtype])).sum())
+    a, b = a.double(), b.double()
+    largest = torch.maximum(a.abs(), b.abs()).amax(-1, keepdim=True).clamp_min(1e-30)
+    unit = torch.exp2(torch.floor(torch.log2(largest)) - MANTISSA[dtype])
+    return a.numel(), equal, float(((a - b).abs() / unit).max())
+
+
+@pytest.mark.parametrize("config", CONFIG_FILES)
+def test_the_torch_path_equals_the_cpp_remap(config):
+    figures = []
+    for dtype_name, dtype in DTYPES.items():
+        client = offline_client(config, dtype_name)
+        options = client.options
+        chunk = client.plan(SEGMENTS).chunks[1]  # a miss offline, with its key and position
+        layouts = ["mla"] if options.kv_format == "mla" else ["flash", "block_major", "hnd"]
+        total = equal = worst = 0
+        for pre_rope in (False, True):
+            for virtual in ((3,) if pre_rope else (0, 1000, 1_000_000)):
+                obj = client.build_object(SEGMENTS[1], payload_of(options, dtype, virtual),
+                                          virtual, pre_rope)
+                for layout in layouts:
+                    cpp, dev = make_caches(options, layout, dtype)
+                    named = "flash" if layout == "hnd" else layout  # HND: flash's shape, strides
+                    client.remap(obj, chunk, SLOTS, kv_layout(cpp, layout=named))
+                    DeviceRemapper(client, DeviceKv(dev, layout=named)).remap(obj, chunk, SLOTS)
+                    where = f"{dtype_name} {layout} pre_rope={pre_rope} v={virtual}"
+                    assert compare(cpp, dev, dtype)[2] <= 1, where  # the whole cache
+                    # The figures: the written head vectors only.
+                    n, same, ulps = compare(DeviceKv(cpp, layout=named).gather(WRITTEN),
+                                            DeviceKv(dev, layout=named).gather(WRITTEN), dtype)
+                    total, equal, worst = total + n, equal + same, max(worst, ulps)
+        figures.append(f"{dtype_name} {equal}/{total} bit-equal, worst {worst:g} ulp")
+    print(f"{config}: " + "; ".join(figures))  # pytest -s shows the figures
+
+
+def test_hostile_input_is_refused_before_anything_is_written():
+    client = offline_client("llama-3.2-1b.json", "bf16")
+    options = client.options
+    chunk = client.plan(SEGMENTS).chunks[1]
+    obj = client.build_object(SEGMENTS[1], payload_of(options, torch.bfloat16, 1), 0)
+    cache, _ = make_caches(options, "flash", torch.bfloat16)
+    before = [t.clone() for t in cache]
+    device = DeviceRemapper(client, DeviceKv(cache))
+
+    def unchanged():
+        return all(torch.equal(a, b) for a, b in zip(before, cache))
+
+    with pytest.raises(ValueError, match="outside"):  # a slot past the cache
+        device.remap(obj, chunk, SLOTS[:-1] + [BLOCKS * BLOCK])
+    with pytest.raises(ValueError, match="twice"):
+        device.remap(obj, chunk, [1, 1, 2, 3, 4, 5, 6])
+    with pytest.raises(ValueError, match="slot mapping"):  # too few slots
+        device.remap(obj, chunk, SLOTS[:3])
+    other = client.plan([SEGMENTS[0], [99] * 7, SEGMENTS[2]]).chunks[1]
+    with pytest.raises(ValueError, match="another chunk"):  # the object of another key
+        device.remap(obj, other, SLOTS)
+    foreign = offline_client("qwen3-8b.json", "bf16")
+    q_obj = foreign.build_object(SEGMENTS[1], payload_of(foreign.options, torch.bfloat16, 1), 0)
+    with pytest.raises(ValueError, match="another"):  # another model's namespace
+        device.remap(q_obj, chunk, SLOTS)
+    assert unchanged(), "a refused remap wrote into the cache"
+
+    # Layouts pikv cannot address are refused where they are described.
+    with pytest.raises(ValueError, match="layer 1 is on"):
+        DeviceKv([cache[0], torch.empty(cache[1].shape, dtype=cache[1].dtype, device="meta")])
+    with pytest.raises(ValueError, match="contiguous"):  # head dim not contiguous
+        DeviceKv([t.transpose(3, 4) for t in cache], layout="flash")
+    with pytest.raises(ValueError, match="differs from layer 0"):
+        DeviceKv([cache[0], cache[1].to(torch.float16)])
+    with pytest.raises(ValueError, match="layers"):  # another model's geometry
+        DeviceRemapper(client, DeviceKv(cache[:-1])).remap(obj, chunk, SLOTS)
+    assert unchanged()
+
+
+def test_a_device_layout_is_refused_by_the_cpp_path():
+    client = offline_client("llama-3.2-1b.json", "bf16")
+    chunk = client.plan(SEGMENTS).chunks[1]
+    obj = client.build_object(SEGMENTS[1], payload_of(client.options, torch.bfloat16, 1), 0)
+    cache, _ = make_caches(client.options, "flash", torch.bfloat16)
+    layout = kv_layout(cache)
+    assert layout.host
+    device_like = pikv._pikv.KvLayout("bf16", "standard", client.options.num_kv_heads,
+                                      client.options.head_dim, BLOCK, BLOCKS,
+                                      (BLOCKS * BLOCK * cache[0].shape[3] * cache[0].shape[4],
+                                       BLOCK * cache[0].shape[3] * cache[0].shape[4],
+                                       cache[0].shape[3] * cache[0].shape[4], cache[0].shape[4]),
+                                      [t.data_ptr() for t in cache],
+                                      [t.numel() * 2 for t in cache], host=False)
+    with pytest.raises(ValueError, match="device's memory"):
+        client.remap(obj, chunk, SLOTS, device_like)
+    with pytest.raises(ValueError, match="device's memory"):
+        client.store(SEGMENTS[1], device_like, SLOTS[:2] + [1, 3, 4, 5, 6])
