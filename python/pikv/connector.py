@@ -230,6 +230,7 @@ class ConnectorCore:
         loaded = 0
         load = self._device.begin() if self._device else None
         self._device_load = load
+        ends = [0]  # the tokens covered after each staged chunk
         try:
             for chunk, obj in zip(plan.chunks, objects):
                 n = len(segments[chunk.segment])
@@ -238,6 +239,7 @@ class ConnectorCore:
                 slots = slots_of(block_ids, self.block_size, chunk.actual_start, n)
                 if load:
                     self._device.stage(load, obj, chunk, slots)
+                    ends.append(chunk.actual_start + n)
                 else:
                     self.client.remap(obj, chunk, slots, self._layout, self.threads)
                 loaded = chunk.actual_start + n
@@ -246,7 +248,11 @@ class ConnectorCore:
             log.warning("pikv load stopped at token %d: %s", loaded, e)
         if load:
             try:
-                self._device.write(load)  # the staged prefix, every check passed
+                good = self._device.write(load)  # the staged prefix, every check passed
+                if good < len(load.staged):
+                    self.stats.errors += 1
+                    log.warning("pikv load: a lease ran out while chunk %d was read", good)
+                loaded = ends[good]
             except Exception as e:
                 self.stats.errors += 1
                 log.warning("pikv device write failed, nothing loaded: %s", e)

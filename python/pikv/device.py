@@ -108,6 +108,7 @@ class _Staged:
     block: torch.Tensor  # the kept tokens' block and offset, on the device
     offset: torch.Tensor
     keep: torch.Tensor  # indices of the tokens with a slot (not -1)
+    chunk: object  # its plan entry (the lease)
 
 
 @dataclass
@@ -179,11 +180,14 @@ class DeviceRemapper:
             sin = torch.from_numpy(tables["sin"]).to(self.kv.device)
         if not self.client.lease_held(chunk):
             raise TimeoutError("the lease on this chunk's object expired while it was copied off")
-        load.staged.append(_Staged(payload, tables, cos, sin, b, o, keep))
+        load.staged.append(_Staged(payload, tables, cos, sin, b, o, keep, chunk))
 
     def write(self, load: DeviceLoad):
         """Writes every staged chunk, layer by layer (on the load stream, an
-        event after each layer, where there is one)."""
+        event after each layer, where there is one). Returns how many of them
+        are good: all, or on the CPU (where a leased payload is read in place,
+        not copied off first) those before the first whose lease ran out
+        while it was read."""
         layers = len(self.kv.views)
         for layer in range(layers):
             with torch.cuda.stream(load.stream) if load.stream else nullcontext():
@@ -193,6 +197,11 @@ class DeviceRemapper:
                     event = torch.cuda.Event()
                     event.record(load.stream)
                     load.events.append(event)
+        if self.kv.device.type == "cpu":
+            for i, s in enumerate(load.staged):
+                if not self.client.lease_held(s.chunk):
+                    return i
+        return len(load.staged)
 
     def _write_layer(self, s: _Staged, layer):
         t = s.tables
@@ -212,9 +221,11 @@ class DeviceRemapper:
         """One chunk, checked, copied and written; returns when it is written."""
         load = self.begin()
         self.stage(load, obj, chunk, slots)
-        self.write(load)
+        good = self.write(load)
         if load.stream:
             load.stream.synchronize()
+        if not good:
+            raise TimeoutError("the lease on this chunk's object expired while it was read")
 
     def save(self, tokens, slots, virtual_start=0, wait=True, sys_key=""):
         """Gathers a chunk's slots on the device and stores it: one
