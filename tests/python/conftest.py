@@ -16,6 +16,11 @@ CONFIGS = os.path.join(SOURCE_DIR, "tests", "device", "model_configs")
 sys.path[:0] = [HERE, os.path.join(HERE, "vllm_standin")]
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "gpu: needs a CUDA device (CTest label gpu); skipped "
+                                       "with a message where there is none")
+
+
 def bin_dir():
     return os.environ.get("PIKV_BIN_DIR", os.path.join(SOURCE_DIR, "build", "bin"))
 

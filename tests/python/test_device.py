@@ -69,6 +69,22 @@ def compare(a_layers, b_layers, dtype):
 
 @pytest.mark.parametrize("config", CONFIG_FILES)
 def test_the_torch_path_equals_the_cpp_remap(config):
+    against_the_cpp_remap(config, "cpu")
+
+
+# Label gpu: the same on a CUDA device, where one is (never here so far).
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(),
+                    reason="no CUDA device on this machine: the GPU checks did not run")
+@pytest.mark.parametrize("config", ["llama-3.1-8b.json", "gemma-3-4b-it.json", "deepseek-v3.json",
+                                    "command-r7b.json"])
+def test_on_cuda_the_torch_path_equals_the_cpp_remap(config):
+    against_the_cpp_remap(config, "cuda")
+
+
+def against_the_cpp_remap(config, device):
+    """Remaps chunks of `config`'s geometry with the C++ remap into CPU caches
+    and with pikv.device into caches on `device`, and compares."""
     figures = []
     for dtype_name, dtype in DTYPES.items():
         client = offline_client(config, dtype_name)
@@ -84,7 +100,9 @@ def test_the_torch_path_equals_the_cpp_remap(config):
                     cpp, dev = make_caches(options, layout, dtype)
                     named = "flash" if layout == "hnd" else layout  # HND: flash's shape, strides
                     client.remap(obj, chunk, SLOTS, kv_layout(cpp, layout=named))
+                    dev = [t.to(device) for t in dev] if device != "cpu" else dev
                     DeviceRemapper(client, DeviceKv(dev, layout=named)).remap(obj, chunk, SLOTS)
+                    dev = [t.cpu() for t in dev]
                     where = f"{dtype_name} {layout} pre_rope={pre_rope} v={virtual}"
                     assert compare(cpp, dev, dtype)[2] <= 1, where  # the whole cache
                     # The figures: the written head vectors only.
@@ -92,7 +110,7 @@ def test_the_torch_path_equals_the_cpp_remap(config):
                                             DeviceKv(dev, layout=named).gather(WRITTEN), dtype)
                     total, equal, worst = total + n, equal + same, max(worst, ulps)
         figures.append(f"{dtype_name} {equal}/{total} bit-equal, worst {worst:g} ulp")
-    print(f"{config}: " + "; ".join(figures))  # pytest -s shows the figures
+    print(f"{config} ({device}): " + "; ".join(figures))  # pytest -s shows the figures
 
 
 def test_hostile_input_is_refused_before_anything_is_written():
