@@ -121,6 +121,7 @@ class ConnectorCore:
         self._layout = None
         self._device = None  # DeviceRemapper on the torch path
         self._device_load = None  # the load whose layers the forward pass waits for
+        self._gathering = {}  # torch path: save id -> [payload on the device, layers gathered]
         self._layer_names = []
         self._lock = threading.Lock()  # the C++ client is one connection set, one caller
 
@@ -182,18 +183,44 @@ class ConnectorCore:
         self._device = DeviceRemapper(self.client, DeviceKv(layers, layout, axes)) \
             if torch_path else None
 
+    def _layer_index(self, name_or_index):
+        if isinstance(name_or_index, int):
+            return name_or_index
+        return self._layer_names.index(name_or_index) if name_or_index in self._layer_names \
+            else None
+
+    def save_layer(self, name_or_index, saves):
+        """Torch path: gathers this layer of each save (save id, tokens,
+        block ids) on the device as the forward pass produces it; save()
+        then copies what was gathered. A no-op on the C++ path, which gathers
+        every layer in save()."""
+        if self._device is None:
+            return
+        try:
+            layer = self._layer_index(name_or_index)
+            if layer is None:
+                return
+            for save_id, tokens, block_ids in saves:
+                slots = slots_of(block_ids, self.block_size, 0, len(tokens))
+                if save_id not in self._gathering:
+                    self._gathering[save_id] = [self._device.kv.empty_payload(len(tokens)), set()]
+                buffer, done = self._gathering[save_id]
+                self._device.kv.gather_layer(layer, slots, buffer)
+                done.add(layer)
+        except Exception as e:  # save() gathers every layer itself then
+            self.stats.errors += 1
+            log.warning("pikv layer gather failed: %s", e)
+            self._gathering.clear()
+
     def wait_for_layer(self, name_or_index):
         """Until the last load has written this layer (on a device: the
         engine's stream waits for that layer's event; elsewhere a no-op)."""
         if self._device_load is None:
             return
         try:
-            index = name_or_index
-            if not isinstance(index, int):
-                if name_or_index not in self._layer_names:
-                    return
-                index = self._layer_names.index(name_or_index)
-            self._device_load.wait_for_layer(index)
+            index = self._layer_index(name_or_index)
+            if index is not None:
+                self._device_load.wait_for_layer(index)
         except Exception as e:  # never into the engine loop
             self.stats.errors += 1
             log.warning("pikv wait for layer %s failed: %s", name_or_index, e)
@@ -259,7 +286,7 @@ class ConnectorCore:
                 loaded = 0
         return loaded
 
-    def save(self, tokens, block_ids, virtual_start=0, wait=True):
+    def save(self, tokens, block_ids, virtual_start=0, wait=True, save_id=None):
         """Stores a segment the engine computed standalone (its tokens at
         positions virtual_start..) from the request's blocks. True when stored
         (wait) or handed off (not wait: a PendingStore is kept in `pending`)."""
@@ -267,7 +294,10 @@ class ConnectorCore:
             slots = slots_of(block_ids, self.block_size, virtual_start, len(tokens))
             with self._lock:
                 if self._device:
-                    pending = self._device.save(tokens, slots, virtual_start, wait)
+                    buffer, done = self._gathering.pop(save_id, (None, ()))
+                    whole = buffer is not None and len(done) == len(self._device.kv.views)
+                    pending = self._device.save(tokens, slots, virtual_start, wait,
+                                                gathered=buffer if whole else None)
                 else:
                     pending = self.client.store(list(tokens), self._layout, slots,
                                                 virtual_start, wait)

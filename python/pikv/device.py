@@ -66,6 +66,18 @@ class DeviceKv:
         b, o = self.index(slots)
         return torch.stack([v[:, b, o] for v in self.views])
 
+    def empty_payload(self, tokens):
+        """Room on the device for gather_layer to fill: a chunk of `tokens`."""
+        v = self.views[0]
+        return torch.empty((len(self.views), v.shape[0], tokens) + tuple(v.shape[3:]),
+                           dtype=self.dtype, device=self.device)
+
+    def gather_layer(self, layer, slots, out):
+        """One layer of gather(slots) into out[layer] (as the forward pass
+        produces it, so saving overlaps the rest of it)."""
+        b, o = self.index(slots)
+        out[layer] = self.views[layer][:, b, o]
+
 
 def _view_payload(obj, tables):
     """The object's payload as (layers, planes, tokens, heads, dim), viewed in
@@ -227,10 +239,11 @@ class DeviceRemapper:
         if not good:
             raise TimeoutError("the lease on this chunk's object expired while it was read")
 
-    def save(self, tokens, slots, virtual_start=0, wait=True, sys_key=""):
-        """Gathers a chunk's slots on the device and stores it: one
-        device-to-host copy straight into the object's payload."""
-        gathered = self.kv.gather(slots)
+    def save(self, tokens, slots, virtual_start=0, wait=True, sys_key="", gathered=None):
+        """Stores a chunk gathered on the device (its slots gathered now, or
+        `gathered`, from gather_layer): one device-to-host copy straight into
+        the object's payload."""
+        gathered = self.kv.gather(slots) if gathered is None else gathered
 
         def write(view):
             dst = torch.frombuffer(view, dtype=gathered.dtype).view(gathered.shape)

@@ -169,13 +169,17 @@ class PikvConnector(KVConnectorBase_V1):
         self._core.wait_for_layer(layer_name)
 
     def save_kv_layer(self, layer_name, kv_layer, attn_metadata, **kwargs):
-        return  # saves gather all layers at once, in wait_for_save
+        # On a device, each layer of a save is gathered as the forward pass
+        # produces it; elsewhere wait_for_save gathers every layer at once.
+        saves = self._get_connector_metadata().saves
+        if saves:
+            self._core.save_layer(layer_name, [(s.req_id, s.tokens, s.block_ids) for s in saves])
 
     def wait_for_save(self):
         # The gather happens now (the blocks may be reused after this
         # returns); the puts go on in the background.
         for save in self._get_connector_metadata().saves:
-            self._core.save(save.tokens, save.block_ids, 0, wait=False)
+            self._core.save(save.tokens, save.block_ids, 0, wait=False, save_id=save.req_id)
 
     def get_block_ids_with_load_errors(self):
         failed, self._failed_blocks = self._failed_blocks, set()

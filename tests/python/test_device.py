@@ -21,6 +21,12 @@ BLOCK, BLOCKS = 4, 5
 SEGMENTS = [[5, 6, 7], [11, 12, 13, 14, 15, 16, 17], [21, 22]]  # system, chunk, question
 SLOTS = [13, 2, -1, 19, 0, 7, 10]  # the chunk's 7 tokens; one is skipped
 WRITTEN = [s for s in SLOTS if s >= 0]
+# The same chunk after a system prompt of a million tokens: placed at 1,000,000.
+FAR = [list(range(1_000_000)), SEGMENTS[1], SEGMENTS[2]]
+# (K form, the position K was rotated at, where the chunk is placed): shifts
+# up to a million either way; pre-RoPE encoded near and far.
+CASES = [(False, 0, SEGMENTS), (False, 1000, SEGMENTS), (False, 1_000_000, SEGMENTS),
+         (False, 0, FAR), (True, 0, SEGMENTS), (True, 0, FAR)]
 
 
 def offline_client(config, dtype):
@@ -89,26 +95,28 @@ def against_the_cpp_remap(config, device):
     for dtype_name, dtype in DTYPES.items():
         client = offline_client(config, dtype_name)
         options = client.options
-        chunk = client.plan(SEGMENTS).chunks[1]  # a miss offline, with its key and position
+        # Planned offline: misses, with their keys and positions.
+        placed = {id(p): client.plan(p).chunks[1] for p in (SEGMENTS, FAR)}
         layouts = ["mla"] if options.kv_format == "mla" else ["flash", "block_major", "hnd"]
         total = equal = worst = 0
-        for pre_rope in (False, True):
-            for virtual in ((3,) if pre_rope else (0, 1000, 1_000_000)):
-                obj = client.build_object(SEGMENTS[1], payload_of(options, dtype, virtual),
-                                          virtual, pre_rope)
-                for layout in layouts:
-                    cpp, dev = make_caches(options, layout, dtype)
-                    named = "flash" if layout == "hnd" else layout  # HND: flash's shape, strides
-                    client.remap(obj, chunk, SLOTS, kv_layout(cpp, layout=named))
-                    dev = [t.to(device) for t in dev] if device != "cpu" else dev
-                    DeviceRemapper(client, DeviceKv(dev, layout=named)).remap(obj, chunk, SLOTS)
-                    dev = [t.cpu() for t in dev]
-                    where = f"{dtype_name} {layout} pre_rope={pre_rope} v={virtual}"
-                    assert compare(cpp, dev, dtype)[2] <= 1, where  # the whole cache
-                    # The figures: the written head vectors only.
-                    n, same, ulps = compare(DeviceKv(cpp, layout=named).gather(WRITTEN),
-                                            DeviceKv(dev, layout=named).gather(WRITTEN), dtype)
-                    total, equal, worst = total + n, equal + same, max(worst, ulps)
+        for pre_rope, virtual, prompt in CASES:
+            chunk = placed[id(prompt)]
+            obj = client.build_object(SEGMENTS[1], payload_of(options, dtype, virtual), virtual,
+                                      pre_rope)
+            for layout in layouts:
+                cpp, dev = make_caches(options, layout, dtype)
+                named = "flash" if layout == "hnd" else layout  # HND: flash's shape, strides
+                client.remap(obj, chunk, SLOTS, kv_layout(cpp, layout=named))
+                dev = [t.to(device) for t in dev] if device != "cpu" else dev
+                DeviceRemapper(client, DeviceKv(dev, layout=named)).remap(obj, chunk, SLOTS)
+                dev = [t.cpu() for t in dev]
+                where = f"{dtype_name} {layout} pre_rope={pre_rope} v={virtual} " \
+                        f"a={chunk.actual_start}"
+                assert compare(cpp, dev, dtype)[2] <= 1, where  # the whole cache
+                # The figures: the written head vectors only.
+                n, same, ulps = compare(DeviceKv(cpp, layout=named).gather(WRITTEN),
+                                        DeviceKv(dev, layout=named).gather(WRITTEN), dtype)
+                total, equal, worst = total + n, equal + same, max(worst, ulps)
         figures.append(f"{dtype_name} {equal}/{total} bit-equal, worst {worst:g} ulp")
     print(f"{config} ({device}): " + "; ".join(figures))  # pytest -s shows the figures
 
