@@ -23,7 +23,9 @@ double NumberOr(const nlohmann::json& c, const char* name, double fallback);
 // fields together) rewritten into the older one that RopeFromConfig reads.
 // Per layer type ({"full_attention": {...}, "sliding_attention": {...}}),
 // the full-attention layers' block is the main spec's (layer_rules.cc reads
-// the other).
+// the other). A null rope_scaling beside it counts as absent; a non-null
+// one, or a rope_parameters that is not an object, throws
+// std::invalid_argument (callers turn it into a refusal).
 void FlattenRopeParameters(nlohmann::json& c);
 
 // The RoPE spec of a config object; never throws (errors are statuses).

@@ -139,6 +139,8 @@ Result<std::vector<bool>> ReadRotating(const json& c, Family family, const std::
 // The spec of layers of one attention type when the config gives one RoPE
 // block per layer type (rope_parameters: {"full_attention": {...}, ...}).
 Result<RopeSpec> SpecOfLayerType(const json& c, const json& block, const RopeSpec& main) {
+  if (!block.is_object())
+    return InvalidArgument("rope_parameters.sliding_attention is not an object");
   json one = c;
   one.erase("rope_parameters");
   one["rope_parameters"] = block;

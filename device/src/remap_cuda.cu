@@ -107,6 +107,9 @@ Status RemapCudaLaunch(const ChunkHeader& h, const uint8_t* device_payload,
                        void* stream) {
   if (cache.layers.size() > kMaxLayers)
     return Unsupported("the CUDA backend handles at most 256 layers");
+  if (cache.layers.size() != h.geometry.num_layers)
+    return InvalidArgument("chunk and cache have different layer counts");
+  if (Status s = rope.Validate(h.geometry.num_layers); !s.ok()) return s;
   Params p{};
   p.payload = device_payload;
   p.slots = device_slots;

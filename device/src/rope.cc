@@ -76,7 +76,12 @@ double NumberOr(const nlohmann::json& c, const char* name, double fallback) {
 
 void FlattenRopeParameters(nlohmann::json& c) {
   auto it = c.find("rope_parameters");
-  if (it == c.end() || !it->is_object() || c.contains("rope_scaling")) return;
+  if (it == c.end() || it->is_null()) return;
+  if (!it->is_object()) throw std::invalid_argument("rope_parameters is not an object");
+  // A null rope_scaling is no scaling given (transformers writes both keys).
+  if (c.contains("rope_scaling") && !c["rope_scaling"].is_null())
+    throw std::invalid_argument("both rope_scaling and rope_parameters are given");
+  c.erase("rope_scaling");
   nlohmann::json scaling = *it;
   if (scaling.contains("full_attention")) scaling = nlohmann::json(scaling["full_attention"]);
   c.erase("rope_parameters");

@@ -16,6 +16,7 @@ engine recomputes what was not provided.
 """
 
 import logging
+import re
 import threading
 from dataclasses import dataclass, field
 
@@ -69,6 +70,15 @@ def slots_of(block_ids, block_size, start, count):
     """Slots of positions start..start+count-1 in a request's blocks."""
     return [block_ids[p // block_size] * block_size + p % block_size
             for p in range(start, start + count)]
+
+
+@dataclass
+class _Gathering:
+    """A save gathered layer by layer on the device (the torch path)."""
+    slots: list
+    index: tuple  # the slots' (block, offset) on the device
+    payload: object  # (layers, planes, tokens, heads, dim) on the device
+    layers: set = field(default_factory=set)  # those gathered so far
 
 
 @dataclass
@@ -172,8 +182,14 @@ class ConnectorCore:
         layer order, or a list). Raises on a layout pikv cannot address: this
         is set-up, not the request path."""
         if isinstance(layers, dict):
-            self._layer_names = list(layers)
-            layers = list(layers.values())
+            names = list(layers)
+            # Layers in model order (a per-layer RoPE plan depends on it):
+            # by the number in each name where every name has one.
+            numbers = [re.findall(r"\d+", n) for n in names]
+            if all(numbers):
+                names.sort(key=lambda n: int(re.findall(r"\d+", n)[0]))
+            self._layer_names = names
+            layers = [layers[n] for n in names]
         built = kv_layout(layers, layout=layout, axes=axes)
         if built.block_size != self.block_size:
             raise ValueError(f"the cache's blocks hold {built.block_size} tokens, "
@@ -201,12 +217,14 @@ class ConnectorCore:
             if layer is None:
                 return
             for save_id, tokens, block_ids in saves:
-                slots = slots_of(block_ids, self.block_size, 0, len(tokens))
                 if save_id not in self._gathering:
-                    self._gathering[save_id] = [self._device.kv.empty_payload(len(tokens)), set()]
-                buffer, done = self._gathering[save_id]
-                self._device.kv.gather_layer(layer, slots, buffer)
-                done.add(layer)
+                    slots = slots_of(block_ids, self.block_size, 0, len(tokens))
+                    kv = self._device.kv
+                    self._gathering[save_id] = _Gathering(slots, kv.index(slots),
+                                                          kv.empty_payload(len(tokens)))
+                g = self._gathering[save_id]
+                self._device.kv.gather_layer(layer, g.index, g.payload)
+                g.layers.add(layer)
         except Exception as e:  # save() gathers every layer itself then
             self.stats.errors += 1
             log.warning("pikv layer gather failed: %s", e)
@@ -276,7 +294,7 @@ class ConnectorCore:
         if load:
             try:
                 good = self._device.write(load)  # the staged prefix, every check passed
-                if good < len(load.staged):
+                if good < len(ends) - 1:
                     self.stats.errors += 1
                     log.warning("pikv load: a lease ran out while chunk %d was read", good)
                 loaded = ends[good]
@@ -284,6 +302,10 @@ class ConnectorCore:
                 self.stats.errors += 1
                 log.warning("pikv device write failed, nothing loaded: %s", e)
                 loaded = 0
+                # Nothing of it may race the engine's recompute of these blocks.
+                self._device_load = None
+                if load.stream is not None:
+                    load.stream.synchronize()
         return loaded
 
     def save(self, tokens, block_ids, virtual_start=0, wait=True, save_id=None):
@@ -294,10 +316,11 @@ class ConnectorCore:
             slots = slots_of(block_ids, self.block_size, virtual_start, len(tokens))
             with self._lock:
                 if self._device:
-                    buffer, done = self._gathering.pop(save_id, (None, ()))
-                    whole = buffer is not None and len(done) == len(self._device.kv.views)
+                    g = self._gathering.pop(save_id, None)
+                    whole = g is not None and g.slots == slots and \
+                        len(g.layers) == len(self._device.kv.views)
                     pending = self._device.save(tokens, slots, virtual_start, wait,
-                                                gathered=buffer if whole else None)
+                                                gathered=g.payload if whole else None)
                 else:
                     pending = self.client.store(list(tokens), self._layout, slots,
                                                 virtual_start, wait)

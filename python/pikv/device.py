@@ -56,9 +56,17 @@ class DeviceKv:
         self.num_slots = self.layout.block_size * self.layout.num_blocks
 
     def index(self, slots):
-        """(block, offset) index tensors on the device for these slots."""
+        """(block, offset) index tensors on the device for these slots, each
+        checked to be a slot of the cache (a wrapped or out-of-range index
+        would read another block, or fault the device)."""
         s = torch.as_tensor(slots, dtype=torch.int64)
-        return (s // self.block_size).to(self.device), (s % self.block_size).to(self.device)
+        if s.numel() and (int(s.min()) < 0 or int(s.max()) >= self.num_slots):
+            raise ValueError(f"slots must be in 0..{self.num_slots - 1}")
+        b, o = s // self.block_size, s % self.block_size
+        if self.device.type == "cuda":  # no wait on the engine's stream
+            return (b.pin_memory().to(self.device, non_blocking=True),
+                    o.pin_memory().to(self.device, non_blocking=True))
+        return b.to(self.device), o.to(self.device)
 
     def gather(self, slots):
         """The slots' K and V, (layers, planes, tokens, heads, dim), contiguous,
@@ -72,10 +80,10 @@ class DeviceKv:
         return torch.empty((len(self.views), v.shape[0], tokens) + tuple(v.shape[3:]),
                            dtype=self.dtype, device=self.device)
 
-    def gather_layer(self, layer, slots, out):
-        """One layer of gather(slots) into out[layer] (as the forward pass
-        produces it, so saving overlaps the rest of it)."""
-        b, o = self.index(slots)
+    def gather_layer(self, layer, index, out):
+        """One layer of a gather into out[layer] (as the forward pass produces
+        it, so saving overlaps the rest of it); `index` is index(slots)."""
+        b, o = index
         out[layer] = self.views[layer][:, b, o]
 
 
@@ -144,12 +152,14 @@ class DeviceRemapper:
     through a pikv.Client. One per engine worker; not thread-safe."""
 
     def __init__(self, client, kv: DeviceKv):
+        client.check_layout(kv.layout)  # the client's namespace, or nothing is stored as it
         self.client = client
         self.kv = kv
         self._cuda = kv.device.type == "cuda"
-        # Pinned staging buffers for host-to-device copies (CUDA), reused by
-        # every load once the previous one's copies are done.
-        self._pinned, self._next, self._last = [], 0, None
+        # One load stream (CUDA); pinned staging buffers for host-to-device
+        # copies, reused by every load once the previous one's copies are done.
+        self._stream = torch.cuda.Stream(kv.device) if self._cuda else None
+        self._pinned, self._next = [], 0
 
     def _to_device(self, host):
         if self.kv.device.type == "cpu":
@@ -166,12 +176,11 @@ class DeviceRemapper:
         return staging.to(self.kv.device, non_blocking=True)
 
     def begin(self):
-        """A load on a stream of its own (CUDA) or in place (elsewhere)."""
-        if self._last is not None:
-            self._last.synchronize()  # the staging buffers are free again
+        """A load on the load stream (CUDA) or in place (elsewhere)."""
+        if self._stream is not None:
+            self._stream.synchronize()  # the staging buffers are free again
         self._next = 0
-        self._last = torch.cuda.Stream(self.kv.device) if self._cuda else None
-        return DeviceLoad(self.kv, self._last)
+        return DeviceLoad(self.kv, self._stream)
 
     def stage(self, load: DeviceLoad, obj, chunk, slots):
         """Checks a chunk (raises before anything is written) and copies it to
@@ -209,11 +218,12 @@ class DeviceRemapper:
                     event = torch.cuda.Event()
                     event.record(load.stream)
                     load.events.append(event)
+        good = len(load.staged)
         if self.kv.device.type == "cpu":
-            for i, s in enumerate(load.staged):
-                if not self.client.lease_held(s.chunk):
-                    return i
-        return len(load.staged)
+            good = next((i for i, s in enumerate(load.staged)
+                         if not self.client.lease_held(s.chunk)), good)
+        load.staged = []  # the payloads on the device go once their writes are queued
+        return good
 
     def _write_layer(self, s: _Staged, layer):
         t = s.tables
@@ -243,6 +253,8 @@ class DeviceRemapper:
         """Stores a chunk gathered on the device (its slots gathered now, or
         `gathered`, from gather_layer): one device-to-host copy straight into
         the object's payload."""
+        if len(slots) != len(tokens):
+            raise ValueError(f"{len(tokens)} tokens, {len(slots)} slots")
         gathered = self.kv.gather(slots) if gathered is None else gathered
 
         def write(view):

@@ -171,7 +171,10 @@ class PikvConnector(KVConnectorBase_V1):
     def save_kv_layer(self, layer_name, kv_layer, attn_metadata, **kwargs):
         # On a device, each layer of a save is gathered as the forward pass
         # produces it; elsewhere wait_for_save gathers every layer at once.
-        saves = self._get_connector_metadata().saves
+        try:
+            saves = self._get_connector_metadata().saves
+        except Exception:  # no metadata bound: nothing to save (never into the engine loop)
+            return
         if saves:
             self._core.save_layer(layer_name, [(s.req_id, s.tokens, s.block_ids) for s in saves])
 

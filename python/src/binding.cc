@@ -100,7 +100,12 @@ device::PagedLayout MakeLayout(const std::string& dtype, const std::string& kv_f
 // rotations, float32 [sets][rows][rotary_dim / 2].
 py::dict PrepareRemap(client::Client& c, const SharedBuffer& object, const client::ChunkPlan& chunk,
                       const std::vector<int64_t>& slots, const device::PagedLayout& cache) {
-  device::RemapTables t = Take(c.PrepareRemap(object, chunk, slots, cache));
+  Result<device::RemapTables> prepared = InvalidArgument("not prepared");
+  {
+    py::gil_scoped_release nogil;
+    prepared = c.PrepareRemap(object, chunk, slots, cache);
+  }
+  device::RemapTables t = Take(std::move(prepared));
   const ChunkGeometry& g = t.header.geometry;
   const device::RopeSpec& rope = c.options().rope.main();
   const py::ssize_t half = rope.rotary_dim / 2;
@@ -162,26 +167,37 @@ py::object StoreResult(std::future<Status> f, bool wait) {
   return py::none();
 }
 
-// Client::StoreWritten with a Python writer. The writer runs on this thread
-// with the GIL held; what it raises becomes a failed store, never an
-// exception through C++.
+// Client::StoreWritten with a Python writer. The store runs without the
+// GIL (its reserve, put and commit wait on the node); the writer runs on
+// this thread with the GIL taken back, over a memoryview released when it
+// returns, so a view kept past that cannot reach the memory (the node's, or
+// freed, by then). The writer must copy into it and keep nothing made from
+// it (a tensor or array over it is not tracked). What it raises becomes a
+// failed store, never an exception through C++.
 py::object StoreWith(client::Client& c, const std::vector<int32_t>& tokens, size_t payload_nbytes,
                      const py::function& write, int64_t virtual_start, bool wait,
                      const std::string& sys_key_hex) {
   const std::optional<ChunkKey> sys_key = SysKey(sys_key_hex);
   const ChunkKey* sys = sys_key ? &*sys_key : nullptr;
   auto writer = [&](std::span<uint8_t> payload) -> Status {
+    py::gil_scoped_acquire gil;
     try {
-      write(py::memoryview::from_memory(payload.data(), static_cast<py::ssize_t>(payload.size()),
-                                        /*readonly=*/false));
+      py::memoryview view = py::memoryview::from_memory(
+          payload.data(), static_cast<py::ssize_t>(payload.size()), /*readonly=*/false);
+      write(view);
+      view.attr("release")();  // a BufferError (an export still held) fails the store
       return Status::Ok();
     } catch (const py::error_already_set& e) {
-      return InvalidArgument(std::string("the payload writer raised: ") + e.what());
+      return InvalidArgument(std::string("the payload writer failed: ") + e.what());
     }
   };
-  return StoreResult(c.StoreWritten(c.KeyOf(tokens, sys), tokens, virtual_start, payload_nbytes,
-                                    writer, !wait, sys),
-                     wait);
+  const ChunkKey key = c.KeyOf(tokens, sys);
+  std::future<Status> f;
+  {
+    py::gil_scoped_release nogil;
+    f = c.StoreWritten(key, tokens, virtual_start, payload_nbytes, writer, !wait, sys);
+  }
+  return StoreResult(std::move(f), wait);
 }
 
 client::ClientOptions LoadOptions(const std::string& path,
@@ -341,6 +357,12 @@ PYBIND11_MODULE(_pikv, m) {
           "tokens"_a, "payload"_a, "virtual_start"_a = 0, "pre_rope"_a = false, "sys_key"_a = "",
           "The chunk object of `tokens` over a contiguous payload [layer][k|v][token][head][dim] "
           "(K rotated at virtual_start, or pre-RoPE), stored nowhere")
+      .def(
+          "check_layout",
+          [](const client::Client& c, const device::PagedLayout& cache) {
+            if (Status s = c.CheckLayout(cache); !s.ok()) Raise(s);
+          },
+          "cache"_a, "Raises unless the cache's geometry and dtype are this client's namespace")
       .def("prepare_remap", &PrepareRemap, "object"_a, "chunk"_a, "slots"_a, "cache"_a,
            "Every check remap makes, and its rotations, for a remap on the engine's device "
            "(pikv.device); writes nothing")

@@ -74,6 +74,25 @@ TEST(LayerRulesTest, Gemma3FromTheNewerLayoutAndFromAMultimodalConfig) {
 
   // A Gemma-3 4B style multimodal config: the text part nested, sparse
   // (class defaults: rope_theta 1e6, head_dim 256, 8 heads over 4 KV heads).
+  // transformers writes rope_scaling: null beside rope_parameters: absent.
+  auto with_null = ReadModelConfig(Config("gemma3_text", 6,
+                                          R"("sliding_window":512,"rope_scaling":null,)"
+                                          R"("rope_parameters":{"full_attention":{)"
+                                          R"("rope_type":"linear","factor":8.0,)"
+                                          R"("rope_theta":1000000.0},"sliding_attention":{)"
+                                          R"("rope_type":"default","rope_theta":10000.0}})"));
+  ASSERT_TRUE(with_null.ok()) << with_null.status().ToString();
+  EXPECT_EQ(with_null->rope.Signature(), v4->rope.Signature());
+  auto both = ReadModelConfig(Config("llama", 2,
+                                     R"("rope_scaling":{"rope_type":"linear","factor":2.0},)"
+                                     R"("rope_parameters":{"rope_type":"default"})"));
+  EXPECT_EQ(both.code(), ErrorCode::kInvalidArgument);
+  auto not_object = ReadModelConfig(Config("gemma3_text", 6,
+                                           R"("sliding_window":512,"rope_parameters":{)"
+                                           R"("full_attention":{"rope_type":"default"},)"
+                                           R"("sliding_attention":7})"));
+  EXPECT_EQ(not_object.code(), ErrorCode::kInvalidArgument);
+
   auto nested = ReadModelConfig(R"({"model_type":"gemma3","torch_dtype":"bfloat16",
     "text_config":{"model_type":"gemma3_text","hidden_size":2560,"num_hidden_layers":34,
     "rope_scaling":{"factor":8.0,"rope_type":"linear"},"sliding_window":1024}})");

@@ -178,3 +178,35 @@ def test_a_device_layout_is_refused_by_the_cpp_path():
         client.remap(obj, chunk, SLOTS, device_like)
     with pytest.raises(ValueError, match="device's memory"):
         client.store(SEGMENTS[1], device_like, SLOTS[:2] + [1, 3, 4, 5, 6])
+
+
+def test_saves_through_the_torch_path_are_checked_before_any_byte_is_stored():
+    client = offline_client("llama-3.2-1b.json", "bf16")
+    cache, _ = make_caches(client.options, "flash", torch.bfloat16)
+    device = DeviceRemapper(client, DeviceKv(cache))
+    tokens = SEGMENTS[1]
+    for slots in ([-1, 2, 3, 4, 5, 6, 7], [0, 1, 2, 3, 4, 5, BLOCKS * BLOCK]):
+        with pytest.raises(ValueError, match="slots must be in"):  # wrapped or past the cache
+            device.save(tokens, slots)
+    with pytest.raises(ValueError, match="tokens"):
+        device.save(tokens, [0, 1, 2])
+    # A cache of another dtype than the namespace's is refused up front,
+    # rather than stored as bf16 bytes that every later load would misread.
+    f16 = [t.to(torch.float16) for t in cache]
+    with pytest.raises(ValueError, match="namespace"):
+        DeviceRemapper(client, DeviceKv(f16))
+
+    # What the writer is lent is released when it returns: a view kept past
+    # that cannot reach the memory (the node's, or freed, by then).
+    kept = []
+    with pytest.raises(ValueError, match="payload of"):  # not this namespace's size
+        client.store_with(tokens, 1000, lambda view: None)
+    nbytes = client.options.num_layers * 2 * len(tokens) * client.options.num_kv_heads * \
+        client.options.head_dim * 2
+    with pytest.raises(RuntimeError, match="unavailable"):  # written, then no node to put it on
+        client.store_with(tokens, nbytes, kept.append)
+    with pytest.raises(ValueError, match="released"):
+        kept[0][0]
+    # A writer that raises fails the store, with its reason.
+    with pytest.raises(ValueError, match="writer failed"):
+        client.store_with(tokens, nbytes, lambda view: 1 / 0)

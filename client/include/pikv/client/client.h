@@ -202,11 +202,13 @@ class Client {
                                      bool async = false, const ChunkKey* sys_key = nullptr);
 
   ClientStats Stats() const { return stats_; }
+  // Whether a paged cache is this client's namespace (dtype, format, heads,
+  // head dim, layers) and its strides are sound.
+  Status CheckLayout(const device::PagedLayout& cache) const;
 
  private:
   struct Connections;
   KeyNamespace Namespace(const ChunkKey* sys_key) const;
-  Status CheckLayout(const device::PagedLayout& cache) const;
   Status Put(const ChunkKey& key, const SharedBuffer& object);
   // The namespace a stored chunk's key was made in (this client's, after
   // `sys_key`); InvalidArgument when `key` is not KeyOf(tokens, sys_key).
