@@ -127,6 +127,7 @@ class ConnectorCore:
         self.threads = threads
         self.stats = CoreStats()
         self.pending = []  # PendingStore of saves handed off without waiting
+        self._reaped_failures = 0  # of those, ended and failed before wait_for_saves
         self.path = path
         self._layout = None
         self._device = None  # DeviceRemapper on the torch path
@@ -325,6 +326,7 @@ class ConnectorCore:
                     pending = self.client.store(list(tokens), self._layout, slots,
                                                 virtual_start, wait)
             if pending is not None:
+                self._reap()
                 self.pending.append(pending)
             self.stats.saves += 1
             return True
@@ -333,9 +335,22 @@ class ConnectorCore:
             log.warning("pikv save failed: %s", e)
             return False
 
+    def _reap(self):
+        """Forgets the handed-off saves that have ended (each holds its object
+        until then), counting those that failed."""
+        still = []
+        for p in self.pending:
+            if not p.done():
+                still.append(p)
+            elif not p.result():
+                self.stats.save_failures += 1
+                self._reaped_failures += 1
+        self.pending = still
+
     def wait_for_saves(self) -> int:
-        """Waits for saves handed off with wait=False; how many failed."""
-        failed = 0
+        """Waits for saves handed off with wait=False; how many failed (since
+        the last call)."""
+        failed, self._reaped_failures = self._reaped_failures, 0
         while self.pending:
             if not self.pending.pop().result():
                 failed += 1

@@ -145,6 +145,9 @@ struct PendingStore {
     py::gil_scoped_release nogil;
     return future->get().ok();
   }
+  bool Done() const {
+    return future->wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+  }
 };
 
 std::optional<ChunkKey> SysKey(const std::string& hex) {
@@ -293,7 +296,8 @@ PYBIND11_MODULE(_pikv, m) {
       .def_property_readonly("nbytes", &SharedBuffer::size);
 
   py::class_<PendingStore>(m, "PendingStore")
-      .def("result", &PendingStore::Wait, "Waits for the put; True if it landed");
+      .def("result", &PendingStore::Wait, "Waits for the put; True if it landed (once)")
+      .def("done", &PendingStore::Done, "Whether the put has ended (result() will not wait)");
 
   py::class_<client::Client>(m, "Client")
       .def(py::init<client::ClientOptions>(), "options"_a)
