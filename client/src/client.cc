@@ -409,6 +409,10 @@ Result<SharedBuffer> Client::BuildObject(const ChunkKey& key, std::span<const in
   if (!ns.ok()) return ns.status();
   ChunkHeader h = MakeHeader(key, *ns, tokens, virtual_start);
   h.k_form = k_form;
+  return ObjectOf(h, payload);
+}
+
+Result<SharedBuffer> Client::ObjectOf(const ChunkHeader& h, std::span<const uint8_t> payload) {
   std::vector<uint8_t> bytes(ChunkHeaderSize(h) + payload.size());
   if (Status s = BuildChunkObjectInto(h, payload, bytes); !s.ok()) return s;
   return SharedBuffer::FromVector(std::move(bytes));
@@ -548,7 +552,7 @@ Status Client::Store(const ChunkKey& key, std::span<const int32_t> tokens, int64
   const ChunkHeader h = MakeHeader(key, *ns, tokens, virtual_start);
   const size_t size = ChunkHeaderSize(h) + payload.size();
   if (object_out) {  // the engine keeps the object: built on the heap, put by copy
-    auto built = BuildObject(key, tokens, virtual_start, payload, KForm::kRotated, sys_key);
+    auto built = ObjectOf(h, payload);
     if (!built.ok()) {
       stats_.store_failures++;
       return built.status();

@@ -132,7 +132,7 @@ class ConnectorCore:
         self._layout = None
         self._device = None  # DeviceRemapper on the torch path
         self._device_load = None  # the load whose layers the forward pass waits for
-        self._gathering = {}  # torch path: save id -> [payload on the device, layers gathered]
+        self._gathering = {}  # torch path: save id -> _Gathering
         self._layer_names = []
         self._lock = threading.Lock()  # the C++ client is one connection set, one caller
 
@@ -185,10 +185,10 @@ class ConnectorCore:
         if isinstance(layers, dict):
             names = list(layers)
             # Layers in model order (a per-layer RoPE plan depends on it):
-            # by the number in each name where every name has one.
-            numbers = [re.findall(r"\d+", n) for n in names]
-            if all(numbers):
-                names.sort(key=lambda n: int(re.findall(r"\d+", n)[0]))
+            # by the first number in each name where every name has one.
+            numbers = {n: re.search(r"\d+", n) for n in names}
+            if all(numbers.values()):
+                names.sort(key=lambda n: int(numbers[n].group()))
             self._layer_names = names
             layers = [layers[n] for n in names]
         built = kv_layout(layers, layout=layout, axes=axes)
@@ -197,7 +197,7 @@ class ConnectorCore:
                              f"the engine said {self.block_size}")
         self._layout = built
         torch_path = self.path == "torch" or (self.path == "auto" and not built.host)
-        self._device = DeviceRemapper(self.client, DeviceKv(layers, layout, axes)) \
+        self._device = DeviceRemapper(self.client, DeviceKv(layers, described=built)) \
             if torch_path else None
 
     def _layer_index(self, name_or_index):

@@ -40,9 +40,10 @@ class DeviceKv:
     torch path: the pikv.KvLayout that describes them (checked as any) and
     each layer viewed as (plane, block, offset, head, dim)."""
 
-    def __init__(self, layers, layout=None, axes=None):
+    def __init__(self, layers, layout=None, axes=None, described=None):
+        """`described`: the pikv.KvLayout already made of these layers."""
         layers = list(layers)
-        self.layout = kv_layout(layers, layout=layout, axes=axes)
+        self.layout = described or kv_layout(layers, layout=layout, axes=axes)
         order = self.layout.axes
         self.mla = "p" not in order
         canonical = "bod" if self.mla else "pbohd"
@@ -71,8 +72,10 @@ class DeviceKv:
     def gather(self, slots):
         """The slots' K and V, (layers, planes, tokens, heads, dim), contiguous,
         in the cache dtype, on the device: a chunk object's payload order."""
-        b, o = self.index(slots)
-        return torch.stack([v[:, b, o] for v in self.views])
+        out, index = self.empty_payload(len(slots)), self.index(slots)
+        for layer in range(len(self.views)):
+            self.gather_layer(layer, index, out)
+        return out
 
     def empty_payload(self, tokens):
         """Room on the device for gather_layer to fill: a chunk of `tokens`."""
@@ -101,21 +104,17 @@ def _view_payload(obj, tables):
 
 
 def rotate(k, cos, sin, rotary, offset, neox):
-    """k (tokens, heads, dim) in fp32, its dims offset..offset+rotary rotated by
-    (cos, sin) of shape (1 or tokens, rotary / 2): the C++ kernels' math."""
+    """Rotates k (tokens, heads, dim), fp32, in place: its dims
+    offset..offset+rotary by (cos, sin) of shape (1 or tokens, rotary / 2),
+    the C++ kernels' math. Returns k."""
     half = rotary // 2
     part = k[..., offset:offset + rotary]
     a, b = (part[..., :half], part[..., half:]) if neox else (part[..., 0::2], part[..., 1::2])
     c, s = cos[:, None, :], sin[:, None, :]
-    ra, rb = a * c - b * s, b * c + a * s
-    out = k.clone()
-    if neox:
-        out[..., offset:offset + half] = ra
-        out[..., offset + half:offset + rotary] = rb
-    else:
-        out[..., offset:offset + rotary:2] = ra
-        out[..., offset + 1:offset + rotary:2] = rb
-    return out
+    ra, rb = a * c - b * s, b * c + a * s  # both computed before either is written
+    a.copy_(ra)
+    b.copy_(rb)
+    return k
 
 
 @dataclass

@@ -214,6 +214,8 @@ class Client {
   // `sys_key`); InvalidArgument when `key` is not KeyOf(tokens, sys_key).
   Result<KeyNamespace> NamespaceOfKey(const ChunkKey& key, std::span<const int32_t> tokens,
                                       const ChunkKey* sys_key) const;
+  // The object of header `h` over `payload`, built on the heap.
+  static Result<SharedBuffer> ObjectOf(const ChunkHeader& h, std::span<const uint8_t> payload);
   // The object header of a chunk this client stores.
   ChunkHeader MakeHeader(const ChunkKey& key, const KeyNamespace& ns,
                          std::span<const int32_t> tokens, int64_t virtual_start) const;
