@@ -12,6 +12,7 @@
 #include "pikv/common/units.h"
 #include "pikv/common/version.h"
 #include "pikv/controller/controller_server.h"
+#include "pikv/coord/etcd_client.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"pikv-controller: global registry of KV chunks, node lifecycle, locate and admin"};
@@ -25,6 +26,16 @@ int main(int argc, char** argv) {
   config.Declare("suspect-after", K::kDuration, "2500ms", "Silence before a node is suspect");
   config.Declare("dead-after", K::kDuration, "5s",
                  "Silence before a node is dead and its entries removed");
+  config.Declare("etcd", K::kString, "",
+                 "etcd members (host:port,...) that elect the leader among standbys (empty: run "
+                 "alone)");
+  config.Declare("cluster", K::kString, "pikv", "Cluster name: the etcd keys pikv/<cluster>/...");
+  config.Declare("lease-ttl", K::kDuration, "3s",
+                 "Leader lease (whole seconds, 2-60): failover takes about this long");
+  config.Declare("advertise", K::kString, "",
+                 "Endpoint other processes dial this controller at (default: as bound)");
+  config.Declare("advertise-http", K::kString, "",
+                 "HTTP address to publish for this controller (default: as bound)");
   pikv::DeclareCurveSettings(config);
   config.Declare("log-level", K::kString, "info", "trace, debug, info, warn, error");
   pikv::ConfigFlags flags;
@@ -46,6 +57,18 @@ int main(int argc, char** argv) {
   options.endpoint = config.String("endpoint");
   options.http = config.String("http");
   options.lifecycle = {config.Duration("suspect-after"), config.Duration("dead-after")};
+  if (!config.String("etcd").empty()) {
+    auto etcd = pikv::coord::EtcdClient::ParseEndpoints(config.String("etcd"));
+    if (!etcd.ok()) {
+      std::cerr << "pikv-controller: " << etcd.status().message() << "\n";
+      return 2;
+    }
+    options.etcd = std::move(*etcd);
+  }
+  options.cluster = config.String("cluster");
+  options.lease_ttl = config.Duration("lease-ttl");
+  options.advertise = config.String("advertise");
+  options.advertise_http = config.String("advertise-http");
   const std::string log_level = config.String("log-level");
   spdlog::set_default_logger(spdlog::stderr_color_mt("pikv-controller"));
   spdlog::set_level(spdlog::level::from_str(log_level));

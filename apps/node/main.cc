@@ -50,7 +50,8 @@ pikv::Config NodeConfig() {
             "Frames a P2P pull asks its peer to stream objects in (0: one frame per object)");
   c.Declare("max-object-size", K::kSize, "1GiB", "Largest chunk object accepted");
   c.Declare("controller", K::kString, "tcp://127.0.0.1:7300",
-            "Controller endpoint to report to (empty: none)");
+            "Controller to report to: an endpoint, a list tcp://a,tcp://b of standbys, or "
+            "etcd://h1:2379,h2:2379[/cluster] (empty: none)");
   c.Declare("heartbeat-interval", K::kDuration, "1s", "Heartbeat period");
   c.Declare("host", K::kString, "",
             "Host name reported to the controller (default: this machine's)");

@@ -76,11 +76,30 @@ inline void PrintLocate(const json& j) {
   t.Print(std::cout);
 }
 
+// The controllers' line of a health document: who leads, at which epoch,
+// its lease, the standbys (a controller older than leadership prints none).
+inline void PrintLeadership(const json& j) {
+  if (!j.contains(admin::kRole)) return;
+  const std::string role = Str(j, admin::kRole);
+  if (role == "alone") {
+    std::cout << "controller: alone (no standbys), epoch " << Str(j, admin::kEpoch) << "\n";
+    return;
+  }
+  std::cout << "controller: leader " << Str(j, admin::kLeader) << ", epoch "
+            << Str(j, admin::kEpoch) << ", lease " << j.at(admin::kLeaseLeftMs) << " of "
+            << j.at(admin::kLeaseTtlMs) << " ms left; standbys:";
+  const auto& standbys = j.at(admin::kStandbys);
+  for (const auto& s : standbys) std::cout << " " << s.get<std::string>();
+  if (standbys.empty()) std::cout << " none";
+  std::cout << "\n";
+}
+
 // Returns the exit code: 0 when the cluster is healthy.
 inline int PrintHealth(const json& j) {
   std::cout << "status: " << Str(j, admin::kStatus) << " (" << j.at(admin::kNodesAlive)
             << " alive, " << j.at(admin::kNodesSuspect) << " suspect, " << j.at(admin::kNodesDead)
             << " dead)\n";
+  PrintLeadership(j);
   return Str(j, admin::kStatus) == "ok" ? 0 : 1;
 }
 

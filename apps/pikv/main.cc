@@ -19,6 +19,7 @@
 namespace {
 
 using nlohmann::json;
+using pikv::cli::PrintLeadership;
 using pikv::cli::PrintLocate;
 using pikv::cli::PrintNodes;
 using pikv::cli::PrintStats;
@@ -89,7 +90,10 @@ int main(int argc, char** argv) {
   CLI::App* admin =
       app.add_subcommand("admin", "Query and administer the cluster through its controller");
   admin->require_subcommand(1);
-  admin->add_option("--controller", controller, "Controller endpoint (env PIKV_CONTROLLER)")
+  admin
+      ->add_option("--controller", controller,
+                   "Controller: an endpoint, a list, or etcd://h1:2379,...[/cluster] (env "
+                   "PIKV_CONTROLLER)")
       ->capture_default_str();
   admin->add_option("--timeout", timeout, "How long to wait for the controller")
       ->capture_default_str();
@@ -230,6 +234,8 @@ int main(int argc, char** argv) {
   try {
     if (nodes->parsed()) {
       PrintNodes(j);
+      if (auto health = client.Json(pikv::MsgType::kAdminHealth); health.ok())
+        PrintLeadership(json::parse(*health, nullptr, /*allow_exceptions=*/false));
     } else if (stats->parsed()) {
       PrintStats(j);
     } else if (health->parsed()) {

@@ -2,6 +2,7 @@
 
 #include <map>
 
+#include "pikv/coord/controller_finder.h"
 #include "pikv/proto/checksum.h"
 #include "pikv/proto/chunk_object.h"
 #include "pikv/proto/local_channel.h"
@@ -68,7 +69,7 @@ Status CheckClientSecurity(const ClientOptions& o) {
       return InvalidArgument("security on with a tcp local node needs local-node-id");
     if (auto keys = o.security->ForNode(o.local_node_id); !keys.ok()) return keys.status();
   }
-  if (UsesCurve(o.controller)) {
+  if (coord::DialsTcp(o.controller)) {
     if (auto keys = o.security->ForController(); !keys.ok()) return keys.status();
   }
   return Status::Ok();
@@ -84,9 +85,13 @@ Client::Client(ClientOptions options)
     if (options_.zero_copy) conn_->zero_copy_path = ZeroCopySocketFor(options_.local_node);
   }
   if (!options_.controller.empty()) {
-    conn_->controller =
-        std::make_unique<rpc::AdminClient>(options_.controller, options_.controller_timeout,
-                                           CurveFor(options_, options_.controller, nullptr));
+    // A list or etcd:// spec names tcp controllers: CURVE when security is on.
+    std::optional<CurveClientKeys> curve;
+    if (options_.security && coord::DialsTcp(options_.controller)) {
+      if (auto keys = options_.security->ForController(); keys.ok()) curve = std::move(*keys);
+    }
+    conn_->controller = std::make_unique<rpc::AdminClient>(
+        options_.controller, options_.controller_timeout, std::move(curve));
   }
 }
 

@@ -17,7 +17,8 @@ Result<ClientOptions> LoadClientOptions(const std::string& path, Config* config_
   Config c;
   c.Declare("local-node", K::kString, "tcp://127.0.0.1:7400", "This host's node");
   c.Declare("controller", K::kString, "tcp://127.0.0.1:7300",
-            "The controller (empty: local-only plans)");
+            "The controller: an endpoint, a list of standbys, or etcd://h1:2379,...[/cluster] "
+            "(empty: local-only plans)");
   c.Declare("host", K::kString, "", "This host's name, for locate's ranking");
   c.Declare("model-id", K::kString, "", "Model id of the key namespace");
   c.Declare("model-config", K::kString, "",

@@ -30,6 +30,8 @@ std::string_view ErrorCodeName(ErrorCode code) {
       return "internal";
     case ErrorCode::kPermissionDenied:
       return "permission_denied";
+    case ErrorCode::kNotLeader:
+      return "not_leader";
     case ErrorCode::kProtocol:
       return "protocol";
   }

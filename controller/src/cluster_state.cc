@@ -57,6 +57,18 @@ ClusterState::ClusterState(Options options, uint64_t epoch) : options_(options),
   nodes_[0].state = NodeState::kGone;
 }
 
+void ClusterState::Reset(uint64_t epoch) {
+  MutexLock lock(mu_);
+  for (size_t i = 0; i < nodes_.size(); ++i) registry_.RemoveNode(static_cast<uint16_t>(i));
+  nodes_.assign(1, Node{});
+  nodes_[0].reg.id = "(shared remote tier)";
+  nodes_[0].state = NodeState::kGone;
+  ids_.clear();
+  free_.clear();
+  events_applied_ = events_ignored_ = gaps_ = resyncs_ = deaths_ = rate_events_ = 0;
+  epoch_.store(epoch, std::memory_order_release);
+}
+
 ClusterState::Node* ClusterState::LiveLocked(const std::string& id, uint64_t incarnation) {
   auto it = ids_.find(id);
   if (it == ids_.end()) return nullptr;

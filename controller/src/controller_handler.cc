@@ -21,7 +21,7 @@ std::vector<ControllerHandler::Outgoing> ControllerHandler::Reject(const std::st
     h.reason = why.message();
   }
   spdlog::debug("controller: rejected a request: {}", why.ToString());
-  return {{identity, std::move(h)}};
+  return {{identity, std::move(h), {}}};
 }
 
 std::vector<ControllerHandler::Outgoing> ControllerHandler::Handle(const std::string& identity,
@@ -39,6 +39,7 @@ std::vector<ControllerHandler::Outgoing> ControllerHandler::Handle(const std::st
   }
   if (payload_frames > 0)
     return Reject(identity, &h, InvalidArgument("the controller takes no payload frames"));
+  if (!Leading(now)) return {{identity, NotLeader(h, now), {}}};
   std::vector<Outgoing> out;
   Apply(identity, h, now, out);
   return out;
@@ -66,105 +67,63 @@ Status ControllerHandler::Authorize(const CurvePeer* sender, const Header& h) {
   }
 }
 
+bool ControllerHandler::Leading(Clock::time_point now) {
+  if (!election_) return true;
+  const int64_t epoch = election_->LeaderEpoch(now);
+  if (epoch == 0) {
+    if (state_.epoch() != 0) {
+      spdlog::warn("controller: standing by; the registry of epoch {} is dropped", state_.epoch());
+      state_.Reset(0);
+      identities_.clear();
+      step_downs_++;
+    }
+    return false;
+  }
+  if (static_cast<uint64_t>(epoch) != state_.epoch()) {
+    // A new leadership starts empty: the nodes see the new epoch, register
+    // and send their inventories, as after a restart.
+    spdlog::info("controller: leading at epoch {}; the nodes report afresh", epoch);
+    state_.Reset(static_cast<uint64_t>(epoch));
+    identities_.clear();
+    leaderships_++;
+  }
+  return true;
+}
+
+Header ControllerHandler::NotLeader(const Header& request, Clock::time_point now) const {
+  const ElectionView view = election_->View(now);
+  Header reply =
+      ReplyTo(request, ErrorCode::kNotLeader,
+              view.current.endpoint.empty() ? "no leader elected yet"
+                                            : "not the leader: " + view.current.endpoint);
+  reply.fields[kLeaderField] = view.current.endpoint;
+  reply.fields[kLeaderEpochField] = view.current.epoch;
+  return reply;
+}
+
+void ControllerHandler::Stamp(Header& h) const {
+  h.fields[kEpochField] = std::to_string(state_.epoch());
+  if (election_) h.fields[kElectedField] = int64_t{1};
+}
+
 void ControllerHandler::Apply(const std::string& identity, const Header& h, Clock::time_point now,
                               std::vector<Outgoing>& out) {
-  const std::string node_id = FieldString(h.fields, "node_id");
-  const uint64_t incarnation = static_cast<uint64_t>(FieldInt(h.fields, "incarnation"));
-  auto resync = [&] {
-    Header r;
-    r.type = MsgType::kResync;
-    out.push_back({identity, std::move(r)});
-  };
   Header reply = ReplyTo(h);
   std::string document;  // an admin reply's JSON, sent as its payload frame
   switch (h.type) {
-    case MsgType::kRegister: {
-      NodeRegistration reg{
-          node_id,
-          FieldString(h.fields, "host"),
-          FieldString(h.fields, "tcp"),
-          FieldString(h.fields, "ipc"),
-          incarnation,
-          static_cast<uint64_t>(std::max<int64_t>(0, FieldInt(h.fields, "cpu_capacity"))),
-          static_cast<uint64_t>(std::max<int64_t>(0, FieldInt(h.fields, "disk_capacity")))};
-      auto index = state_.Register(reg, now);
-      if (!index.ok()) {
-        out = Reject(identity, &h, index.status());
-        return;
-      }
-      identities_[node_id] = identity;
-      reply.fields["epoch"] = std::to_string(state_.epoch());
-      reply.fields["node_index"] = int64_t{*index};
-      spdlog::info("node {} registered (incarnation {}, {})", node_id, incarnation, reg.tcp);
+    case MsgType::kRegister:
+    case MsgType::kHeartbeat:
+    case MsgType::kDeregister:
+      if (!OnNodeRequest(identity, h, now, reply, out)) return;
       break;
-    }
-    case MsgType::kHeartbeat: {
-      Status s = state_.Heartbeat(node_id, incarnation, h.fields, now);
-      if (s.ok()) {
-        identities_[node_id] = identity;
-        // An inventory that never arrived (lost part, lost kResync) is asked for again.
-        if (state_.TakeResyncRequest(node_id, incarnation, now)) {
-          spdlog::warn("node {}: inventory overdue, asking again", node_id);
-          reply.fields["resync"] = int64_t{1};
-        }
-      }
-      reply.status = s.code();
-      reply.reason = s.message();
-      reply.fields["epoch"] = std::to_string(state_.epoch());
+    case MsgType::kEvents:
+    case MsgType::kInventory:
+      OnNodeReport(identity, h, now, out);
+      return;  // events and inventories get no reply
+    case MsgType::kLocate:
+      AnswerLocate(h, reply);
+      if (FieldInt(h.fields, admin::kJsonField)) document = LocateJson(h.keys, AllCopies(h));
       break;
-    }
-    case MsgType::kEvents: {
-      auto seq = static_cast<uint64_t>(FieldInt(h.fields, "seq"));
-      if (state_.ApplyEvents(node_id, incarnation, seq, h.keys, h.values, now) ==
-          ClusterState::Outcome::kNeedResync) {
-        spdlog::warn("node {}: event sequence gap at {}, asking for a resync", node_id, seq);
-        resync();
-      }
-      return;  // events get no reply
-    }
-    case MsgType::kInventory: {
-      if (state_.ApplyInventory(
-              node_id, incarnation, static_cast<uint64_t>(FieldInt(h.fields, "seq")),
-              static_cast<uint64_t>(FieldInt(h.fields, "part")), FieldInt(h.fields, "final") != 0,
-              h.keys, h.values, now) == ClusterState::Outcome::kNeedResync) {
-        spdlog::warn("node {}: inventory part missing, asking for it again", node_id);
-        resync();
-      }
-      return;
-    }
-    case MsgType::kDeregister: {
-      Status s = state_.Deregister(node_id, incarnation);
-      reply.status = s.code();
-      reply.reason = s.message();
-      if (s.ok()) spdlog::info("node {} deregistered", node_id);
-      break;
-    }
-    case MsgType::kLocate: {
-      std::map<uint16_t, const Replica*> referenced;
-      std::vector<std::vector<Replica>> all;
-      const std::string host = FieldString(h.fields, "host");
-      for (const auto& k : h.keys) {
-        all.push_back(state_.Locate(k, host));
-        // The cheapest few: what a reader needs, and a reply every client can decode.
-        if (all.back().size() > kMaxLocateCopies) all.back().resize(kMaxLocateCopies);
-      }
-      for (const auto& replicas : all) {
-        reply.values.push_back(static_cast<int64_t>(replicas.size()));
-        for (const auto& r : replicas) {
-          reply.values.push_back(r.location.Code());
-          referenced[r.location.node] = &r;
-        }
-      }
-      for (const auto& [index, r] : referenced) {
-        const std::string p = "n" + std::to_string(index) + ".";
-        reply.fields[p + "id"] = r->node_id;
-        reply.fields[p + "host"] = r->host;
-        reply.fields[p + "tcp"] = r->tcp;
-        reply.fields[p + "ipc"] = r->ipc;
-      }
-      if (FieldInt(h.fields, admin::kJsonField)) document = LocateJson(h.keys, all);
-      break;
-    }
     case MsgType::kAdminNodes:
       document = NodesJson(state_, now);
       break;
@@ -172,31 +131,18 @@ void ControllerHandler::Apply(const std::string& identity, const Header& h, Cloc
       document = StatsJson(state_, now);
       break;
     case MsgType::kAdminHealth:
-      document = HealthJson(state_, now);
+      document = HealthJson(state_, now, LeadershipOf(now));
       break;
     case MsgType::kAdminClear:
     case MsgType::kAdminPin:
     case MsgType::kAdminUnpin:
     case MsgType::kAdminEvict: {
-      Header command;
-      command.type = h.type == MsgType::kAdminClear   ? MsgType::kClear
-                     : h.type == MsgType::kAdminPin   ? MsgType::kPin
-                     : h.type == MsgType::kAdminUnpin ? MsgType::kUnpin
-                                                      : MsgType::kDelete;
-      command.keys = h.keys;
-      std::vector<std::string> sent;
-      for (const auto& [index, id] :
-           state_.LiveNodes(h.type == MsgType::kAdminClear ? node_id : "")) {
-        auto it = identities_.find(id);
-        if (it == identities_.end()) continue;
-        out.push_back({it->second, command});
-        sent.push_back(id);
-      }
-      if (h.type == MsgType::kAdminClear && !node_id.empty() && sent.empty()) {
-        out = Reject(identity, &h, NotFound("no live node " + node_id));
+      auto sent = Forward(h, out);
+      if (!sent.ok()) {
+        out = Reject(identity, &h, sent.status());
         return;
       }
-      document = ForwardedJson(sent, h.keys.size());
+      document = ForwardedJson(*sent, h.keys.size());
       break;
     }
     default:
@@ -213,7 +159,144 @@ void ControllerHandler::Apply(const std::string& identity, const Header& h, Cloc
   out.push_back(std::move(answer));
 }
 
+bool ControllerHandler::OnNodeRequest(const std::string& identity, const Header& h,
+                                      Clock::time_point now, Header& reply,
+                                      std::vector<Outgoing>& out) {
+  const std::string node_id = FieldString(h.fields, "node_id");
+  const uint64_t incarnation = static_cast<uint64_t>(FieldInt(h.fields, "incarnation"));
+  Stamp(reply);
+  if (h.type == MsgType::kRegister) {
+    NodeRegistration reg{
+        node_id,
+        FieldString(h.fields, "host"),
+        FieldString(h.fields, "tcp"),
+        FieldString(h.fields, "ipc"),
+        incarnation,
+        static_cast<uint64_t>(std::max<int64_t>(0, FieldInt(h.fields, "cpu_capacity"))),
+        static_cast<uint64_t>(std::max<int64_t>(0, FieldInt(h.fields, "disk_capacity")))};
+    auto index = state_.Register(reg, now);
+    if (!index.ok()) {
+      out = Reject(identity, &h, index.status());
+      return false;
+    }
+    identities_[node_id] = identity;
+    reply.fields["node_index"] = int64_t{*index};
+    spdlog::info("node {} registered (incarnation {}, {})", node_id, incarnation, reg.tcp);
+    return true;
+  }
+  if (h.type == MsgType::kHeartbeat) {
+    Status s = state_.Heartbeat(node_id, incarnation, h.fields, now);
+    if (s.ok()) {
+      identities_[node_id] = identity;
+      // An inventory that never arrived (lost part, lost kResync) is asked for again.
+      if (state_.TakeResyncRequest(node_id, incarnation, now)) {
+        spdlog::warn("node {}: inventory overdue, asking again", node_id);
+        reply.fields["resync"] = int64_t{1};
+      }
+    }
+    reply.status = s.code();
+    reply.reason = s.message();
+    return true;
+  }
+  Status s = state_.Deregister(node_id, incarnation);
+  reply.status = s.code();
+  reply.reason = s.message();
+  if (s.ok()) spdlog::info("node {} deregistered", node_id);
+  return true;
+}
+
+void ControllerHandler::OnNodeReport(const std::string& identity, const Header& h,
+                                     Clock::time_point now, std::vector<Outgoing>& out) {
+  const std::string node_id = FieldString(h.fields, "node_id");
+  const uint64_t incarnation = static_cast<uint64_t>(FieldInt(h.fields, "incarnation"));
+  const auto seq = static_cast<uint64_t>(FieldInt(h.fields, "seq"));
+  const bool gap = h.type == MsgType::kEvents
+                       ? state_.ApplyEvents(node_id, incarnation, seq, h.keys, h.values, now) ==
+                             ClusterState::Outcome::kNeedResync
+                       : state_.ApplyInventory(node_id, incarnation, seq,
+                                               static_cast<uint64_t>(FieldInt(h.fields, "part")),
+                                               FieldInt(h.fields, "final") != 0, h.keys, h.values,
+                                               now) == ClusterState::Outcome::kNeedResync;
+  if (!gap) return;
+  spdlog::warn("node {}: {} at {}, asking for a resync", node_id,
+               h.type == MsgType::kEvents ? "event sequence gap" : "inventory part missing", seq);
+  Header resync;
+  resync.type = MsgType::kResync;
+  Stamp(resync);
+  out.push_back({identity, std::move(resync), {}});
+}
+
+std::vector<std::vector<Replica>> ControllerHandler::AllCopies(const Header& h) const {
+  std::vector<std::vector<Replica>> all;
+  const std::string host = FieldString(h.fields, "host");
+  for (const auto& k : h.keys) {
+    all.push_back(state_.Locate(k, host));
+    // The cheapest few: what a reader needs, and a reply every client can decode.
+    if (all.back().size() > kMaxLocateCopies) all.back().resize(kMaxLocateCopies);
+  }
+  return all;
+}
+
+void ControllerHandler::AnswerLocate(const Header& h, Header& reply) const {
+  std::map<uint16_t, const Replica*> referenced;
+  const auto all = AllCopies(h);
+  for (const auto& replicas : all) {
+    reply.values.push_back(static_cast<int64_t>(replicas.size()));
+    for (const auto& r : replicas) {
+      reply.values.push_back(r.location.Code());
+      referenced[r.location.node] = &r;
+    }
+  }
+  for (const auto& [index, r] : referenced) {
+    const std::string p = "n" + std::to_string(index) + ".";
+    reply.fields[p + "id"] = r->node_id;
+    reply.fields[p + "host"] = r->host;
+    reply.fields[p + "tcp"] = r->tcp;
+    reply.fields[p + "ipc"] = r->ipc;
+  }
+}
+
+Result<std::vector<std::string>> ControllerHandler::Forward(const Header& h,
+                                                            std::vector<Outgoing>& out) const {
+  const std::string node_id = FieldString(h.fields, "node_id");
+  Header command;
+  command.type = h.type == MsgType::kAdminClear   ? MsgType::kClear
+                 : h.type == MsgType::kAdminPin   ? MsgType::kPin
+                 : h.type == MsgType::kAdminUnpin ? MsgType::kUnpin
+                                                  : MsgType::kDelete;
+  command.keys = h.keys;
+  Stamp(command);
+  std::vector<std::string> sent;
+  for (const auto& [index, id] : state_.LiveNodes(h.type == MsgType::kAdminClear ? node_id : "")) {
+    auto it = identities_.find(id);
+    if (it == identities_.end()) continue;
+    out.push_back({it->second, command, {}});
+    sent.push_back(id);
+  }
+  if (h.type == MsgType::kAdminClear && !node_id.empty() && sent.empty())
+    return NotFound("no live node " + node_id);
+  return sent;
+}
+
+Leadership ControllerHandler::LeadershipOf(Clock::time_point now) const {
+  Leadership l;
+  l.leaderships = leaderships_;
+  l.step_downs = step_downs_;
+  if (!election_) return l;
+  const ElectionView v = election_->View(now);
+  l.role = v.leader ? "leader" : "standby";
+  l.leader = v.current.endpoint;
+  l.lease_ttl_ms = election_->options().ttl.count();
+  l.lease_left_ms = v.lease_left.count();
+  l.last_failover_seconds = v.last_failover_seconds;
+  for (const auto& m : v.members) {
+    if (m.endpoint != l.leader) l.standbys.push_back(m.endpoint);
+  }
+  return l;
+}
+
 void ControllerHandler::Tick(Clock::time_point now) {
+  if (!Leading(now)) return;
   auto changes = state_.Tick(now);
   for (const auto& id : changes.died) spdlog::warn("node {} is dead: its entries were removed", id);
   for (const auto& id : changes.forgotten) identities_.erase(id);

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <map>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
 
@@ -54,7 +55,8 @@ Result<std::unique_ptr<ControllerServer>> ControllerServer::Start(ControllerOpti
   std::unique_ptr<ControllerServer> server(new ControllerServer());
   server->options_ = options;
   std::random_device rd;
-  const uint64_t epoch = (uint64_t{rd()} << 32 | rd()) & INT64_MAX;
+  // Alone, a random epoch tells nodes of a restart; elected, the election's.
+  const uint64_t epoch = options.etcd.empty() ? (uint64_t{rd()} << 32 | rd()) & INT64_MAX : 0;
   server->state_ = std::make_unique<ClusterState>(options.lifecycle, epoch);
   server->handler_ = std::make_unique<ControllerHandler>(*server->state_, options.limits);
   auto loop = std::make_unique<Loop>();
@@ -74,15 +76,46 @@ Result<std::unique_ptr<ControllerServer>> ControllerServer::Start(ControllerOpti
   } catch (const zmq::error_t& e) {
     return IoError("bind " + options.endpoint + ": " + e.what());
   }
-  ClusterState* state = server->state_.get();
   ControllerServer* self = server.get();
+  if (Status s = server->StartHttp(*loop); !s.ok()) return s;
+  if (!options.etcd.empty()) {
+    ElectionOptions e;
+    e.etcd = options.etcd;
+    e.cluster = options.cluster;
+    e.ttl = options.lease_ttl;
+    e.endpoint = options.advertise.empty() ? server->endpoint_ : options.advertise;
+    e.http = options.advertise_http.empty() ? server->http_address_ : options.advertise_http;
+    if (e.endpoint.find("0.0.0.0") != std::string::npos ||
+        e.endpoint.find('*') != std::string::npos)
+      return InvalidArgument("bound to a wildcard address: give the endpoint to advertise");
+    auto election = LeaderElection::Start(std::move(e));
+    if (!election.ok()) return election.status();
+    server->election_ = std::move(*election);
+    server->handler_->Follow(server->election_.get());
+  }
+  server->loop_ = std::move(loop);
+  server->loop_->thread = std::thread([self] { self->Run(); });
+  spdlog::info(
+      "controller {} on {} ({})",
+      server->election_ ? "standing for leader of '" + options.cluster + "'"
+                        : "epoch " + std::to_string(epoch),
+      server->endpoint_,
+      secure ? "CURVE: keyring of " + std::to_string(options.security->keyring.size()) + " keys"
+             : "security off");
+  return server;
+}
+
+Status ControllerServer::StartHttp(Loop& loop) {
+  const ControllerOptions& options = options_;
+  ClusterState* state = state_.get();
+  ControllerServer* self = this;
   if (!options.http.empty()) {
     const auto json = [](std::string body) {
       return http::Response{200, "application/json", std::move(body)};
     };
     std::map<std::string, http::Handler> routes;
-    routes["/healthz"] = [state, json](const http::Request&) {
-      return json(HealthJson(*state, Clock::now()));
+    routes["/healthz"] = [state, self, json](const http::Request&) {
+      return json(HealthJson(*state, Clock::now(), self->leadership()));
     };
     routes["/nodes"] = [state, json](const http::Request&) {
       return json(NodesJson(*state, Clock::now()));
@@ -91,7 +124,7 @@ Result<std::unique_ptr<ControllerServer>> ControllerServer::Start(ControllerOpti
       return json(StatsJson(*state, Clock::now()));
     };
     routes["/metrics"] = [state, self](const http::Request&) {
-      std::string text = MetricsText(*state, Clock::now());
+      std::string text = MetricsText(*state, Clock::now(), self->leadership());
       text +=
           "# HELP pikv_controller_rejected_requests_total Malformed, oversized or unknown "
           "requests.\n";
@@ -100,7 +133,12 @@ Result<std::unique_ptr<ControllerServer>> ControllerServer::Start(ControllerOpti
               std::to_string(self->handler_->rejected()) + "\n";
       return http::Response{200, "text/plain; version=0.0.4", std::move(text)};
     };
-    routes["/locate"] = [state, json](const http::Request& req) {
+    routes["/locate"] = [state, self, json](const http::Request& req) {
+      if (const Leadership l = self->leadership(); l.role == "standby") {
+        auto r = json(nlohmann::json{{"error", "not the leader"}, {"leader", l.leader}}.dump());
+        r.status = 503;
+        return r;
+      }
       auto keys = ParseKeyList(req.Param("key"));
       if (!keys.ok()) {
         auto r = json(R"({"error":"key must be 1-4096 keys of 32 hex digits, comma-separated"})");
@@ -113,17 +151,13 @@ Result<std::unique_ptr<ControllerServer>> ControllerServer::Start(ControllerOpti
     };
     auto http = http::Server::Start({options.http}, std::move(routes));
     if (!http.ok()) return http.status();
-    server->http_address_ = (*http)->address();
-    loop->http = std::move(*http);
+    http_address_ = (*http)->address();
+    loop.http = std::move(*http);
   }
-  server->loop_ = std::move(loop);
-  server->loop_->thread = std::thread([self] { self->Run(); });
-  spdlog::info(
-      "controller epoch {} on {} ({})", epoch, server->endpoint_,
-      secure ? "CURVE: keyring of " + std::to_string(options.security->keyring.size()) + " keys"
-             : "security off");
-  return server;
+  return Status::Ok();
 }
+
+Leadership ControllerServer::leadership() const { return handler_->LeadershipOf(Clock::now()); }
 
 ControllerServer::~ControllerServer() { Stop(); }
 
@@ -132,6 +166,7 @@ uint64_t ControllerServer::rejected() const { return handler_->rejected(); }
 void ControllerServer::Stop() {
   if (!loop_ || loop_->stopping.exchange(true)) return;
   if (loop_->thread.joinable()) loop_->thread.join();
+  if (election_) election_->Stop();  // revokes the lease: a standby takes over at once
   if (loop_->http) loop_->http->Stop();
   loop_->router.close();
 }

@@ -125,14 +125,22 @@ std::string StatsJson(const ClusterState& state, Clock::time_point now) {
   return Dump(out);
 }
 
-std::string HealthJson(const ClusterState& state, Clock::time_point now) {
+std::string HealthJson(const ClusterState& state, Clock::time_point now,
+                       const Leadership& leadership) {
   ClusterStats s = state.Stats(now);
-  const bool degraded = s.nodes_suspect > 0 || s.nodes_alive == 0;
+  const bool degraded = s.nodes_suspect > 0 || s.nodes_alive == 0 || leadership.role == "standby";
   return Dump(json{{admin::kStatus, degraded ? "degraded" : "ok"},
                    {admin::kEpoch, std::to_string(state.epoch())},
                    {admin::kNodesAlive, s.nodes_alive},
                    {admin::kNodesSuspect, s.nodes_suspect},
-                   {admin::kNodesDead, s.nodes_dead}});
+                   {admin::kNodesDead, s.nodes_dead},
+                   {admin::kRole, leadership.role},
+                   {admin::kLeader, leadership.leader},
+                   {admin::kStandbys, leadership.standbys},
+                   {admin::kLeaseTtlMs, leadership.lease_ttl_ms},
+                   {admin::kLeaseLeftMs, leadership.lease_left_ms},
+                   {admin::kLeaderships, leadership.leaderships},
+                   {admin::kLastFailoverSeconds, leadership.last_failover_seconds}});
 }
 
 std::string LocateJson(const std::vector<ChunkKey>& keys,
@@ -156,7 +164,8 @@ std::string ForwardedJson(const std::vector<std::string>& node_ids, size_t keys)
   return Dump(json{{admin::kForwardedTo, node_ids}, {admin::kKeys, keys}});
 }
 
-std::string MetricsText(const ClusterState& state, Clock::time_point now) {
+std::string MetricsText(const ClusterState& state, Clock::time_point now,
+                        const Leadership& leadership) {
   ClusterStats s = state.Stats(now);
   std::ostringstream m;
   auto gauge = [&](const char* name, const char* help, double v, const std::string& labels = "") {
@@ -187,6 +196,17 @@ std::string MetricsText(const ClusterState& state, Clock::time_point now) {
           s.gaps);
   counter("pikv_controller_resyncs_total", "Full node inventories applied.", s.resyncs);
   counter("pikv_controller_node_deaths_total", "Nodes declared dead.", s.deaths);
+  gauge("pikv_controller_leader", "1 while this controller leads (or runs alone), 0 standing by.",
+        leadership.role == "standby" ? 0 : 1);
+  gauge("pikv_controller_epoch", "The epoch this controller serves (0 standing by).",
+        static_cast<double>(state.epoch()));
+  counter("pikv_controller_leaderships_total", "Times this controller became leader.",
+          leadership.leaderships);
+  counter("pikv_controller_step_downs_total", "Times this controller stopped leading.",
+          leadership.step_downs);
+  gauge("pikv_controller_last_failover_seconds",
+        "Its last win: seconds since the previous leader was last seen.",
+        leadership.last_failover_seconds);
   m << "# HELP pikv_controller_chunks Chunks per node and tier.\n# TYPE pikv_controller_chunks "
        "gauge\n";
   for (const auto& n : state.Nodes(now)) {

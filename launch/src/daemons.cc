@@ -26,16 +26,6 @@ bool IsExecutable(const fs::path& p) {
   return fs::is_regular_file(p, ec) && access(p.c_str(), X_OK) == 0;
 }
 
-// `name` in a directory of PATH, as a shell would find it.
-std::optional<std::string> FindOnPath(const std::string& name) {
-  const char* path = std::getenv("PATH");
-  std::stringstream dirs(path ? path : "");
-  for (std::string dir; std::getline(dirs, dir, ':');) {
-    if (!dir.empty() && IsExecutable(fs::path(dir) / name)) return (fs::path(dir) / name).string();
-  }
-  return std::nullopt;
-}
-
 std::unique_ptr<ChildProcess> Spawn(const std::string& binary, const std::vector<std::string>& args,
                                     const std::vector<std::string>& prefix) {
   if (prefix.empty()) return std::make_unique<ChildProcess>(binary, args);
@@ -79,6 +69,16 @@ bool PortAccepts(int port) {
 }
 
 }  // namespace
+
+// `name` in a directory of PATH, as a shell would find it.
+std::optional<std::string> FindOnPath(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::stringstream dirs(path ? path : "");
+  for (std::string dir; std::getline(dirs, dir, ':');) {
+    if (!dir.empty() && IsExecutable(fs::path(dir) / name)) return (fs::path(dir) / name).string();
+  }
+  return std::nullopt;
+}
 
 Result<std::string> FindDaemon(const std::string& name, const std::string& bin_dir) {
   if (!bin_dir.empty()) {

@@ -22,6 +22,18 @@ namespace pikv::node {
 
 namespace {
 
+// The controller spec, checked: each listed endpoint is tcp (etcd:// names
+// its leader at run time).
+Result<std::shared_ptr<coord::ControllerFinder>> FinderOf(const std::string& spec) {
+  auto finder = coord::ControllerFinder::Parse(spec);
+  if (!finder.ok()) return InvalidArgument("controller: " + finder.status().message());
+  for (const auto& endpoint : (*finder)->listed()) {
+    if (auto ep = ParseTcpEndpoint(endpoint); !ep.ok())
+      return InvalidArgument("controller: " + ep.status().message());
+  }
+  return finder;
+}
+
 using Clock = std::chrono::steady_clock;
 constexpr char kRepliesEndpoint[] = "inproc://pikv-node-replies";
 constexpr char kPullRepliesEndpoint[] = "inproc://pikv-node-pull-replies";
@@ -134,8 +146,9 @@ Result<std::unique_ptr<NodeServer>> NodeServer::Start(NodeOptions options) {
   if (auto s = CheckNodeId(options.node_id.empty() ? HostName() : options.node_id); !s.ok())
     return s;
   if (options.reporter) {
-    if (auto ep = ParseTcpEndpoint(options.reporter->controller); !ep.ok())
-      return InvalidArgument("controller: " + ep.status().message());
+    auto finder = FinderOf(options.reporter->controller);
+    if (!finder.ok()) return finder.status();
+    options.reporter->finder = std::move(*finder);
   }
   if (options.node_id.empty()) options.node_id = HostName();
   if (options.security && options.reporter) {
@@ -157,7 +170,7 @@ Result<std::unique_ptr<NodeServer>> NodeServer::Start(NodeOptions options) {
   if (!storage.ok()) return storage.status();
   server->storage_ = std::move(*storage);
   PullOptions pull;
-  if (options.reporter) pull.controller = options.reporter->controller;
+  if (options.reporter) pull.controller = options.reporter->finder;
   pull.stream_frame_bytes = options.pull_stream_frame;
   pull.security = options.security;
   server->handler_ =

@@ -60,6 +60,40 @@ Puller::Puller(storage::StorageManager& storage, std::string node_id, PullOption
       options_(std::move(options)),
       pool_(options_.max_idle_connections) {}
 
+Result<std::vector<std::vector<LocatedCopy>>> Puller::Locate(const std::vector<ChunkKey>& keys,
+                                                             Clock::time_point deadline) {
+  std::optional<CurveClientKeys> curve;
+  if (options_.security) {
+    auto dial = options_.security->ForController();
+    if (!dial.ok()) return dial.status();
+    curve = std::move(*dial);
+  }
+  // The leader, as the reporter follows it; a standby names the leader, once.
+  Status last = Unavailable("no controller found");
+  for (int attempt = 0; attempt < 2 && Left(deadline).count() > 0; ++attempt) {
+    const std::string endpoint = options_.controller->Current();
+    if (endpoint.empty()) break;
+    auto controller = pool_.Acquire(endpoint, curve);
+    Message locate;
+    locate.header.type = MsgType::kLocate;
+    locate.header.keys = keys;
+    auto answer = controller->Call(std::move(locate), Left(deadline));
+    if (answer.ok() && answer->header.status == ErrorCode::kNotLeader) {
+      options_.controller->Redirect(FieldString(answer->header.fields, kLeaderField));
+      last = Status(ErrorCode::kNotLeader, answer->header.reason);
+      continue;
+    }
+    if (!answer.ok() || answer->header.status != ErrorCode::kOk) {
+      controller.Discard();
+      return answer.ok() ? Status(answer->header.status, answer->header.reason) : answer.status();
+    }
+    auto decoded = DecodeLocateReply(answer->header, keys.size());
+    if (!decoded.ok()) controller.Discard();
+    return decoded;
+  }
+  return last;
+}
+
 Message Puller::Pull(const Header& request, Clock::time_point deadline) {
   const size_t n = request.keys.size();
   Message reply;
@@ -73,35 +107,12 @@ Message Puller::Pull(const Header& request, Clock::time_point deadline) {
   };
 
   // 1. Where are the keys? Only the controller's answer names peers.
-  std::vector<std::vector<LocatedCopy>> copies;
-  {
-    std::optional<CurveClientKeys> curve;
-    if (options_.security) {
-      auto keys = options_.security->ForController();
-      if (!keys.ok()) {
-        fail("controller: " + keys.status().ToString());
-        return reply;
-      }
-      curve = std::move(*keys);
-    }
-    auto controller = pool_.Acquire(options_.controller, curve);
-    Message locate;
-    locate.header.type = MsgType::kLocate;
-    locate.header.keys = request.keys;
-    auto answer = controller->Call(std::move(locate), Left(deadline));
-    if (!answer.ok() || answer->header.status != ErrorCode::kOk) {
-      controller.Discard();
-      fail("controller: " + (answer.ok() ? answer->header.reason : answer.status().ToString()));
-      return reply;
-    }
-    auto decoded = DecodeLocateReply(answer->header, n);
-    if (!decoded.ok()) {
-      controller.Discard();
-      fail("controller: " + decoded.status().ToString());
-      return reply;
-    }
-    copies = std::move(*decoded);
+  auto located = Locate(request.keys, deadline);
+  if (!located.ok()) {
+    fail("controller: " + located.status().ToString());
+    return reply;
   }
+  std::vector<std::vector<LocatedCopy>> copies = std::move(*located);
 
   // 2. One source per key: the preferred peer if it holds the key, else the
   // cheapest node that does; never this node, never the shared tier (the

@@ -23,6 +23,7 @@
 
 #include "peer_pool.h"
 #include "pikv/node/request_handler.h"
+#include "pikv/proto/locate_reply.h"
 #include "pikv/proto/message.h"
 #include "pikv/storage/storage_manager.h"
 
@@ -45,6 +46,9 @@ class Puller {
   Counters counters() const { return {objects_, failures_, streamed_objects_}; }
 
  private:
+  // Where `keys` are, from the leader controller.
+  Result<std::vector<std::vector<LocatedCopy>>> Locate(const std::vector<ChunkKey>& keys,
+                                                       Clock::time_point deadline);
   // Receives a streamed reply's hits into reserved arena space and commits
   // each (admitted[i] for keys[i]); false when the stream broke off or is
   // malformed.

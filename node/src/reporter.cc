@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <charconv>
 #include <random>
 
 #include "pikv/proto/location.h"
@@ -55,14 +56,6 @@ size_t EventQueue::size() const {
   return events_.size();
 }
 
-struct Reporter::Impl {
-  zmq::socket_t socket{ClientContext(), zmq::socket_type::dealer};
-  std::vector<zmq::message_t> frames;
-  std::string epoch;
-  uint64_t seq = 0;  // last event batch sent in this incarnation
-  std::mt19937_64 rng{std::random_device{}()};
-};
-
 Reporter::Reporter(ReporterOptions options, EventQueue& queue, storage::StorageManager& storage,
                    RequestHandler& handler, uint64_t capacity_cpu, uint64_t capacity_disk)
     : options_(std::move(options)),
@@ -85,188 +78,288 @@ void Reporter::Stop() {
   thread_.join();
 }
 
-void Reporter::Run() {
-  // Nothing may escape a thread: a failure is logged, and the controller
-  // sees this node go silent and dead instead of the process aborting.
-  try {
-    Report();
-  } catch (const std::exception& e) {
-    spdlog::critical("reporter thread failed: {}", e.what());
-  }
+std::string Reporter::controller() const {
+  std::lock_guard lock(controller_mu_);
+  return controller_;
 }
 
-void Reporter::Report() {
-  Impl impl;
-  impl.socket.set(zmq::sockopt::linger, 500);  // let the deregister go out
-  impl.socket.set(zmq::sockopt::reconnect_ivl, 100);
-  impl.socket.set(zmq::sockopt::reconnect_ivl_max, 2000);
-  if (options_.security) {
-    if (auto keys = options_.security->ForController(); keys.ok())
-      DialCurve(impl.socket.handle(), *keys);
-  }
-  impl.socket.connect(options_.controller);
+// The reporter thread's state: one connection to the controller it follows.
+class Reporter::Loop {
+ public:
+  explicit Loop(Reporter& r) : r_(r), o_(r.options_) {}
 
-  auto identity = [&](Header& h) {
-    h.fields["node_id"] = options_.node_id;
-    h.fields["incarnation"] = static_cast<int64_t>(incarnation_);
-  };
-  auto send = [&](Header h) {
-    identity(h);
-    std::vector<zmq::message_t> none;
-    return SendMessage(impl.socket, none, h, {}, /*dontwait=*/true);
-  };
-  // Parts fit what the controller decodes (one definition: WireLimits).
-  const size_t part_keys = std::clamp<size_t>(options_.inventory_part, 1, WireLimits{}.max_batch);
-  bool inventory_owed = false;  // a send failed: send the whole inventory again
-  auto send_inventory = [&] {
-    queue_.Clear();  // the snapshot supersedes every event queued before it
-    inventory_owed = false;
-    inventories_++;
-    std::vector<std::pair<ChunkKey, TierKind>> all;
-    for (const auto& k : storage_.cpu().LruOrder()) all.emplace_back(k, TierKind::kCpu);
-    if (storage_.disk()) {
-      for (const auto& k : storage_.disk()->LruOrder()) all.emplace_back(k, TierKind::kDisk);
+  void Run() {
+    auto next_heartbeat = Clock::now();
+    while (!r_.stopping_) {
+      const auto now = Clock::now();
+      Follow(now);
+      if (!r_.registered_ && now >= register_at_) {
+        Register();
+        register_at_ = now + o_.heartbeat_interval;  // retry if no answer
+      }
+      if (r_.registered_) SendEvents(now);
+      if (r_.registered_ && now >= next_heartbeat) {
+        if (inventory_owed_) SendInventory();
+        Header h;
+        h.type = MsgType::kHeartbeat;
+        h.fields = r_.handler_.StatsFields();
+        Send(std::move(h));
+        next_heartbeat = now + o_.heartbeat_interval;
+      }
+      if (!socket_) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        continue;
+      }
+      zmq::pollitem_t item{socket_->handle(), 0, ZMQ_POLLIN, 0};
+      try {
+        zmq::poll(&item, 1, std::chrono::milliseconds(5));
+      } catch (const zmq::error_t&) {
+        break;
+      }
+      while (socket_ && RecvFrames(*socket_, frames_, zmq::recv_flags::dontwait)) {
+        auto msg = ParseFrames(frames_, 0, WireLimits{});
+        if (msg.ok()) OnMessage(msg->header);
+      }
     }
+    if (r_.registered_) {
+      Header h;
+      h.type = MsgType::kDeregister;
+      Send(std::move(h));
+    }
+  }
+
+ private:
+  // Connects to the controller the finder names, and gives up on one that
+  // has stopped answering.
+  void Follow(Clock::time_point now) {
+    const std::string target = o_.finder->Current();
+    if (target != connected_) Connect(target, now);
+    if (!o_.finder->follows() || connected_.empty()) return;
+    const auto patience = o_.heartbeat_interval + std::chrono::milliseconds(500);
+    if (now - last_heard_ > patience && now >= next_ask_) {
+      o_.finder->Failed(connected_);  // ask again: the next listed, or etcd
+      next_ask_ = now + std::chrono::milliseconds(250);
+    }
+  }
+
+  void Connect(const std::string& endpoint, Clock::time_point now) {
+    socket_.reset();
+    r_.registered_ = false;
+    connected_ = endpoint;
+    last_heard_ = now;
+    {
+      std::lock_guard lock(r_.controller_mu_);
+      r_.controller_ = endpoint;
+    }
+    if (endpoint.empty()) return;
+    spdlog::info("reporter: reporting to controller {}", endpoint);
+    socket_ = std::make_unique<zmq::socket_t>(ClientContext(), zmq::socket_type::dealer);
+    socket_->set(zmq::sockopt::linger, 500);  // let the deregister go out
+    socket_->set(zmq::sockopt::reconnect_ivl, 100);
+    socket_->set(zmq::sockopt::reconnect_ivl_max, 2000);
+    if (o_.security) {
+      if (auto keys = o_.security->ForController(); keys.ok()) DialCurve(socket_->handle(), *keys);
+    }
+    socket_->connect(endpoint);
+    register_at_ = now + Jitter();
+  }
+
+  std::chrono::milliseconds Jitter() {
+    return std::chrono::milliseconds(rng_() % (o_.register_jitter.count() + 1));
+  }
+
+  bool Send(Header h) {
+    if (!socket_) return false;
+    h.fields["node_id"] = o_.node_id;
+    h.fields["incarnation"] = static_cast<int64_t>(r_.incarnation_);
+    std::vector<zmq::message_t> none;
+    return SendMessage(*socket_, none, h, {}, /*dontwait=*/true);
+  }
+
+  void Register() {
+    Header h;
+    h.type = MsgType::kRegister;
+    h.fields["host"] = o_.host;
+    h.fields["tcp"] = o_.tcp;
+    h.fields["ipc"] = o_.ipc;
+    h.fields["cpu_capacity"] = static_cast<int64_t>(r_.capacity_cpu_);
+    h.fields["disk_capacity"] = static_cast<int64_t>(r_.capacity_disk_);
+    Send(std::move(h));
+  }
+
+  void SendInventory() {
+    r_.queue_.Clear();  // the snapshot supersedes every event queued before it
+    inventory_owed_ = false;
+    r_.inventories_++;
+    std::vector<std::pair<ChunkKey, TierKind>> all;
+    for (const auto& k : r_.storage_.cpu().LruOrder()) all.emplace_back(k, TierKind::kCpu);
+    if (r_.storage_.disk()) {
+      for (const auto& k : r_.storage_.disk()->LruOrder()) all.emplace_back(k, TierKind::kDisk);
+    }
+    // Parts fit what the controller decodes (one definition: WireLimits).
+    const size_t part_keys = std::clamp<size_t>(o_.inventory_part, 1, WireLimits{}.max_batch);
     uint64_t part = 0;
     size_t i = 0;
     do {
       Header h;
       h.type = MsgType::kInventory;
-      h.fields["seq"] = static_cast<int64_t>(impl.seq);
+      h.fields["seq"] = static_cast<int64_t>(seq_);
       h.fields["part"] = static_cast<int64_t>(part++);
       for (; i < all.size() && h.keys.size() < part_keys; ++i) {
         h.keys.push_back(all[i].first);
         h.values.push_back(static_cast<int64_t>(all[i].second));  // kind 0: held
       }
       h.fields["final"] = int64_t{i == all.size()};
-      if (!send(std::move(h))) {
+      if (!Send(std::move(h))) {
         // The socket would block (controller gone or slow): try again later;
         // the controller also asks again while the inventory is overdue.
-        inventory_owed = true;
+        inventory_owed_ = true;
         return;
       }
     } while (i < all.size());
-    spdlog::info("reporter: inventory of {} entries sent to {}", all.size(), options_.controller);
-  };
-  auto do_register = [&] {
-    Header h;
-    h.type = MsgType::kRegister;
-    h.fields["host"] = options_.host;
-    h.fields["tcp"] = options_.tcp;
-    h.fields["ipc"] = options_.ipc;
-    h.fields["cpu_capacity"] = static_cast<int64_t>(capacity_cpu_);
-    h.fields["disk_capacity"] = static_cast<int64_t>(capacity_disk_);
-    send(std::move(h));
-  };
+    spdlog::info("reporter: inventory of {} entries sent to {}", all.size(), connected_);
+  }
 
-  std::vector<storage::TierEvent> batch;
-  auto next_heartbeat = Clock::now();
-  auto register_at = Clock::now();  // when to (re)send a register; max() once registered
-  auto first_event_at = Clock::time_point::max();
-  zmq::pollitem_t item{impl.socket.handle(), 0, ZMQ_POLLIN, 0};
-  while (!stopping_) {
-    const auto now = Clock::now();
-    if (!registered_ && now >= register_at) {
-      do_register();
-      register_at = now + options_.heartbeat_interval;  // retry if no answer
-    }
-    // Events: batch by count or by age.
-    if (registered_) {
-      if (queue_.size() > 0 && first_event_at == Clock::time_point::max()) first_event_at = now;
-      if (queue_.size() >= options_.batch_events || now - first_event_at >= options_.batch_delay) {
-        batch.clear();
-        if (queue_.Take(options_.batch_events, batch)) {
-          spdlog::warn("reporter: event queue overflowed, sending a full inventory");
-          send_inventory();
-        } else if (!batch.empty()) {
-          Header h;
-          h.type = MsgType::kEvents;
-          h.fields["seq"] = static_cast<int64_t>(++impl.seq);
-          for (const auto& e : batch) {
-            h.keys.push_back(e.key);
-            h.values.push_back(EncodeEvent(e.tier, e.kind == storage::EventKind::kAdmit));
-          }
-          if (!send(std::move(h))) spdlog::debug("reporter: event batch {} not sent", impl.seq);
-        }
-        first_event_at = queue_.size() > 0 ? now : Clock::time_point::max();
-      }
-    }
-    if (registered_ && inventory_owed && now >= next_heartbeat) send_inventory();
-    if (registered_ && now >= next_heartbeat) {
+  // Events: batched by count or by age.
+  void SendEvents(Clock::time_point now) {
+    EventQueue& queue = r_.queue_;
+    if (queue.size() > 0 && first_event_at_ == Clock::time_point::max()) first_event_at_ = now;
+    if (queue.size() < o_.batch_events && now - first_event_at_ < o_.batch_delay) return;
+    batch_.clear();
+    if (queue.Take(o_.batch_events, batch_)) {
+      spdlog::warn("reporter: event queue overflowed, sending a full inventory");
+      SendInventory();
+    } else if (!batch_.empty()) {
       Header h;
-      h.type = MsgType::kHeartbeat;
-      h.fields = handler_.StatsFields();
-      send(std::move(h));
-      next_heartbeat = now + options_.heartbeat_interval;
-    }
-    try {
-      zmq::poll(&item, 1, std::chrono::milliseconds(5));
-    } catch (const zmq::error_t&) {
-      break;
-    }
-    while (RecvFrames(impl.socket, impl.frames, zmq::recv_flags::dontwait)) {
-      auto msg = ParseFrames(impl.frames, 0, WireLimits{});
-      if (!msg.ok()) continue;
-      const Header& h = msg->header;
-      switch (h.type) {
-        case MsgType::kRegister:
-          if (h.status == ErrorCode::kOk) {
-            impl.epoch = FieldString(h.fields, "epoch");
-            impl.seq = 0;
-            registered_ = true;
-            register_at = Clock::time_point::max();
-            spdlog::info("reporter: registered with controller epoch {}", impl.epoch);
-            send_inventory();
-            next_heartbeat = Clock::now() + options_.heartbeat_interval;
-          }
-          break;
-        case MsgType::kError:
-          // The controller refused something we sent (only an undecodable
-          // message gets this): our picture there is incomplete; resync.
-          refused_++;
-          spdlog::warn("reporter: controller refused a message: {}", h.reason);
-          if (registered_) send_inventory();
-          break;
-        case MsgType::kHeartbeat: {
-          if (h.status == ErrorCode::kOk && FieldInt(h.fields, "resync") != 0 && registered_)
-            send_inventory();
-          const std::string epoch = FieldString(h.fields, "epoch");
-          if (h.status == ErrorCode::kNotFound || (!epoch.empty() && epoch != impl.epoch)) {
-            // The controller restarted or forgot us: register again, jittered.
-            registered_ = false;
-            const auto jitter =
-                std::chrono::milliseconds(impl.rng() % (options_.register_jitter.count() + 1));
-            register_at = Clock::now() + jitter;
-            spdlog::info("reporter: controller {} (epoch {}), registering again in {} ms",
-                         h.status == ErrorCode::kNotFound ? "does not know us" : "restarted", epoch,
-                         jitter.count());
-          }
-          break;
-        }
-        case MsgType::kResync:
-          if (registered_) send_inventory();
-          break;
-        case MsgType::kClear:
-          spdlog::info("reporter: controller asked to clear: {} objects dropped", storage_.Clear());
-          break;
-        case MsgType::kPin:
-          for (const auto& k : h.keys) storage_.Pin(k).IgnoreError();
-          break;
-        case MsgType::kUnpin:
-          for (const auto& k : h.keys) storage_.Unpin(k).IgnoreError();
-          break;
-        case MsgType::kDelete:
-          for (const auto& k : h.keys) storage_.Delete(k).IgnoreError();
-          break;
-        default:
-          break;
+      h.type = MsgType::kEvents;
+      h.fields["seq"] = static_cast<int64_t>(++seq_);
+      for (const auto& e : batch_) {
+        h.keys.push_back(e.key);
+        h.values.push_back(EncodeEvent(e.tier, e.kind == storage::EventKind::kAdmit));
       }
+      if (!Send(std::move(h))) spdlog::debug("reporter: event batch {} not sent", seq_);
+    }
+    first_event_at_ = queue.size() > 0 ? now : Clock::time_point::max();
+  }
+
+  // Whether a message from the controller speaks for a leadership this node
+  // may follow: not one older than an elected epoch already seen.
+  bool Current(const Header& h, bool adopting) {
+    if (FieldInt(h.fields, kElectedField) == 0) return true;
+    const std::string text = FieldString(h.fields, kEpochField);
+    int64_t epoch = 0;
+    if (std::from_chars(text.data(), text.data() + text.size(), epoch).ec != std::errc() ||
+        epoch < max_elected_) {
+      spdlog::warn("reporter: ignored {} from a deposed leader (epoch {}, newest seen {})",
+                   MsgTypeName(h.type), text, max_elected_);
+      return false;
+    }
+    if (adopting) max_elected_ = epoch;
+    return true;
+  }
+
+  void OnMessage(const Header& h) {
+    last_heard_ = Clock::now();
+    if (h.status == ErrorCode::kNotLeader) {
+      r_.registered_ = false;
+      const std::string leader = FieldString(h.fields, kLeaderField);
+      spdlog::info("reporter: {} is not the leader; {}", connected_,
+                   leader.empty() ? "no leader yet" : "the leader is " + leader);
+      o_.finder->Redirect(leader);
+      next_ask_ = Clock::now() + std::chrono::milliseconds(250);
+      return;
+    }
+    const bool command = h.type == MsgType::kResync || h.type == MsgType::kClear ||
+                         h.type == MsgType::kPin || h.type == MsgType::kUnpin ||
+                         h.type == MsgType::kDelete;
+    // Commands come only from the leadership this node registered with.
+    if (command && h.fields.count(kEpochField) && FieldString(h.fields, kEpochField) != epoch_) {
+      spdlog::warn("reporter: ignored {} of epoch {} (registered at {})", MsgTypeName(h.type),
+                   FieldString(h.fields, kEpochField), epoch_);
+      return;
+    }
+    switch (h.type) {
+      case MsgType::kRegister:
+        if (h.status == ErrorCode::kOk && Current(h, /*adopting=*/true)) {
+          epoch_ = FieldString(h.fields, kEpochField);
+          seq_ = 0;
+          r_.registered_ = true;
+          register_at_ = Clock::time_point::max();
+          spdlog::info("reporter: registered with controller {} epoch {}", connected_, epoch_);
+          SendInventory();
+        }
+        break;
+      case MsgType::kError:
+        // The controller refused something we sent (only an undecodable
+        // message gets this): our picture there is incomplete; resync.
+        r_.refused_++;
+        spdlog::warn("reporter: controller refused a message: {}", h.reason);
+        if (r_.registered_) SendInventory();
+        break;
+      case MsgType::kHeartbeat:
+        OnHeartbeatReply(h);
+        break;
+      case MsgType::kResync:
+        if (r_.registered_) SendInventory();
+        break;
+      case MsgType::kClear:
+        spdlog::info("reporter: controller asked to clear: {} objects dropped",
+                     r_.storage_.Clear());
+        break;
+      case MsgType::kPin:
+        for (const auto& k : h.keys) r_.storage_.Pin(k).IgnoreError();
+        break;
+      case MsgType::kUnpin:
+        for (const auto& k : h.keys) r_.storage_.Unpin(k).IgnoreError();
+        break;
+      case MsgType::kDelete:
+        for (const auto& k : h.keys) r_.storage_.Delete(k).IgnoreError();
+        break;
+      default:
+        break;
     }
   }
-  if (registered_) {
-    Header h;
-    h.type = MsgType::kDeregister;
-    send(std::move(h));
+
+  void OnHeartbeatReply(const Header& h) {
+    if (!Current(h, /*adopting=*/false)) return;
+    if (h.status == ErrorCode::kOk && FieldInt(h.fields, "resync") != 0 && r_.registered_)
+      SendInventory();
+    const std::string epoch = FieldString(h.fields, kEpochField);
+    if (h.status == ErrorCode::kNotFound || (!epoch.empty() && epoch != epoch_)) {
+      // The controller restarted, or a new leader took over, or it forgot
+      // us: register again, jittered so that nodes do not come all at once.
+      r_.registered_ = false;
+      const auto jitter = Jitter();
+      register_at_ = Clock::now() + jitter;
+      spdlog::info("reporter: controller {} (epoch {}), registering again in {} ms",
+                   h.status == ErrorCode::kNotFound ? "does not know us" : "restarted", epoch,
+                   jitter.count());
+    }
+  }
+
+  Reporter& r_;
+  const ReporterOptions& o_;
+  std::unique_ptr<zmq::socket_t> socket_;
+  std::string connected_;  // the controller socket_ dials
+  std::vector<zmq::message_t> frames_;
+  std::vector<storage::TierEvent> batch_;
+  std::string epoch_;                             // of the controller this node registered with
+  int64_t max_elected_ = 0;                       // the newest elected epoch seen
+  uint64_t seq_ = 0;                              // last event batch sent in this incarnation
+  bool inventory_owed_ = false;                   // a send failed: send the whole inventory again
+  Clock::time_point register_at_ = Clock::now();  // max() once registered
+  Clock::time_point first_event_at_ = Clock::time_point::max();
+  Clock::time_point last_heard_ = Clock::now(), next_ask_{};
+  std::mt19937_64 rng_{std::random_device{}()};
+};
+
+void Reporter::Run() {
+  // Nothing may escape a thread: a failure is logged, and the controller
+  // sees this node go silent and dead instead of the process aborting.
+  try {
+    Loop(*this).Run();
+  } catch (const std::exception& e) {
+    spdlog::critical("reporter thread failed: {}", e.what());
   }
 }
 

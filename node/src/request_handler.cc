@@ -14,8 +14,7 @@ using storage::StorageManager;
 
 RequestHandler::RequestHandler(StorageManager& storage, std::string node_id, PullOptions pull)
     : storage_(storage), node_id_(std::move(node_id)) {
-  if (!pull.controller.empty())
-    puller_ = std::make_unique<Puller>(storage_, node_id_, std::move(pull));
+  if (pull.controller) puller_ = std::make_unique<Puller>(storage_, node_id_, std::move(pull));
 }
 
 RequestHandler::~RequestHandler() = default;

@@ -2,14 +2,61 @@
 
 #include <nlohmann/json.hpp>
 
+#include "pikv/coord/controller_finder.h"
 #include "pikv/proto/admin_wire.h"
 #include "pikv/proto/locate_reply.h"
 
 namespace pikv::rpc {
 
-AdminClient::AdminClient(std::string endpoint, std::chrono::milliseconds timeout,
+AdminClient::AdminClient(std::string controller, std::chrono::milliseconds timeout,
                          std::optional<CurveClientKeys> curve)
-    : rpc_(std::move(endpoint), {}, std::move(curve)), timeout_(timeout) {}
+    : curve_(std::move(curve)), timeout_(timeout) {
+  auto finder = coord::ControllerFinder::Parse(controller);
+  if (finder.ok()) {
+    finder_ = std::move(*finder);
+  } else {
+    invalid_ = InvalidArgument("controller: " + finder.status().message());
+  }
+}
+
+AdminClient::~AdminClient() = default;
+
+Result<Message> AdminClient::Call(const Message& request) {
+  if (!finder_) return invalid_;
+  using std::chrono::milliseconds;
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  // Until a controller has answered as leader, each listed one gets its
+  // share of the deadline, so that a dead first one leaves time for the rest.
+  const int listed = static_cast<int>(finder_->listed().size());
+  Status last = Unavailable("no leader found among " + finder_->spec());
+  for (int attempt = 0; attempt < listed + 2; ++attempt) {
+    const auto left =
+        std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
+    const std::string endpoint = finder_->Current();
+    if (left.count() <= 0 || endpoint.empty()) break;
+    if (!rpc_ || rpc_->endpoint() != endpoint)
+      rpc_ = std::make_unique<RpcClient>(endpoint, WireLimits{}, curve_);
+    const auto budget =
+        confirmed_ || listed < 2 ? left : std::max(left / listed, std::min(left, milliseconds(20)));
+    auto reply = rpc_->Call(request, budget);
+    if (reply.ok() && reply->header.status == ErrorCode::kNotLeader) {
+      confirmed_ = false;
+      finder_->Redirect(FieldString(reply->header.fields, kLeaderField));
+      last = Status(ErrorCode::kNotLeader, reply->header.reason);
+      continue;
+    }
+    if (!reply.ok() && finder_->follows()) {
+      confirmed_ = false;
+      finder_->Failed(endpoint);  // the next attempt asks elsewhere
+      rpc_.reset();
+      last = reply.status();
+      continue;
+    }
+    confirmed_ = reply.ok();
+    return reply;
+  }
+  return last;
+}
 
 Result<std::vector<std::vector<Replica>>> AdminClient::Locate(const std::vector<ChunkKey>& keys,
                                                               const std::string& host) {
@@ -17,7 +64,7 @@ Result<std::vector<std::vector<Replica>>> AdminClient::Locate(const std::vector<
   req.header.type = MsgType::kLocate;
   req.header.keys = keys;
   req.header.fields["host"] = host;
-  auto reply = rpc_.Call(std::move(req), timeout_);
+  auto reply = Call(req);
   if (!reply.ok()) return reply.status();
   const Header& h = reply->header;
   if (h.status != ErrorCode::kOk) return Status(h.status, h.reason);
@@ -40,7 +87,7 @@ Result<std::string> AdminClient::Json(MsgType type, const std::vector<ChunkKey>&
   req.header.keys = keys;
   req.header.fields = std::move(fields);
   if (type == MsgType::kLocate) req.header.fields[admin::kJsonField] = int64_t{1};
-  auto reply = rpc_.Call(std::move(req), timeout_);
+  auto reply = Call(req);
   if (!reply.ok()) return reply.status();
   if (reply->header.status != ErrorCode::kOk)
     return Status(reply->header.status, reply->header.reason);

@@ -58,7 +58,7 @@ TEST_F(ControllerHandlerTest, RegistrationsCarryingBadStringsAreRefusedAndAdminS
             ErrorCode::kInvalidArgument);
   EXPECT_EQ(Admin(MsgType::kAdminNodes)["nodes"].size(), 1u);
   EXPECT_EQ(Admin(MsgType::kAdminStats)["per_node"].size(), 1u);
-  const std::string metrics = MetricsText(state_, now_);
+  const std::string metrics = MetricsText(state_, now_, Leadership{});
   EXPECT_EQ(metrics.find("pikv_controller_fake"), std::string::npos);
   EXPECT_EQ(handler_.rejected(), 4u);
 }

@@ -32,6 +32,7 @@ enum class ErrorCode : int32_t {
   kUnsupported = 10,       // unknown message type, version, format
   kInternal = 11,          // a bug: should never be seen
   kPermissionDenied = 12,  // the authenticated sender's role may not do this
+  kNotLeader = 13,         // a standby controller: the reply names the leader (proto/message.h)
   // 100-199: protocol errors.
   kProtocol = 100,  // malformed frame or header
 };

@@ -30,6 +30,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <mutex>
@@ -98,7 +99,10 @@ class ClusterState {
 
   ClusterState(Options options, uint64_t epoch);
 
-  uint64_t epoch() const { return epoch_; }
+  uint64_t epoch() const { return epoch_.load(std::memory_order_acquire); }
+  // Forgets every node and location and starts `epoch` (a controller that
+  // became leader, or stopped being one: the nodes report to it afresh).
+  void Reset(uint64_t epoch);
   Result<uint16_t> Register(const NodeRegistration& reg, Clock::time_point now);
   // kNotFound when the node (this incarnation) is unknown: it must register.
   Status Heartbeat(const std::string& id, uint64_t incarnation, Fields usage,
@@ -159,7 +163,7 @@ class ClusterState {
   std::optional<uint16_t> FreeIndexLocked() PIKV_REQUIRES(mu_);
 
   const Options options_;
-  const uint64_t epoch_;
+  std::atomic<uint64_t> epoch_;
   mutable Mutex mu_;
   std::vector<Node> nodes_ PIKV_GUARDED_BY(mu_);  // by index; index 0 is the shared tier
   std::map<std::string, uint16_t> ids_ PIKV_GUARDED_BY(mu_);

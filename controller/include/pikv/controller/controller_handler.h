@@ -26,6 +26,8 @@
 #include <vector>
 
 #include "pikv/controller/cluster_state.h"
+#include "pikv/controller/leader_election.h"
+#include "pikv/controller/views.h"
 #include "pikv/proto/curve.h"
 
 namespace pikv::controller {
@@ -45,21 +47,43 @@ class ControllerHandler {
                                Clock::time_point now);
   // Ages node lifecycles (every 100 ms from the server).
   void Tick(Clock::time_point now);
+  // With standbys: serve only while `election` says this controller leads
+  // (else every request gets kNotLeader naming the leader), and start each
+  // leadership with an empty registry at its epoch. Null: run alone.
+  void Follow(const LeaderElection* election) { election_ = election; }
+  Leadership LeadershipOf(Clock::time_point now) const;
 
   uint64_t rejected() const { return rejected_; }
 
  private:
   std::vector<Outgoing> Reject(const std::string& identity, const Header* request,
                                const Status& why);
+  // Whether to serve now; starts or ends a leadership as the election says.
+  bool Leading(Clock::time_point now);
+  Header NotLeader(const Header& request, Clock::time_point now) const;
+  // Adds this controller's epoch (and whether it was elected) to `h`.
+  void Stamp(Header& h) const;
   void Apply(const std::string& identity, const Header& h, Clock::time_point now,
              std::vector<Outgoing>& out);
+  // Register, heartbeat, deregister: false when refused (`out` holds why).
+  bool OnNodeRequest(const std::string& identity, const Header& h, Clock::time_point now,
+                     Header& reply, std::vector<Outgoing>& out);
+  // Events and inventory parts: a kResync to `out` after a gap.
+  void OnNodeReport(const std::string& identity, const Header& h, Clock::time_point now,
+                    std::vector<Outgoing>& out);
+  std::vector<std::vector<Replica>> AllCopies(const Header& locate) const;
+  void AnswerLocate(const Header& locate, Header& reply) const;
+  // An admin clear/pin/unpin/evict as commands to the nodes; their ids.
+  Result<std::vector<std::string>> Forward(const Header& h, std::vector<Outgoing>& out) const;
   // Ok, or why `sender` may not send `h`.
   static Status Authorize(const CurvePeer* sender, const Header& h);
 
   ClusterState& state_;
   const WireLimits limits_;
   std::map<std::string, std::string> identities_;  // node id -> ROUTER identity of its reporter
+  const LeaderElection* election_ = nullptr;
   std::atomic<uint64_t> rejected_{0};
+  std::atomic<uint64_t> leaderships_{0}, step_downs_{0};
 };
 
 }  // namespace pikv::controller

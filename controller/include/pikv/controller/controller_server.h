@@ -8,6 +8,9 @@
 // sequence gap; clear, pin, unpin, evict for admin requests), so the
 // controller never dials a node and never sits on the data path. A separate
 // thread serves read-only HTTP (/metrics, /healthz, /nodes, /stats, /locate).
+// With etcd endpoints it is one of several controllers: a LeaderElection
+// decides whether it leads; standing by, it answers every request with
+// kNotLeader naming the leader, and its HTTP /locate with 503.
 // Thread-safety: Start/Stop from one thread; state() is thread-safe.
 #pragma once
 
@@ -17,6 +20,7 @@
 
 #include "pikv/controller/cluster_state.h"
 #include "pikv/controller/controller_handler.h"
+#include "pikv/controller/leader_election.h"
 #include "pikv/proto/curve.h"
 
 namespace pikv::controller {
@@ -28,6 +32,15 @@ struct ControllerOptions {
   WireLimits limits;
   // CURVE on a tcp endpoint (proto/curve.h); null: security off.
   std::shared_ptr<const CurveSecurity> security;
+  // Standbys (docs/operations.md): the etcd members (host:port) holding the
+  // leadership of `cluster`; empty: this controller runs alone.
+  std::vector<std::string> etcd;
+  std::string cluster = "pikv";
+  std::chrono::milliseconds lease_ttl{3000};
+  // The endpoint and HTTP address others reach this controller at (default:
+  // as bound; a wildcard address must be given here).
+  std::string advertise;
+  std::string advertise_http;
 };
 
 class ControllerServer {
@@ -38,12 +51,15 @@ class ControllerServer {
   const std::string& endpoint() const { return endpoint_; }
   const std::string& http_address() const { return http_address_; }  // empty when off
   ClusterState& state() { return *state_; }
+  // This controller's part in leadership (role "alone" without etcd).
+  Leadership leadership() const;
   uint64_t rejected() const;
   void Stop();
 
  private:
   struct Loop;
   ControllerServer() = default;
+  Status StartHttp(Loop& loop);
   void Run();
   void Serve();
 
@@ -51,6 +67,7 @@ class ControllerServer {
   std::string endpoint_;
   std::string http_address_;
   std::unique_ptr<ClusterState> state_;
+  std::unique_ptr<LeaderElection> election_;  // null: alone
   std::unique_ptr<ControllerHandler> handler_;
   std::unique_ptr<Loop> loop_;
 };

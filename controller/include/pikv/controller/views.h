@@ -10,13 +10,25 @@
 
 namespace pikv::controller {
 
+// This controller's part in leadership, as operators see it.
+struct Leadership {
+  std::string role = "alone";  // alone (no etcd), leader or standby
+  std::string leader;          // the leader's endpoint (standby: as last read)
+  int64_t lease_ttl_ms = 0, lease_left_ms = 0;
+  std::vector<std::string> standbys;  // the other controllers with a live lease
+  uint64_t leaderships = 0, step_downs = 0;
+  double last_failover_seconds = 0;  // its last win: since the previous leader was last seen
+};
+
 std::string NodesJson(const ClusterState& state, Clock::time_point now);
 std::string StatsJson(const ClusterState& state, Clock::time_point now);
-std::string HealthJson(const ClusterState& state, Clock::time_point now);
+std::string HealthJson(const ClusterState& state, Clock::time_point now,
+                       const Leadership& leadership);
 std::string LocateJson(const std::vector<ChunkKey>& keys,
                        const std::vector<std::vector<Replica>>& replicas);
 // The reply to an admin command forwarded to nodes.
 std::string ForwardedJson(const std::vector<std::string>& node_ids, size_t keys);
-std::string MetricsText(const ClusterState& state, Clock::time_point now);
+std::string MetricsText(const ClusterState& state, Clock::time_point now,
+                        const Leadership& leadership);
 
 }  // namespace pikv::controller

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,9 @@ namespace pikv::launch {
 // Where the executable `name` (pikv-node, pikv-controller) is: in `bin_dir`
 // when one is given, else next to the running executable, else on PATH.
 Result<std::string> FindDaemon(const std::string& name, const std::string& bin_dir = {});
+
+// `name` in a directory of PATH, as a shell would find it.
+std::optional<std::string> FindOnPath(const std::string& name);
 
 struct NodeProcess {
   std::unique_ptr<ChildProcess> process;

@@ -15,7 +15,15 @@
 //   - executes what the controller sends: kResync, kClear, kPin, kUnpin,
 //     kDelete; a heartbeat reply with fields["resync"] (inventory overdue)
 //     and a kError reply (the controller refused a message) also resend the
-//     inventory, so nothing the controller missed stays missing.
+//     inventory, so nothing the controller missed stays missing;
+//   - follows the leader among several controllers (coord/controller_finder.h):
+//     a kNotLeader reply names the leader to move to; a controller silent
+//     for a heartbeat interval plus 500 ms is given up, and the finder asked
+//     again every 250 ms until one answers. On moving it registers and sends
+//     its inventory, as after a restart. An elected controller's epoch
+//     orders leaderships: replies and commands from an epoch older than one
+//     already seen, or from another epoch than the one registered with, are
+//     ignored (a deposed leader cannot command this node).
 // Inventory parts hold at most WireLimits::max_batch keys, what the
 // controller decodes; a part that cannot be sent makes the whole inventory
 // go again at the next heartbeat.
@@ -32,13 +40,17 @@
 #include <string>
 #include <thread>
 
+#include "pikv/coord/controller_finder.h"
 #include "pikv/node/request_handler.h"
 #include "pikv/storage/storage_manager.h"
 
 namespace pikv::node {
 
 struct ReporterOptions {
-  std::string controller;  // endpoint, e.g. tcp://10.0.0.1:7300
+  // The controller: an endpoint, a list, or etcd://... (coord/controller_finder.h).
+  std::string controller;
+  // Shared with the node's puller; NodeServer::Start makes it from `controller`.
+  std::shared_ptr<coord::ControllerFinder> finder;
   std::string node_id;
   std::string host;  // for same-host ordering in locate
   std::string tcp;   // advertised endpoints
@@ -85,13 +97,14 @@ class Reporter {
   // Sends what is queued, deregisters, and stops the thread.
   void Stop();
   bool registered() const { return registered_; }
+  // The controller this node reports to now (empty: none found).
+  std::string controller() const;
   uint64_t inventories_sent() const { return inventories_; }
   uint64_t refused() const { return refused_; }  // messages the controller refused
 
  private:
-  struct Impl;
+  class Loop;
   void Run();
-  void Report();
 
   ReporterOptions options_;
   EventQueue& queue_;
@@ -102,6 +115,8 @@ class Reporter {
   std::atomic<bool> registered_{false};
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> inventories_{0}, refused_{0};
+  mutable std::mutex controller_mu_;
+  std::string controller_;  // guarded by controller_mu_
   std::thread thread_;
 };
 

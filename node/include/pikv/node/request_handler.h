@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 
+#include "pikv/coord/controller_finder.h"
 #include "pikv/node/latency_histogram.h"
 #include "pikv/proto/curve.h"
 #include "pikv/proto/message.h"
@@ -37,7 +38,8 @@ class Puller;
 
 // How a node pulls from its peers (kPull).
 struct PullOptions {
-  std::string controller;            // where the peers are looked up; empty: pulls are refused
+  // Where the peers are looked up (the reporter's finder); null: pulls are refused.
+  std::shared_ptr<coord::ControllerFinder> controller;
   size_t max_idle_connections = 16;  // peer connections kept between pulls
   // Frame size asked of peers for streamed replies (message.h); 0: unstreamed.
   uint64_t stream_frame_bytes = 1 << 20;

@@ -45,6 +45,14 @@ inline constexpr char kEpoch[] = "epoch";
 inline constexpr char kNodesAlive[] = "nodes_alive";
 inline constexpr char kNodesSuspect[] = "nodes_suspect";
 inline constexpr char kNodesDead[] = "nodes_dead";
+// health: leadership (docs/operations.md)
+inline constexpr char kRole[] = "role";  // "alone", "leader" or "standby"
+inline constexpr char kLeader[] = "leader";
+inline constexpr char kStandbys[] = "standbys";
+inline constexpr char kLeaseTtlMs[] = "lease_ttl_ms";
+inline constexpr char kLeaseLeftMs[] = "lease_left_ms";
+inline constexpr char kLeaderships[] = "leaderships";
+inline constexpr char kLastFailoverSeconds[] = "last_failover_seconds";
 inline constexpr char kKeys[] = "keys";  // stats: a count; locate: [entry]; forwarded: a count
 inline constexpr char kLocations[] = "locations";
 inline constexpr char kRegistryBytes[] = "registry_bytes";

@@ -152,6 +152,18 @@ struct StreamedHits {
 };
 Result<StreamedHits> DecodeStreamedHits(const Header& reply, size_t keys, const WireLimits& limits);
 
+// Leadership (controllers with standbys; docs/operations.md). A controller
+// that is not the leader answers every request with kNotLeader and fields
+// leader (the leader's endpoint, empty when it knows none) and leader_epoch.
+// Every reply and command a controller sends a node carries its epoch
+// (decimal, as a string); an elected leader's (its etcd key's create
+// revision) also carries elected = 1, and a node ignores an elected epoch
+// lower than the highest it has seen: a deposed leader cannot command it.
+inline constexpr char kLeaderField[] = "leader";
+inline constexpr char kLeaderEpochField[] = "leader_epoch";
+inline constexpr char kEpochField[] = "epoch";
+inline constexpr char kElectedField[] = "elected";
+
 // A reply to `request` with the same type and id and no payload.
 Header ReplyTo(const Header& request, ErrorCode status = ErrorCode::kOk, std::string reason = {});
 

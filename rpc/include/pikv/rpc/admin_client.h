@@ -1,15 +1,24 @@
 // AdminClient: typed calls to a pikv-controller, for the client library, the
 // CLI, launchers and tests. Every call has a deadline; a controller that does
-// not answer is kUnavailable or kTimeout. Not thread-safe: one per thread.
+// not answer is kUnavailable or kTimeout. The controller may be a spec of
+// several (a list, or etcd://...: coord/controller_finder.h): calls go to the
+// leader, follow a standby's kNotLeader to it within the deadline, and move
+// on after one that did not answer (until one has answered, each listed
+// controller gets its share of the deadline). Not thread-safe: one per thread.
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "pikv/proto/location.h"
 #include "pikv/proto/message.h"
 #include "pikv/proto/rpc_client.h"
+
+namespace pikv::coord {
+class ControllerFinder;
+}
 
 namespace pikv::rpc {
 
@@ -21,9 +30,10 @@ struct ClusterHealth {
 
 class AdminClient {
  public:
-  explicit AdminClient(std::string endpoint,
+  explicit AdminClient(std::string controller,
                        std::chrono::milliseconds timeout = std::chrono::seconds(2),
                        std::optional<CurveClientKeys> curve = std::nullopt);
+  ~AdminClient();
 
   // Replicas per key, cheapest first for a client on `host`.
   Result<std::vector<std::vector<Replica>>> Locate(const std::vector<ChunkKey>& keys,
@@ -33,9 +43,18 @@ class AdminClient {
   // the reply's JSON document, at most admin::kMaxAdminReplyBytes.
   Result<std::string> Json(MsgType type, const std::vector<ChunkKey>& keys = {},
                            Fields fields = {});
+  // The controller the last call went to (empty before any).
+  std::string endpoint() const { return rpc_ ? rpc_->endpoint() : std::string(); }
 
  private:
-  RpcClient rpc_;
+  // The leader's reply to `request`, within the deadline.
+  Result<Message> Call(const Message& request);
+
+  std::shared_ptr<coord::ControllerFinder> finder_;  // null: the spec did not parse
+  Status invalid_;                                   // why, then
+  std::optional<CurveClientKeys> curve_;
+  std::unique_ptr<RpcClient> rpc_;  // to the controller last used
+  bool confirmed_ = false;          // it answered the last call as leader
   std::chrono::milliseconds timeout_;
 };
 

@@ -1,0 +1,40 @@
+// A real etcd cluster (Debian's etcd-server) of N members on free loopback
+// ports, data and logs in a temp dir, for tests, benchmarks and local runs
+// with standby controllers. Members can be killed, paused and restarted one
+// at a time (a restarted member rejoins with its data).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "pikv/common/status.h"
+#include "pikv/launch/process.h"
+
+namespace pikv::launch {
+
+class EtcdCluster {
+ public:
+  explicit EtcdCluster(int members = 3);  // starts nothing
+  ~EtcdCluster();
+  static bool Available();  // etcd is on PATH
+  // Starts every member; ready when the cluster answers a write.
+  Status Start();
+  Status StartMember(int i);
+  void Kill(int i);   // SIGKILL
+  void Pause(int i);  // SIGSTOP
+  void Resume(int i);
+  int size() const { return static_cast<int>(client_ports_.size()); }
+  // "127.0.0.1:p1,127.0.0.1:p2,...": the --etcd setting; "etcd://" + this
+  // (+ "/<cluster>") is a controller spec.
+  std::string endpoints() const;
+  std::string member(int i) const;  // host:port of member i's client URL
+
+ private:
+  std::vector<std::string> Args(int i) const;
+  TempDir dir_;
+  std::vector<int> client_ports_, peer_ports_;
+  std::vector<std::unique_ptr<ChildProcess>> members_;
+};
+
+}  // namespace pikv::launch

@@ -1,0 +1,115 @@
+#include "pikv/launch/etcd.h"
+
+#include <csignal>
+#include <thread>
+
+#include "pikv/coord/etcd_client.h"
+#include "pikv/launch/daemons.h"
+
+namespace pikv::launch {
+
+namespace {
+
+std::string Url(int port) { return "http://127.0.0.1:" + std::to_string(port); }
+
+}  // namespace
+
+EtcdCluster::EtcdCluster(int members) {
+  for (int i = 0; i < members; ++i) {
+    client_ports_.push_back(FreePort());
+    peer_ports_.push_back(FreePort());
+  }
+  members_.resize(members);
+}
+
+EtcdCluster::~EtcdCluster() {
+  for (int i = 0; i < size(); ++i) Kill(i);
+}
+
+bool EtcdCluster::Available() { return FindOnPath("etcd").has_value(); }
+
+std::string EtcdCluster::member(int i) const {
+  return "127.0.0.1:" + std::to_string(client_ports_[i]);
+}
+
+std::string EtcdCluster::endpoints() const {
+  std::string out;
+  for (int i = 0; i < size(); ++i) out += (i ? "," : "") + member(i);
+  return out;
+}
+
+std::vector<std::string> EtcdCluster::Args(int i) const {
+  std::string initial;
+  for (int m = 0; m < size(); ++m)
+    initial += (m ? "," : "") + ("m" + std::to_string(m)) + "=" + Url(peer_ports_[m]);
+  const std::string name = "m" + std::to_string(i);
+  return {"--name",
+          name,
+          "--data-dir",
+          dir_.str() + "/" + name,
+          "--listen-client-urls",
+          Url(client_ports_[i]),
+          "--advertise-client-urls",
+          Url(client_ports_[i]),
+          "--listen-peer-urls",
+          Url(peer_ports_[i]),
+          "--initial-advertise-peer-urls",
+          Url(peer_ports_[i]),
+          "--initial-cluster",
+          initial,
+          "--initial-cluster-token",
+          "pikv-test",
+          "--initial-cluster-state",
+          "new",
+          "--heartbeat-interval",
+          "100",
+          "--election-timeout",
+          "1000",
+          "--logger",
+          "zap",
+          "--log-outputs",
+          dir_.str() + "/" + name + ".log"};
+}
+
+Status EtcdCluster::StartMember(int i) {
+  if (client_ports_[i] == 0 || peer_ports_[i] == 0) return Unavailable("no free port for etcd");
+  try {
+    members_[i] = std::make_unique<ChildProcess>("etcd", Args(i));
+  } catch (const std::exception& e) {
+    return Unavailable(std::string("etcd: ") + e.what());
+  }
+  return Status::Ok();
+}
+
+Status EtcdCluster::Start() {
+  for (int i = 0; i < size(); ++i) {
+    if (Status s = StartMember(i); !s.ok()) return s;
+  }
+  // Ready when a write commits (a quorum has elected an etcd leader).
+  auto parsed = coord::EtcdClient::ParseEndpoints(endpoints());
+  if (!parsed.ok()) return parsed.status();
+  coord::EtcdClient client(*parsed, std::chrono::milliseconds(500));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (client.Put("pikv-test/ready", "1", 0).ok()) return Status::Ok();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return Unavailable("etcd cluster did not come up in 20 s (logs in " + dir_.str() + ")");
+}
+
+void EtcdCluster::Kill(int i) {
+  if (!members_[i]) return;
+  members_[i]->Signal(SIGKILL);
+  members_[i]->Wait(std::chrono::seconds(5));
+  members_[i].reset();
+}
+
+void EtcdCluster::Pause(int i) {
+  if (members_[i]) members_[i]->Signal(SIGSTOP);
+}
+
+void EtcdCluster::Resume(int i) {
+  if (members_[i]) members_[i]->Signal(SIGCONT);
+}
+
+}  // namespace pikv::launch

@@ -1,0 +1,363 @@
+// Standby controllers on a real 3-member etcd cluster: one leads, the others
+// redirect; the leader killed, paused or left without etcd members; all
+// controllers killed and one brought back; nodes and clients following the
+// leader by etcd:// and by a list. Real processes throughout.
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
+
+#include "cluster_queries.h"
+#include "pikv/coord/etcd_client.h"
+#include "pikv/coord/leader_key.h"
+#include "pikv/launch/etcd.h"
+#include "pikv/proto/rpc_client.h"
+#include "pikv/proto/zmq_frames.h"
+#include "pikv/rpc/admin_client.h"
+#include "pikv/rpc/node_client.h"
+#include "test_support.h"
+
+namespace pikv::controller {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+using rpc::AdminClient;
+using rpc::NodeClient;
+using Clock = std::chrono::steady_clock;
+
+constexpr int kControllers = 3;
+constexpr int kNodes = 2;
+constexpr auto kTtl = 2s;
+
+template <typename Cond>
+bool WaitFor(Cond cond, std::chrono::milliseconds limit) {
+  const auto until = Clock::now() + limit;
+  while (!cond()) {
+    if (Clock::now() > until) return false;
+    std::this_thread::sleep_for(20ms);
+  }
+  return true;
+}
+
+class LeadershipTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!launch::EtcdCluster::Available()) GTEST_SKIP() << "etcd is not installed";
+    if (secure_) keys_.emplace(std::vector<std::string>{NodeId(0), NodeId(1)});
+    ASSERT_TRUE(etcd_.Start().ok());
+    for (int i = 0; i < kControllers; ++i) {
+      ports_[i] = testing::FreePort();
+      StartControllerProcess(i);
+    }
+    ASSERT_TRUE(WaitFor([&] { return LeaderIndex() >= 0; }, 10s)) << "no leader elected";
+    for (int i = 0; i < kNodes; ++i) {
+      nodes_[i] = testing::StartNode(
+          testing::WithKeys(keys_, "node-" + NodeId(i),
+                            {"--endpoint", "tcp://127.0.0.1:*", "--data-dir", dirs_[i].str(),
+                             "--node-id", NodeId(i), "--host", "host-" + NodeId(i), "--controller",
+                             Spec(), "--heartbeat-interval", "200ms", "--log-level", "warn"}));
+    }
+    for (int i = 0; i < kNodes; ++i) {
+      for (int k = 0; k < 4; ++k) {
+        objects_[i].push_back(testing::MakeObject(100 * i + k, 4096));
+        NodeClient c(nodes_[i].tcp, 5s, WireLimits{}, testing::DialKeys(keys_, "admin", NodeId(i)));
+        auto r = c.Put({&objects_[i].back().key, 1}, {&objects_[i].back().bytes, 1});
+        ASSERT_TRUE(r.ok() && (*r)[0].ok());
+      }
+    }
+    ASSERT_TRUE(WaitFor([&] { return RegistryWhole(); }, 10s)) << "registry never whole";
+  }
+
+  void StartControllerProcess(int i) {
+    controllers_[i] = testing::StartController(
+        testing::WithKeys(keys_, "controller",
+                          {"--endpoint", Endpoint(i), "--http", "127.0.0.1:0", "--etcd",
+                           etcd_.endpoints(), "--lease-ttl", "2s", "--suspect-after", "600ms",
+                           "--dead-after", "1500ms", "--log-level", "warn"}));
+  }
+  std::string Endpoint(int i) const { return "tcp://127.0.0.1:" + std::to_string(ports_[i]); }
+  std::string Spec() const { return "etcd://" + etcd_.endpoints(); }
+  std::string List() const {
+    std::string out;
+    for (int i = 0; i < kControllers; ++i) out += (i ? "," : "") + Endpoint(i);
+    return out;
+  }
+  static std::string NodeId(int i) { return "node-" + std::string(1, static_cast<char>('a' + i)); }
+  std::optional<CurveClientKeys> AdminKeys() const { return testing::DialKeys(keys_, "admin"); }
+
+  // Controller i's own health document (no redirect followed); empty when
+  // it does not answer.
+  json Health(int i) const {
+    RpcClient rpc(Endpoint(i), {}, AdminKeys());
+    Message req;
+    req.header.type = MsgType::kAdminHealth;
+    auto reply = rpc.Call(std::move(req), 500ms);
+    if (!reply.ok()) return json::object();
+    if (reply->header.status == ErrorCode::kNotLeader)
+      return json{{"role", "standby"}, {"leader", FieldString(reply->header.fields, kLeaderField)}};
+    if (reply->header.status != ErrorCode::kOk || reply->payloads.size() != 1)
+      return json::object();
+    const auto& doc = reply->payloads[0];
+    return json::parse(std::string(reinterpret_cast<const char*>(doc.data()), doc.size()));
+  }
+  int LeaderIndex() const {
+    for (int i = 0; i < kControllers; ++i) {
+      if (controllers_[i].process && Health(i).value("role", "") == "leader") return i;
+    }
+    return -1;
+  }
+  std::string Epoch(int i) const { return Health(i).value("epoch", ""); }
+
+  // Every object is located on exactly the node that holds it, and nowhere
+  // else; counts locations that name a node not holding the key.
+  bool RegistryWhole(AdminClient* admin = nullptr, uint64_t* wrong = nullptr) {
+    AdminClient own(Spec(), 1s, AdminKeys());
+    if (!admin) admin = &own;
+    bool whole = true;
+    for (int i = 0; i < kNodes; ++i) {
+      std::vector<ChunkKey> keys;
+      for (const auto& o : objects_[i]) keys.push_back(o.key);
+      auto located = admin->Locate(keys);
+      if (!located.ok()) return false;
+      for (const auto& copies : *located) {
+        std::set<std::string> at;
+        for (const auto& c : copies) {
+          if (c.location.tier == TierKind::kRemote) continue;
+          at.insert(c.node_id);
+          if (c.node_id != NodeId(i) && wrong) ++*wrong;
+        }
+        whole = whole && at == std::set<std::string>{NodeId(i)};
+      }
+    }
+    return whole;
+  }
+
+  // Kills or stops the leader with `sig`; returns how long locate went
+  // unanswered and how long until the registry was whole again, counting
+  // wrong locations served meanwhile.
+  struct Failover {
+    std::chrono::milliseconds silent{0}, whole{0};
+    uint64_t wrong = 0;
+    int old_leader = -1;
+  };
+  Failover Fail(int sig) {
+    Failover f;
+    f.old_leader = LeaderIndex();
+    EXPECT_GE(f.old_leader, 0);
+    AdminClient admin(Spec(), 200ms, AdminKeys());
+    EXPECT_TRUE(RegistryWhole(&admin));
+    const auto t0 = Clock::now();
+    controllers_[f.old_leader].process->Signal(sig);
+    std::optional<Clock::time_point> answered;
+    while (Clock::now() - t0 < 15s) {
+      const bool whole = RegistryWhole(&admin, &f.wrong);
+      if (!answered) {
+        std::vector<ChunkKey> one{objects_[0][0].key};
+        if (admin.Locate(one).ok()) answered = Clock::now();
+      }
+      if (whole && answered && LeaderIndex() != f.old_leader) break;
+      std::this_thread::sleep_for(20ms);
+    }
+    using std::chrono::duration_cast;
+    EXPECT_TRUE(answered.has_value());
+    if (answered) f.silent = duration_cast<std::chrono::milliseconds>(*answered - t0);
+    f.whole = duration_cast<std::chrono::milliseconds>(Clock::now() - t0);
+    return f;
+  }
+
+  bool secure_ = false;
+  std::optional<testing::TestKeys> keys_;
+  launch::EtcdCluster etcd_{3};
+  int ports_[kControllers] = {};
+  testing::ControllerProcess controllers_[kControllers];
+  testing::TempDir dirs_[kNodes];
+  testing::NodeProcess nodes_[kNodes];
+  std::vector<testing::TestObject> objects_[kNodes];
+};
+
+TEST_F(LeadershipTest, OneLeadsAndStandbysNameIt) {
+  const int leader = LeaderIndex();
+  ASSERT_GE(leader, 0);
+  int standbys = 0;
+  for (int i = 0; i < kControllers; ++i) {
+    if (i == leader) continue;
+    const json h = Health(i);
+    EXPECT_EQ(h.value("role", ""), "standby");
+    EXPECT_EQ(h.value("leader", ""), Endpoint(leader));
+    ++standbys;
+  }
+  EXPECT_EQ(standbys, kControllers - 1);
+  // The leader's health names its standbys and lease; its epoch is the
+  // etcd key's create revision.
+  EXPECT_TRUE(WaitFor([&] { return Health(leader)["standbys"].size() == 2; }, 3s));
+  const json h = Health(leader);
+  EXPECT_EQ(h["lease_ttl_ms"], 2000);
+  coord::EtcdClient etcd(*coord::EtcdClient::ParseEndpoints(etcd_.endpoints()), 1s);
+  auto key = etcd.Get(coord::LeaderKey("pikv"));
+  ASSERT_TRUE(key.ok() && key->has_value());
+  EXPECT_EQ(h["epoch"], std::to_string((*key)->create_revision));
+  // Every spec finds the leader: a standby's single endpoint, the list.
+  for (const std::string& spec : {Endpoint((leader + 1) % kControllers), List(), Spec()}) {
+    AdminClient admin(spec, 1s, AdminKeys());
+    auto health = admin.Health();
+    ASSERT_TRUE(health.ok()) << spec << ": " << health.status().ToString();
+    EXPECT_EQ(health->nodes_alive, 2u) << spec;
+  }
+}
+
+TEST_F(LeadershipTest, KilledLeaderIsReplacedWithTheRegistryWhole) {
+  const std::string old_epoch = Epoch(LeaderIndex());
+  const Failover f = Fail(SIGKILL);
+  EXPECT_EQ(f.wrong, 0u);
+  // Locate is back within the lease plus a second, the registry soon after.
+  EXPECT_LT(f.silent, kTtl + 1500ms);
+  EXPECT_LT(f.whole, f.silent + 3s);
+  const int leader = LeaderIndex();
+  ASSERT_GE(leader, 0);
+  EXPECT_NE(leader, f.old_leader);
+  EXPECT_GT(std::stoll(Epoch(leader)), std::stoll(old_epoch));
+  EXPECT_EQ(testing::AliveNodes(Spec(), AdminKeys()), kNodes);
+}
+
+TEST_F(LeadershipTest, PausedLeaderLosesItsLeaseAndStaysDeposed) {
+  const Failover f = Fail(SIGSTOP);
+  EXPECT_EQ(f.wrong, 0u);
+  EXPECT_LT(f.silent, kTtl + 1500ms);
+  const int leader = LeaderIndex();
+  ASSERT_GE(leader, 0);
+  controllers_[f.old_leader].process->Signal(SIGCONT);
+  // Woken past its lease, it answers as a standby naming the new leader.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const json h = Health(f.old_leader);
+        return h.value("role", "") == "standby" && h.value("leader", "") == Endpoint(leader);
+      },
+      5s));
+  // The nodes stay with the new leader; an admin command reaches them.
+  std::this_thread::sleep_for(1s);
+  EXPECT_EQ(LeaderIndex(), leader);
+  EXPECT_TRUE(RegistryWhole());
+  AdminClient admin(Spec(), 2s, AdminKeys());
+  ASSERT_TRUE(admin.Json(MsgType::kAdminEvict, {objects_[0][0].key}).ok());
+  EXPECT_TRUE(WaitFor(
+      [&] { return testing::Holders(Spec(), objects_[0][0].key, AdminKeys()).empty(); }, 5s));
+}
+
+TEST_F(LeadershipTest, LosingEtcdMembersOneAtATimeKeepsTheLeader) {
+  const int leader = LeaderIndex();
+  const std::string epoch = Epoch(leader);
+  for (int m = 0; m < 3; ++m) {
+    etcd_.Kill(m);
+    std::this_thread::sleep_for(3s);  // past an etcd election and a lease TTL
+    EXPECT_EQ(LeaderIndex(), leader) << "etcd member " << m << " down";
+    EXPECT_EQ(Epoch(leader), epoch) << "etcd member " << m << " down";
+    EXPECT_TRUE(RegistryWhole()) << "etcd member " << m << " down";
+    ASSERT_TRUE(etcd_.StartMember(m).ok());
+    std::this_thread::sleep_for(1s);
+  }
+}
+
+TEST_F(LeadershipTest, AllControllersDownThenOneBack) {
+  for (auto& c : controllers_) c.process->Signal(SIGKILL);
+  for (auto& c : controllers_) {
+    c.process->Wait(5s);
+    c.process.reset();
+  }
+  std::this_thread::sleep_for(kTtl + 500ms);  // every lease gone
+  EXPECT_FALSE(AdminClient(Spec(), 300ms, AdminKeys()).Health().ok());
+  StartControllerProcess(1);
+  EXPECT_TRUE(WaitFor([&] { return LeaderIndex() == 1; }, 5s));
+  EXPECT_TRUE(WaitFor([&] { return RegistryWhole(); }, 5s));
+}
+
+TEST_F(LeadershipTest, ListFindsTheLeaderPastADeadController) {
+  const int leader = LeaderIndex();
+  const int dead = (leader + 1) % kControllers;
+  controllers_[dead].process->Signal(SIGKILL);
+  // A spec listing the dead one first: each call still answers in time.
+  const std::string spec = Endpoint(dead) + "," + Endpoint((dead + 1) % kControllers) + "," +
+                           Endpoint((dead + 2) % kControllers);
+  for (int call = 0; call < 3; ++call) {
+    AdminClient admin(spec, 600ms, AdminKeys());  // new each time: no memory of the last
+    auto health = admin.Health();
+    ASSERT_TRUE(health.ok()) << health.status().ToString();
+    EXPECT_EQ(admin.endpoint(), Endpoint(leader));
+  }
+}
+
+class SecureLeadershipTest : public LeadershipTest {
+ protected:
+  void SetUp() override {
+    secure_ = true;
+    LeadershipTest::SetUp();
+  }
+};
+
+TEST_F(SecureLeadershipTest, KilledLeaderIsReplacedOverCurve) {
+  const Failover f = Fail(SIGKILL);
+  EXPECT_EQ(f.wrong, 0u);
+  EXPECT_LT(f.silent, kTtl + 1500ms);
+  EXPECT_EQ(testing::AliveNodes(Spec(), AdminKeys()), kNodes);
+}
+
+// A node obeys only the leadership it registered with: a command stamped
+// with an older elected epoch (a deposed leader's) is ignored.
+TEST(EpochFencing, NodeIgnoresCommandsOfAnotherEpoch) {
+  zmq::context_t context;
+  zmq::socket_t fake(context, zmq::socket_type::router);
+  fake.set(zmq::sockopt::linger, 0);
+  const int port = testing::FreePort();
+  fake.bind("tcp://127.0.0.1:" + std::to_string(port));
+  testing::TempDir dir;
+  auto node =
+      testing::StartNode({"--endpoint", "tcp://127.0.0.1:*", "--data-dir", dir.str(), "--node-id",
+                          "n1", "--controller", "tcp://127.0.0.1:" + std::to_string(port),
+                          "--heartbeat-interval", "200ms", "--log-level", "warn"});
+  const auto object = testing::MakeObject(7, 4096);
+  NodeClient client(node.tcp, 5s);
+  ASSERT_TRUE(client.Put({&object.key, 1}, {&object.bytes, 1}).ok());
+
+  // Answer the node's register as an elected leader of epoch 10.
+  std::vector<zmq::message_t> frames;
+  std::string identity;
+  fake.set(zmq::sockopt::rcvtimeo, 5000);
+  for (;;) {
+    ASSERT_TRUE(RecvFrames(fake, frames, zmq::recv_flags::none));
+    auto msg = ParseFrames(frames, 1, WireLimits{});
+    ASSERT_TRUE(msg.ok());
+    if (msg->header.type != MsgType::kRegister) continue;
+    identity.assign(static_cast<const char*>(frames[0].data()), frames[0].size());
+    Header reply = ReplyTo(msg->header);
+    reply.fields[kEpochField] = std::string("10");
+    reply.fields[kElectedField] = int64_t{1};
+    std::vector<zmq::message_t> routing;
+    routing.emplace_back(identity.data(), identity.size());
+    ASSERT_TRUE(SendMessage(fake, routing, reply, {}, false));
+    break;
+  }
+  auto command = [&](const std::string& epoch) {
+    Header del;
+    del.type = MsgType::kDelete;
+    del.keys = {object.key};
+    del.fields[kEpochField] = epoch;
+    del.fields[kElectedField] = int64_t{1};
+    std::vector<zmq::message_t> routing;
+    routing.emplace_back(identity.data(), identity.size());
+    ASSERT_TRUE(SendMessage(fake, routing, del, {}, false));
+  };
+  auto held = [&] {
+    auto r = client.Exists({&object.key, 1});
+    return r.ok() && (*r)[0] != 0;
+  };
+  command("9");  // a deposed leader's
+  std::this_thread::sleep_for(500ms);
+  EXPECT_TRUE(held()) << "a command of an older epoch was obeyed";
+  command("10");
+  EXPECT_TRUE(WaitFor([&] { return !held(); }, 5s)) << "the leader's command was not obeyed";
+}
+
+}  // namespace
+}  // namespace pikv::controller
