@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # The container deployment, built and run for real (run by .ci/run, as root):
-# builds the pikv image, starts deploy/docker-compose.yml (Redis, the
-# controller, three nodes, security on) and uses it as a user would:
+# builds the pikv image, starts deploy/docker-compose.yml (Redis, etcd, two
+# controllers, three nodes, security on) and uses it as a user would:
 #   - the image: every binary's libraries present (ldd), every binary answers --version;
-#   - `pikv admin nodes|stats|health` inside the controller container with the
-#     admin key: 3 nodes alive;
+#   - `pikv admin nodes|stats|health` inside a container with the admin key,
+#     the leader found through etcd: 3 nodes alive, one leader, one standby;
 #   - an engine on the host (the Python package, the engine key copied out of
 #     the keys volume) stores chunks through node1's published port; a second
 #     engine on node2's port gets them by node2 pulling from node1 and remaps
 #     them exactly (byte for byte);
 #   - a key pair the keyring does not list gets no answer on the published ports;
 #   - node2 killed and started again: it re-registers and re-reports its disk tier;
-#   - the controller restarted: nodes re-register and report their chunks again;
+#   - the leader's container killed while the host asks the controllers every
+#     100 ms (by their published ports): the standby leads at a higher epoch,
+#     the nodes re-register and report their chunks again, answers resume;
+#     the killed one started again stands by;
 #   - `down -v`: no container, volume or network of the project is left.
 # It prints a table of the steps and their times at the end. Every address it
 # uses is the host's loopback or the compose network's.
@@ -31,10 +34,12 @@
 #     debootstrap from the apt mirror this host uses (no registry is
 #     reachable) and kept; so are the built images (pikv:latest,
 #     pikv-redis-test:latest: deploy/redis-test, Debian's redis-server in
-#     place of redis:7) and Docker's build cache, under /var/lib/docker.
+#     place of redis:7; pikv-etcd-test:latest: deploy/etcd-test, Debian's
+#     etcd in place of quay.io/coreos/etcd) and Docker's build cache, under
+#     /var/lib/docker.
 #   - The host-side engine runs /usr/bin/python3 with the build tree's module
 #     (${PIKV_BUILD_DIR:-build}/python; built by scripts/build.sh if missing).
-#   - Ports on 127.0.0.1: 7300 7380 7401-7403 7481-7483 must be free.
+#   - Ports on 127.0.0.1: 7300 7301 7380 7381 7401-7403 7481-7483 must be free.
 # Bounded: every command has a timeout, and the whole run stops (and cleans
 # up) past PIKV_E2E_LIMIT seconds (default 900); a run takes 2-3 minutes.
 # PIKV_SKIP_DOCKER_E2E=1 skips it all and says so (CI must not set it).
@@ -56,8 +61,10 @@ BUILD_DIR="${PIKV_BUILD_DIR:-build}"
 case "$BUILD_DIR" in /*) ;; *) BUILD_DIR="$ROOT/$BUILD_DIR" ;; esac
 PY=/usr/bin/python3
 WORK=$(mktemp -d /tmp/pikv-docker-e2e.XXXXXX)
-PORTS=(7300 7380 7401 7402 7403 7481 7482 7483)
+PORTS=(7300 7301 7380 7381 7401 7402 7403 7481 7482 7483)
+SERVICES=(redis etcd controller1 controller2 node1 node2 node3)
 export PIKV_REDIS_IMAGE=pikv-redis-test:latest PIKV_IMAGE=pikv:latest PIKV_PUBLISH=127.0.0.1
+export PIKV_ETCD_IMAGE=pikv-etcd-test:latest
 
 # --- the table of steps -------------------------------------------------------
 names=() secs=() results=()
@@ -140,7 +147,7 @@ cleanup() {
     echo "docker-e2e: FAILED at: $current"
     if [ -n "$compose_up" ]; then
       echo "--- docker ps"; timeout 20 "$DOCKER" ps -a --filter "label=com.docker.compose.project=$PROJECT"
-      for s in controller node1 node2 node3 redis; do
+      for s in "${SERVICES[@]}"; do
         echo "--- logs of $s (last 25 lines)"
         timeout 20 "$DOCKER" logs --tail 25 "$(cid "$s")" 2>&1
       done
@@ -367,6 +374,7 @@ build_pikv() {
     "$WORK/build-pikv.log" || true
 }
 build_redis() { build pikv-redis-test:latest 300 deploy/redis-test; }
+build_etcd() { build pikv-etcd-test:latest 300 deploy/etcd-test; }
 
 check_image() {
   # As a user would: every binary's libraries are there, every binary starts.
@@ -404,7 +412,7 @@ wait_healthy() {
     bad=()
     st=$(timeout 20 "$DOCKER" inspect -f '{{.State.Status}} {{.State.ExitCode}}' "$(cid keys)" 2>/dev/null || echo missing)
     [ "$st" = "exited 0" ] || bad+=("keys:$st")
-    for s in redis controller node1 node2 node3; do
+    for s in "${SERVICES[@]}"; do
       st=$(timeout 20 "$DOCKER" inspect -f '{{.State.Status}}/{{if .State.Health}}{{.State.Health.Status}}{{end}}' \
         "$(cid "$s")" 2>/dev/null || echo missing)
       [ "$st" = running/healthy ] || bad+=("$s:$st")
@@ -416,9 +424,10 @@ wait_healthy() {
   timeout 30 "${COMPOSE[@]}" ps 2>&1 | sed 's/^/  /'
 }
 
-admin() {  # pikv admin inside the controller container, with the admin key
+admin() {  # pikv admin inside node1's container, with the admin key, the leader found by etcd
   timeout 30 "$DOCKER" exec -e PIKV_CURVE_KEY=/var/lib/pikv/keys/admin \
-    -e PIKV_CURVE_KEYRING=/var/lib/pikv/keys/keyring "$(cid controller)" pikv admin "$@"
+    -e PIKV_CURVE_KEYRING=/var/lib/pikv/keys/keyring -e PIKV_CONTROLLER=etcd://etcd:2379 \
+    "$(cid node1)" pikv admin "$@"
 }
 # Until `admin nodes` lists node1..3 alive (node WANT_NEW: with an incarnation
 # other than OLD), within LIMIT seconds.
@@ -454,6 +463,8 @@ admin_tables() {
   admin stats
   admin health | tee "$WORK/health"
   grep -q '^status: ok (3 alive' "$WORK/health" || { echo "health is not ok with 3 alive"; return 1; }
+  grep -Eq '^controller: leader tcp://controller[12]:7300, epoch [0-9]+, .*standbys: tcp://controller[12]:7300$' \
+    "$WORK/health" || { echo "health names no leader with one standby"; return 1; }
 }
 
 engine_keys() {
@@ -461,8 +472,8 @@ engine_keys() {
   # operator hands them to an engine host), and a key pair nobody listed.
   mkdir -m 700 "$WORK/keys"
   local f
-  for f in engine.key engine.pub keyring; do
-    timeout 30 "$DOCKER" exec "$(cid controller)" cat "/var/lib/pikv/keys/$f" >"$WORK/keys/$f"
+  for f in engine.key engine.pub admin.key admin.pub keyring; do
+    timeout 30 "$DOCKER" exec "$(cid node1)" cat "/var/lib/pikv/keys/$f" >"$WORK/keys/$f"
   done
   chmod 600 "$WORK"/keys/*
   if ! ls "$BUILD_DIR"/python/pikv/_pikv*.so >/dev/null 2>&1 || [ ! -x "$BUILD_DIR/bin/pikv" ]; then
@@ -509,18 +520,59 @@ kill_node2() {
   echo "node2 re-registered (incarnation $old -> $(incarnation node2)) and re-reported its disk tier"
 }
 
-epoch() { admin health --json | "$PY" -c 'import json, sys; print(json.load(sys.stdin)["epoch"])'; }
-restart_controller() {
-  local old
+health_field() { admin health --json | "$PY" -c 'import json, sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"; }
+epoch() { health_field epoch; }
+leader_service() { health_field leader | sed -E 's|tcp://([a-z0-9]+):7300|\1|'; }
+# Host-side load: `pikv admin stats` through both published controller
+# ports every 100 ms; one line per call, "<seconds> ok|fail".
+host_load() {
+  local t0=$1 out=$2 r
+  while :; do
+    if PIKV_CURVE_KEY="$WORK/keys/admin" PIKV_CURVE_KEYRING="$WORK/keys/keyring" \
+      timeout 5 "$BUILD_DIR/bin/pikv" admin stats --json --timeout 500ms \
+      --controller tcp://127.0.0.1:7300,tcp://127.0.0.1:7301 >/dev/null 2>&1; then r=ok; else r=fail; fi
+    echo "$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }') $r" >>"$out"
+    sleep 0.1
+  done
+}
+kill_leader() {
+  local old leader standby t0 load deadline
   old=$(epoch)
-  timeout 60 "$DOCKER" restart -t 10 "$(cid controller)" >/dev/null
+  leader=$(leader_service)
+  case "$leader" in controller1) standby=controller2 ;; controller2) standby=controller1 ;;
+    *) echo "no leader named: '$leader'"; return 1 ;; esac
+  t0=$(now)
+  host_load "$t0" "$WORK/load" &
+  load=$!
+  sleep 1
+  timeout 30 "$DOCKER" kill "$(cid "$leader")" >/dev/null
+  echo "$leader (the leader, epoch $old) killed (SIGKILL) at $(since "$t0") s"
+  deadline=$((SECONDS + 30))
+  until [ "$(leader_service 2>/dev/null)" = "$standby" ]; do
+    ((SECONDS < deadline)) || { kill "$load"; echo "$standby did not take over in 30 s"; return 1; }
+    sleep 0.2
+  done
+  echo "$standby leads at $(since "$t0") s: epoch $old -> $(epoch)"
+  [ "$(epoch)" -gt "$old" ] || { kill "$load"; echo "the epoch did not grow"; return 1; }
   wait_alive 60
-  echo "controller restarted: epoch $old -> $(epoch) (its registry started empty)"
-  [ "$(epoch)" != "$old" ] || { echo "the controller's epoch did not change"; return 1; }
   engine locate "$WORK/keys" "$WORK/state.json" node1 cpu disk
   engine locate "$WORK/keys" "$WORK/state.json" node2 disk
+  sleep 1
+  kill "$load"
+  wait "$load" 2>/dev/null || true
+  awk '{ if ($2 == "fail") { if (start == "") start = prev } else { if (start != "" && $1 - start > gap) gap = $1 - start; start = "" }
+         prev = $1; n[$2]++ }
+       END { printf "host load: %d answered, %d unanswered; longest time without an answer %.2f s\n",
+             n["ok"], n["fail"], gap }' "$WORK/load"
+  tail -1 "$WORK/load" | grep -q ' ok$' || { echo "the host's last call went unanswered"; return 1; }
+  timeout 60 "$DOCKER" start "$(cid "$leader")" >/dev/null
+  deadline=$((SECONDS + 60))
+  until admin health >"$WORK/health" 2>&1 && grep -q "standbys: tcp://$leader:7300\$" "$WORK/health"; do
+    ((SECONDS < deadline)) || { cat "$WORK/health"; echo "$leader did not come back as a standby"; return 1; }
+    sleep 0.5
+  done
+  cat "$WORK/health"
   admin nodes
-  admin stats
 }
 
 down() {
@@ -538,6 +590,7 @@ step "engine: docker.io, dockerd" engine_step
 step "base images debian:12, debian:12-slim" base_images
 step "image pikv:latest (deploy/Dockerfile)" build_pikv
 step "image pikv-redis-test (deploy/redis-test)" build_redis
+step "image pikv-etcd-test (deploy/etcd-test)" build_etcd
 step "image: ldd complete, every binary --version" check_image
 step "compose up -d, every service healthy" up
 step "pikv admin nodes/stats/health: 3 alive" admin_tables
@@ -546,5 +599,5 @@ step "store via node1, node2 pulls, exact remap" p2p
 step "pikv admin stats after the P2P" stats_after_p2p
 step "unlisted key: no answer on published ports" unlisted
 step "node2 killed, started: re-registers, disk re-reported" kill_node2
-step "controller restarted: registry rebuilt" restart_controller
+step "leader killed under load: standby leads, registry rebuilt" kill_leader
 step "compose down -v: nothing left" down

@@ -1,6 +1,6 @@
 """The engine side of scripts/docker-e2e.sh: pikv's Python package on the
 host, talking to the compose cluster only through its published loopback
-ports (a node's 127.0.0.1:740N, the controller's 127.0.0.1:7300), as an
+ports (a node's 127.0.0.1:740N, the controllers' 127.0.0.1:7300 and 7301), as an
 engine on a node's host would over tcp.
 
   python3 docker_e2e_engine.py p2p KEYDIR STATE.json   # store on node1, load through node2
@@ -25,7 +25,7 @@ from pikv.connector import ConnectorCore
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODEL_CONFIG = os.path.join(HERE, "..", "tests", "device", "model_configs", "llama-3.2-1b.json")
-CONTROLLER = "tcp://127.0.0.1:7300"
+CONTROLLER = "tcp://127.0.0.1:7300,tcp://127.0.0.1:7301"
 NODES = {"node1": "tcp://127.0.0.1:7401", "node2": "tcp://127.0.0.1:7402",
          "node3": "tcp://127.0.0.1:7403"}
 BLOCK = 16

@@ -2,8 +2,12 @@
 // random faults, checking that nothing served is ever wrong and that the
 // controller's registry converges to what the nodes really hold.
 //
-//   fault_soak [--seconds N] [--keys-per-node K] [--seed S]
+//   fault_soak [--seconds N] [--keys-per-node K] [--seed S] [--controllers C]
 //
+// With --controllers C > 1 they are standbys of each other on a real
+// 3-member etcd cluster (docs/operations.md): the nodes and the soak find
+// the leader through etcd://, and the controller fault kills the leader
+// (restarted as a standby), so every such round is a failover.
 // Each node is first loaded with K chunks (default 5,000: past the 4,096 keys
 // of one message). Then, until N seconds have passed, rounds of load (GETs
 // of random keys from random nodes, PUTs of new keys, P2P pulls; every byte
@@ -26,6 +30,8 @@
 #include <random>
 #include <thread>
 
+#include "pikv/launch/etcd.h"
+#include "pikv/proto/rpc_client.h"
 #include "pikv/rpc/admin_client.h"
 #include "pikv/rpc/node_client.h"
 #include "test_support.h"
@@ -45,10 +51,18 @@ double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 
 class Soak {
  public:
-  Soak(uint64_t seed, int keys_per_node) : rng_(seed), keys_per_node_(keys_per_node) {}
+  Soak(uint64_t seed, int keys_per_node, int controllers)
+      : rng_(seed), keys_per_node_(keys_per_node), controller_ports_(controllers) {
+    for (int& port : controller_ports_) port = testing::FreePort();
+    controllers_.resize(controllers);
+  }
 
   bool Run(std::chrono::seconds duration) {
-    StartController();
+    if (controllers_.size() > 1) {
+      etcd_ = std::make_unique<launch::EtcdCluster>(3);
+      if (Status s = etcd_->Start(); !s.ok()) throw std::runtime_error(s.ToString());
+    }
+    for (size_t c = 0; c < controllers_.size(); ++c) StartController(c);
     for (int i = 0; i < kNodes; ++i) StartNode(i);
     for (int i = 0; i < kNodes; ++i) Preload(i);
     std::cout << "preloaded " << keys_.size() << " chunks (" << keys_per_node_ << " per node)\n";
@@ -65,15 +79,32 @@ class Soak {
   }
 
  private:
+  // What nodes and the soak dial: the one controller, or the leader by etcd.
   std::string ControllerEndpoint() const {
-    return "tcp://127.0.0.1:" + std::to_string(controller_port_);
+    return etcd_ ? "etcd://" + etcd_->endpoints() : Endpoint(0);
+  }
+  std::string Endpoint(size_t c) const {
+    return "tcp://127.0.0.1:" + std::to_string(controller_ports_[c]);
   }
   static std::string Id(int i) { return "soak-" + std::to_string(i); }
 
-  void StartController() {
-    controller_ = testing::StartController({"--endpoint", ControllerEndpoint(), "--http", "",
-                                            "--suspect-after", "600ms", "--dead-after", "1500ms",
-                                            "--log-level", "error"});
+  void StartController(size_t c) {
+    std::vector<std::string> args = {"--endpoint",      Endpoint(c), "--http",       "",
+                                     "--suspect-after", "600ms",     "--dead-after", "1500ms",
+                                     "--log-level",     "error"};
+    if (etcd_) args.insert(args.end(), {"--etcd", etcd_->endpoints(), "--lease-ttl", "2s"});
+    controllers_[c] = testing::StartController(args);
+  }
+  // The controller that answers as leader (0 when running alone).
+  size_t Leader() {
+    for (size_t c = 0; etcd_ && c < controllers_.size(); ++c) {
+      RpcClient rpc(Endpoint(c));
+      Message req;
+      req.header.type = MsgType::kAdminHealth;
+      auto reply = rpc.Call(std::move(req), 300ms);
+      if (reply.ok() && reply->header.status == ErrorCode::kOk) return c;
+    }
+    return 0;
   }
   void StartNode(int i) {
     nodes_[i] = testing::StartNode(
@@ -179,11 +210,14 @@ class Soak {
       std::this_thread::sleep_for(std::chrono::milliseconds(300 + rng_() % 1200));
       StartNode(i);
     } else if (kind == 1) {
-      name = "controller SIGKILL";
-      controller_.process->Signal(SIGKILL);
-      controller_.process->Wait(5s);
+      // Alone: killed and restarted. With standbys: the leader killed, a
+      // standby takes over, the killed one comes back as a standby.
+      const size_t c = Leader();
+      name = etcd_ ? "leader SIGKILL" : "controller SIGKILL";
+      controllers_[c].process->Signal(SIGKILL);
+      controllers_[c].process->Wait(5s);
       std::this_thread::sleep_for(std::chrono::milliseconds(200 + rng_() % 800));
-      StartController();
+      StartController(c);
     } else {
       name = "Redis paused";
       redis_.Pause();
@@ -283,10 +317,11 @@ class Soak {
   std::mt19937_64 rng_;
   const int keys_per_node_;
   testing::RedisServer redis_;
-  int controller_port_ = testing::FreePort();
+  std::unique_ptr<launch::EtcdCluster> etcd_;  // with standbys
+  std::vector<int> controller_ports_;
   int node_ports_[kNodes] = {testing::FreePort(), testing::FreePort(), testing::FreePort()};
   testing::TempDir dirs_[kNodes];
-  testing::ControllerProcess controller_;
+  std::vector<testing::ControllerProcess> controllers_;
   testing::NodeProcess nodes_[kNodes];
   std::unique_ptr<rpc::NodeClient> clients_[kNodes];
   std::vector<ChunkKey> keys_;
@@ -303,15 +338,21 @@ class Soak {
 
 int main(int argc, char** argv) {
   CLI::App app{"fault_soak: verifying load and random faults on a local cluster"};
-  int seconds = 40, keys_per_node = 5000;
+  int seconds = 40, keys_per_node = 5000, controllers = 1;
   uint64_t seed = std::random_device{}();
   app.add_option("--seconds", seconds, "How long to inject faults");
   app.add_option("--keys-per-node", keys_per_node, "Chunks preloaded on each node");
   app.add_option("--seed", seed, "Random seed (printed, to reproduce a run)");
+  app.add_option("--controllers", controllers, "Controllers; more than 1: standbys on etcd")
+      ->check(CLI::Range(1, 5));
   CLI11_PARSE(app, argc, argv);
+  if (controllers > 1 && !launch::EtcdCluster::Available()) {
+    std::cout << "fault_soak: SKIPPED: etcd is not installed (apt-get install etcd-server)\n";
+    return 77;
+  }
   std::cout << "fault_soak: seed " << seed << ", " << seconds << " s, " << keys_per_node
-            << " chunks per node\n";
-  Soak soak(seed, keys_per_node);
+            << " chunks per node, " << controllers << " controller(s)\n";
+  Soak soak(seed, keys_per_node, controllers);
   const bool ok = soak.Run(std::chrono::seconds(seconds));
   std::cout << (ok ? "fault_soak: PASS" : "fault_soak: FAIL") << "\n";
   return ok ? 0 : 1;
