@@ -46,8 +46,8 @@ int RunDemo(const DemoOptions& o) {
     std::cerr << "pikv demo: " << s.message() << "\n";
     return 1;
   }
-  std::cout << "controller " << cluster.controller().endpoint << " (http "
-            << cluster.controller().http << "), " << num_nodes << " nodes, Redis "
+  std::cout << "controller " << cluster.controller_spec() << " (http " << cluster.controller().http
+            << "), " << num_nodes << " nodes, Redis "
             << (cluster.redis_address().empty() ? "off" : cluster.redis_address()) << "\n"
             << "processes: " << cluster.Pids() << "\n"
             << SecurityLine(cluster) << "\n";
@@ -58,7 +58,7 @@ int RunDemo(const DemoOptions& o) {
   for (int i = 0; i < num_nodes; ++i) {
     client::ClientOptions options =
         engine::ReferenceClientOptions(cfg, "pikv-demo-reference", cluster.nodes()[i].ipc,
-                                       cluster.controller().endpoint, cluster.NodeHost(i));
+                                       cluster.controller_spec(), cluster.NodeHost(i));
     options.security = cluster.Security("engine");
     engines.push_back(std::make_unique<engine::Engine>(model, std::move(options)));
   }
@@ -117,7 +117,7 @@ int RunDemo(const DemoOptions& o) {
 
   std::optional<CurveClientKeys> admin_keys;
   if (admin_security) admin_keys = *admin_security->ForController();
-  rpc::AdminClient admin(cluster.controller().endpoint, 2s, admin_keys);
+  rpc::AdminClient admin(cluster.controller_spec(), 2s, admin_keys);
   try {
     if (auto nodes = admin.Json(MsgType::kAdminNodes); nodes.ok()) {
       std::cout << "\npikv admin nodes\n";
@@ -141,8 +141,13 @@ int RunCluster(const DemoOptions& o) {
     std::cerr << "pikv cluster: " << s.message() << "\n";
     return 1;
   }
-  std::cout << "controller " << cluster.controller().endpoint << "  http "
-            << cluster.controller().http << "\n";
+  std::cout << "controller " << cluster.controller_spec() << "  http " << cluster.controller().http
+            << "\n";
+  if (cluster.controllers().size() > 1) {
+    for (const auto& c : cluster.controllers())
+      std::cout << "controller-member " << c.endpoint << "  pid " << c.process->pid() << "  http "
+                << c.http << "\n";
+  }
   for (const auto& n : cluster.nodes())
     std::cout << "node " << n.tcp << "  " << n.ipc << "  http " << n.http << "\n";
   if (!cluster.redis_address().empty()) std::cout << "redis " << cluster.redis_address() << "\n";
@@ -151,7 +156,7 @@ int RunCluster(const DemoOptions& o) {
     std::cout << "export PIKV_CURVE_KEY=" << cluster.key_dir()
               << "/admin PIKV_CURVE_KEYRING=" << cluster.key_dir() << "/keyring\n";
   }
-  std::cout << "try: pikv admin nodes --controller " << cluster.controller().endpoint
+  std::cout << "try: pikv admin nodes --controller " << cluster.controller_spec()
             << "\nCtrl-C stops it" << std::endl;
   WaitForStopSignal(stop);
   return 0;

@@ -47,6 +47,9 @@ int main(int argc, char** argv) {
   for (CLI::App* sub : {demo, cluster}) {
     sub->add_option("--nodes", demo_options.cluster.nodes, "Nodes to start (1-64)")
         ->capture_default_str();
+    sub->add_option("--controllers", demo_options.cluster.controllers,
+                    "Controllers (1-5); more than 1: standbys elected on a local etcd cluster")
+        ->capture_default_str();
     sub->add_option("--redis", demo_options.cluster.redis, "auto, off, or host:port")
         ->capture_default_str();
     sub->add_option("--cpu-capacity", demo_options.cluster.cpu_capacity, "Each node's CPU tier")

@@ -102,7 +102,7 @@ class LeaderElection::Campaign {
       now = Clock::now();
       if (lease_ != 0 && now >= next_poll_) {
         Watch(now);
-        if (polls % 8 == 0) ListMembers();
+        if (polls % 4 == 0 || held_ != listed_as_) ListMembers();
         next_poll_ = now + poll_;
       }
       std::unique_lock lock(im_.mu);
@@ -210,6 +210,7 @@ class LeaderElection::Campaign {
   void ListMembers() {
     auto members = etcd_.List(coord::MembersPrefix(o_.cluster), 256);
     if (!members.ok()) return;
+    listed_as_ = held_;  // a new leadership lists its standbys at once
     std::vector<coord::ControllerInfo> infos;
     for (const auto& kv : *members) {
       if (auto info = coord::ControllerFromValue(kv.value); info.ok())
@@ -234,7 +235,7 @@ class LeaderElection::Campaign {
   coord::EtcdClient etcd_;
   const std::string leader_key_, member_key_;
   const milliseconds renew_every_, guard_, poll_;
-  int64_t lease_ = 0, held_ = 0;
+  int64_t lease_ = 0, held_ = 0, listed_as_ = 0;
   Clock::time_point lease_until_{}, next_renew_{}, next_poll_{}, last_other_seen_{};
 };
 

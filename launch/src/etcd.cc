@@ -8,18 +8,23 @@
 
 namespace pikv::launch {
 
-namespace {
-
-std::string Url(int port) { return "http://127.0.0.1:" + std::to_string(port); }
-
-}  // namespace
-
 EtcdCluster::EtcdCluster(int members) {
   for (int i = 0; i < members; ++i) {
+    where_.push_back({"127.0.0.1", {}});
     client_ports_.push_back(FreePort());
     peer_ports_.push_back(FreePort());
   }
   members_.resize(members);
+}
+
+EtcdCluster::EtcdCluster(std::vector<EtcdMember> members) : where_(std::move(members)) {
+  client_ports_.assign(where_.size(), 2379);
+  peer_ports_.assign(where_.size(), 2380);
+  members_.resize(where_.size());
+}
+
+std::string EtcdCluster::Url(int i, bool peer) const {
+  return "http://" + where_[i].ip + ":" + std::to_string(peer ? peer_ports_[i] : client_ports_[i]);
 }
 
 EtcdCluster::~EtcdCluster() {
@@ -29,7 +34,7 @@ EtcdCluster::~EtcdCluster() {
 bool EtcdCluster::Available() { return FindOnPath("etcd").has_value(); }
 
 std::string EtcdCluster::member(int i) const {
-  return "127.0.0.1:" + std::to_string(client_ports_[i]);
+  return where_[i].ip + ":" + std::to_string(client_ports_[i]);
 }
 
 std::string EtcdCluster::endpoints() const {
@@ -41,20 +46,20 @@ std::string EtcdCluster::endpoints() const {
 std::vector<std::string> EtcdCluster::Args(int i) const {
   std::string initial;
   for (int m = 0; m < size(); ++m)
-    initial += (m ? "," : "") + ("m" + std::to_string(m)) + "=" + Url(peer_ports_[m]);
+    initial += (m ? "," : "") + ("m" + std::to_string(m)) + "=" + Url(m, true);
   const std::string name = "m" + std::to_string(i);
   return {"--name",
           name,
           "--data-dir",
           dir_.str() + "/" + name,
           "--listen-client-urls",
-          Url(client_ports_[i]),
+          Url(i, false),
           "--advertise-client-urls",
-          Url(client_ports_[i]),
+          Url(i, false),
           "--listen-peer-urls",
-          Url(peer_ports_[i]),
+          Url(i, true),
           "--initial-advertise-peer-urls",
-          Url(peer_ports_[i]),
+          Url(i, true),
           "--initial-cluster",
           initial,
           "--initial-cluster-token",
@@ -73,8 +78,17 @@ std::vector<std::string> EtcdCluster::Args(int i) const {
 
 Status EtcdCluster::StartMember(int i) {
   if (client_ports_[i] == 0 || peer_ports_[i] == 0) return Unavailable("no free port for etcd");
+  std::vector<std::string> args = Args(i);
+  std::string program = "etcd";
+  if (!where_[i].prefix.empty()) {
+    program = where_[i].prefix.front();
+    std::vector<std::string> all(where_[i].prefix.begin() + 1, where_[i].prefix.end());
+    all.push_back(FindOnPath("etcd").value_or("etcd"));
+    all.insert(all.end(), args.begin(), args.end());
+    args = std::move(all);
+  }
   try {
-    members_[i] = std::make_unique<ChildProcess>("etcd", Args(i));
+    members_[i] = std::make_unique<ChildProcess>(program, args);
   } catch (const std::exception& e) {
     return Unavailable(std::string("etcd: ") + e.what());
   }

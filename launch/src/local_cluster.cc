@@ -14,14 +14,21 @@ using namespace std::chrono_literals;
 LocalCluster::~LocalCluster() {
   for (auto& n : nodes_) n.process->Signal(SIGTERM);
   for (auto& n : nodes_) n.process->Wait(10s);
-  if (controller_.process) {
-    controller_.process->Signal(SIGTERM);
-    controller_.process->Wait(10s);
-  }
+  for (auto& c : controllers_) c.process->Signal(SIGTERM);
+  for (auto& c : controllers_) c.process->Wait(10s);
+}
+
+std::string LocalCluster::controller_spec() const {
+  if (etcd_) return "etcd://" + etcd_->endpoints();
+  return controllers_.empty() ? std::string() : controllers_.front().endpoint;
 }
 
 Status LocalCluster::Start(const LocalClusterOptions& options) {
   if (options.nodes < 1 || options.nodes > 64) return InvalidArgument("--nodes must be 1..64");
+  if (options.controllers < 1 || options.controllers > 5)
+    return InvalidArgument("--controllers must be 1..5");
+  if (options.controllers > 1 && !EtcdCluster::Available())
+    return Unavailable("standby controllers need etcd (apt-get install etcd-server)");
   // Nothing below may throw past this boundary: a launcher reports, it does not abort.
   try {
     return StartAll(options);
@@ -56,9 +63,16 @@ Status LocalCluster::StartAll(const LocalClusterOptions& o) {
     controller_args.insert(controller_args.end(), {"--curve-key", key_dir_ + "/controller",
                                                    "--curve-keyring", key_dir_ + "/keyring"});
   }
-  auto controller = StartController(*controller_bin, controller_args);
-  if (!controller.ok()) return controller.status();
-  controller_ = std::move(*controller);
+  if (o.controllers > 1) {
+    etcd_ = std::make_unique<EtcdCluster>(3);
+    if (Status s = etcd_->Start(); !s.ok()) return s;
+    controller_args.insert(controller_args.end(), {"--etcd", etcd_->endpoints()});
+  }
+  for (int c = 0; c < o.controllers; ++c) {
+    auto controller = StartController(*controller_bin, controller_args);
+    if (!controller.ok()) return controller.status();
+    controllers_.push_back(std::move(*controller));
+  }
 
   for (int i = 0; i < o.nodes; ++i) {
     const std::string data_dir = dir_->str() + "/" + NodeId(i);
@@ -74,7 +88,7 @@ Status LocalCluster::StartAll(const LocalClusterOptions& o) {
                                      "--host",
                                      NodeHost(i),
                                      "--controller",
-                                     controller_.endpoint,
+                                     controller_spec(),
                                      "--http",
                                      "127.0.0.1:0",
                                      "--heartbeat-interval",
@@ -100,7 +114,7 @@ Status LocalCluster::StartAll(const LocalClusterOptions& o) {
 Status LocalCluster::WaitAlive(size_t n, std::chrono::milliseconds timeout) {
   std::optional<CurveClientKeys> keys;
   if (auto security = Security("admin")) keys = *security->ForController();
-  rpc::AdminClient admin(controller_.endpoint, 1s, keys);
+  rpc::AdminClient admin(controller_spec(), 1s, keys);
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
     auto health = admin.Health();
@@ -118,7 +132,8 @@ std::shared_ptr<const CurveSecurity> LocalCluster::Security(const std::string& m
 }
 
 std::string LocalCluster::Pids() const {
-  std::string s = controller_.process ? std::to_string(controller_.process->pid()) : "";
+  std::string s;
+  for (const auto& c : controllers_) s += (s.empty() ? "" : " ") + std::to_string(c.process->pid());
   for (const auto& n : nodes_) s += " " + std::to_string(n.process->pid());
   if (redis_) s += " " + std::to_string(redis_->pid());
   return s;

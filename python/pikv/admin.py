@@ -6,8 +6,10 @@ from pikv import _pikv
 
 
 class Admin:
-    """One controller; every call has a deadline and raises RuntimeError when
-    the controller does not answer in time. On a secure cluster give the key
+    """The controller at `endpoint`: one endpoint, a list of standbys, or
+    etcd://h1:2379,...[/cluster] (the leader, followed across failovers);
+    every call has a deadline and raises RuntimeError when no leader answers
+    in time. On a secure cluster give the key
     pair's prefix and the keyring (default: PIKV_CURVE_KEY and
     PIKV_CURVE_KEYRING, as `pikv admin`); changes need the admin key."""
 

@@ -1,6 +1,8 @@
 """A local pikv cluster for demos, tests and benchmarks: `pikv cluster` (a
-controller, N nodes, optionally Redis) in the foreground, its endpoints read
-from what it prints; stop() sends Ctrl-C and it stops everything it started.
+controller, N nodes, optionally Redis; with controllers > 1, standbys elected
+on a local etcd cluster, and `controller` is then an etcd:// spec) in the
+foreground, its endpoints read from what it prints; stop() sends Ctrl-C and
+it stops everything it started.
 Secure by default (CURVE with keys made for the cluster, in key_dir):
 security_settings() are the client settings a member's keys need."""
 
@@ -15,12 +17,14 @@ import time
 
 class LocalCluster:
     def __init__(self, pikv_binary="pikv", nodes=2, redis="auto", timeout=30.0, secure=True,
-                 cpu_capacity="256MiB"):
+                 cpu_capacity="256MiB", controllers=1):
         args = [pikv_binary, "cluster", "--nodes", str(nodes), "--redis", redis,
-                "--cpu-capacity", cpu_capacity]
+                "--cpu-capacity", cpu_capacity, "--controllers", str(controllers)]
         self.proc = subprocess.Popen(args + ([] if secure else ["--insecure"]),
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.nodes, self.controller, self.redis, self.key_dir = [], None, None, None
+        # With standbys: controller is etcd://...; each member's endpoint and pid.
+        self.controllers = []
         self._log, self.logged_bytes = collections.deque(maxlen=1000), 0
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -29,6 +33,9 @@ class LocalCluster:
                 break
             if line.startswith("controller "):
                 self.controller = line.split()[1]
+            elif line.startswith("controller-member "):
+                words = line.split()
+                self.controllers.append({"endpoint": words[1], "pid": int(words[3])})
             elif line.startswith("node "):
                 tcp, ipc = re.findall(r"(tcp://\S+|ipc://\S+)", line)[:2]
                 self.nodes.append({"tcp": tcp, "ipc": ipc})

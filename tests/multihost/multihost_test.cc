@@ -37,6 +37,8 @@
 #include <thread>
 
 #include "cluster_queries.h"
+#include "pikv/launch/etcd.h"
+#include "pikv/proto/rpc_client.h"
 #include "pikv/rpc/admin_client.h"
 #include "pikv/rpc/node_client.h"
 #include "test_support.h"
@@ -600,6 +602,126 @@ TEST_P(MultiHostTest, RedisCutOffDegradesToCpuAndDiskAndRecovers) {
   }
   EXPECT_TRUE(recovered) << "writes to Redis did not resume after its link came back";
 }
+
+// Standby controllers across hosts (docs/operations.md): three etcd
+// members and two controllers on hosts of their own, two nodes following
+// the leader by etcd://. The leader's host is cut off the network: it
+// cannot renew its lease, stops leading on its own clock, and the standby
+// takes over; an etcd member's host cut off changes nothing.
+class MultiHostLeadershipTest : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override {
+    if (!TheSuite().unavailable.empty())
+      GTEST_SKIP() << TheSuite().unavailable << "; skipping the multi-host test";
+    if (!launch::EtcdCluster::Available()) GTEST_SKIP() << "etcd is not installed";
+    if (GetParam()) keys_.emplace(std::vector<std::string>{"h1", "h2"});
+    if (!topo_.Create())
+      GTEST_SKIP() << "cannot make a bridge and veth pairs in network namespaces";
+    std::vector<launch::EtcdMember> members;
+    for (int m = 0; m < 3; ++m) {
+      const std::string name = "e" + std::to_string(m + 1);
+      members.push_back({topo_.AddHost(name, 31 + m), topo_.Exec(name)});
+    }
+    etcd_ = std::make_unique<launch::EtcdCluster>(members);
+    ASSERT_TRUE(etcd_->Start().ok());
+    for (int c = 0; c < 2; ++c) {
+      ctl_ip_[c] = topo_.AddHost(Ctl(c), 11 + c);
+      controllers_[c] = testing::StartController(
+          testing::WithKeys(keys_, "controller",
+                            {"--endpoint", Controller(c), "--http", "", "--etcd",
+                             etcd_->endpoints(), "--lease-ttl", "2s", "--suspect-after", "600ms",
+                             "--dead-after", "1500ms", "--log-level", "error"}),
+          topo_.Exec(Ctl(c)));
+    }
+    for (int i = 0; i < 2; ++i) {
+      const std::string id = "h" + std::to_string(i + 1);
+      node_ip_[i] = topo_.AddHost(id, 21 + i);
+      nodes_[i] = testing::StartNode(
+          testing::WithKeys(
+              keys_, "node-" + id,
+              {"--endpoint", "tcp://" + node_ip_[i] + ":7400", "--data-dir", dirs_[i].str(),
+               "--node-id", id, "--host", id, "--controller", "etcd://" + etcd_->endpoints(),
+               "--heartbeat-interval", "200ms", "--log-level", "error"}),
+          topo_.Exec(id));
+    }
+    object_ = testing::MakeObject(9, 64 << 10);
+    rpc::NodeClient h1("tcp://" + node_ip_[0] + ":7400", 5s, WireLimits{},
+                       testing::DialKeys(keys_, "admin", "h1"));
+    ASSERT_TRUE(h1.Put({&object_.key, 1}, {&object_.bytes, 1}).ok());
+    ASSERT_TRUE(WaitUntil([&] { return Holders() == std::set<std::string>{"h1"}; }, 15s));
+  }
+  void TearDown() override {
+    for (auto& n : nodes_) n.process.reset();
+    for (auto& c : controllers_) c.process.reset();
+    etcd_.reset();
+    topo_.Destroy();
+  }
+  static std::string Ctl(int c) { return "c" + std::to_string(c + 1); }
+  std::string Controller(int c) const { return "tcp://" + ctl_ip_[c] + ":7300"; }
+  std::string Spec() const { return "etcd://" + etcd_->endpoints(); }
+  std::set<std::string> Holders() {
+    return testing::Holders(Spec(), object_.key, testing::DialKeys(keys_, "admin"));
+  }
+  // The controller that answers as leader for itself, or -1.
+  int Leader() const {
+    for (int c = 0; c < 2; ++c) {
+      RpcClient rpc(Controller(c), {}, testing::DialKeys(keys_, "admin"));
+      Message req;
+      req.header.type = MsgType::kAdminHealth;
+      auto reply = rpc.Call(std::move(req), 300ms);
+      if (reply.ok() && reply->header.status == ErrorCode::kOk) return c;
+    }
+    return -1;
+  }
+  template <typename Cond>
+  static bool WaitUntil(Cond cond, std::chrono::milliseconds limit) {
+    for (auto t0 = Clock::now(); !cond(); std::this_thread::sleep_for(50ms)) {
+      if (Clock::now() - t0 > limit) return false;
+    }
+    return true;
+  }
+
+  std::optional<testing::TestKeys> keys_;
+  Topology topo_;  // destroyed after the processes
+  std::unique_ptr<launch::EtcdCluster> etcd_;
+  std::string ctl_ip_[2], node_ip_[2];
+  testing::ControllerProcess controllers_[2];
+  testing::TempDir dirs_[2];
+  testing::NodeProcess nodes_[2];
+  testing::TestObject object_;
+};
+
+TEST_P(MultiHostLeadershipTest, LeaderCutOffIsReplacedAndRejoinsAsAStandby) {
+  const int leader = Leader();
+  ASSERT_GE(leader, 0);
+  const int standby = 1 - leader;
+  const auto t0 = Clock::now();
+  topo_.Link(Ctl(leader), false);
+  ASSERT_TRUE(WaitUntil([&] { return Leader() == standby; }, 10s)) << "the standby did not lead";
+  ASSERT_TRUE(WaitUntil([&] { return Holders() == std::set<std::string>{"h1"}; }, 10s))
+      << "the registry was not rebuilt";
+  std::cout << "leader cut off: the standby led and the registry was whole after "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count()
+            << " ms\n";
+  topo_.Link(Ctl(leader), true);
+  // Its lease ran out while it was cut off: it answers as a standby.
+  std::this_thread::sleep_for(2s);
+  EXPECT_EQ(Leader(), standby);
+  EXPECT_EQ(testing::AliveNodes(Spec(), testing::DialKeys(keys_, "admin")), 2);
+}
+
+TEST_P(MultiHostLeadershipTest, EtcdMemberCutOffKeepsTheLeader) {
+  const int leader = Leader();
+  ASSERT_GE(leader, 0);
+  topo_.Link("e1", false);
+  std::this_thread::sleep_for(4s);  // two lease TTLs
+  EXPECT_EQ(Leader(), leader);
+  EXPECT_EQ(Holders(), std::set<std::string>{"h1"});
+  topo_.Link("e1", true);
+}
+
+INSTANTIATE_TEST_SUITE_P(SecurityOnAndOff, MultiHostLeadershipTest, ::testing::Values(true, false),
+                         [](const auto& info) { return info.param ? "Secure" : "Insecure"; });
 
 std::string ModeName(const ::testing::TestParamInfo<Mode>& info) {
   return info.param.secure ? "Secure" : "Insecure";

@@ -25,11 +25,13 @@ def bin_dir():
     return os.environ.get("PIKV_BIN_DIR", os.path.join(SOURCE_DIR, "build", "bin"))
 
 
-def Cluster(nodes=2):
-    """A real local cluster from the build tree's `pikv cluster`."""
+def Cluster(nodes=2, controllers=1):
+    """A real local cluster from the build tree's `pikv cluster` (with
+    controllers > 1: standbys on a local etcd cluster)."""
     from pikv.local_cluster import LocalCluster
     secure = os.environ.get("PIKV_TEST_SECURITY", "on") != "off"
-    return LocalCluster(os.path.join(bin_dir(), "pikv"), nodes=nodes, secure=secure)
+    return LocalCluster(os.path.join(bin_dir(), "pikv"), nodes=nodes, secure=secure,
+                        controllers=controllers)
 
 
 @pytest.fixture(scope="module")

@@ -13,9 +13,17 @@
 
 namespace pikv::launch {
 
+// A member on another address (ports 2379 and 2380), started under
+// `prefix` (e.g. nsenter into a network namespace).
+struct EtcdMember {
+  std::string ip;
+  std::vector<std::string> prefix;
+};
+
 class EtcdCluster {
  public:
-  explicit EtcdCluster(int members = 3);  // starts nothing
+  explicit EtcdCluster(int members = 3);  // on loopback; starts nothing
+  explicit EtcdCluster(std::vector<EtcdMember> members);
   ~EtcdCluster();
   static bool Available();  // etcd is on PATH
   // Starts every member; ready when the cluster answers a write.
@@ -32,7 +40,9 @@ class EtcdCluster {
 
  private:
   std::vector<std::string> Args(int i) const;
+  std::string Url(int i, bool peer) const;
   TempDir dir_;
+  std::vector<EtcdMember> where_;
   std::vector<int> client_ports_, peer_ports_;
   std::vector<std::unique_ptr<ChildProcess>> members_;
 };

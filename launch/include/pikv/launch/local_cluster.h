@@ -1,7 +1,9 @@
 // LocalCluster: a whole pikv cluster on this machine (a controller, nodes on
 // loopback tcp and ipc, and Redis), as `pikv demo` and `pikv cluster` run
-// it. Every process is a child that dies with this one; the destructor stops
-// them with SIGTERM.
+// it; with several controllers, a local 3-member etcd cluster elects their
+// leader and the nodes follow it by etcd:// (docs/operations.md). Every
+// process is a child that dies with this one; the destructor stops them
+// with SIGTERM.
 #pragma once
 
 #include <chrono>
@@ -10,6 +12,7 @@
 #include <vector>
 
 #include "pikv/launch/daemons.h"
+#include "pikv/launch/etcd.h"
 #include "pikv/proto/curve.h"
 
 namespace pikv::launch {
@@ -23,6 +26,7 @@ struct LocalClusterOptions {
   // directory (WriteClusterKeys); false: security off.
   bool secure = true;
   std::string cpu_capacity = "256MiB";  // each node's CPU tier
+  int controllers = 1;                  // more than one: standbys, elected on a local etcd cluster
 };
 
 class LocalCluster {
@@ -37,7 +41,11 @@ class LocalCluster {
   // naming it; what was started is stopped again by the destructor.
   Status Start(const LocalClusterOptions& options);
 
-  const ControllerProcess& controller() const { return controller_; }
+  // The first controller (the only one, unless standbys were asked for).
+  const ControllerProcess& controller() const { return controllers_.front(); }
+  const std::vector<ControllerProcess>& controllers() const { return controllers_; }
+  // What clients dial: the controller's endpoint, or etcd://... with standbys.
+  std::string controller_spec() const;
   const std::vector<NodeProcess>& nodes() const { return nodes_; }
   const std::string& redis_address() const { return redis_address_; }
   std::string NodeId(size_t i) const { return "node-" + std::to_string(i + 1); }
@@ -57,7 +65,8 @@ class LocalCluster {
   std::string key_dir_;
   std::unique_ptr<RedisServer> redis_;
   std::string redis_address_;
-  ControllerProcess controller_;
+  std::unique_ptr<EtcdCluster> etcd_;  // with standbys
+  std::vector<ControllerProcess> controllers_;
   std::vector<NodeProcess> nodes_;
 };
 
