@@ -3,8 +3,9 @@
 #   bash scripts/install-deps.sh [build|test|runtime|all ...]   (default: all)
 #   build    compile everything scripts/build.sh builds (libraries, daemons, CLI,
 #            tests, benchmarks, the Python module)
-#   test     run the suite and CI's checks: Redis, Python test packages, clang
-#            (sanitizers, fuzzers, clang-format), iproute2, docker-compose
+#   test     run the suite and CI's checks: Redis, etcd (standby controllers),
+#            Python test packages, clang (sanitizers, fuzzers, clang-format),
+#            iproute2, docker-compose
 #   runtime  what the three binaries load, and curl for healthchecks (the
 #            Docker image's runtime stage installs exactly this set)
 #   all      build + test + runtime
@@ -21,7 +22,7 @@ build=(
   python3 python3-dev pybind11-dev
 )
 test=(
-  redis-server iproute2 procps docker-compose
+  redis-server etcd-server etcd-client iproute2 procps docker-compose
   python3-venv python3-pip python3-setuptools
   python3-pytest python3-numpy python3-torch
   clang clang-format libclang-rt-14-dev

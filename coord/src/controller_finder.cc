@@ -64,7 +64,12 @@ std::string ControllerFinder::Current() {
 }
 
 void ControllerFinder::Redirect(const std::string& leader) {
-  if (leader.empty()) return Failed(Current());
+  // What a controller names must look like an endpoint; anything else is
+  // treated as no answer (the dialler validates it fully).
+  const bool plausible = leader.size() <= 512 &&
+                         (leader.rfind("tcp://", 0) == 0 || leader.rfind("ipc://", 0) == 0) &&
+                         leader.find_first_of(" ,\n") == std::string::npos;
+  if (!plausible) return Failed(Current());
   std::lock_guard lock(mu_);
   current_ = leader;
 }

@@ -3,7 +3,7 @@
 #include <charconv>
 #include <nlohmann/json.hpp>
 
-#include "http_post.h"
+#include "pikv/coord/http_post.h"
 
 namespace pikv::coord {
 
@@ -65,6 +65,12 @@ std::optional<int64_t> Int(const json& j, const char* name) {
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
   return v;
+}
+
+// A boolean member; false when absent or of another type (value() would throw).
+bool Bool(const json& j, const char* name) {
+  auto it = j.find(name);
+  return it != j.end() && it->is_boolean() && it->get<bool>();
 }
 
 Result<json> Parse(const std::string& body) {
@@ -177,7 +183,7 @@ Result<std::optional<int64_t>> EtcdClient::CreateIfAbsent(const std::string& key
   if (!body.ok()) return body.status();
   auto j = Parse(*body);
   if (!j.ok()) return j.status();
-  if (!j->value("succeeded", false)) return std::optional<int64_t>();
+  if (!Bool(*j, "succeeded")) return std::optional<int64_t>();
   auto header = j->find("header");
   auto revision =
       header != j->end() && header->is_object() ? Int(*header, "revision") : std::nullopt;
@@ -196,7 +202,7 @@ Result<bool> EtcdClient::PutIfCreated(const std::string& key, const std::string&
   if (!body.ok()) return body.status();
   auto j = Parse(*body);
   if (!j.ok()) return j.status();
-  return j->value("succeeded", false);
+  return Bool(*j, "succeeded");
 }
 
 Status EtcdClient::Put(const std::string& key, const std::string& value, int64_t lease) {

@@ -1,4 +1,4 @@
-#include "http_post.h"
+#include "pikv/coord/http_post.h"
 
 #include <fcntl.h>
 #include <netdb.h>

@@ -160,7 +160,14 @@ class Reporter::Loop {
     if (o_.security) {
       if (auto keys = o_.security->ForController(); keys.ok()) DialCurve(socket_->handle(), *keys);
     }
-    socket_->connect(endpoint);
+    try {
+      socket_->connect(endpoint);
+    } catch (const zmq::error_t& e) {  // a spec or a redirect naming no endpoint
+      spdlog::error("reporter: cannot dial controller {}: {}", endpoint, e.what());
+      socket_.reset();
+      o_.finder->Failed(endpoint);
+      return;
+    }
     register_at_ = now + Jitter();
   }
 

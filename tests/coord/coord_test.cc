@@ -1,0 +1,197 @@
+// coord: the HTTP client and etcd calls against a real etcd and against a
+// hostile HTTP server (answers that are not etcd's must be errors, never
+// throws or hangs), and the controller finder's moves.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <thread>
+
+#include "pikv/coord/controller_finder.h"
+#include "pikv/coord/etcd_client.h"
+#include "pikv/coord/http_post.h"
+#include "pikv/coord/leader_key.h"
+#include "pikv/launch/etcd.h"
+
+namespace pikv::coord {
+namespace {
+
+using namespace std::chrono_literals;
+
+// An HTTP server on loopback that reads one request per connection and
+// writes `answer` (then closes; or stays silent when answer is empty).
+class CannedServer {
+ public:
+  explicit CannedServer(std::string answer) : answer_(std::move(answer)) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    socklen_t len = sizeof a;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+    ::listen(fd_, 8);
+    thread_ = std::thread([this] {
+      while (!stop_) {
+        const int c = ::accept(fd_, nullptr, nullptr);
+        if (c < 0) return;
+        char buf[4096];
+        (void)::recv(c, buf, sizeof buf, 0);
+        if (answer_.empty()) {
+          std::this_thread::sleep_for(1500ms);  // silent past the client's deadline
+        } else {
+          (void)::send(c, answer_.data(), answer_.size(), MSG_NOSIGNAL);
+        }
+        ::close(c);
+      }
+    });
+  }
+  ~CannedServer() {
+    stop_ = true;
+    ::shutdown(fd_, SHUT_RDWR);
+    ::close(fd_);
+    thread_.join();
+  }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  std::string answer_;
+  int fd_ = -1, port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+std::string Http(const std::string& body, const std::string& status = "200 OK") {
+  return "HTTP/1.1 " + status +
+         "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+         "\r\n\r\n" + body;
+}
+
+TEST(HttpPost, DecodesChunkedBodies) {
+  EXPECT_EQ(*DecodeChunked("3\r\nabc\r\n2;x=y\r\nde\r\n0\r\n\r\n"), "abcde");
+  EXPECT_FALSE(DecodeChunked("3\r\nab").ok());                // cut short
+  EXPECT_FALSE(DecodeChunked("zz\r\nabc\r\n0\r\n").ok());     // not a size
+  EXPECT_FALSE(DecodeChunked("3\r\nabcX\r\n0\r\n").ok());     // no CRLF after the data
+  EXPECT_FALSE(DecodeChunked("fffffffffff\r\nab\r\n").ok());  // over the response limit
+}
+
+TEST(HttpPost, ReadsChunkedAnswersAndTimesOut) {
+  CannedServer chunked(
+      "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{\"a\":\r\n2\r\n1}\r\n0\r\n\r\n");
+  auto r = Post(chunked.address(), "/", "{}", 1s);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->body, "{\"a\":1}");
+  CannedServer silent("");
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(Post(silent.address(), "/", "{}", 300ms).code(), ErrorCode::kTimeout);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);
+  CannedServer garbage("SSH-2.0-OpenSSH\r\n\r\n");
+  EXPECT_EQ(Post(garbage.address(), "/", "{}", 1s).code(), ErrorCode::kProtocol);
+  EXPECT_FALSE(Post("127.0.0.1:1", "/", "{}", 300ms).ok());  // nobody listening
+  EXPECT_EQ(Post("no-port", "/", "{}", 300ms).code(), ErrorCode::kInvalidArgument);
+}
+
+TEST(EtcdClient, HostileAnswersAreErrorsNotThrows) {
+  const std::vector<std::string> bodies = {"not json",
+                                           "[1,2]",
+                                           R"({"succeeded":"yes","header":{"revision":"x"}})",
+                                           R"({"ID":{"x":1}})",
+                                           R"({"result":7})",
+                                           R"({"kvs":[{"key":"!!!","create_revision":"1"}]})",
+                                           R"({"kvs":[{"key":"YQ==","create_revision":[1]}]})",
+                                           R"({"kvs":"many"})"};
+  for (const auto& body : bodies) {
+    CannedServer server(Http(body));
+    EtcdClient etcd({server.address()}, 500ms);
+    EXPECT_FALSE(etcd.GrantLease(3).ok()) << body;
+    EXPECT_FALSE(etcd.KeepAlive(1).ok()) << body;
+    auto created = etcd.CreateIfAbsent("k", "v", 1);
+    EXPECT_TRUE(!created.ok() || !created->has_value()) << body;  // never a win
+    auto got = etcd.Get("k");
+    EXPECT_TRUE(!got.ok() || !got->has_value()) << body;
+    EXPECT_FALSE(etcd.List("p").ok() && body.find("kvs") != std::string::npos) << body;
+  }
+  CannedServer refused(Http("{}", "500 Internal Server Error"));
+  EXPECT_EQ(EtcdClient({refused.address()}, 500ms).GrantLease(3).code(), ErrorCode::kUnavailable);
+}
+
+TEST(EtcdClient, ParsesEndpoints) {
+  EXPECT_EQ(*EtcdClient::ParseEndpoints("a:2379,http://b:2380/"),
+            (std::vector<std::string>{"a:2379", "b:2380"}));
+  for (const char* bad : {"", "a", "a:0", "a:99999", ":2379", "a:2379,", "u@a:1", "a:1/x"})
+    EXPECT_FALSE(EtcdClient::ParseEndpoints(bad).ok()) << bad;
+}
+
+TEST(EtcdClient, AgainstARealEtcd) {
+  if (!launch::EtcdCluster::Available()) GTEST_SKIP() << "etcd is not installed";
+  launch::EtcdCluster cluster(1);
+  ASSERT_TRUE(cluster.Start().ok());
+  EtcdClient etcd(*EtcdClient::ParseEndpoints(cluster.endpoints()), 1s);
+  auto lease = etcd.GrantLease(5);
+  ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+  auto won = etcd.CreateIfAbsent("pikv/t/leader", "v1", *lease);
+  ASSERT_TRUE(won.ok() && won->has_value());
+  auto again = etcd.CreateIfAbsent("pikv/t/leader", "v2", *lease);
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(again->has_value());  // the key exists: no second winner
+  EXPECT_TRUE(*etcd.PutIfCreated("pikv/t/leader", "v3", *lease, **won));
+  EXPECT_FALSE(*etcd.PutIfCreated("pikv/t/leader", "v4", *lease, **won + 100));
+  auto got = etcd.Get("pikv/t/leader");
+  ASSERT_TRUE(got.ok() && got->has_value());
+  EXPECT_EQ((*got)->value, "v3");
+  EXPECT_EQ((*got)->create_revision, **won);
+  EXPECT_EQ((*got)->lease, *lease);
+  ASSERT_TRUE(etcd.Put("pikv/t/controllers/a", "x", *lease).ok());
+  EXPECT_EQ(etcd.List("pikv/t/controllers/")->size(), 1u);
+  EXPECT_GT(*etcd.KeepAlive(*lease), 0);
+  ASSERT_TRUE(etcd.Revoke(*lease).ok());  // takes its keys with it
+  EXPECT_FALSE(etcd.Get("pikv/t/leader")->has_value());
+  EXPECT_EQ(*etcd.KeepAlive(*lease), 0);  // unknown: expired
+  // A dead member first in the list: the next one answers.
+  EtcdClient two({"127.0.0.1:1", cluster.member(0)}, 500ms);
+  EXPECT_TRUE(two.Get("x").ok());
+}
+
+TEST(ControllerFinder, MovesAlongAListAndFollowsRedirects) {
+  auto f = *ControllerFinder::Parse("tcp://a:1,tcp://b:1,tcp://c:1");
+  EXPECT_TRUE(f->follows());
+  EXPECT_EQ(f->Current(), "tcp://a:1");
+  f->Failed("tcp://a:1");
+  EXPECT_EQ(f->Current(), "tcp://b:1");
+  f->Failed("tcp://a:1");  // stale news: already moved on
+  EXPECT_EQ(f->Current(), "tcp://b:1");
+  f->Redirect("tcp://c:1");
+  EXPECT_EQ(f->Current(), "tcp://c:1");
+  f->Redirect("not an endpoint");  // treated as no answer
+  EXPECT_NE(f->Current(), "not an endpoint");
+  f->Redirect(std::string(600, 'x'));
+  EXPECT_NE(f->Current().size(), 600u);
+  auto one = *ControllerFinder::Parse("tcp://a:1");
+  EXPECT_FALSE(one->follows());
+  one->Failed("tcp://a:1");
+  EXPECT_EQ(one->Current(), "tcp://a:1");
+  EXPECT_FALSE(ControllerFinder::Parse("").ok());
+  EXPECT_FALSE(ControllerFinder::Parse("tcp://a:1,,tcp://b:1").ok());
+  EXPECT_FALSE(ControllerFinder::Parse("etcd://h:2379/bad name").ok());
+  EXPECT_FALSE(ControllerFinder::Parse("etcd://nope").ok());
+  EXPECT_TRUE(DialsTcp("etcd://h:1") && DialsTcp("tcp://a:1") && !DialsTcp("ipc:///x"));
+}
+
+TEST(ControllerFinder, AnEtcdSpecWithNoLeaderNamesNone) {
+  CannedServer empty(Http(R"({"header":{"revision":"3"}})"));
+  auto f = *ControllerFinder::Parse("etcd://" + empty.address() + "/c1");
+  EXPECT_EQ(f->Current(), "");
+  CannedServer named(Http(R"({"kvs":[{"key":"eA==","create_revision":"9","value":")" +
+                          std::string("eyJlbmRwb2ludCI6InRjcDovL2w6MSJ9") + R"("}]})"));
+  auto g = *ControllerFinder::Parse("etcd://" + named.address());
+  EXPECT_EQ(g->Current(), "tcp://l:1");  // {"endpoint":"tcp://l:1"}
+  g->Failed("tcp://l:1");
+  std::this_thread::sleep_for(150ms);  // past the re-read interval
+  EXPECT_EQ(g->Current(), "tcp://l:1");
+}
+
+}  // namespace
+}  // namespace pikv::coord
