@@ -274,6 +274,9 @@ class Reporter::Loop {
                    leader.empty() ? "no leader yet" : "the leader is " + leader);
       o_.finder->Redirect(leader);
       next_ask_ = Clock::now() + std::chrono::milliseconds(250);
+      // Register again, here or wherever the finder now points (a leader
+      // whose renewal came late resumes at the same endpoint and epoch).
+      register_at_ = Clock::now() + std::chrono::milliseconds(250);
       return;
     }
     const bool command = h.type == MsgType::kResync || h.type == MsgType::kClear ||

@@ -303,50 +303,89 @@ TEST_F(SecureLeadershipTest, KilledLeaderIsReplacedOverCurve) {
   EXPECT_EQ(testing::AliveNodes(Spec(), AdminKeys()), kNodes);
 }
 
+// A fake controller: a ROUTER a real node reports to.
+class FakeController {
+ public:
+  FakeController() {
+    socket_.set(zmq::sockopt::linger, 0);
+    socket_.set(zmq::sockopt::rcvtimeo, 200);
+    socket_.bind(endpoint_);
+  }
+  const std::string& endpoint() const { return endpoint_; }
+  // The next message of `type` from the node within `limit`, or nullopt.
+  std::optional<Header> Next(MsgType type, std::chrono::milliseconds limit) {
+    for (const auto until = Clock::now() + limit; Clock::now() < until;) {
+      if (!RecvFrames(socket_, frames_, zmq::recv_flags::none)) continue;
+      auto msg = ParseFrames(frames_, 1, WireLimits{});
+      if (!msg.ok() || msg->header.type != type) continue;
+      identity_.assign(static_cast<const char*>(frames_[0].data()), frames_[0].size());
+      return msg->header;
+    }
+    return std::nullopt;
+  }
+  void Send(const Header& h) {
+    std::vector<zmq::message_t> routing;
+    routing.emplace_back(identity_.data(), identity_.size());
+    ASSERT_TRUE(SendMessage(socket_, routing, h, {}, false));
+  }
+  // Answers as an elected leader of `epoch`.
+  void Answer(const Header& request, const std::string& epoch, ErrorCode status = ErrorCode::kOk) {
+    Header reply = ReplyTo(request, status);
+    reply.fields[kEpochField] = epoch;
+    reply.fields[kElectedField] = int64_t{1};
+    if (status == ErrorCode::kNotLeader) reply.fields[kLeaderField] = std::string();
+    Send(reply);
+  }
+
+ private:
+  zmq::context_t context_;
+  zmq::socket_t socket_{context_, zmq::socket_type::router};
+  std::string endpoint_ = "tcp://127.0.0.1:" + std::to_string(testing::FreePort());
+  std::vector<zmq::message_t> frames_;
+  std::string identity_;
+};
+
+// A leader whose renewal came late pauses (kNotLeader, naming nobody) and
+// resumes at the same endpoint: the node registers with it again.
+TEST(FakeController, NodeRegistersAgainWhenItsLeaderResumes) {
+  FakeController fake;
+  testing::TempDir dir;
+  auto node = testing::StartNode({"--endpoint", "tcp://127.0.0.1:*", "--data-dir", dir.str(),
+                                  "--node-id", "n1", "--controller", fake.endpoint(),
+                                  "--heartbeat-interval", "200ms", "--log-level", "warn"});
+  auto reg = fake.Next(MsgType::kRegister, 5s);
+  ASSERT_TRUE(reg);
+  fake.Answer(*reg, "10");
+  auto beat = fake.Next(MsgType::kHeartbeat, 5s);
+  ASSERT_TRUE(beat);
+  fake.Answer(*beat, "10", ErrorCode::kNotLeader);  // paused
+  auto again = fake.Next(MsgType::kRegister, 5s);
+  ASSERT_TRUE(again) << "the node never registered again";
+  fake.Answer(*again, "10");
+  EXPECT_TRUE(fake.Next(MsgType::kHeartbeat, 5s));
+}
+
 // A node obeys only the leadership it registered with: a command stamped
 // with an older elected epoch (a deposed leader's) is ignored.
-TEST(EpochFencing, NodeIgnoresCommandsOfAnotherEpoch) {
-  zmq::context_t context;
-  zmq::socket_t fake(context, zmq::socket_type::router);
-  fake.set(zmq::sockopt::linger, 0);
-  const int port = testing::FreePort();
-  fake.bind("tcp://127.0.0.1:" + std::to_string(port));
+TEST(FakeController, NodeIgnoresCommandsOfAnotherEpoch) {
+  FakeController fake;
   testing::TempDir dir;
-  auto node =
-      testing::StartNode({"--endpoint", "tcp://127.0.0.1:*", "--data-dir", dir.str(), "--node-id",
-                          "n1", "--controller", "tcp://127.0.0.1:" + std::to_string(port),
-                          "--heartbeat-interval", "200ms", "--log-level", "warn"});
+  auto node = testing::StartNode({"--endpoint", "tcp://127.0.0.1:*", "--data-dir", dir.str(),
+                                  "--node-id", "n1", "--controller", fake.endpoint(),
+                                  "--heartbeat-interval", "200ms", "--log-level", "warn"});
   const auto object = testing::MakeObject(7, 4096);
   NodeClient client(node.tcp, 5s);
   ASSERT_TRUE(client.Put({&object.key, 1}, {&object.bytes, 1}).ok());
-
-  // Answer the node's register as an elected leader of epoch 10.
-  std::vector<zmq::message_t> frames;
-  std::string identity;
-  fake.set(zmq::sockopt::rcvtimeo, 5000);
-  for (;;) {
-    ASSERT_TRUE(RecvFrames(fake, frames, zmq::recv_flags::none));
-    auto msg = ParseFrames(frames, 1, WireLimits{});
-    ASSERT_TRUE(msg.ok());
-    if (msg->header.type != MsgType::kRegister) continue;
-    identity.assign(static_cast<const char*>(frames[0].data()), frames[0].size());
-    Header reply = ReplyTo(msg->header);
-    reply.fields[kEpochField] = std::string("10");
-    reply.fields[kElectedField] = int64_t{1};
-    std::vector<zmq::message_t> routing;
-    routing.emplace_back(identity.data(), identity.size());
-    ASSERT_TRUE(SendMessage(fake, routing, reply, {}, false));
-    break;
-  }
+  auto reg = fake.Next(MsgType::kRegister, 5s);
+  ASSERT_TRUE(reg);
+  fake.Answer(*reg, "10");  // an elected leader of epoch 10
   auto command = [&](const std::string& epoch) {
     Header del;
     del.type = MsgType::kDelete;
     del.keys = {object.key};
     del.fields[kEpochField] = epoch;
     del.fields[kElectedField] = int64_t{1};
-    std::vector<zmq::message_t> routing;
-    routing.emplace_back(identity.data(), identity.size());
-    ASSERT_TRUE(SendMessage(fake, routing, del, {}, false));
+    fake.Send(del);
   };
   auto held = [&] {
     auto r = client.Exists({&object.key, 1});
