@@ -39,7 +39,9 @@ std::vector<ControllerHandler::Outgoing> ControllerHandler::Handle(const std::st
   }
   if (payload_frames > 0)
     return Reject(identity, &h, InvalidArgument("the controller takes no payload frames"));
-  if (!Leading(now)) return {{identity, NotLeader(h, now), {}}};
+  // The lease is checked on the clock of this message, not of the batch it
+  // came in: a process stalled mid-batch must not answer as leader after.
+  if (!Leading(Clock::now())) return {{identity, NotLeader(h, now), {}}};
   std::vector<Outgoing> out;
   Apply(identity, h, now, out);
   return out;
@@ -67,9 +69,17 @@ Status ControllerHandler::Authorize(const CurvePeer* sender, const Header& h) {
   }
 }
 
+bool ControllerHandler::StillLeading() const {
+  const LeaderElection* election = election_.load();
+  if (!election) return true;
+  const int64_t epoch = election->LeaderEpoch(Clock::now());
+  return epoch != 0 && static_cast<uint64_t>(epoch) == state_.epoch();
+}
+
 bool ControllerHandler::Leading(Clock::time_point now) {
-  if (!election_) return true;
-  const int64_t epoch = election_->LeaderEpoch(now);
+  const LeaderElection* election = election_.load();
+  if (!election) return true;
+  const int64_t epoch = election->LeaderEpoch(now);
   if (epoch == 0) {
     if (state_.epoch() != 0) {
       spdlog::warn("controller: standing by; the registry of epoch {} is dropped", state_.epoch());
@@ -91,7 +101,7 @@ bool ControllerHandler::Leading(Clock::time_point now) {
 }
 
 Header ControllerHandler::NotLeader(const Header& request, Clock::time_point now) const {
-  const ElectionView view = election_->View(now);
+  const ElectionView view = election_.load()->View(now);
   Header reply =
       ReplyTo(request, ErrorCode::kNotLeader,
               view.current.endpoint.empty() ? "no leader elected yet"
@@ -103,7 +113,7 @@ Header ControllerHandler::NotLeader(const Header& request, Clock::time_point now
 
 void ControllerHandler::Stamp(Header& h) const {
   h.fields[kEpochField] = std::to_string(state_.epoch());
-  if (election_) h.fields[kElectedField] = int64_t{1};
+  if (election_.load()) h.fields[kElectedField] = int64_t{1};
 }
 
 void ControllerHandler::Apply(const std::string& identity, const Header& h, Clock::time_point now,
@@ -282,11 +292,12 @@ Leadership ControllerHandler::LeadershipOf(Clock::time_point now) const {
   Leadership l;
   l.leaderships = leaderships_;
   l.step_downs = step_downs_;
-  if (!election_) return l;
-  const ElectionView v = election_->View(now);
+  const LeaderElection* election = election_.load();
+  if (!election) return l;
+  const ElectionView v = election->View(now);
   l.role = v.leader ? "leader" : "standby";
   l.leader = v.current.endpoint;
-  l.lease_ttl_ms = election_->options().ttl.count();
+  l.lease_ttl_ms = election->options().ttl.count();
   l.lease_left_ms = v.lease_left.count();
   l.last_failover_seconds = v.last_failover_seconds;
   for (const auto& m : v.members) {

@@ -208,8 +208,13 @@ void ControllerServer::Serve() {
       const size_t payloads = frames.size() > 2 ? frames.size() - 2 : 0;
       std::optional<CurvePeer> peer;
       const CurvePeer* sender = frames.size() >= 2 ? SenderOf(frames[1].handle(), peer) : nullptr;
-      for (const auto& o : handler_->Handle(identity, sender, header, payloads, now))
-        l.Send(o.identity, o.header, o.payloads);
+      auto out = handler_->Handle(identity, sender, header, payloads, now);
+      // A leader stalled while answering sends nothing it decided as leader.
+      const bool leading = handler_->StillLeading();
+      for (const auto& o : out) {
+        if (leading || o.header.status == ErrorCode::kNotLeader)
+          l.Send(o.identity, o.header, o.payloads);
+      }
     }
   }
 }

@@ -24,9 +24,13 @@ struct LeaderElection::Impl {
   std::mutex mu;
   std::condition_variable wake;
   bool stopping = false;  // guarded by mu
-  std::atomic<int64_t> epoch{0};
-  std::atomic<int64_t> valid_until_ns{0};
-  ElectionView view;  // guarded by mu (leader, epoch and lease_left come from the atomics)
+  // The leadership as published: an epoch and until when it holds, read
+  // together (a reader must never pair one leadership's epoch with
+  // another's deadline).
+  mutable std::mutex lease_mu;
+  int64_t epoch = 0;           // guarded by lease_mu
+  int64_t valid_until_ns = 0;  // guarded by lease_mu
+  ElectionView view;           // guarded by mu (leader, epoch and lease_left come from the lease)
 };
 
 LeaderElection::LeaderElection(ElectionOptions options)
@@ -39,6 +43,12 @@ Result<std::unique_ptr<LeaderElection>> LeaderElection::Start(ElectionOptions op
       options.ttl.count() % 1000 != 0)
     return InvalidArgument("lease TTL must be whole seconds, 2-60");
   if (options.endpoint.empty()) return InvalidArgument("leader election needs this endpoint");
+  for (const std::string* s : {&options.endpoint, &options.http}) {
+    const bool printable = s->size() <= 512 && std::all_of(s->begin(), s->end(), [](char c) {
+                             return c > ' ' && c < 127;
+                           });
+    if (!printable) return InvalidArgument("advertised address is not printable ASCII: " + *s);
+  }
   std::unique_ptr<LeaderElection> e(new LeaderElection(std::move(options)));
   e->impl_->thread = std::thread([self = e.get()] { self->Run(); });
   return e;
@@ -56,8 +66,8 @@ void LeaderElection::Stop() {
 }
 
 int64_t LeaderElection::LeaderEpoch(Clock::time_point now) const {
-  const int64_t epoch = impl_->epoch.load(std::memory_order_acquire);
-  return epoch != 0 && Ns(now) < impl_->valid_until_ns.load(std::memory_order_acquire) ? epoch : 0;
+  std::lock_guard lock(impl_->lease_mu);
+  return impl_->epoch != 0 && Ns(now) < impl_->valid_until_ns ? impl_->epoch : 0;
 }
 
 ElectionView LeaderElection::View(Clock::time_point now) const {
@@ -68,8 +78,9 @@ ElectionView LeaderElection::View(Clock::time_point now) const {
   if (!v.leader && v.current.endpoint == options_.endpoint) v.current = {};  // its lease ran out
   if (v.leader) {
     v.current = {options_.endpoint, options_.http, v.epoch};
+    std::lock_guard lease(impl_->lease_mu);
     v.lease_left = std::chrono::duration_cast<milliseconds>(
-        std::chrono::nanoseconds(impl_->valid_until_ns.load() - Ns(now)));
+        std::chrono::nanoseconds(impl_->valid_until_ns - Ns(now)));
   }
   return v;
 }
@@ -82,7 +93,8 @@ ElectionView LeaderElection::View(Clock::time_point now) const {
 class LeaderElection::Campaign {
  public:
   explicit Campaign(LeaderElection& e)
-      : o_(e.options_),
+      : e_(e),
+        o_(e.options_),
         im_(*e.impl_),
         etcd_(o_.etcd, o_.ttl / 4),
         leader_key_(coord::LeaderKey(o_.cluster)),
@@ -132,7 +144,7 @@ class LeaderElection::Campaign {
     Reachable(left.ok());
     if (!left.ok()) {
       next_renew_ = now + poll_;  // etcd unreachable: try again soon
-      if (held_ != 0 && Ns(Clock::now()) >= im_.valid_until_ns.load())
+      if (held_ != 0 && e_.LeaderEpoch(Clock::now()) == 0)
         spdlog::warn("election: cannot renew the lease; not leading until it is renewed");
       return;
     }
@@ -203,6 +215,7 @@ class LeaderElection::Campaign {
 
   // What LeaderEpoch answers: `epoch` until the guard before the lease ends.
   void Publish(int64_t epoch) {
+    std::lock_guard lock(im_.lease_mu);
     im_.valid_until_ns = epoch == 0 ? 0 : Ns(lease_until_ - guard_);
     im_.epoch = epoch;
   }
@@ -230,6 +243,7 @@ class LeaderElection::Campaign {
     im_.view.etcd_reachable = ok;
   }
 
+  const LeaderElection& e_;
   const ElectionOptions& o_;
   Impl& im_;
   coord::EtcdClient etcd_;
@@ -245,7 +259,10 @@ void LeaderElection::Run() {
   try {
     Campaign(*this).Run();
   } catch (const std::exception& e) {
-    impl_->epoch = 0;
+    {
+      std::lock_guard lock(impl_->lease_mu);
+      impl_->epoch = 0;
+    }
     spdlog::critical("election thread failed: {}", e.what());
   }
 }

@@ -1,5 +1,7 @@
 #include "pikv/coord/controller_finder.h"
 
+#include <algorithm>
+
 #include "pikv/coord/etcd_client.h"
 #include "pikv/coord/leader_key.h"
 
@@ -37,23 +39,30 @@ Result<std::shared_ptr<ControllerFinder>> ControllerFinder::Parse(
 }
 
 std::string ControllerFinder::ReadEtcd() {
+  std::vector<std::string> members;
   {
     std::lock_guard lock(mu_);
     if (!current_.empty()) return current_;
     const auto now = std::chrono::steady_clock::now();
     if (now - read_at_ < reread_) return {};
     read_at_ = now;
+    // Each read starts at the next member: one cut off from etcd's quorum
+    // (still answering from its stale copy) is not asked first forever.
+    members = etcd_;
+    std::rotate(members.begin(), members.begin() + first_member_ % members.size(), members.end());
+    first_member_++;
   }
   // A hint is enough (a stale one is corrected by kNotLeader): a
   // serializable read, answered while etcd elects its own leader.
-  EtcdClient etcd(etcd_, std::chrono::milliseconds(250));
+  EtcdClient etcd(members, std::chrono::milliseconds(250));
   auto kv = etcd.Get(LeaderKey(cluster_), /*serializable=*/true);
-  std::string leader;
+  coord::ControllerInfo leader;
   if (kv.ok() && kv->has_value()) {
-    if (auto info = LeaderFromKv(**kv); info.ok()) leader = info->endpoint;
+    if (auto info = LeaderFromKv(**kv); info.ok()) leader = *info;
   }
   std::lock_guard lock(mu_);
-  if (current_.empty()) current_ = leader;
+  if (current_.empty()) current_ = leader.endpoint;  // etcd has the last word on epochs
+  max_epoch_ = std::max(max_epoch_, leader.epoch);
   return current_;
 }
 
@@ -63,14 +72,22 @@ std::string ControllerFinder::Current() {
   return current_;
 }
 
-void ControllerFinder::Redirect(const std::string& leader) {
+void ControllerFinder::Redirect(const std::string& leader, int64_t epoch) {
   // What a controller names must look like an endpoint; anything else is
   // treated as no answer (the dialler validates it fully).
   const bool plausible = leader.size() <= 512 &&
                          (leader.rfind("tcp://", 0) == 0 || leader.rfind("ipc://", 0) == 0) &&
                          leader.find_first_of(" ,\n") == std::string::npos;
-  if (!plausible) return Failed(Current());
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
+  // A standby that has not yet heard of a newer leadership names an older
+  // one: as good as no answer.
+  if (!plausible || (epoch != 0 && epoch < max_epoch_)) {
+    const std::string asked = current_;
+    lock.unlock();
+    return Failed(asked);
+  }
+  max_epoch_ = std::max(max_epoch_, epoch);
+  if (leader != current_ && listed_.size() == 1) redirected_ = true;
   current_ = leader;
 }
 

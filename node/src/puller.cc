@@ -79,7 +79,8 @@ Result<std::vector<std::vector<LocatedCopy>>> Puller::Locate(const std::vector<C
     locate.header.keys = keys;
     auto answer = controller->Call(std::move(locate), Left(deadline));
     if (answer.ok() && answer->header.status == ErrorCode::kNotLeader) {
-      options_.controller->Redirect(FieldString(answer->header.fields, kLeaderField));
+      options_.controller->Redirect(FieldString(answer->header.fields, kLeaderField),
+                                    FieldInt(answer->header.fields, kLeaderEpochField));
       last = Status(ErrorCode::kNotLeader, answer->header.reason);
       continue;
     }

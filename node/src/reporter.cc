@@ -272,11 +272,11 @@ class Reporter::Loop {
       const std::string leader = FieldString(h.fields, kLeaderField);
       spdlog::info("reporter: {} is not the leader; {}", connected_,
                    leader.empty() ? "no leader yet" : "the leader is " + leader);
-      o_.finder->Redirect(leader);
+      o_.finder->Redirect(leader, FieldInt(h.fields, kLeaderEpochField));
       next_ask_ = Clock::now() + std::chrono::milliseconds(250);
       // Register again, here or wherever the finder now points (a leader
       // whose renewal came late resumes at the same endpoint and epoch).
-      register_at_ = Clock::now() + std::chrono::milliseconds(250);
+      register_at_ = Clock::now() + std::chrono::milliseconds(250) + Jitter();
       return;
     }
     const bool command = h.type == MsgType::kResync || h.type == MsgType::kClear ||

@@ -10,6 +10,8 @@
 #include <thread>
 
 #include "cluster_queries.h"
+#include "pikv/controller/controller_handler.h"
+#include "pikv/controller/leader_election.h"
 #include "pikv/coord/etcd_client.h"
 #include "pikv/coord/leader_key.h"
 #include "pikv/launch/etcd.h"
@@ -301,6 +303,42 @@ TEST_F(SecureLeadershipTest, KilledLeaderIsReplacedOverCurve) {
   EXPECT_EQ(f.wrong, 0u);
   EXPECT_LT(f.silent, kTtl + 1500ms);
   EXPECT_EQ(testing::AliveNodes(Spec(), AdminKeys()), kNodes);
+}
+
+// The lease is checked on the clock of each message: a message taken up
+// after the lease ran out (the process stalled mid-batch) gets kNotLeader,
+// whatever time the batch was received at.
+TEST(LeaseClock, AMessageTakenUpAfterTheLeaseEndsIsNotAnsweredAsLeader) {
+  if (!launch::EtcdCluster::Available()) GTEST_SKIP() << "etcd is not installed";
+  launch::EtcdCluster etcd(1);
+  ASSERT_TRUE(etcd.Start().ok());
+  ElectionOptions options;
+  options.etcd = *coord::EtcdClient::ParseEndpoints(etcd.endpoints());
+  options.ttl = 2s;
+  options.endpoint = "tcp://127.0.0.1:1";
+  auto election = LeaderElection::Start(options);
+  ASSERT_TRUE(election.ok());
+  ASSERT_TRUE(WaitFor([&] { return (*election)->LeaderEpoch(Clock::now()) != 0; }, 10s));
+  ClusterState state({}, 0);
+  ControllerHandler handler(state, WireLimits{});
+  handler.Follow(election->get());
+  Header health;
+  health.type = MsgType::kAdminHealth;
+  const std::string bytes = EncodeHeader(health);
+  const std::span<const uint8_t> header(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                        bytes.size());
+  const auto received = Clock::now();  // the batch's time, while leading
+  auto out = handler.Handle("id", nullptr, header, 0, received);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].header.status, ErrorCode::kOk);
+  EXPECT_TRUE(handler.StillLeading());
+  etcd.Pause(0);  // no renewal succeeds: the lease runs out on this clock
+  ASSERT_TRUE(WaitFor([&] { return (*election)->LeaderEpoch(Clock::now()) == 0; }, 5s));
+  out = handler.Handle("id", nullptr, header, 0, received);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].header.status, ErrorCode::kNotLeader);
+  EXPECT_FALSE(handler.StillLeading());
+  etcd.Resume(0);
 }
 
 // A fake controller: a ROUTER a real node reports to.

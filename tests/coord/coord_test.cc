@@ -173,6 +173,18 @@ TEST(ControllerFinder, MovesAlongAListAndFollowsRedirects) {
   EXPECT_FALSE(one->follows());
   one->Failed("tcp://a:1");
   EXPECT_EQ(one->Current(), "tcp://a:1");
+  // Redirected away from its one endpoint, it follows, and goes back to
+  // that endpoint when the leader it was sent to stops answering.
+  one->Redirect("tcp://leader:1", 7);
+  EXPECT_TRUE(one->follows());
+  EXPECT_EQ(one->Current(), "tcp://leader:1");
+  one->Failed("tcp://leader:1");
+  EXPECT_EQ(one->Current(), "tcp://a:1");
+  // A redirect to a leadership older than one seen is no answer.
+  one->Redirect("tcp://deposed:1", 5);
+  EXPECT_EQ(one->Current(), "tcp://a:1");
+  one->Redirect("tcp://newer:1", 9);
+  EXPECT_EQ(one->Current(), "tcp://newer:1");
   EXPECT_FALSE(ControllerFinder::Parse("").ok());
   EXPECT_FALSE(ControllerFinder::Parse("tcp://a:1,,tcp://b:1").ok());
   EXPECT_FALSE(ControllerFinder::Parse("etcd://h:2379/bad name").ok());

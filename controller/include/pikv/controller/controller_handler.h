@@ -51,6 +51,9 @@ class ControllerHandler {
   // (else every request gets kNotLeader naming the leader), and start each
   // leadership with an empty registry at its epoch. Null: run alone.
   void Follow(const LeaderElection* election) { election_ = election; }
+  // Whether what Handle just returned may still go out: alone, or the lease
+  // it was answered under still holds (checked again before sending).
+  bool StillLeading() const;
   Leadership LeadershipOf(Clock::time_point now) const;
 
   uint64_t rejected() const { return rejected_; }
@@ -81,7 +84,7 @@ class ControllerHandler {
   ClusterState& state_;
   const WireLimits limits_;
   std::map<std::string, std::string> identities_;  // node id -> ROUTER identity of its reporter
-  const LeaderElection* election_ = nullptr;
+  std::atomic<const LeaderElection*> election_{nullptr};  // read by the HTTP thread too
   std::atomic<uint64_t> rejected_{0};
   std::atomic<uint64_t> leaderships_{0}, step_downs_{0};
 };

@@ -13,7 +13,9 @@
 // Thread-safety: every method from any thread; etcd is read outside the lock.
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -35,10 +37,13 @@ class ControllerFinder {
   // The controller to use now; empty while none is known (etcd names no
   // leader, or cannot be read).
   std::string Current();
-  void Redirect(const std::string& leader);
+  // `epoch`: the leader's, as the redirecting controller knows it (0:
+  // unknown); a redirect to an older leadership than one seen is ignored.
+  void Redirect(const std::string& leader, int64_t epoch = 0);
   void Failed(const std::string& endpoint);
-  // Whether there is a leader to follow (etcd, or more than one listed).
-  bool follows() const { return !etcd_.empty() || listed_.size() > 1; }
+  // Whether there is a leader to follow (etcd, more than one listed, or a
+  // redirect away from the one listed).
+  bool follows() const { return !etcd_.empty() || listed_.size() > 1 || redirected_; }
   const std::string& spec() const { return spec_; }
   const std::vector<std::string>& listed() const { return listed_; }  // empty for etcd
 
@@ -55,6 +60,9 @@ class ControllerFinder {
   std::string current_;  // guarded by mu_
   size_t next_ = 0;      // guarded by mu_: the listed endpoint to try after current_
   std::chrono::steady_clock::time_point read_at_{};  // guarded by mu_: last etcd read
+  size_t first_member_ = 0;                          // guarded by mu_: etcd member asked first
+  int64_t max_epoch_ = 0;                            // guarded by mu_: newest leader epoch seen
+  std::atomic<bool> redirected_{false};
 };
 
 }  // namespace pikv::coord
