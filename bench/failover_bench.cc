@@ -25,8 +25,8 @@
 #include <thread>
 
 #include "bench_util.h"
+#include "cluster_queries.h"
 #include "pikv/launch/etcd.h"
-#include "pikv/proto/rpc_client.h"
 #include "pikv/rpc/admin_client.h"
 #include "pikv/rpc/node_client.h"
 #include "test_support.h"
@@ -75,14 +75,7 @@ class Cluster {
   }
   // Controller i's role as it answers for itself ("" when silent).
   std::string Role(int i) const {
-    if (!controllers_[i].process) return "";
-    pikv::RpcClient rpc(Endpoint(i));
-    pikv::Message req;
-    req.header.type = pikv::MsgType::kAdminHealth;
-    auto reply = rpc.Call(std::move(req), 300ms);
-    if (!reply.ok()) return "";
-    if (reply->header.status == pikv::ErrorCode::kNotLeader) return "standby";
-    return reply->header.status == pikv::ErrorCode::kOk ? "leader" : "";
+    return controllers_[i].process ? pikv::testing::ControllerRole(Endpoint(i)) : "";
   }
   int Leader() const {
     for (int i = 0; i < kControllers; ++i) {

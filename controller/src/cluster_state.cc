@@ -52,15 +52,13 @@ std::string_view NodeStateName(NodeState s) {
 }
 
 ClusterState::ClusterState(Options options, uint64_t epoch) : options_(options), epoch_(epoch) {
-  nodes_.resize(1);  // index 0: the shared remote tier
-  nodes_[0].reg.id = "(shared remote tier)";
-  nodes_[0].state = NodeState::kGone;
+  Reset(epoch);
 }
 
 void ClusterState::Reset(uint64_t epoch) {
   MutexLock lock(mu_);
   for (size_t i = 0; i < nodes_.size(); ++i) registry_.RemoveNode(static_cast<uint16_t>(i));
-  nodes_.assign(1, Node{});
+  nodes_.assign(1, Node{});  // index 0: the shared remote tier
   nodes_[0].reg.id = "(shared remote tier)";
   nodes_[0].state = NodeState::kGone;
   ids_.clear();

@@ -130,10 +130,12 @@ void ControllerHandler::Apply(const std::string& identity, const Header& h, Cloc
     case MsgType::kInventory:
       OnNodeReport(identity, h, now, out);
       return;  // events and inventories get no reply
-    case MsgType::kLocate:
-      AnswerLocate(h, reply);
-      if (FieldInt(h.fields, admin::kJsonField)) document = LocateJson(h.keys, AllCopies(h));
+    case MsgType::kLocate: {
+      const auto copies = AllCopies(h);
+      AnswerLocate(copies, reply);
+      if (FieldInt(h.fields, admin::kJsonField)) document = LocateJson(h.keys, copies);
       break;
+    }
     case MsgType::kAdminNodes:
       document = NodesJson(state_, now);
       break;
@@ -247,9 +249,9 @@ std::vector<std::vector<Replica>> ControllerHandler::AllCopies(const Header& h) 
   return all;
 }
 
-void ControllerHandler::AnswerLocate(const Header& h, Header& reply) const {
+void ControllerHandler::AnswerLocate(const std::vector<std::vector<Replica>>& all,
+                                     Header& reply) const {
   std::map<uint16_t, const Replica*> referenced;
-  const auto all = AllCopies(h);
   for (const auto& replicas : all) {
     reply.values.push_back(static_cast<int64_t>(replicas.size()));
     for (const auto& r : replicas) {

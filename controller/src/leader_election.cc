@@ -197,7 +197,6 @@ class LeaderElection::Campaign {
                                 : std::chrono::duration<double>(now - last_other_seen_).count();
     {
       std::lock_guard lock(im_.mu);
-      im_.view.leaderships++;
       im_.view.last_failover_seconds = failover;
       im_.view.current = self;
     }

@@ -388,14 +388,19 @@ class FakeController {
   std::string identity_;
 };
 
+// A real node reporting to `fake`, its data in `dir`.
+testing::NodeProcess NodeReportingTo(const FakeController& fake, const testing::TempDir& dir) {
+  return testing::StartNode({"--endpoint", "tcp://127.0.0.1:*", "--data-dir", dir.str(),
+                             "--node-id", "n1", "--controller", fake.endpoint(),
+                             "--heartbeat-interval", "200ms", "--log-level", "warn"});
+}
+
 // A leader whose renewal came late pauses (kNotLeader, naming nobody) and
 // resumes at the same endpoint: the node registers with it again.
 TEST(FakeController, NodeRegistersAgainWhenItsLeaderResumes) {
   FakeController fake;
   testing::TempDir dir;
-  auto node = testing::StartNode({"--endpoint", "tcp://127.0.0.1:*", "--data-dir", dir.str(),
-                                  "--node-id", "n1", "--controller", fake.endpoint(),
-                                  "--heartbeat-interval", "200ms", "--log-level", "warn"});
+  auto node = NodeReportingTo(fake, dir);
   auto reg = fake.Next(MsgType::kRegister, 5s);
   ASSERT_TRUE(reg);
   fake.Answer(*reg, "10");
@@ -413,9 +418,7 @@ TEST(FakeController, NodeRegistersAgainWhenItsLeaderResumes) {
 TEST(FakeController, NodeIgnoresCommandsOfAnotherEpoch) {
   FakeController fake;
   testing::TempDir dir;
-  auto node = testing::StartNode({"--endpoint", "tcp://127.0.0.1:*", "--data-dir", dir.str(),
-                                  "--node-id", "n1", "--controller", fake.endpoint(),
-                                  "--heartbeat-interval", "200ms", "--log-level", "warn"});
+  auto node = NodeReportingTo(fake, dir);
   const auto object = testing::MakeObject(7, 4096);
   NodeClient client(node.tcp, 5s);
   ASSERT_TRUE(client.Put({&object.key, 1}, {&object.bytes, 1}).ok());

@@ -7,6 +7,7 @@
 #include <set>
 #include <string>
 
+#include "pikv/proto/rpc_client.h"
 #include "pikv/rpc/admin_client.h"
 
 namespace pikv::testing {
@@ -30,6 +31,19 @@ inline std::set<std::string> Holders(const std::string& controller, const ChunkK
     if (rep.location.tier != TierKind::kRemote) out.insert(rep.node_id);
   }
   return out;
+}
+
+// What the controller at `endpoint` answers for itself, following no
+// redirect: "leader" (or alone), "standby" (kNotLeader), "" when silent.
+inline std::string ControllerRole(const std::string& endpoint,
+                                  std::optional<CurveClientKeys> keys = std::nullopt) {
+  RpcClient rpc(endpoint, {}, std::move(keys));
+  Message req;
+  req.header.type = MsgType::kAdminHealth;
+  auto reply = rpc.Call(std::move(req), std::chrono::milliseconds(300));
+  if (!reply.ok()) return "";
+  if (reply->header.status == ErrorCode::kNotLeader) return "standby";
+  return reply->header.status == ErrorCode::kOk ? "leader" : "";
 }
 
 }  // namespace pikv::testing

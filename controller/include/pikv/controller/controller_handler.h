@@ -75,7 +75,8 @@ class ControllerHandler {
   void OnNodeReport(const std::string& identity, const Header& h, Clock::time_point now,
                     std::vector<Outgoing>& out);
   std::vector<std::vector<Replica>> AllCopies(const Header& locate) const;
-  void AnswerLocate(const Header& locate, Header& reply) const;
+  // The locate reply's values and fields for `copies` (AllCopies).
+  void AnswerLocate(const std::vector<std::vector<Replica>>& copies, Header& reply) const;
   // An admin clear/pin/unpin/evict as commands to the nodes; their ids.
   Result<std::vector<std::string>> Forward(const Header& h, std::vector<Outgoing>& out) const;
   // Ok, or why `sender` may not send `h`.

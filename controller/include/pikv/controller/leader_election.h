@@ -49,7 +49,6 @@ struct ElectionView {
   std::vector<ControllerInfo> members;      // controllers with a live lease, this one included
   bool etcd_reachable = false;              // the last call to etcd was answered
   std::chrono::milliseconds lease_left{0};  // until this controller stops leading
-  uint64_t leaderships = 0;                 // times this controller became leader
   double last_failover_seconds = 0;         // last win: since the previous leader was last seen
 };
 
