@@ -57,6 +57,9 @@ pikv::Config NodeConfig() {
             "Host name reported to the controller (default: this machine's)");
   c.Declare("http", K::kString, "",
             "host:port for /metrics and /healthz (empty: off; port 0: any)");
+  c.Declare("tenant", K::kString, "",
+            "The tenant of clients without a key of their own (ipc; all, with security off): "
+            "they see and write only its objects (empty: the default tenant)");
   pikv::DeclareCurveSettings(c);
   c.Declare("log-level", K::kString, "info", "trace, debug, info, warn, error");
   return c;
@@ -86,6 +89,7 @@ int main(int argc, char** argv) {
   options.pull_workers = static_cast<int>(config.Int("pull-workers"));
   options.max_pulls_in_flight = static_cast<int>(config.Int("max-pulls-in-flight"));
   options.http = config.String("http");
+  options.tenant = config.String("tenant");
   options.storage.cpu.capacity_bytes = config.Size("cpu-capacity");
   options.storage.cpu.prefault = config.Bool("prefault");
   options.limits.max_payload_bytes = config.Size("max-object-size");

@@ -129,8 +129,14 @@ int main(int argc, char** argv) {
   auto* evict = admin->add_subcommand("evict", "Delete chunks from every node and the shared tier");
   for (auto* sub : {pin, unpin, evict})
     sub->add_option("keys", hex_keys, "Chunk keys (32 hex digits)")->required();
+  std::string engine;
+  auto* revoke = admin->add_subcommand(
+      "revoke",
+      "Drop every object an engine wrote, on every node and in Redis, and refuse its key");
+  revoke->add_option("engine", engine, "The engine's name in the keyring")->required();
   // --controller, --timeout and --json may follow the operation too.
-  for (auto* sub : {nodes, stats, health, locate, clear, pin, unpin, evict}) sub->fallthrough();
+  for (auto* sub : {nodes, stats, health, locate, clear, pin, unpin, evict, revoke})
+    sub->fallthrough();
   CLI11_PARSE(app, argc, argv);
   if (demo->parsed()) return pikv::cli::RunDemo(demo_options);
   if (cluster->parsed()) return pikv::cli::RunCluster(demo_options);
@@ -207,8 +213,10 @@ int main(int argc, char** argv) {
                        : clear->parsed()  ? pikv::MsgType::kAdminClear
                        : pin->parsed()    ? pikv::MsgType::kAdminPin
                        : unpin->parsed()  ? pikv::MsgType::kAdminUnpin
+                       : revoke->parsed() ? pikv::MsgType::kAdminRevoke
                                           : pikv::MsgType::kAdminEvict;
   pikv::Fields fields;
+  if (!engine.empty()) fields["engine"] = engine;
   if (!node.empty()) fields["node_id"] = node;
   if (!host.empty()) fields["host"] = host;
   auto security = pikv::CurveSecurity::Load(curve_key, curve_keyring);

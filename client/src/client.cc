@@ -113,8 +113,10 @@ std::shared_ptr<rpc::ZeroCopyClient> Client::ZeroCopy() {
 }
 
 KeyNamespace Client::Namespace(const ChunkKey* sys_key) const {
-  KeyNamespace ns{options_.model_id,         options_.kv_format, options_.dtype,
-                  options_.rope.Signature(), options_.mode,      {}};
+  KeyNamespace ns{options_.model_id, options_.kv_format,
+                  options_.dtype,    options_.rope.Signature(),
+                  options_.mode,     {},
+                  options_.tenant};
   if (options_.mode == AttentionMode::kSysPrefixed && sys_key) ns.sys_key = *sys_key;
   return ns;
 }
@@ -385,6 +387,7 @@ Status Client::CheckIsChunk(std::span<const uint8_t> object, const ChunkPlan& ch
   if (theirs.rope_signature != ours.rope_signature) differs = "RoPE " + theirs.rope_signature;
   if (theirs.attention_mode != ours.attention_mode || theirs.sys_key != ours.sys_key)
     differs = "attention mode or system prompt";
+  if (theirs.tenant != ours.tenant) differs = "tenant";
   if (h->geometry.num_layers != options_.num_layers ||
       h->geometry.num_kv_heads != options_.num_kv_heads ||
       h->geometry.head_dim != options_.head_dim)
@@ -434,6 +437,7 @@ ChunkHeader Client::MakeHeader(const ChunkKey& key, const KeyNamespace& ns,
   device::SetHeaderRope(options_.rope, h);
   h.attention_mode = ns.attention_mode;
   h.sys_key = ns.sys_key;
+  h.tenant = ns.tenant;
   h.k_form = KForm::kRotated;
   h.virtual_start = virtual_start;
   h.tokens.assign(tokens.begin(), tokens.end());
@@ -628,6 +632,7 @@ std::future<Status> Client::StoreFromCache(const ChunkKey& key, std::span<const 
   spec.virtual_start = virtual_start;
   spec.attention_mode = ns->attention_mode;
   spec.sys_key = ns->sys_key;
+  spec.tenant = ns->tenant;
   spec.threads = options_.store_threads;
   auto size = device::GatherSize(cache, slots, options_.rope, spec);
   if (!size.ok()) return fail(size.status());

@@ -31,6 +31,9 @@ Result<ClientOptions> LoadClientOptions(const std::string& path, Config* config_
   c.Declare("num-kv-heads", K::kInt, "0", "KV heads per layer");
   c.Declare("head-dim", K::kInt, "0", "Head dimension");
   c.Declare("attention-mode", K::kString, "isolated", "isolated or sys-prefixed");
+  c.Declare("tenant", K::kString, "",
+            "This engine's tenant (part of every key; empty: the default tenant); with security "
+            "on, the one the keyring names for this engine's key");
   c.Declare("node-timeout", K::kDuration, "500ms", "Deadline of calls to the local node");
   c.Declare("controller-timeout", K::kDuration, "200ms", "Deadline of locate");
   c.Declare("fetch-timeout", K::kDuration, "2s", "Deadline of a whole fetch");
@@ -71,6 +74,9 @@ Result<ClientOptions> LoadClientOptions(const std::string& path, Config* config_
     return InvalidArgument("attention-mode: '" + mode + "' is not isolated or sys-prefixed");
   }
   o.mode = mode == "isolated" ? AttentionMode::kIsolated : AttentionMode::kSysPrefixed;
+  o.tenant = c.String("tenant");
+  if (!IsTenantName(o.tenant))
+    return InvalidArgument("tenant: '" + o.tenant + "' is not 1..63 of [A-Za-z0-9._-]");
   if (const std::string path = c.String("model-config"); !path.empty()) {
     std::ifstream f(path);
     if (!f) return InvalidArgument("model-config: cannot read " + path);

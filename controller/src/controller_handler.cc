@@ -5,6 +5,7 @@
 #include "pikv/controller/views.h"
 #include "pikv/proto/admin_wire.h"
 #include "pikv/proto/locate_reply.h"
+#include "pikv/proto/owner.h"
 
 namespace pikv::controller {
 
@@ -37,6 +38,11 @@ std::vector<ControllerHandler::Outgoing> ControllerHandler::Handle(const std::st
                  allowed.message());
     return Reject(identity, &h, allowed);
   }
+  if (IsRevoked(sender, revoked_.get())) {
+    spdlog::warn("controller: refused {} from revoked engine {}", MsgTypeName(h.type),
+                 sender->name);
+    return Reject(identity, &h, PermissionDenied("engine " + sender->name + " is revoked"));
+  }
   if (payload_frames > 0)
     return Reject(identity, &h, InvalidArgument("the controller takes no payload frames"));
   // The lease is checked on the clock of this message, not of the batch it
@@ -62,6 +68,7 @@ Status ControllerHandler::Authorize(const CurvePeer* sender, const Header& h) {
     case MsgType::kAdminPin:
     case MsgType::kAdminUnpin:
     case MsgType::kAdminEvict:
+    case MsgType::kAdminRevoke:
       if (MayAdminister(sender)) return Status::Ok();
       return PermissionDenied(std::string(MsgTypeName(h.type)) + " needs an admin key");
     default:
@@ -148,7 +155,18 @@ void ControllerHandler::Apply(const std::string& identity, const Header& h, Cloc
     case MsgType::kAdminClear:
     case MsgType::kAdminPin:
     case MsgType::kAdminUnpin:
-    case MsgType::kAdminEvict: {
+    case MsgType::kAdminEvict:
+    case MsgType::kAdminRevoke: {
+      const std::string engine = FieldString(h.fields, "engine");
+      if (h.type == MsgType::kAdminRevoke) {
+        if (!IsIdentityName(engine)) {
+          out = Reject(identity, &h, InvalidArgument("revoke names an engine"));
+          return;
+        }
+        if (revoked_->Add(engine)) revocations_++;
+        spdlog::warn("controller: engine {} revoked: its objects are dropped on every node",
+                     engine);
+      }
       auto sent = Forward(h, out);
       if (!sent.ok()) {
         out = Reject(identity, &h, sent.status());
@@ -193,6 +211,12 @@ bool ControllerHandler::OnNodeRequest(const std::string& identity, const Header&
     }
     identities_[node_id] = identity;
     reply.fields["node_index"] = int64_t{*index};
+    // A node that was away when an engine was revoked learns of it here.
+    size_t n = 0;
+    for (const auto& engine : revoked_->Names()) {
+      if (n == kMaxRevokedInRegisterReply) break;
+      reply.fields["revoked." + std::to_string(n++)] = engine;
+    }
     spdlog::info("node {} registered (incarnation {}, {})", node_id, incarnation, reg.tcp);
     return true;
   }
@@ -272,11 +296,13 @@ Result<std::vector<std::string>> ControllerHandler::Forward(const Header& h,
                                                             std::vector<Outgoing>& out) const {
   const std::string node_id = FieldString(h.fields, "node_id");
   Header command;
-  command.type = h.type == MsgType::kAdminClear   ? MsgType::kClear
-                 : h.type == MsgType::kAdminPin   ? MsgType::kPin
-                 : h.type == MsgType::kAdminUnpin ? MsgType::kUnpin
-                                                  : MsgType::kDelete;
+  command.type = h.type == MsgType::kAdminClear    ? MsgType::kClear
+                 : h.type == MsgType::kAdminPin    ? MsgType::kPin
+                 : h.type == MsgType::kAdminUnpin  ? MsgType::kUnpin
+                 : h.type == MsgType::kAdminRevoke ? MsgType::kRevoke
+                                                   : MsgType::kDelete;
   command.keys = h.keys;
+  if (h.type == MsgType::kAdminRevoke) command.fields["engine"] = FieldString(h.fields, "engine");
   Stamp(command);
   std::vector<std::string> sent;
   for (const auto& [index, id] : state_.LiveNodes(h.type == MsgType::kAdminClear ? node_id : "")) {

@@ -268,6 +268,7 @@ Result<ChunkHeader> GatherHeader(const PagedLayout& cache, std::span<const int64
   h.virtual_start = spec.virtual_start;
   h.attention_mode = spec.attention_mode;
   h.sys_key = spec.sys_key;
+  h.tenant = spec.tenant;
   h.tokens = spec.tokens;
   if (spec.tokens.size() != slots.size())
     return InvalidArgument("gather needs one token id per slot");

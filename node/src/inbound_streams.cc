@@ -17,8 +17,16 @@ Message InboundStreams::Finish(const Header& request, const Status& outcome) {
   return reply;
 }
 
-Message InboundStreams::Start(const std::string& peer, const Header& request,
-                              Clock::time_point now) {
+Message InboundStreams::Start(const std::string& peer, const Header& request, Clock::time_point now,
+                              std::optional<storage::PutIdentity> writer) {
+  Message reply = StartStream(peer, request, now);
+  if (auto it = streams_.find(peer); it != streams_.end() && reply.header.status == ErrorCode::kOk)
+    it->second.writer = std::move(writer);
+  return reply;
+}
+
+Message InboundStreams::StartStream(const std::string& peer, const Header& request,
+                                    Clock::time_point now) {
   const int64_t frame = FieldInt(request.fields, kStreamFrameField, 0);
   const int64_t size = FieldInt(request.fields, kStreamSizeField, 0);
   auto refuse = [&](Status why) {
@@ -72,7 +80,8 @@ std::optional<Message> InboundStreams::Accept(const std::string& peer, size_t fr
   s.received += bytes.size();
   s.last_frame = now;
   if (s.received < s.space.size) return std::nullopt;
-  const Status outcome = storage_.Commit(s.key, std::move(s.space), s.checksum.Digest());
+  const Status outcome = storage_.Commit(s.key, std::move(s.space), s.checksum.Digest(),
+                                         s.writer ? &*s.writer : nullptr);
   (outcome.ok() ? completed_ : refused_)++;
   Message reply = Finish(s.request, outcome);
   streams_.erase(it);

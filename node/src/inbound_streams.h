@@ -33,7 +33,10 @@ class InboundStreams {
 
   // A put that asks to stream: the "send" reply (space reserved) or, when it
   // cannot start, the put's final answer.
-  Message Start(const std::string& peer, const Header& request, Clock::time_point now);
+  // `writer`: the engine putting (storage::PutIdentity), or null to keep
+  // the object's own.
+  Message Start(const std::string& peer, const Header& request, Clock::time_point now,
+                std::optional<storage::PutIdentity> writer = std::nullopt);
   // Whether `peer`'s next messages are frames of its stream.
   bool Receiving(const std::string& peer) const { return streams_.contains(peer); }
   // One frame from a streaming peer (`frames` is the number of frames its
@@ -51,12 +54,14 @@ class InboundStreams {
   struct Stream {
     Header request;  // answered at the end
     ChunkKey key;
+    std::optional<storage::PutIdentity> writer;
     storage::CpuTier::Reservation space;
     uint64_t frame = 0, received = 0;
     StreamingPayloadChecksum checksum;
     Clock::time_point last_frame;
   };
   Message Finish(const Header& request, const Status& outcome);
+  Message StartStream(const std::string& peer, const Header& request, Clock::time_point now);
 
   storage::StorageManager& storage_;
   WireLimits limits_;

@@ -61,6 +61,7 @@ struct Job {
   zmq::message_t identity;
   Message request;
   Clock::time_point received;
+  Caller caller;
 };
 
 // Hand-off from the server thread to the workers, bounded by the server's
@@ -145,6 +146,8 @@ Result<std::unique_ptr<NodeServer>> NodeServer::Start(NodeOptions options) {
                            " to " + std::to_string(kMaxStreamFrame) + " bytes");
   if (auto s = CheckNodeId(options.node_id.empty() ? HostName() : options.node_id); !s.ok())
     return s;
+  if (!IsTenantName(options.tenant))
+    return InvalidArgument("tenant: empty (the default one) or 1..63 of [A-Za-z0-9._-]");
   if (options.reporter) {
     auto finder = FinderOf(options.reporter->controller);
     if (!finder.ok()) return finder.status();
@@ -178,7 +181,8 @@ Result<std::unique_ptr<NodeServer>> NodeServer::Start(NodeOptions options) {
 
   auto loop = std::make_unique<Loop>();
   if (options.security) {
-    auto zap = ZapHandler::Start(loop->context.handle(), options.security->keyring);
+    auto zap = ZapHandler::Start(loop->context.handle(), options.security->keyring,
+                                 server->revoked_, options.security->keyring_path);
     if (!zap.ok()) return zap.status();
     loop->zap = std::move(*zap);
   }
@@ -210,6 +214,14 @@ Result<std::unique_ptr<NodeServer>> NodeServer::Start(NodeOptions options) {
     return IoError("bind " + options.endpoints.back() + ": " + e.what());
   }
   loop->inbound = std::make_unique<InboundStreams>(*server->storage_, options.limits);
+  server->handler_->AddStatsSource([self = server.get()](Fields& f) {
+    const storage::StorageStats s = self->storage_->Stats();
+    f["trust.revocations"] = static_cast<int64_t>(self->revocations_.load());
+    f["trust.revoked_objects"] = static_cast<int64_t>(self->revoked_objects_.load());
+    f["trust.tenant_rejects"] = static_cast<int64_t>(s.tenant_rejects);
+    f["trust.tenant_hidden"] = static_cast<int64_t>(s.tenant_hidden);
+    f["trust.revoked_refused"] = static_cast<int64_t>(self->revoked_refused_.load());
+  });
   server->handler_->AddStatsSource([inbound = loop->inbound.get()](Fields& f) {
     const InboundStreams::Counters c = inbound->counters();
     f["streamed_puts.started"] = static_cast<int64_t>(c.started);
@@ -223,6 +235,7 @@ Result<std::unique_ptr<NodeServer>> NodeServer::Start(NodeOptions options) {
   if (options.reporter) {
     ReporterOptions r = *options.reporter;
     r.security = options.security;
+    r.on_revoke = [self = server.get()](const std::string& engine) { self->Revoke(engine); };
     if (r.node_id.empty()) r.node_id = options.node_id;
     if (r.host.empty()) r.host = HostName();
     for (const auto& ep : server->endpoints_) {
@@ -281,6 +294,7 @@ const std::string& NodeServer::zero_copy_path() const {
 Status NodeServer::StartZeroCopy() {
   ZeroCopyOptions z = options_.zero_copy;
   if (!z.enabled) return Status::Ok();
+  z.identity = {options_.tenant, ""};
   for (size_t i = 0; z.path.empty() && i < endpoints_.size(); ++i)
     z.path = ZeroCopySocketFor(endpoints_[i]);
   if (z.path.empty()) return Status::Ok();  // no ipc endpoint: no local clients to lend to
@@ -322,8 +336,14 @@ std::optional<Message> NodeServer::Dispatch(std::vector<zmq::message_t>& frames)
   if (Status limit = CheckPayloadLimits(sizes, options_.limits); !limit.ok())
     return handler_->Reject(&*header, limit);
   std::optional<CurvePeer> peer_storage;
-  if (Status allowed = Authorize(SenderOf(frames[1].handle(), peer_storage), header->type);
-      !allowed.ok()) {
+  const CurvePeer* sender = SenderOf(frames[1].handle(), peer_storage);
+  if (IsRevoked(sender, revoked_.get())) {
+    revoked_refused_++;
+    spdlog::warn("node: refused {} from revoked engine {}", MsgTypeName(header->type),
+                 sender->name);
+    return handler_->Reject(&*header, PermissionDenied("engine " + sender->name + " is revoked"));
+  }
+  if (Status allowed = Authorize(sender, header->type); !allowed.ok()) {
     spdlog::warn("node: refused {} from {}: {}", MsgTypeName(header->type), peer_storage->UserId(),
                  allowed.message());
     return handler_->Reject(&*header, allowed);
@@ -331,8 +351,9 @@ std::optional<Message> NodeServer::Dispatch(std::vector<zmq::message_t>& frames)
   Message request{std::move(*header), {}};
   for (size_t i = 2; i < frames.size(); ++i)
     request.payloads.push_back(FromFrame(std::move(frames[i])));
+  const Caller caller = CallerOf(sender);
   const auto t0 = Clock::now();
-  if (auto reply = handler_->TryHandleInline(request)) {
+  if (auto reply = handler_->TryHandleInline(request, caller)) {
     handler_->RecordLatency(request.header.type, Clock::now() - t0);
     return reply;
   }
@@ -342,7 +363,7 @@ std::optional<Message> NodeServer::Dispatch(std::vector<zmq::message_t>& frames)
                               InvalidArgument("a streamed put sends its bytes after the reply"));
     const std::string peer(static_cast<const char*>(frames[0].data()), frames[0].size());
     handler_->RecordLatency(request.header.type, Clock::now() - t0);
-    return loop_->inbound->Start(peer, request.header, t0);
+    return loop_->inbound->Start(peer, request.header, t0, caller.engine);
   }
   if (request.header.type == MsgType::kPull) {
     // Pulls wait on other machines: they get their own threads and their own
@@ -352,12 +373,34 @@ std::optional<Message> NodeServer::Dispatch(std::vector<zmq::message_t>& frames)
                               Status(ErrorCode::kRetry, "node busy: too many pulls in flight"));
     }
     loop_->pulls_in_flight++;
-    loop_->pulls.Push(Job{std::move(frames[0]), std::move(request), t0});
+    loop_->pulls.Push(Job{std::move(frames[0]), std::move(request), t0, caller});
     return std::nullopt;
   }
   loop_->in_flight++;
-  loop_->jobs.Push(Job{std::move(frames[0]), std::move(request), t0});
+  loop_->jobs.Push(Job{std::move(frames[0]), std::move(request), t0, caller});
   return std::nullopt;
+}
+
+void NodeServer::Revoke(const std::string& engine) {
+  const bool first = revoked_->Add(engine);
+  const auto dropped = storage_->DropWrittenBy(engine);
+  const uint64_t total = dropped.cpu + dropped.disk + dropped.remote;
+  if (first) revocations_++;
+  revoked_objects_ += total;
+  if (first || total > 0) {
+    spdlog::warn(
+        "node {}: engine {} revoked: dropped {} objects it wrote (cpu {}, disk {}, "
+        "remote {}){}",
+        options_.node_id, engine, total, dropped.cpu, dropped.disk, dropped.remote,
+        dropped.remote_error.ok() ? "" : "; Redis: " + dropped.remote_error.ToString());
+  }
+}
+
+Caller NodeServer::CallerOf(const CurvePeer* sender) const {
+  if (!sender) return Caller{storage::PutIdentity{options_.tenant, ""}};
+  if (sender->role == Role::kEngine)
+    return Caller{storage::PutIdentity{sender->tenant, sender->name}};
+  return Caller{};  // admins and nodes
 }
 
 void NodeServer::ServeLoop() {
@@ -447,7 +490,7 @@ void NodeServer::WorkerLoop(JobQueue& jobs, const char* replies, int index) {
     const auto t0 = Clock::now();
     Message reply;
     try {
-      reply = handler_->Handle(job->request, job->received);
+      reply = handler_->Handle(job->request, job->received, job->caller);
     } catch (const std::exception& e) {
       // A bug, not a peer's doing; the requester still gets its answer.
       spdlog::error("worker {}: {} request failed: {}", index,

@@ -281,7 +281,7 @@ class Reporter::Loop {
     }
     const bool command = h.type == MsgType::kResync || h.type == MsgType::kClear ||
                          h.type == MsgType::kPin || h.type == MsgType::kUnpin ||
-                         h.type == MsgType::kDelete;
+                         h.type == MsgType::kDelete || h.type == MsgType::kRevoke;
     // Commands come only from the leadership this node registered with.
     if (command && h.fields.count(kEpochField) && FieldString(h.fields, kEpochField) != epoch_) {
       spdlog::warn("reporter: ignored {} of epoch {} (registered at {})", MsgTypeName(h.type),
@@ -296,6 +296,11 @@ class Reporter::Loop {
           r_.registered_ = true;
           register_at_ = Clock::time_point::max();
           spdlog::info("reporter: registered with controller {} epoch {}", connected_, epoch_);
+          for (size_t i = 0; i < kMaxRevokedInRegisterReply; ++i) {
+            const std::string engine = FieldString(h.fields, "revoked." + std::to_string(i));
+            if (engine.empty()) break;
+            if (o_.on_revoke && IsIdentityName(engine)) o_.on_revoke(engine);
+          }
           SendInventory();
         }
         break;
@@ -324,6 +329,11 @@ class Reporter::Loop {
         break;
       case MsgType::kDelete:
         for (const auto& k : h.keys) r_.storage_.Delete(k).IgnoreError();
+        break;
+      case MsgType::kRevoke:
+        if (const std::string engine = FieldString(h.fields, "engine");
+            o_.on_revoke && IsIdentityName(engine))
+          o_.on_revoke(engine);
         break;
       default:
         break;

@@ -5,12 +5,42 @@
 #include <algorithm>
 #include <memory>
 
+#include "pikv/proto/chunk_object.h"
 #include "pikv/proto/endpoint.h"
 #include "puller.h"
 
 namespace pikv::node {
 
 using storage::StorageManager;
+
+namespace {
+
+// A pull fetches what peers hold for the node (every tenant's); its caller
+// learns only of its own tenant's objects, another's reading as a miss. An
+// admit-only pull returns no objects: the node's own copy says whose it is.
+void HideOtherTenants(StorageManager& storage, const std::string& tenant,
+                      std::span<const ChunkKey> keys, Message& reply) {
+  std::vector<SharedBuffer> kept;
+  size_t next = 0;
+  const bool with_objects = !reply.payloads.empty();
+  for (size_t i = 0; i < reply.header.values.size() && i < keys.size(); ++i) {
+    int64_t& code = reply.header.values[i];
+    if (code != static_cast<int64_t>(ErrorCode::kOk)) continue;
+    bool visible = false;
+    if (with_objects && next < reply.payloads.size()) {
+      SharedBuffer& object = reply.payloads[next++];
+      const auto owner = ReadOwner(object.span());
+      visible = owner && owner->tenant == tenant;
+      if (visible) kept.push_back(std::move(object));
+    } else if (!with_objects) {
+      visible = storage.Exists(keys.subspan(i, 1), &tenant)[0] != 0;
+    }
+    if (!visible) code = static_cast<int64_t>(ErrorCode::kNotFound);
+  }
+  if (with_objects) reply.payloads = std::move(kept);
+}
+
+}  // namespace
 
 RequestHandler::RequestHandler(StorageManager& storage, std::string node_id, PullOptions pull)
     : storage_(storage), node_id_(std::move(node_id)) {
@@ -49,7 +79,7 @@ Message RequestHandler::Reject(const Header* request, const Status& why) {
   return reply;
 }
 
-Message RequestHandler::Handle(Message& req, Clock::time_point received) {
+Message RequestHandler::Handle(Message& req, Clock::time_point received, const Caller& caller) {
   requests_++;
   for (const auto& p : req.payloads) bytes_in_ += p.size();
   const Header& h = req.header;
@@ -63,15 +93,16 @@ Message RequestHandler::Handle(Message& req, Clock::time_point received) {
     case MsgType::kExists: {
       exists_++;
       reply.header = ReplyTo(h);
-      for (auto mask : storage_.Exists(h.keys)) reply.header.values.push_back(mask);
+      for (auto mask : storage_.Exists(h.keys, caller.only_tenant()))
+        reply.header.values.push_back(mask);
       return reply;
     }
     case MsgType::kGet:
       gets_++;
-      return HandleGet(req);
+      return HandleGet(req, caller);
     case MsgType::kPut:
       puts_++;
-      return HandlePut(req);
+      return HandlePut(req, caller);
     case MsgType::kDelete:
       deletes_++;
       return HandlePerKey(req, &StorageManager::Delete);
@@ -88,7 +119,7 @@ Message RequestHandler::Handle(Message& req, Clock::time_point received) {
       return reply;
     case MsgType::kPull:
       pulls_++;
-      return HandlePull(req, received);
+      return HandlePull(req, received, caller);
     case MsgType::kClear:
       clears_++;
       reply.header = ReplyTo(h);
@@ -101,17 +132,17 @@ Message RequestHandler::Handle(Message& req, Clock::time_point received) {
                 Unsupported("unknown message type " + std::to_string(static_cast<int>(h.type))));
 }
 
-std::optional<Message> RequestHandler::TryHandleInline(Message& req) {
+std::optional<Message> RequestHandler::TryHandleInline(Message& req, const Caller& caller) {
   const Header& h = req.header;
   switch (h.type) {
     case MsgType::kPing:
     case MsgType::kPin:
     case MsgType::kUnpin:
     case MsgType::kStats:
-      return Handle(req);
+      return Handle(req, Clock::now(), caller);
     case MsgType::kGet: {
       if (!req.payloads.empty()) return std::nullopt;  // Handle() rejects it
-      auto objects = storage_.GetIfInCpu(h.keys);
+      auto objects = storage_.GetIfInCpu(h.keys, caller.only_tenant());
       if (!objects) return std::nullopt;
       requests_++;
       gets_++;
@@ -124,7 +155,7 @@ std::optional<Message> RequestHandler::TryHandleInline(Message& req) {
       return reply;
     }
     case MsgType::kExists: {
-      auto masks = storage_.ExistsIfLocal(h.keys);
+      auto masks = storage_.ExistsIfLocal(h.keys, caller.only_tenant());
       if (!masks) return std::nullopt;
       requests_++;
       exists_++;
@@ -150,12 +181,12 @@ void RequestHandler::MaybeStream(const Header& request, Message& reply) {
   streamed_++;
 }
 
-Message RequestHandler::HandleGet(Message& req) {
+Message RequestHandler::HandleGet(Message& req, const Caller& caller) {
   if (!req.payloads.empty())
     return Reject(&req.header, InvalidArgument("get carries no payload frames"));
   Message reply;
   reply.header = ReplyTo(req.header);
-  auto results = storage_.Get(req.header.keys);
+  auto results = storage_.Get(req.header.keys, caller.only_tenant());
   for (auto& r : results) {
     reply.header.values.push_back(static_cast<int64_t>(r.code()));
     if (r.ok()) {
@@ -166,7 +197,7 @@ Message RequestHandler::HandleGet(Message& req) {
   return reply;
 }
 
-Message RequestHandler::HandlePut(Message& req) {
+Message RequestHandler::HandlePut(Message& req, const Caller& caller) {
   if (req.payloads.size() != req.header.keys.size()) {
     return Reject(&req.header, InvalidArgument("put has " + std::to_string(req.header.keys.size()) +
                                                " keys and " + std::to_string(req.payloads.size()) +
@@ -175,14 +206,14 @@ Message RequestHandler::HandlePut(Message& req) {
   Message reply;
   reply.header = ReplyTo(req.header);
   for (size_t i = 0; i < req.payloads.size(); ++i) {
-    Status s = storage_.Put(req.header.keys[i], std::move(req.payloads[i]));
+    Status s = storage_.Put(req.header.keys[i], std::move(req.payloads[i]), caller.writer());
     if (!s.ok() && reply.header.reason.empty()) reply.header.reason = s.ToString();
     reply.header.values.push_back(static_cast<int64_t>(s.code()));
   }
   return reply;
 }
 
-Message RequestHandler::HandlePull(Message& req, Clock::time_point received) {
+Message RequestHandler::HandlePull(Message& req, Clock::time_point received, const Caller& caller) {
   if (!req.payloads.empty())
     return Reject(&req.header, InvalidArgument("pull carries no payload frames"));
   const std::string from = FieldString(req.header.fields, "from");
@@ -195,7 +226,10 @@ Message RequestHandler::HandlePull(Message& req, Clock::time_point received) {
   const auto timeout = std::chrono::milliseconds(
       std::clamp<int64_t>(FieldInt(req.header.fields, "timeout_ms", kDefaultPullTimeout.count()), 1,
                           kMaxPullTimeout.count()));
-  return puller_->Pull(req.header, received + timeout);
+  Message reply = puller_->Pull(req.header, received + timeout);
+  if (caller.only_tenant())
+    HideOtherTenants(storage_, *caller.only_tenant(), req.header.keys, reply);
+  return reply;
 }
 
 Message RequestHandler::HandlePerKey(Message& req, Status (StorageManager::*op)(const ChunkKey&)) {

@@ -194,7 +194,7 @@ Header ZeroCopyServer::HandleLease(uint64_t client, const Header& request) {
   Header reply = ReplyTo(request);
   const uint8_t* base = storage_.cpu().arena_base();
   std::vector<SharedBuffer> held;
-  for (auto& object : storage_.GetEachInCpu(request.keys)) {
+  for (auto& object : storage_.GetEachInCpu(request.keys, &options_.identity.tenant)) {
     if (!object) {
       reply.values.insert(reply.values.end(), {static_cast<int64_t>(ErrorCode::kNotFound), 0, 0});
       continue;
@@ -262,9 +262,9 @@ Header ZeroCopyServer::HandleCommit(uint64_t client, const Header& request) {
   if (FieldInt(request.fields, "seal", 0) != 0) {
     const auto checksum = reserved->seal_ahead->Finish({space.data, space.size});
     (checksum ? sealed_ahead_ : sealed_whole_)++;
-    s = storage_.SealAndCommit(request.keys[0], std::move(space), checksum);
+    s = storage_.SealAndCommit(request.keys[0], std::move(space), checksum, &options_.identity);
   } else {
-    s = storage_.Commit(request.keys[0], std::move(space));
+    s = storage_.Commit(request.keys[0], std::move(space), std::nullopt, &options_.identity);
   }
   if (!s.ok()) {
     commit_failures_++;

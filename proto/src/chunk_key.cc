@@ -79,6 +79,7 @@ std::string KeyNamespace::CanonicalBytes() const {
   } else {
     AppendField(out, "");
   }
+  if (!tenant.empty()) AppendField(out, "tenant:" + tenant);
   return out;
 }
 

@@ -13,7 +13,10 @@ namespace pikv {
 namespace {
 
 constexpr char kMagic[8] = {'P', 'I', 'K', 'V', 'C', 'H', 'N', 'K'};
-constexpr size_t kFixedBytes = 120;  // fields before model id / spec / tokens
+constexpr size_t kTenantAt = 120;  // owner.h: fixed, NUL-padded identity fields
+constexpr size_t kWriterAt = kTenantAt + 64;
+constexpr size_t kFixedBytes = kWriterAt + 64;  // fields before model id / spec / tokens
+static_assert(kFixedBytes == kOwnerPrefixBytes);
 constexpr size_t kChecksumBytes = 8;
 constexpr size_t kAlign = 64;
 
@@ -50,7 +53,16 @@ Status CheckGeometry(const ChunkHeader& h, const ChunkLimits& lim) {
   if (h.layout != kLayoutLayerKvTokenHeadDim) return Unsupported("unknown payload layout");
   if (h.sys_key && h.attention_mode != AttentionMode::kSysPrefixed)
     return InvalidArgument("only a sys-prefixed chunk has a system prompt key");
+  if (!IsTenantName(h.tenant)) return InvalidArgument("tenant is not an identity name");
+  if (!h.writer.empty() && !IsIdentityName(h.writer))
+    return InvalidArgument("writer is not an identity name");
   return Status::Ok();
+}
+
+// A NUL-padded identity field (ParseChunkHeader checks what it names).
+std::string FixedField(const uint8_t* field) {
+  const auto* text = reinterpret_cast<const char*>(field);
+  return std::string(text, strnlen(text, 64));
 }
 
 }  // namespace
@@ -106,6 +118,8 @@ Status WriteChunkHeader(const ChunkHeader& h, uint64_t payload_checksum,
     auto sb = h.sys_key->Bytes();
     std::memcpy(p + 100, sb.data(), 16);
   }
+  std::memcpy(p + kTenantAt, h.tenant.data(), h.tenant.size());
+  std::memcpy(p + kWriterAt, h.writer.data(), h.writer.size());
   size_t off = kFixedBytes;
   std::memcpy(p + off, h.model_id.data(), h.model_id.size());
   off += h.model_id.size();
@@ -204,6 +218,8 @@ Result<ChunkHeader> ParseChunkHeader(std::span<const uint8_t> obj, const ChunkLi
   h.layout = p[36];
   h.attention_mode = static_cast<AttentionMode>(p[37]);
   if (p[38] == 1) h.sys_key = ChunkKey::FromBytes(p + 100);
+  h.tenant = FixedField(p + kTenantAt);
+  h.writer = FixedField(p + kWriterAt);
   h.geometry.num_layers = LoadLE<uint32_t>(p + 40);
   h.geometry.num_tokens = LoadLE<uint32_t>(p + 44);
   h.geometry.num_kv_heads = LoadLE<uint32_t>(p + 48);
@@ -277,7 +293,39 @@ uint64_t StreamingPayloadChecksum::Digest() const { return payload_.Digest(); }
 
 KeyNamespace NamespaceOf(const ChunkHeader& h) {
   return {h.model_id,  h.geometry.kv_format, h.geometry.dtype,
-          h.rope_spec, h.attention_mode,     h.sys_key};
+          h.rope_spec, h.attention_mode,     h.sys_key,
+          h.tenant};
+}
+
+std::optional<Owner> ReadOwner(std::span<const uint8_t> obj) {
+  if (obj.size() < kFixedBytes || std::memcmp(obj.data(), kMagic, 8) != 0 ||
+      LoadLE<uint16_t>(obj.data() + 8) != kChunkFormatVersion)
+    return std::nullopt;
+  Owner owner{FixedField(obj.data() + kTenantAt), FixedField(obj.data() + kWriterAt)};
+  if (!IsTenantName(owner.tenant)) return std::nullopt;
+  if (owner.writer.empty()) owner.writer = kUnknownWriter;
+  if (!IsIdentityName(owner.writer)) return std::nullopt;
+  return owner;
+}
+
+Status StampWriter(std::span<uint8_t> obj, std::string_view writer) {
+  if (!IsIdentityName(writer)) return InvalidArgument("writer is not an identity name");
+  if (obj.size() < kFixedBytes + kChecksumBytes || std::memcmp(obj.data(), kMagic, 8) != 0)
+    return Corruption("not a chunk object");
+  if (LoadLE<uint16_t>(obj.data() + 8) != kChunkFormatVersion)
+    return Unsupported("unknown chunk format version");
+  uint8_t* p = obj.data();
+  const uint32_t header_size = LoadLE<uint32_t>(p + 12);
+  if (header_size % kAlign != 0 || header_size < kFixedBytes + kChecksumBytes ||
+      header_size > obj.size())
+    return Corruption("bad header size");
+  uint8_t* sum = p + header_size - kChecksumBytes;
+  if (LoadLE<uint64_t>(sum) != XXH3_64bits(p, header_size - kChecksumBytes))
+    return Corruption("header checksum mismatch");
+  std::memset(p + kWriterAt, 0, 64);
+  std::memcpy(p + kWriterAt, writer.data(), writer.size());
+  StoreLE<uint64_t>(sum, XXH3_64bits(p, header_size - kChecksumBytes));
+  return Status::Ok();
 }
 
 ChunkKey KeyOfContent(const ChunkHeader& h) { return MakeChunkKey(NamespaceOf(h), h.tokens); }

@@ -1,6 +1,7 @@
 #include "pikv/proto/curve.h"
 
 #include <fcntl.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zmq.h>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "pikv/common/config.h"
+#include "pikv/proto/owner.h"
 
 namespace pikv {
 
@@ -60,6 +62,14 @@ Result<std::string> ReadKeyFile(const std::string& path) {
   std::string key = Trimmed(text);
   if (!IsCurveKey(key)) return InvalidArgument(path + " does not hold a CurveZMQ key");
   return key;
+}
+
+// The file's mtime and size, as text; empty when it cannot be read.
+std::string FileStamp(const std::string& path) {
+  struct stat st {};
+  if (path.empty() || stat(path.c_str(), &st) != 0) return "";
+  return std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec) + ":" +
+         std::to_string(st.st_size);
 }
 
 // Receives every part of one message (at most kMaxZapFrames are kept).
@@ -139,7 +149,7 @@ std::string CurvePeer::UserId() const {
     case Role::kAdmin:
       return "admin";
     case Role::kEngine:
-      return "engine";
+      return "engine:" + name + "@" + tenant;
     case Role::kNode:
       return "node:" + node_id;
     case Role::kController:
@@ -150,7 +160,16 @@ std::string CurvePeer::UserId() const {
 
 std::optional<CurvePeer> ParseUserId(std::string_view user_id) {
   if (user_id == "admin") return CurvePeer{Role::kAdmin, ""};
-  if (user_id == "engine") return CurvePeer{Role::kEngine, ""};
+  if (user_id == "engine") return CurvePeer{Role::kEngine, ""};  // before engines had names
+  if (user_id.starts_with("engine:")) {
+    const std::string_view rest = user_id.substr(7);
+    const auto at = rest.find('@');
+    if (at == std::string_view::npos) return std::nullopt;
+    CurvePeer peer{Role::kEngine, "", std::string(rest.substr(0, at)),
+                   std::string(rest.substr(at + 1))};
+    if (!IsIdentityName(peer.name) || !IsTenantName(peer.tenant)) return std::nullopt;
+    return peer;
+  }
   if (user_id.starts_with("node:") && user_id.size() > 5)
     return CurvePeer{Role::kNode, std::string(user_id.substr(5))};
   return std::nullopt;
@@ -164,37 +183,77 @@ Result<CurveKeyring> CurveKeyring::Parse(std::string_view text) {
     const std::vector<std::string> words = Words(line);
     if (words.empty()) continue;
     const auto where = "keyring line " + std::to_string(n) + ": ";
-    if (words.size() > 3) return InvalidArgument(where + "too many words");
-    const std::string& role = words[0];
-    const std::string key = words.size() > 1 ? words[1] : "";
-    const std::string node_id = words.size() > 2 ? words[2] : "";
-    if (!IsCurveKey(key)) return InvalidArgument(where + "no CurveZMQ public key");
-    CurvePeer peer;
-    if (role == "admin") {
-      peer.role = Role::kAdmin;
-    } else if (role == "engine") {
-      peer.role = Role::kEngine;
-    } else if (role == "node") {
-      peer.role = Role::kNode;
-      if (node_id.empty()) return InvalidArgument(where + "a node key names its node id");
-      peer.node_id = node_id;
-      if (!list.node_keys_.emplace(node_id, key).second)
-        return InvalidArgument(where + "node " + node_id + " is listed twice");
-    } else if (role == "controller") {
-      peer.role = Role::kController;
-      if (!list.controller_key_.empty())
-        return InvalidArgument(where + "the controller is listed twice");
-      list.controller_key_ = key;
-    } else {
-      return InvalidArgument(where + "role '" + role +
-                             "' is not controller, node, admin or engine");
-    }
-    if (peer.role != Role::kNode && !node_id.empty())
-      return InvalidArgument(where + "only a node key names a node id");
-    if (!list.peers_.emplace(key, peer).second)
-      return InvalidArgument(where + "the key is listed twice");
+    if (Status s = list.AddLine(words); !s.ok()) return InvalidArgument(where + s.message());
   }
   return list;
+}
+
+Status CurveKeyring::AddLine(const std::vector<std::string>& words) {
+  const std::string& role = words[0];
+  if (role == "revoked") {
+    if (words.size() != 2 || !IsIdentityName(words[1]))
+      return InvalidArgument("'revoked' names one engine");
+    revoked_.insert(words[1]);
+    return Status::Ok();
+  }
+  const size_t max_words = role == "engine" ? 4 : 3;
+  if (words.size() > max_words) return InvalidArgument("too many words");
+  const std::string key = words.size() > 1 ? words[1] : "";
+  const std::string third = words.size() > 2 ? words[2] : "";
+  if (!IsCurveKey(key)) return InvalidArgument("no CurveZMQ public key");
+  CurvePeer peer;
+  if (role == "admin") {
+    peer.role = Role::kAdmin;
+  } else if (role == "engine") {
+    peer.role = Role::kEngine;
+    if (!third.empty()) peer.name = third;
+    if (words.size() > 3) peer.tenant = words[3];
+    if (!IsIdentityName(peer.name) || !IsTenantName(peer.tenant))
+      return InvalidArgument("an engine's name and tenant are 1..63 of [A-Za-z0-9._-]");
+    auto [it, added] = tenants_.emplace(peer.name, peer.tenant);
+    if (!added && it->second != peer.tenant)
+      return InvalidArgument("engine " + peer.name + " is listed in two tenants");
+  } else if (role == "node") {
+    peer.role = Role::kNode;
+    if (third.empty()) return InvalidArgument("a node key names its node id");
+    peer.node_id = third;
+    if (!node_keys_.emplace(third, key).second)
+      return InvalidArgument("node " + third + " is listed twice");
+  } else if (role == "controller") {
+    peer.role = Role::kController;
+    if (!controller_key_.empty()) return InvalidArgument("the controller is listed twice");
+    controller_key_ = key;
+  } else {
+    return InvalidArgument("role '" + role + "' is not controller, node, admin, engine or revoked");
+  }
+  if (peer.role != Role::kNode && peer.role != Role::kEngine && !third.empty())
+    return InvalidArgument("only a node key names a node id");
+  if (!peers_.emplace(key, peer).second) return InvalidArgument("the key is listed twice");
+  return Status::Ok();
+}
+
+std::set<std::string> CurveKeyring::EngineNames() const {
+  std::set<std::string> names;
+  for (const auto& [name, tenant] : tenants_) names.insert(name);
+  return names;
+}
+
+bool Revocations::Add(const std::string& name) {
+  std::lock_guard lock(mu_);
+  const bool added = names_.insert(name).second;
+  count_ = names_.size();
+  return added;
+}
+
+bool Revocations::Contains(const std::string& name) const {
+  if (count_.load(std::memory_order_relaxed) == 0) return false;
+  std::lock_guard lock(mu_);
+  return names_.contains(name);
+}
+
+std::set<std::string> Revocations::Names() const {
+  std::lock_guard lock(mu_);
+  return names_;
 }
 
 Result<CurveKeyring> CurveKeyring::Load(const std::string& path) {
@@ -228,7 +287,8 @@ Result<std::shared_ptr<const CurveSecurity>> CurveSecurity::Load(const std::stri
   if (!own.ok()) return own.status();
   auto keyring = CurveKeyring::Load(keyring_path);
   if (!keyring.ok()) return keyring.status();
-  return std::make_shared<const CurveSecurity>(CurveSecurity{std::move(*own), std::move(*keyring)});
+  return std::make_shared<const CurveSecurity>(
+      CurveSecurity{std::move(*own), std::move(*keyring), keyring_path});
 }
 
 Result<CurveClientKeys> CurveSecurity::ForController() const {
@@ -282,7 +342,9 @@ const CurvePeer* SenderOf(void* message, std::optional<CurvePeer>& storage) {
   return &*storage;
 }
 
-Result<std::unique_ptr<ZapHandler>> ZapHandler::Start(void* zmq_context, CurveKeyring allowed) {
+Result<std::unique_ptr<ZapHandler>> ZapHandler::Start(void* zmq_context, CurveKeyring allowed,
+                                                      std::shared_ptr<Revocations> revoked,
+                                                      std::string keyring_path) {
   void* socket = zmq_socket(zmq_context, ZMQ_REP);
   if (!socket) return IoError(std::string("ZAP socket: ") + zmq_strerror(errno));
   if (zmq_bind(socket, kZapEndpoint) != 0) {
@@ -290,13 +352,50 @@ Result<std::unique_ptr<ZapHandler>> ZapHandler::Start(void* zmq_context, CurveKe
     zmq_close(socket);
     return s;
   }
-  std::unique_ptr<ZapHandler> handler(new ZapHandler(socket, std::move(allowed)));
+  std::unique_ptr<ZapHandler> handler(
+      new ZapHandler(socket, std::move(allowed), std::move(revoked), std::move(keyring_path)));
   handler->thread_ = std::thread([h = handler.get()] { h->Serve(); });
   return handler;
 }
 
-ZapHandler::ZapHandler(void* socket, CurveKeyring allowed)
-    : socket_(socket), allowed_(std::move(allowed)) {}
+ZapHandler::ZapHandler(void* socket, CurveKeyring allowed, std::shared_ptr<Revocations> revoked,
+                       std::string keyring_path)
+    : socket_(socket),
+      allowed_(std::move(allowed)),
+      revoked_(std::move(revoked)),
+      keyring_path_(std::move(keyring_path)) {
+  if (revoked_) {
+    for (const auto& name : allowed_.revoked()) revoked_->Add(name);
+  }
+  keyring_stamp_ = FileStamp(keyring_path_);
+}
+
+void ZapHandler::ReloadIfChanged() {
+  const auto now = std::chrono::steady_clock::now();
+  if (keyring_path_.empty() || now < next_reload_check_) return;
+  next_reload_check_ = now + std::chrono::milliseconds(kReloadCheckMs);
+  const std::string stamp = FileStamp(keyring_path_);
+  if (stamp.empty() || stamp == keyring_stamp_) return;
+  keyring_stamp_ = stamp;
+  auto fresh = CurveKeyring::Load(keyring_path_);
+  if (!fresh.ok()) {
+    spdlog::error("keyring {} changed but is not valid, the old one stays: {}", keyring_path_,
+                  fresh.status().ToString());
+    return;
+  }
+  std::set<std::string> refused = fresh->revoked();
+  const std::set<std::string> listed = fresh->EngineNames();
+  for (const auto& name : allowed_.EngineNames()) {
+    if (!listed.contains(name)) refused.insert(name);  // its lines are gone
+  }
+  if (revoked_) {
+    for (const auto& name : refused) {
+      if (revoked_->Add(name)) spdlog::warn("keyring {}: engine {} revoked", keyring_path_, name);
+    }
+  }
+  spdlog::info("keyring {} reloaded: {} keys", keyring_path_, fresh->size());
+  allowed_ = std::move(*fresh);
+}
 
 ZapHandler::~ZapHandler() {
   stopping_ = true;
@@ -308,6 +407,7 @@ ZapHandler::~ZapHandler() {
 
 void ZapHandler::Serve() {
   while (!stopping_) {
+    ReloadIfChanged();
     zmq_pollitem_t item{socket_, 0, ZMQ_POLLIN, 0};
     if (zmq_poll(&item, 1, kPollMs) <= 0) continue;
     const std::vector<std::string> request = ReceiveParts(socket_);
@@ -319,7 +419,10 @@ void ZapHandler::Serve() {
       char z85[kZ85Key + 1];
       zmq_z85_encode(z85, reinterpret_cast<const uint8_t*>(request[6].data()), 32);
       const CurvePeer* peer = allowed_.Find(z85);
-      if (peer && peer->role != Role::kController) {  // a server's key, never a client's
+      const bool revoked =
+          peer && (allowed_.revoked().contains(peer->name) || IsRevoked(peer, revoked_.get()));
+      if (peer && peer->role != Role::kController &&
+          !revoked) {  // a server's key, never a client's
         code = "200";
         text = "OK";
         user_id = peer->UserId();

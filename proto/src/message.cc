@@ -55,6 +55,8 @@ std::string_view MsgTypeName(MsgType t) {
       return "clear";
     case MsgType::kPull:
       return "pull";
+    case MsgType::kRevoke:
+      return "revoke";
     case MsgType::kShareHello:
       return "share.hello";
     case MsgType::kLease:
@@ -95,6 +97,8 @@ std::string_view MsgTypeName(MsgType t) {
       return "admin.unpin";
     case MsgType::kAdminEvict:
       return "admin.evict";
+    case MsgType::kAdminRevoke:
+      return "admin.revoke";
   }
   return "unknown";
 }

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "pikv/proto/chunk_object.h"
 #include "pikv/storage/arena.h"
 #include "tier_internal.h"
 
@@ -100,7 +101,8 @@ Result<SharedBuffer> CpuTier::InsertAndHold(const ChunkKey& key, std::shared_ptr
   return HoldLocked(key);
 }
 
-Result<SharedBuffer> CpuTier::PutAndHold(const ChunkKey& key, const SharedBuffer& object) {
+Result<SharedBuffer> CpuTier::PutAndHold(const ChunkKey& key, const SharedBuffer& object,
+                                         std::string_view stamp_writer) {
   std::vector<TierEvent> events;
   Result<std::shared_ptr<Block>> block = NotFound();
   {
@@ -112,6 +114,9 @@ Result<SharedBuffer> CpuTier::PutAndHold(const ChunkKey& key, const SharedBuffer
   if (block.ok()) {
     // Copy outside the lock: other readers and writers proceed meanwhile.
     std::memcpy((*block)->data(), object.data(), object.size());
+    // The object verified; stamping it can fail only on a bad name.
+    if (!stamp_writer.empty())
+      StampWriter({(*block)->data(), object.size()}, stamp_writer).IgnoreError();
     held = InsertAndHold(key, std::move(*block), object.size(), events);
   }
   Emit(events);
@@ -202,6 +207,23 @@ TierStats CpuTier::Stats() const {
   }
   counters_->CopyTo(s);
   return s;
+}
+
+std::optional<Owner> CpuTier::OwnerOfKey(const ChunkKey& key) const {
+  MutexLock lock(mu_);
+  auto it = index_.find(key);
+  if (it == index_.end()) return std::nullopt;
+  return ReadOwner({it->second.block->data(), it->second.size});
+}
+
+std::vector<ChunkKey> CpuTier::KeysWrittenBy(std::string_view writer) const {
+  std::vector<ChunkKey> keys;
+  MutexLock lock(mu_);
+  for (const auto& [key, entry] : index_) {
+    const auto owner = ReadOwner({entry.block->data(), entry.size});
+    if (owner && owner->writer == writer) keys.push_back(key);
+  }
+  return keys;
 }
 
 std::vector<ChunkKey> CpuTier::LruOrder() const {

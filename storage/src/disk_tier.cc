@@ -22,11 +22,35 @@ rocksdb::Slice KeySlice(const std::array<uint8_t, 16>& bytes) {
   return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
 }
 
-std::string MetaValue(uint64_t size, uint64_t tick) {
+// An LRU record: size, tick, and the object's owner (tenant and writer,
+// each a length byte and its text), so that owners survive a restart
+// without reading the objects. Records of 16 bytes predate owners.
+std::string MetaValue(uint64_t size, uint64_t tick, OwnerId owner_id) {
+  const Owner& owner = OwnerOf(owner_id);
   std::string v(16, '\0');
   StoreLE<uint64_t>(v.data(), size);
   StoreLE<uint64_t>(v.data() + 8, tick);
+  for (const std::string* field : {&owner.tenant, &owner.writer}) {
+    v.push_back(static_cast<char>(field->size()));
+    v += *field;
+  }
   return v;
+}
+
+// The owner in an LRU record; nullopt for an older or malformed one.
+std::optional<Owner> MetaOwner(std::string_view v) {
+  Owner owner;
+  size_t at = 16;
+  for (std::string* field : {&owner.tenant, &owner.writer}) {
+    if (at >= v.size()) return std::nullopt;
+    const size_t n = static_cast<uint8_t>(v[at++]);
+    if (at + n > v.size()) return std::nullopt;
+    *field = std::string(v.substr(at, n));
+    at += n;
+  }
+  if (at != v.size() || !IsTenantName(owner.tenant) || !IsIdentityName(owner.writer))
+    return std::nullopt;
+  return owner;
 }
 
 Status FromRocks(const rocksdb::Status& s) {
@@ -105,25 +129,36 @@ Status DiskTier::RebuildIndex() {
   struct Item {
     ChunkKey key;
     uint64_t size, tick;
+    OwnerId owner;
   };
   std::vector<Item> items;
+  std::vector<ChunkKey> older;  // objects of a format before owners: never readable now
   std::unique_ptr<rocksdb::Iterator> it(db_->db->NewIterator(rocksdb::ReadOptions(), db_->lru));
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
-    if (it->key().size() != 16 || it->value().size() != 16) {
+    const std::string_view value(it->value().data(), it->value().size());
+    if (it->key().size() != 16 || value.size() < 16) {
       spdlog::warn("disk tier: skipping malformed LRU record");
       continue;
     }
-    items.push_back({ChunkKey::FromBytes(reinterpret_cast<const uint8_t*>(it->key().data())),
-                     LoadLE<uint64_t>(it->value().data()),
-                     LoadLE<uint64_t>(it->value().data() + 8)});
+    const ChunkKey key = ChunkKey::FromBytes(reinterpret_cast<const uint8_t*>(it->key().data()));
+    const std::optional<Owner> owner = MetaOwner(value);
+    if (!owner) {
+      older.push_back(key);
+      continue;
+    }
+    items.push_back({key, LoadLE<uint64_t>(value.data()), LoadLE<uint64_t>(value.data() + 8),
+                     InternOwner(*owner)});
   }
   if (!it->status().ok()) return FromRocks(it->status());
+  for (const ChunkKey& key : older) DeleteFromDb(key).IgnoreError();
+  if (!older.empty())
+    spdlog::info("disk tier: {} objects of an older chunk format dropped", older.size());
   std::sort(items.begin(), items.end(),
             [](const Item& a, const Item& b) { return a.tick > b.tick; });
   MutexLock lock(mu_);
   for (const Item& item : items) {
     lru_.push_back(item.key);
-    index_.emplace(item.key, Entry{item.size, item.tick, 0, std::prev(lru_.end())});
+    index_.emplace(item.key, Entry{item.size, item.tick, 0, item.owner, std::prev(lru_.end())});
     used_ += item.size;
     next_tick_ = std::max(next_tick_, item.tick + 1);
   }
@@ -187,7 +222,10 @@ Status DiskTier::Put(const ChunkKey& key, const SharedBuffer& object) {
       .Put(db_->objects, KeySlice(kb),
            rocksdb::Slice(reinterpret_cast<const char*>(object.data()), object.size()))
       .PermitUncheckedError();
-  batch.Put(db_->lru, KeySlice(kb), MetaValue(object.size(), tick)).PermitUncheckedError();
+  const std::optional<Owner> owner = ReadOwner(object.span());
+  const OwnerId owner_id = owner ? InternOwner(*owner) : kUnknownOwner;
+  batch.Put(db_->lru, KeySlice(kb), MetaValue(object.size(), tick, owner_id))
+      .PermitUncheckedError();
   if (Status s = FromRocks(db_->db->Write(db_->write_options, &batch)); !s.ok()) {
     counters_->errors++;
     spdlog::error("disk tier: put {} failed: {}", key.Hex(), s.ToString());
@@ -205,7 +243,7 @@ Status DiskTier::Put(const ChunkKey& key, const SharedBuffer& object) {
       counters_->evictions++;
     }
     lru_.push_front(key);
-    index_.emplace(key, Entry{object.size(), tick, 0, lru_.begin()});
+    index_.emplace(key, Entry{object.size(), tick, 0, owner_id, lru_.begin()});
     used_ += object.size();
     counters_->admits++;
   }
@@ -217,6 +255,7 @@ Status DiskTier::Put(const ChunkKey& key, const SharedBuffer& object) {
 Result<SharedBuffer> DiskTier::Get(const ChunkKey& key) {
   uint64_t tick = 0;
   uint64_t size = 0;
+  OwnerId owner = kUnknownOwner;
   {
     MutexLock lock(mu_);
     auto it = index_.find(key);
@@ -227,6 +266,7 @@ Result<SharedBuffer> DiskTier::Get(const ChunkKey& key) {
     lru_.splice(lru_.begin(), lru_, it->second.lru);
     tick = it->second.tick = next_tick_++;
     size = it->second.size;
+    owner = it->second.owner;
   }
   auto kb = key.Bytes();
   auto value = std::make_shared<rocksdb::PinnableSlice>();
@@ -238,7 +278,7 @@ Result<SharedBuffer> DiskTier::Get(const ChunkKey& key) {
     s = VerifyChunkObject(buf.span(), &key);
     if (s.ok()) {
       counters_->hits++;
-      db_->db->Put(db_->touch_options, db_->lru, KeySlice(kb), MetaValue(size, tick))
+      db_->db->Put(db_->touch_options, db_->lru, KeySlice(kb), MetaValue(size, tick, owner))
           .PermitUncheckedError();
       return buf;
     }
@@ -259,6 +299,22 @@ Result<SharedBuffer> DiskTier::Get(const ChunkKey& key) {
   spdlog::warn("disk tier: corrupt object {} deleted: {}", key.Hex(), s.ToString());
   Remove(key).IgnoreError();
   return NotFound("corrupt copy deleted");
+}
+
+std::optional<OwnerId> DiskTier::OwnerOfKey(const ChunkKey& key) const {
+  MutexLock lock(mu_);
+  auto it = index_.find(key);
+  if (it == index_.end()) return std::nullopt;
+  return it->second.owner;
+}
+
+std::vector<ChunkKey> DiskTier::KeysWrittenBy(std::string_view writer) const {
+  std::vector<ChunkKey> keys;
+  MutexLock lock(mu_);
+  for (const auto& [key, entry] : index_) {
+    if (OwnerOf(entry.owner).writer == writer) keys.push_back(key);
+  }
+  return keys;
 }
 
 bool DiskTier::Contains(const ChunkKey& key) {

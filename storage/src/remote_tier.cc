@@ -380,6 +380,79 @@ Result<SharedBuffer> RemoteTier::Get(const ChunkKey& key) {
 
 bool RemoteTier::Contains(const ChunkKey& key) { return ContainsMany({&key, 1})[0]; }
 
+std::vector<std::optional<Owner>> RemoteTier::OwnersOf(std::span<const ChunkKey> keys) {
+  std::vector<std::optional<Owner>> out(keys.size());
+  const std::string last = std::to_string(kOwnerPrefixBytes - 1);
+  auto prefix = [&](const std::vector<std::string>& names) {
+    std::vector<std::vector<std::string_view>> cmds;
+    for (const auto& n : names) cmds.push_back({"GETRANGE", n, "0", last});
+    return Pipeline(cmds);
+  };
+  std::vector<std::string> names;
+  for (const auto& k : keys) names.push_back(RedisKey(k));
+  auto replies = prefix(names);
+  if (!replies.ok()) return out;
+  std::vector<size_t> parted;
+  std::vector<std::string> first_parts;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const redisReply* r = (*replies)[i]->r;
+    if (r->type != REDIS_REPLY_STRING) continue;
+    const std::string_view value(r->str, r->len);
+    if (value.starts_with(kPartsMagic)) {
+      if (auto m = ParseManifest(value)) {
+        parted.push_back(i);
+        first_parts.push_back(PartKey(names[i], *m, 0));
+      }
+      continue;
+    }
+    out[i] = ReadOwner({reinterpret_cast<const uint8_t*>(r->str), r->len});
+  }
+  if (parted.empty()) return out;
+  auto parts = prefix(first_parts);
+  if (!parts.ok()) return out;
+  for (size_t j = 0; j < parted.size(); ++j) {
+    const redisReply* r = (*parts)[j]->r;
+    if (r->type == REDIS_REPLY_STRING)
+      out[parted[j]] = ReadOwner({reinterpret_cast<const uint8_t*>(r->str), r->len});
+  }
+  return out;
+}
+
+Result<std::vector<ChunkKey>> RemoteTier::KeysWrittenBy(std::string_view writer) {
+  const std::string pattern = "pikv:" + options_.key_namespace + ":*";
+  const size_t prefix = pattern.size() - 1;
+  std::vector<ChunkKey> candidates;
+  std::string cursor = "0";
+  do {
+    auto r = Pipeline({{"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"}});
+    if (!r.ok()) return r.status();
+    const redisReply* reply = (*r)[0]->r;
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
+        reply->element[0]->type != REDIS_REPLY_STRING ||
+        reply->element[1]->type != REDIS_REPLY_ARRAY)
+      return IoError("unexpected Redis SCAN reply");
+    cursor.assign(reply->element[0]->str, reply->element[0]->len);
+    const redisReply* names = reply->element[1];
+    for (size_t i = 0; i < names->elements; ++i) {
+      const std::string_view name(names->element[i]->str, names->element[i]->len);
+      // Parts are `<key>:part:...`: only the bare key names an object.
+      if (auto key = ChunkKey::FromHex(name.substr(std::min(prefix, name.size()))))
+        candidates.push_back(*key);
+    }
+  } while (cursor != "0");
+  std::vector<ChunkKey> keys;
+  constexpr size_t kBatch = 512;
+  for (size_t at = 0; at < candidates.size(); at += kBatch) {
+    const std::span<const ChunkKey> batch(candidates.data() + at,
+                                          std::min(kBatch, candidates.size() - at));
+    const auto owners = OwnersOf(batch);
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (owners[i] && owners[i]->writer == writer) keys.push_back(batch[i]);
+    }
+  }
+  return keys;
+}
+
 Status RemoteTier::Remove(const ChunkKey& key) {
   // A parted object's manifest names its parts: they go with it.
   const std::string name = RedisKey(key);

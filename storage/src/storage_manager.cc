@@ -29,12 +29,23 @@ Result<std::unique_ptr<StorageManager>> StorageManager::Open(const StorageOption
 StorageManager::~StorageManager() { Shutdown(); }
 
 Status StorageManager::CheckPut(const ChunkKey& key, std::span<const uint8_t> object,
-                                std::optional<uint64_t> payload_checksum) {
+                                std::optional<uint64_t> payload_checksum, const PutIdentity* as) {
   if (shut_down_) return Unavailable("storage is shutting down");
   if (Status s = VerifyChunkObject(object, &key, {}, payload_checksum); !s.ok()) {
     put_rejects_++;
     spdlog::warn("refused a put of {}: {}", key.Hex(), s.ToString());
     return s;
+  }
+  if (as) {
+    const std::optional<Owner> owner = ReadOwner(object);  // verified: always there
+    if (!owner || owner->tenant != as->tenant) {
+      tenant_rejects_++;
+      const std::string theirs = owner ? TenantLabel(owner->tenant) : "?";
+      spdlog::warn("refused a put of {} by engine {}: the object is of tenant {}, the engine of {}",
+                   key.Hex(), as->writer, theirs, TenantLabel(as->tenant));
+      return PermissionDenied("the object is of tenant " + theirs + ", engine " + as->writer +
+                              " of tenant " + TenantLabel(as->tenant));
+    }
   }
   puts_++;
   return Status::Ok();
@@ -56,10 +67,17 @@ Status StorageManager::WriteThrough(const ChunkKey& key, SharedBuffer object, bo
   return cpu_status;
 }
 
-Status StorageManager::Put(const ChunkKey& key, SharedBuffer object) {
-  if (Status s = CheckPut(key, object.span()); !s.ok()) return s;
+Status StorageManager::Put(const ChunkKey& key, SharedBuffer object, const PutIdentity* as) {
+  if (Status s = CheckPut(key, object.span(), std::nullopt, as); !s.ok()) return s;
   const bool already_cached = cpu_->Contains(key);
-  auto held = cpu_->PutAndHold(key, object);
+  const std::string_view stamp = as ? std::string_view(as->writer) : std::string_view();
+  auto held = cpu_->PutAndHold(key, object, stamp);
+  if (!held.ok() && !stamp.empty()) {
+    // No CPU copy to stamp: the lower tiers get a stamped copy of their own.
+    std::vector<uint8_t> copy(object.data(), object.data() + object.size());
+    if (Status s = StampWriter(copy, stamp); !s.ok()) return s;
+    object = SharedBuffer::FromVector(std::move(copy));
+  }
   return WriteThrough(key, std::move(object), already_cached, std::move(held));
 }
 
@@ -69,18 +87,38 @@ Result<CpuTier::Reservation> StorageManager::Reserve(uint64_t bytes) {
 }
 
 Status StorageManager::SealAndCommit(const ChunkKey& key, CpuTier::Reservation reservation,
-                                     std::optional<uint64_t> payload_checksum) {
+                                     std::optional<uint64_t> payload_checksum,
+                                     const PutIdentity* as) {
+  if (as && !as->writer.empty()) {
+    if (Status s = StampWriter({reservation.data, reservation.size}, as->writer); !s.ok()) {
+      put_rejects_++;
+      return s;
+    }
+  }
   auto digest = SealChunkObject({reservation.data, reservation.size}, {}, payload_checksum);
   if (!digest.ok()) {
     put_rejects_++;
     return digest.status();
   }
-  return Commit(key, std::move(reservation), *digest);
+  // Stamped above (before the seal, which covers the writer too).
+  return Commit(key, std::move(reservation), *digest, nullptr, as);
 }
 
 Status StorageManager::Commit(const ChunkKey& key, CpuTier::Reservation reservation,
-                              std::optional<uint64_t> payload_checksum) {
-  if (Status s = CheckPut(key, {reservation.data, reservation.size}, payload_checksum); !s.ok())
+                              std::optional<uint64_t> payload_checksum, const PutIdentity* as) {
+  return Commit(key, std::move(reservation), payload_checksum, as, as);
+}
+
+Status StorageManager::Commit(const ChunkKey& key, CpuTier::Reservation reservation,
+                              std::optional<uint64_t> payload_checksum, const PutIdentity* stamp,
+                              const PutIdentity* as) {
+  if (stamp && !stamp->writer.empty()) {
+    if (Status s = StampWriter({reservation.data, reservation.size}, stamp->writer); !s.ok()) {
+      put_rejects_++;
+      return s;
+    }
+  }
+  if (Status s = CheckPut(key, {reservation.data, reservation.size}, payload_checksum, as); !s.ok())
     return s;
   const bool already_cached = cpu_->Contains(key);
   SharedBuffer object(reservation.data, reservation.size, reservation.block);
@@ -94,14 +132,24 @@ void StorageManager::Promote(const ChunkKey& key, const SharedBuffer& object, bo
   if (to_disk && disk_queue_) disk_queue_->Offer(key, object);
 }
 
-std::vector<Result<SharedBuffer>> StorageManager::Get(std::span<const ChunkKey> keys) {
+std::vector<Result<SharedBuffer>> StorageManager::Get(std::span<const ChunkKey> keys,
+                                                      const std::string* only_tenant) {
   std::vector<Result<SharedBuffer>> out;
   out.reserve(keys.size());
   std::vector<size_t> remote_idx;
   std::vector<ChunkKey> remote_keys;
   for (size_t i = 0; i < keys.size(); ++i) {
-    auto r = cpu_->Get(keys[i]);
+    // A key is one tenant's in every tier: the first tier that holds it decides.
+    if (only_tenant && !Visible(cpu_->OwnerOfKey(keys[i]), only_tenant)) {
+      out.push_back(NotFound());
+      continue;
+    }
+    Result<SharedBuffer> r = cpu_->Get(keys[i]);
     if (!r.ok() && disk_) {
+      if (only_tenant && !Visible(DiskOwner(keys[i]), only_tenant)) {
+        out.push_back(NotFound());
+        continue;
+      }
       r = disk_->Get(keys[i]);
       if (r.ok()) Promote(keys[i], *r, /*to_disk=*/false);
     }
@@ -115,6 +163,7 @@ std::vector<Result<SharedBuffer>> StorageManager::Get(std::span<const ChunkKey> 
     auto fetched = remote_->GetMany(remote_keys);
     for (size_t j = 0; j < fetched.size(); ++j) {
       if (!fetched[j].ok()) continue;  // keep the local miss
+      if (!Visible(ReadOwner(fetched[j]->span()), only_tenant)) continue;
       Promote(remote_keys[j], *fetched[j], /*to_disk=*/true);
       out[remote_idx[j]] = std::move(fetched[j]);
     }
@@ -130,34 +179,62 @@ std::vector<Result<SharedBuffer>> StorageManager::Get(std::span<const ChunkKey> 
   return out;
 }
 
+bool StorageManager::Visible(const std::optional<Owner>& owner, const std::string* only_tenant) {
+  if (!only_tenant || !owner || owner->tenant == *only_tenant) return true;
+  hidden_++;
+  return false;
+}
+
+std::optional<Owner> StorageManager::DiskOwner(const ChunkKey& key) const {
+  if (!disk_) return std::nullopt;
+  auto id = disk_->OwnerOfKey(key);
+  if (!id) return std::nullopt;
+  return OwnerOf(*id);
+}
+
 Result<SharedBuffer> StorageManager::Get(const ChunkKey& key) {
   return std::move(Get({&key, 1})[0]);
 }
 
-std::vector<TierMask> StorageManager::Exists(std::span<const ChunkKey> keys) {
+std::vector<TierMask> StorageManager::Exists(std::span<const ChunkKey> keys,
+                                             const std::string* only_tenant) {
   std::vector<TierMask> out(keys.size(), 0);
   std::vector<size_t> ask_remote;
   std::vector<ChunkKey> remote_keys;
   for (size_t i = 0; i < keys.size(); ++i) {
-    out[i] = LocalMask(keys[i]);
+    out[i] = LocalMask(keys[i], only_tenant);
     if (out[i] == 0 && remote_) {
       ask_remote.push_back(i);
       remote_keys.push_back(keys[i]);
     }
   }
-  if (!remote_keys.empty()) {
-    auto found = remote_->ContainsMany(remote_keys);
-    for (size_t j = 0; j < found.size(); ++j) {
-      if (found[j]) out[ask_remote[j]] |= Bit(TierKind::kRemote);
+  if (remote_keys.empty()) return out;
+  if (only_tenant) {
+    // The owner's tenant comes from the object's first bytes (GETRANGE).
+    auto owners = remote_->OwnersOf(remote_keys);
+    for (size_t j = 0; j < owners.size(); ++j) {
+      if (owners[j] && Visible(owners[j], only_tenant))
+        out[ask_remote[j]] |= Bit(TierKind::kRemote);
     }
+    return out;
+  }
+  auto found = remote_->ContainsMany(remote_keys);
+  for (size_t j = 0; j < found.size(); ++j) {
+    if (found[j]) out[ask_remote[j]] |= Bit(TierKind::kRemote);
   }
   return out;
 }
 
 std::optional<std::vector<SharedBuffer>> StorageManager::GetIfInCpu(
-    std::span<const ChunkKey> keys) {
+    std::span<const ChunkKey> keys, const std::string* only_tenant) {
   for (const ChunkKey& k : keys) {
     if (!cpu_->Contains(k)) return std::nullopt;
+  }
+  if (only_tenant) {  // another tenant's object: the full Get answers it (a miss)
+    for (const ChunkKey& k : keys) {
+      if (auto owner = cpu_->OwnerOfKey(k); owner && owner->tenant != *only_tenant)
+        return std::nullopt;
+    }
   }
   std::vector<SharedBuffer> out;
   out.reserve(keys.size());
@@ -171,10 +248,11 @@ std::optional<std::vector<SharedBuffer>> StorageManager::GetIfInCpu(
 }
 
 std::vector<std::optional<SharedBuffer>> StorageManager::GetEachInCpu(
-    std::span<const ChunkKey> keys) {
+    std::span<const ChunkKey> keys, const std::string* only_tenant) {
   std::vector<std::optional<SharedBuffer>> out(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) {
     if (!cpu_->Contains(keys[i])) continue;
+    if (only_tenant && !Visible(cpu_->OwnerOfKey(keys[i]), only_tenant)) continue;
     if (auto r = cpu_->Get(keys[i]); r.ok()) {
       hits_++;
       out[i] = std::move(*r);
@@ -183,19 +261,45 @@ std::vector<std::optional<SharedBuffer>> StorageManager::GetEachInCpu(
   return out;
 }
 
-std::optional<std::vector<TierMask>> StorageManager::ExistsIfLocal(std::span<const ChunkKey> keys) {
+std::optional<std::vector<TierMask>> StorageManager::ExistsIfLocal(std::span<const ChunkKey> keys,
+                                                                   const std::string* only_tenant) {
   std::vector<TierMask> out(keys.size(), 0);
   for (size_t i = 0; i < keys.size(); ++i) {
-    out[i] = LocalMask(keys[i]);
+    out[i] = LocalMask(keys[i], only_tenant);
     if (out[i] == 0 && remote_) return std::nullopt;
   }
   return out;
 }
 
-TierMask StorageManager::LocalMask(const ChunkKey& key) const {
+TierMask StorageManager::LocalMask(const ChunkKey& key, const std::string* only_tenant) {
+  if (only_tenant) {
+    const auto cpu = cpu_->OwnerOfKey(key);
+    const auto disk = DiskOwner(key);
+    if (!Visible(cpu ? cpu : disk, only_tenant)) return 0;
+    return (cpu ? Bit(TierKind::kCpu) : 0) | (disk ? Bit(TierKind::kDisk) : 0);
+  }
   TierMask m = cpu_->Contains(key) ? Bit(TierKind::kCpu) : 0;
   if (disk_ && disk_->Contains(key)) m |= Bit(TierKind::kDisk);
   return m;
+}
+
+StorageManager::Dropped StorageManager::DropWrittenBy(std::string_view writer) {
+  Dropped d;
+  for (const ChunkKey& k : cpu_->KeysWrittenBy(writer)) d.cpu += cpu_->Remove(k).ok() ? 1 : 0;
+  if (disk_queue_) disk_queue_->Drain();  // nothing queued may land after the drop
+  if (disk_) {
+    for (const ChunkKey& k : disk_->KeysWrittenBy(writer)) d.disk += disk_->Remove(k).ok() ? 1 : 0;
+  }
+  if (remote_queue_) remote_queue_->Drain();
+  if (remote_) {
+    auto keys = remote_->KeysWrittenBy(writer);
+    if (!keys.ok()) {
+      d.remote_error = keys.status();
+    } else {
+      for (const ChunkKey& k : *keys) d.remote += remote_->Remove(k).ok() ? 1 : 0;
+    }
+  }
+  return d;
 }
 
 Status StorageManager::Delete(const ChunkKey& key) {
@@ -254,6 +358,8 @@ StorageStats StorageManager::Stats() const {
   if (remote_queue_) s.remote_queue = remote_queue_->GetStats();
   s.puts = puts_;
   s.put_rejects = put_rejects_;
+  s.tenant_rejects = tenant_rejects_;
+  s.tenant_hidden = hidden_;
   s.promotions = promotions_;
   s.hits = hits_;
   s.misses = misses_;

@@ -210,3 +210,36 @@ TEST(ChunkObjectTest, TestObjectsHitTheirTargetSize) {
 
 }  // namespace
 }  // namespace pikv
+
+namespace pikv {
+namespace {
+
+// Format 3: the tenant is in the header and the key's namespace; the writer
+// sits in a fixed field a node stamps in place, resealing the header.
+TEST(ChunkOwnerTest, TenantIsInTheKeyAndTheWriterIsStampedInPlace) {
+  auto o = testing::MakeObject(7, 4096);
+  auto h = *ParseChunkHeader(o.bytes.span());
+  EXPECT_EQ(h.tenant, "");
+  EXPECT_EQ(ReadOwner(o.bytes.span()), (Owner{"", std::string(kUnknownWriter)}));
+  KeyNamespace ns = NamespaceOf(h);
+  const ChunkKey default_key = MakeChunkKey(ns, h.tokens);
+  ns.tenant = "acme";
+  EXPECT_NE(MakeChunkKey(ns, h.tokens), default_key);
+  EXPECT_EQ(default_key, h.key);  // the default tenant adds nothing to the namespace
+
+  std::vector<uint8_t> bytes(o.bytes.data(), o.bytes.data() + o.bytes.size());
+  ASSERT_TRUE(StampWriter(bytes, "vllm-a").ok());
+  EXPECT_TRUE(VerifyChunkObject(bytes, &o.key).ok());
+  EXPECT_EQ(ReadOwner(bytes)->writer, "vllm-a");
+  EXPECT_EQ(ParseChunkHeader(bytes)->writer, "vllm-a");
+  EXPECT_EQ(StampWriter(bytes, "bad name").code(), ErrorCode::kInvalidArgument);
+  bytes[200] ^= 1;  // inside the tenant field: the header no longer holds
+  EXPECT_EQ(StampWriter(bytes, "x").code(), ErrorCode::kCorruption);
+  bytes[200] ^= 1;
+  bytes[8] = 2;  // an object of format 2 reads as nothing
+  EXPECT_EQ(ParseChunkHeader(bytes).code(), ErrorCode::kUnsupported);
+  EXPECT_EQ(ReadOwner(bytes), std::nullopt);
+}
+
+}  // namespace
+}  // namespace pikv

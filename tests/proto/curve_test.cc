@@ -4,8 +4,13 @@
 #include "pikv/proto/curve.h"
 
 #include <gtest/gtest.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <fstream>
+#include <set>
+#include <thread>
 #include <zmq.hpp>
 
 #include "test_support.h"
@@ -42,7 +47,8 @@ TEST(CurveTest, TheAllowListNamesARoleForEachKeyAndANodeIdForNodes) {
   ASSERT_TRUE(list.ok()) << list.status().ToString();
   EXPECT_EQ(list->size(), 3u);
   EXPECT_EQ(list->Find(a.public_key)->UserId(), "admin");
-  EXPECT_EQ(list->Find(e.public_key)->UserId(), "engine");
+  EXPECT_EQ(list->Find(e.public_key)->UserId(),
+            "engine:engine@");  // unnamed: "engine", default tenant
   EXPECT_EQ(list->Find(n.public_key)->UserId(), "node:node-a");
   EXPECT_EQ(list->Find(a.secret_key), nullptr);
   EXPECT_EQ(*list->NodeKey("node-a"), n.public_key);
@@ -62,8 +68,10 @@ TEST(CurveTest, TheAllowListNamesARoleForEachKeyAndANodeIdForNodes) {
   EXPECT_NE(with_hash->Find(hashed), nullptr);
   EXPECT_EQ(*with_hash->NodeKey("n1"), n.public_key);
   for (const std::string& bad : std::vector<std::string>{
-           "root " + a.public_key, "node " + a.public_key, "engine " + a.public_key + " x",
-           std::string("admin tooshort"), "node " + n.public_key + " a b",
+           "root " + a.public_key, "node " + a.public_key, "engine " + a.public_key + " x t extra",
+           "engine " + a.public_key + " bad/name", "engine " + a.public_key + " x bad:tenant",
+           "engine " + a.public_key + " x t1\nengine " + e.public_key + " x t2", "revoked",
+           "revoked a b", std::string("admin tooshort"), "node " + n.public_key + " a b",
            "admin " + a.public_key + "\nengine " + a.public_key,
            "node " + a.public_key + " x\nnode " + e.public_key + " x",
            "controller " + a.public_key + "\ncontroller " + e.public_key,
@@ -71,9 +79,36 @@ TEST(CurveTest, TheAllowListNamesARoleForEachKeyAndANodeIdForNodes) {
     EXPECT_EQ(CurveKeyring::Parse(bad).code(), ErrorCode::kInvalidArgument) << bad;
   }
   EXPECT_EQ(ParseUserId("node:node-a"), (CurvePeer{Role::kNode, "node-a"}));
+  EXPECT_EQ(ParseUserId("engine"), (CurvePeer{Role::kEngine, ""}));  // from before names
+  EXPECT_EQ(ParseUserId("engine:e1@acme"), (CurvePeer{Role::kEngine, "", "e1", "acme"}));
+  EXPECT_EQ(ParseUserId("engine:e1@"), (CurvePeer{Role::kEngine, "", "e1", ""}));
+  EXPECT_FALSE(ParseUserId("engine:e1").has_value());
+  EXPECT_FALSE(ParseUserId("engine:@acme").has_value());
+  EXPECT_FALSE(ParseUserId("engine:a b@c").has_value());
   EXPECT_EQ(ParseUserId("admin"), (CurvePeer{Role::kAdmin, ""}));
   EXPECT_FALSE(ParseUserId("node:").has_value());
   EXPECT_FALSE(ParseUserId("").has_value());
+}
+
+TEST(CurveKeyringTest, EnginesHaveNamesTenantsAndRevocations) {
+  const CurveKeyPair a = *NewCurveKeyPair(), b = *NewCurveKeyPair(), c = *NewCurveKeyPair();
+  auto list = CurveKeyring::Parse("engine " + a.public_key + " vllm-a acme\nengine " +
+                                  b.public_key + " vllm-a acme  # a rotated key\nengine " +
+                                  c.public_key + " batch\nrevoked old-engine\n");
+  ASSERT_TRUE(list.ok()) << list.status().ToString();
+  EXPECT_EQ(list->Find(a.public_key)->UserId(), "engine:vllm-a@acme");
+  EXPECT_EQ(list->Find(b.public_key)->UserId(), "engine:vllm-a@acme");
+  EXPECT_EQ(list->Find(c.public_key)->UserId(), "engine:batch@");
+  EXPECT_EQ(list->EngineNames(), (std::set<std::string>{"vllm-a", "batch"}));
+  EXPECT_EQ(list->revoked(), (std::set<std::string>{"old-engine"}));
+  Revocations revoked;
+  EXPECT_FALSE(revoked.Contains("batch"));
+  EXPECT_TRUE(revoked.Add("batch"));
+  EXPECT_FALSE(revoked.Add("batch"));
+  const CurvePeer batch = *list->Find(c.public_key), other = *list->Find(a.public_key);
+  EXPECT_TRUE(IsRevoked(&batch, &revoked));
+  EXPECT_FALSE(IsRevoked(&other, &revoked));
+  EXPECT_FALSE(IsRevoked(nullptr, &revoked));  // ipc: the node's own user
 }
 
 class CurveServerTest : public ::testing::Test {
@@ -122,7 +157,7 @@ class CurveServerTest : public ::testing::Test {
 };
 
 TEST_F(CurveServerTest, ListedKeysGetThroughWithTheirRoles) {
-  EXPECT_EQ(Deliver(&engine_), "engine");
+  EXPECT_EQ(Deliver(&engine_), "engine:engine@");
   EXPECT_EQ(Deliver(&node_), "node:node-a");
   EXPECT_EQ(zap_->counters().admitted, 2u);
 }
@@ -132,7 +167,62 @@ TEST_F(CurveServerTest, UnknownKeysAndUnencryptedPeersGetNothingThrough) {
   EXPECT_EQ(Deliver(&stranger, false), std::nullopt);
   EXPECT_EQ(zap_->counters().refused, 1u);
   EXPECT_EQ(Deliver(nullptr, false), std::nullopt);  // the NULL mechanism is not CURVE
-  EXPECT_EQ(Deliver(&engine_), "engine");            // and the server is unharmed
+  EXPECT_EQ(Deliver(&engine_), "engine:engine@");    // and the server is unharmed
+}
+
+// A revoked engine's key is refused at the handshake: by a `revoked` line
+// the handler reads when the keyring file changes (no restart), by the
+// engine's lines being removed, and by a revocation the server records.
+TEST(CurveReloadTest, TheKeyringIsReadAgainWhenItChanges) {
+  // The handler's thread logs: the logger is made here first, as a daemon
+  // does (TSan sees spdlog's registry made inside the uninstrumented library).
+  spdlog::info("keyring reload test");
+  const CurveKeyPair server = *NewCurveKeyPair(), a = *NewCurveKeyPair(), b = *NewCurveKeyPair(),
+                     c = *NewCurveKeyPair();
+  const std::string path = ::testing::TempDir() + "/reload-keyring-" + std::to_string(getpid());
+  auto write = [&](const std::string& text) { std::ofstream(path, std::ios::trunc) << text; };
+  const std::string all = "engine " + a.public_key + " a\nengine " + b.public_key + " b\nengine " +
+                          c.public_key + " c\n";
+  write(all);
+  zmq::context_t context;
+  auto revoked = std::make_shared<Revocations>();
+  auto zap = ZapHandler::Start(context.handle(), *CurveKeyring::Load(path), revoked, path);
+  ASSERT_TRUE(zap.ok());
+  zmq::socket_t router(context, zmq::socket_type::router);
+  router.set(zmq::sockopt::curve_server, 1);
+  router.set(zmq::sockopt::curve_secretkey, server.secret_key);
+  router.bind("tcp://127.0.0.1:*");
+  const std::string endpoint = router.get(zmq::sockopt::last_endpoint);
+  auto gets_in = [&](const CurveKeyPair& keys) {
+    zmq::socket_t client(context, zmq::socket_type::dealer);
+    client.set(zmq::sockopt::linger, 0);
+    client.set(zmq::sockopt::curve_serverkey, server.public_key);
+    client.set(zmq::sockopt::curve_publickey, keys.public_key);
+    client.set(zmq::sockopt::curve_secretkey, keys.secret_key);
+    client.connect(endpoint);
+    client.send(zmq::str_buffer("hi"), zmq::send_flags::dontwait);
+    router.set(zmq::sockopt::rcvtimeo, 1500);
+    zmq::message_t routing, body;
+    return router.recv(routing).has_value() && router.recv(body).has_value();
+  };
+  EXPECT_TRUE(gets_in(a));
+  EXPECT_TRUE(gets_in(b));
+  EXPECT_TRUE(gets_in(c));
+  // Revoke a by a line, and b by removing its line; c by the server.
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // a new mtime
+  write("engine " + a.public_key + " a\nengine " + c.public_key + " c\nrevoked a\n");
+  std::this_thread::sleep_for(std::chrono::milliseconds(3 * ZapHandler::kReloadCheckMs));
+  revoked->Add("c");
+  EXPECT_FALSE(gets_in(a));
+  EXPECT_FALSE(gets_in(b));
+  EXPECT_FALSE(gets_in(c));
+  EXPECT_TRUE(revoked->Contains("a"));
+  EXPECT_TRUE(revoked->Contains("b"));
+  // A keyring that does not parse is not taken: the old one stays.
+  write("engine nonsense\n");
+  std::this_thread::sleep_for(std::chrono::milliseconds(3 * ZapHandler::kReloadCheckMs));
+  EXPECT_EQ((*zap)->counters().refused, 3u);
+  std::remove(path.c_str());
 }
 
 // One ROUTER: ipc bound first without CURVE (only the server's user can open
@@ -176,7 +266,7 @@ TEST(CurveSocketTest, IpcIsTheTrustedSenderAndTcpNeedsAListedKey) {
     return sender ? sender->UserId() : "";
   };
   EXPECT_EQ(deliver(ipc, nullptr), "");
-  EXPECT_EQ(deliver(tcp, &engine), "engine");
+  EXPECT_EQ(deliver(tcp, &engine), "engine:engine@");
   EXPECT_EQ(deliver(tcp, nullptr, false), std::nullopt);
   EXPECT_EQ(deliver(tcp, &server, false), std::nullopt);  // a server's key is not a client's
   EXPECT_EQ((*zap)->counters().admitted, 1u);

@@ -222,3 +222,84 @@ TEST_F(StorageManagerTest, DiskTierSurvivesManagerRestart) {
 
 }  // namespace
 }  // namespace pikv::storage
+
+namespace pikv::storage {
+namespace {
+
+// `seed`'s object in `tenant`'s namespace (its key hashes the tenant).
+TestObject TenantObject(uint64_t seed, const std::string& tenant) {
+  auto o = MakeObject(seed, 8192);
+  TestObject t;
+  t.bytes = testing::Rebuilt(o.bytes.span(), [&](ChunkHeader& h) {
+    h.tenant = tenant;
+    h.key = KeyOfContent(h);
+  });
+  t.key = ParseChunkHeader(t.bytes.span())->key;
+  return t;
+}
+
+}  // namespace
+
+// An engine's put is refused unless the object is of its tenant; what it
+// puts is recorded as its in every tier; readers of one tenant find
+// another's objects nowhere (CPU, disk, Redis; exists and get), while an
+// unscoped reader (admin, node) sees all.
+TEST_F(StorageManagerTest, TenantsSeeAndWriteOnlyTheirOwnAndWritersAreRecorded) {
+  Open();
+  const PutIdentity acme{"acme", "engine-a"}, globex{"globex", "engine-g"};
+  auto a = TenantObject(30, "acme");
+  EXPECT_NE(a.key, MakeObject(30, 8192).key);  // the same tokens in two tenants: two keys
+  EXPECT_EQ(manager_->Put(a.key, a.bytes, &globex).code(), ErrorCode::kPermissionDenied);
+  EXPECT_EQ(manager_->Stats().tenant_rejects, 1u);
+  ASSERT_TRUE(manager_->Put(a.key, a.bytes, &acme).ok());
+  manager_->WaitForWriteThrough();
+  const std::string acme_tenant = "acme", globex_tenant = "globex";
+  EXPECT_EQ(manager_->Exists({&a.key, 1}, &globex_tenant)[0], 0);
+  EXPECT_EQ(manager_->Get({&a.key, 1}, &globex_tenant)[0].code(), ErrorCode::kNotFound);
+  EXPECT_EQ(manager_->GetEachInCpu({&a.key, 1}, &globex_tenant)[0], std::nullopt);
+  EXPECT_EQ(manager_->GetIfInCpu({&a.key, 1}, &globex_tenant), std::nullopt);
+  EXPECT_EQ(manager_->Exists({&a.key, 1}, &acme_tenant)[0],
+            Bit(TierKind::kCpu) | Bit(TierKind::kDisk));
+  auto got = manager_->Get({&a.key, 1}, &acme_tenant);
+  ASSERT_TRUE(got[0].ok());
+  EXPECT_EQ(ReadOwner(got[0]->span()), (Owner{"acme", "engine-a"}));
+  EXPECT_EQ(*manager_->disk()->OwnerOfKey(a.key), InternOwner({"acme", "engine-a"}));
+  EXPECT_EQ(manager_->remote()->OwnersOf({&a.key, 1})[0], (Owner{"acme", "engine-a"}));
+  EXPECT_NE(manager_->Exists({&a.key, 1})[0], 0);  // unscoped: admin and nodes see all
+
+  // Only Redis holds it: the owner comes from the object's first bytes.
+  manager_->cpu().Remove(a.key).IgnoreError();
+  manager_->disk()->Remove(a.key).IgnoreError();
+  EXPECT_EQ(manager_->Exists({&a.key, 1}, &globex_tenant)[0], 0);
+  EXPECT_EQ(manager_->Get({&a.key, 1}, &globex_tenant)[0].code(), ErrorCode::kNotFound);
+  EXPECT_FALSE(manager_->cpu().Contains(a.key));  // and nothing was promoted for it
+  EXPECT_EQ(manager_->Exists({&a.key, 1}, &acme_tenant)[0], Bit(TierKind::kRemote));
+  EXPECT_GE(manager_->Stats().tenant_hidden, 5u);
+}
+
+// The disk tier's owners survive a restart (its LRU records hold them);
+// DropWrittenBy removes one writer's objects from every tier, Redis too,
+// and leaves everyone else's.
+TEST_F(StorageManagerTest, RevokedWritersObjectsAreDroppedEverywhereAcrossRestarts) {
+  Open();
+  const PutIdentity bad{"", "bad"}, good{"", "good"};
+  auto b1 = MakeObject(40, 8192), b2 = MakeObject(41, 8192), g = MakeObject(42, 8192);
+  ASSERT_TRUE(manager_->Put(b1.key, b1.bytes, &bad).ok());
+  ASSERT_TRUE(manager_->Put(b2.key, b2.bytes, &bad).ok());
+  ASSERT_TRUE(manager_->Put(g.key, g.bytes, &good).ok());
+  manager_->WaitForWriteThrough();
+  Open();  // a restart: the disk tier's index comes back from RocksDB
+  EXPECT_EQ(OwnerOf(*manager_->disk()->OwnerOfKey(b1.key)).writer, "bad");
+  const auto dropped = manager_->DropWrittenBy("bad");
+  EXPECT_TRUE(dropped.remote_error.ok()) << dropped.remote_error.ToString();
+  EXPECT_EQ(dropped.disk, 2u);
+  EXPECT_EQ(dropped.remote, 2u);
+  for (const auto& k : {b1.key, b2.key}) EXPECT_EQ(manager_->Exists({&k, 1})[0], 0);
+  EXPECT_EQ(manager_->Exists({&g.key, 1})[0], Bit(TierKind::kDisk));
+  EXPECT_TRUE(manager_->remote()->Contains(g.key));
+  // After it, an honest store of the same key lands.
+  ASSERT_TRUE(manager_->Put(b1.key, b1.bytes, &good).ok());
+  EXPECT_EQ(ReadOwner(manager_->Get(b1.key)->span())->writer, "good");
+}
+
+}  // namespace pikv::storage

@@ -69,6 +69,10 @@ struct ClientOptions {
   // an engine that keeps only the window there cannot take a whole chunk.
   std::vector<uint32_t> windowed_layers;
   AttentionMode mode = AttentionMode::kIsolated;
+  // This engine's tenant (proto/owner.h; "" = the default one), part of the
+  // namespace: with security on it must be the tenant the keyring gives the
+  // engine's key, or the nodes refuse its stores and its keys never hit.
+  std::string tenant;
   bool zero_copy = true;  // use the local node's zero-copy channel when it has one
   // Objects over this size cross sockets (a tcp local node, a direct peer
   // fetch, copied stores) in frames of it (message.h); 0 sends them whole.

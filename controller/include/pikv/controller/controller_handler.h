@@ -57,6 +57,9 @@ class ControllerHandler {
   Leadership LeadershipOf(Clock::time_point now) const;
 
   uint64_t rejected() const { return rejected_; }
+  // Engines refused (pikv admin revoke, the keyring's `revoked` lines):
+  // shared with the server's ZAP handler.
+  const std::shared_ptr<Revocations>& revocations() const { return revoked_; }
 
  private:
   std::vector<Outgoing> Reject(const std::string& identity, const Header* request,
@@ -77,7 +80,7 @@ class ControllerHandler {
   std::vector<std::vector<Replica>> AllCopies(const Header& locate) const;
   // The locate reply's values and fields for `copies` (AllCopies).
   void AnswerLocate(const std::vector<std::vector<Replica>>& copies, Header& reply) const;
-  // An admin clear/pin/unpin/evict as commands to the nodes; their ids.
+  // An admin clear/pin/unpin/evict/revoke as commands to the nodes; their ids.
   Result<std::vector<std::string>> Forward(const Header& h, std::vector<Outgoing>& out) const;
   // Ok, or why `sender` may not send `h`.
   static Status Authorize(const CurvePeer* sender, const Header& h);
@@ -87,7 +90,9 @@ class ControllerHandler {
   std::map<std::string, std::string> identities_;  // node id -> ROUTER identity of its reporter
   std::atomic<const LeaderElection*> election_{nullptr};  // read by the HTTP thread too
   std::atomic<uint64_t> rejected_{0};
+  const std::shared_ptr<Revocations> revoked_ = std::make_shared<Revocations>();
   std::atomic<uint64_t> leaderships_{0}, step_downs_{0};
+  std::atomic<uint64_t> revocations_{0};
 };
 
 }  // namespace pikv::controller

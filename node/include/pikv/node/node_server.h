@@ -22,6 +22,7 @@
 // Thread-safety: Start and Stop from one thread.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -53,6 +54,9 @@ struct ZeroCopyOptions {
   std::chrono::milliseconds lease_ttl{30000};
   uint64_t max_client_bytes = 0;  // arena bytes one client may hold; 0: half the arena
   int max_clients = 64;
+  // Who the local clients are (NodeOptions::tenant, no writer; set by
+  // NodeServer::Start): what they may read and store.
+  storage::PutIdentity identity;
 };
 
 struct NodeOptions {
@@ -82,6 +86,11 @@ struct NodeOptions {
   // clear, delete, pin and unpin need the admin role (or ipc: the node's
   // own user).
   std::shared_ptr<const CurveSecurity> security;
+  // The tenant of callers without a CURVE identity (ipc clients; every
+  // client with security off): they read and write only its objects
+  // (proto/owner.h), and their stores keep the writer the object names
+  // (no key proves a name). Engines with keys have their own.
+  std::string tenant;
 };
 
 class NodeServer {
@@ -106,6 +115,10 @@ class NodeServer {
   void WorkerLoop(JobQueue& jobs, const char* replies, int index);
   // Decodes one request; returns the reply now, or nullopt if it was queued.
   std::optional<Message> Dispatch(std::vector<zmq::message_t>& frames);
+  // Drops what `engine` wrote, everywhere, and refuses it from now on.
+  void Revoke(const std::string& engine);
+  // What the node lets `sender` (SenderOf) see and write.
+  Caller CallerOf(const CurvePeer* sender) const;
 
   NodeOptions options_;
   std::vector<std::string> endpoints_;
@@ -116,6 +129,9 @@ class NodeServer {
   std::unique_ptr<Reporter> reporter_;
   std::unique_ptr<ZeroCopyServer> zero_copy_;
   std::unique_ptr<Loop> loop_;
+  // Engines refused: the keyring's `revoked` lines and `pikv admin revoke`.
+  std::shared_ptr<Revocations> revoked_ = std::make_shared<Revocations>();
+  std::atomic<uint64_t> revocations_{0}, revoked_objects_{0}, revoked_refused_{0};
   bool stopped_ = false;
 };
 

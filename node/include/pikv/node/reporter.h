@@ -36,6 +36,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -65,6 +66,9 @@ struct ReporterOptions {
   // The keys to dial the controller over CURVE (its key from the keyring,
   // which NodeServer::Start checks); null: security off.
   std::shared_ptr<const CurveSecurity> security;
+  // Told of each engine the controller revokes (kRevoke, and the revoked
+  // engines a register reply names); set by NodeServer::Start.
+  std::function<void(const std::string& engine)> on_revoke;
 };
 
 // The bounded event queue between the tiers and the reporter thread.

@@ -36,6 +36,17 @@ struct NodeCounters {
 
 class Puller;
 
+// Who sent a request, as the node's checks need it (proto/owner.h). An
+// engine reads only its tenant's objects (another's are misses), may put
+// only objects of its tenant, and is recorded as the writer of what it
+// puts. Everyone else here (admins, nodes) sees every tenant and keeps the
+// writer an object names.
+struct Caller {
+  std::optional<storage::PutIdentity> engine;  // nullopt: sees every tenant
+  const std::string* only_tenant() const { return engine ? &engine->tenant : nullptr; }
+  const storage::PutIdentity* writer() const { return engine ? &*engine : nullptr; }
+};
+
 // How a node pulls from its peers (kPull).
 struct PullOptions {
   // Where the peers are looked up (the reporter's finder); null: pulls are refused.
@@ -61,10 +72,11 @@ class RequestHandler {
   ~RequestHandler();
 
   // `received`: when the request arrived (deadlines in it count from then).
-  Message Handle(Message& request, Clock::time_point received = Clock::now());
+  Message Handle(Message& request, Clock::time_point received = Clock::now(),
+                 const Caller& caller = {});
   // The reply when it can be produced without blocking on disk or network
   // (CPU-tier hits, local exists, pins, stats, ping); nullopt otherwise.
-  std::optional<Message> TryHandleInline(Message& request);
+  std::optional<Message> TryHandleInline(Message& request, const Caller& caller = {});
   // The reply to a request that failed before it could be handled.
   Message Reject(const Header* request, const Status& why);
 
@@ -81,11 +93,11 @@ class RequestHandler {
   }
 
  private:
-  Message HandleGet(Message& req);
+  Message HandleGet(Message& req, const Caller& caller);
   // Marks an inline get reply to be streamed when the request asked for it.
   void MaybeStream(const Header& request, Message& reply);
-  Message HandlePut(Message& req);
-  Message HandlePull(Message& req, Clock::time_point received);
+  Message HandlePut(Message& req, const Caller& caller);
+  Message HandlePull(Message& req, Clock::time_point received, const Caller& caller);
   Message HandlePerKey(Message& req, Status (storage::StorageManager::*op)(const ChunkKey&));
 
   storage::StorageManager& storage_;

@@ -3,7 +3,8 @@
 // key = XXH3-128( namespace bytes || token ids as little-endian int32 ).
 // The namespace pins everything the KV depends on besides the tokens: model,
 // KV format, dtype, the RoPE signature, the attention mode and, in
-// sys-prefixed mode, the system prompt's key. No position goes into the key.
+// sys-prefixed mode, the system prompt's key; and the tenant, so that equal
+// documents of two tenants are two keys. No position goes into the key.
 // Printed as 32 lowercase hex digits (high 64 bits first).
 #pragma once
 
@@ -51,6 +52,9 @@ struct KeyNamespace {
   AttentionMode attention_mode = AttentionMode::kIsolated;
   // Only in sys-prefixed mode: the key of the system prompt the chunk saw.
   std::optional<ChunkKey> sys_key;
+  // The tenant (owner.h); "" = the default tenant, which adds nothing to the
+  // bytes (keys of the default tenant are those of a cluster without tenants).
+  std::string tenant;
 
   // Unambiguous byte encoding (length-prefixed fields) that the key hashes.
   std::string CanonicalBytes() const;

@@ -24,12 +24,15 @@
 #include "pikv/proto/checksum.h"
 #include "pikv/proto/chunk_key.h"
 #include "pikv/proto/kv_types.h"
+#include "pikv/proto/owner.h"
 
 namespace pikv {
 
 // 2: the header carries the attention mode and the system prompt's key, so
 // that every part of the key's namespace is in the object (KeyOfContent).
-inline constexpr uint16_t kChunkFormatVersion = 2;
+// 3: the tenant (part of the namespace) and the writer, in fixed fields
+// (owner.h); objects of older versions are refused, so they read as misses.
+inline constexpr uint16_t kChunkFormatVersion = 3;
 inline constexpr uint8_t kLayoutLayerKvTokenHeadDim = 1;
 
 struct ChunkGeometry {
@@ -61,6 +64,8 @@ struct ChunkHeader {
   uint8_t layout = kLayoutLayerKvTokenHeadDim;
   AttentionMode attention_mode = AttentionMode::kIsolated;
   std::optional<ChunkKey> sys_key;  // sys-prefixed only: the system prompt's key
+  std::string tenant;               // part of the namespace; "" = the default tenant
+  std::string writer;               // stamped by the node that took the put (StampWriter)
   std::vector<int32_t> tokens;
   // Filled by BuildChunkObject / ParseChunkHeader.
   uint64_t payload_size = 0;
@@ -156,6 +161,18 @@ class StreamingPayloadChecksum {
   uint64_t seen_ = 0;
   uint64_t header_size_ = 0;
 };
+
+// The owner in an object's fixed header fields, read without parsing or
+// verifying the rest (the object was verified when a tier admitted it);
+// nullopt when the bytes are not a current-format header. An unstamped
+// writer reads as kUnknownWriter.
+std::optional<Owner> ReadOwner(std::span<const uint8_t> object);
+// How many leading bytes of an object ReadOwner needs.
+inline constexpr size_t kOwnerPrefixBytes = 248;
+// Writes `writer` into the header of a parsed-and-intact object and seals
+// the header again; the payload is not touched. Refuses a header whose own
+// checksum does not hold (it must not be made to look intact).
+Status StampWriter(std::span<uint8_t> object, std::string_view writer);
 
 std::span<const uint8_t> ChunkPayload(std::span<const uint8_t> object, const ChunkHeader& header);
 

@@ -45,6 +45,9 @@ enum class MsgType : uint16_t {
   kClear = 17,  // drop every object this node holds; values: [objects dropped]
   kPull =
       18,  // P2P: get keys from the peer at fields["from"], admit them here, return them like kGet
+  // controller -> node: drop every object engine fields["engine"] wrote, in
+  // every tier (the shared one too), and refuse the engine from now on.
+  kRevoke = 19,
   // 30-49: node <-> controller. Events and inventory get no reply; the
   // controller asks for a resync when it sees a gap.
   kRegister =
@@ -59,10 +62,11 @@ enum class MsgType : uint16_t {
   kAdminNodes = 51,
   kAdminStats = 52,
   kAdminHealth = 53,
-  kAdminClear = 54,  // fields: node_id (absent: every node)
-  kAdminPin = 55,    // keys
-  kAdminUnpin = 56,  // keys
-  kAdminEvict = 57,  // keys
+  kAdminClear = 54,   // fields: node_id (absent: every node)
+  kAdminPin = 55,     // keys
+  kAdminUnpin = 56,   // keys
+  kAdminEvict = 57,   // keys
+  kAdminRevoke = 58,  // fields: engine; forwarded to every live node as kRevoke
   // 70-79: the zero-copy channel between a node and its host's clients
   // (local_channel.h; never on ZeroMQ). Offsets are into the node's CPU arena.
   kShareHello = 70,  // node -> client on connect, with the arena's fd: fields arena_bytes
@@ -74,6 +78,10 @@ enum class MsgType : uint16_t {
 };
 
 std::string_view MsgTypeName(MsgType t);
+
+// A register reply names at most this many revoked engines (fields
+// "revoked.<i>"), within WireLimits::max_fields.
+inline constexpr size_t kMaxRevokedInRegisterReply = 1024;
 
 using FieldValue = std::variant<int64_t, std::string>;
 using Fields = std::map<std::string, FieldValue>;

@@ -21,10 +21,12 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
 #include "pikv/common/mutex.h"
+#include "pikv/proto/owner.h"
 #include "pikv/storage/tier.h"
 
 namespace pikv::storage {
@@ -49,8 +51,11 @@ class CpuTier final : public Tier {
   Status Unpin(const ChunkKey& key) override;
   TierStats Stats() const override;
 
-  // Put that also returns the arena copy (not counted as a hit).
-  Result<SharedBuffer> PutAndHold(const ChunkKey& key, const SharedBuffer& object);
+  // Put that also returns the arena copy (not counted as a hit); with
+  // `stamp_writer`, the copy has that writer (StampWriter) before anyone
+  // can read it.
+  Result<SharedBuffer> PutAndHold(const ChunkKey& key, const SharedBuffer& object,
+                                  std::string_view stamp_writer = {});
 
   struct Block;
   // Arena space being filled by a writer, not yet an object: not in the
@@ -76,6 +81,10 @@ class CpuTier final : public Tier {
 
   // Keys from most to least recently used.
   std::vector<ChunkKey> LruOrder() const;
+  // The owner its object's header names (proto/owner.h), or nullopt when
+  // the tier does not hold key.
+  std::optional<Owner> OwnerOfKey(const ChunkKey& key) const;
+  std::vector<ChunkKey> KeysWrittenBy(std::string_view writer) const;
 
  private:
   struct Shared;

@@ -5,7 +5,9 @@
 // large values in blob files, so compaction does not rewrite them; a second
 // column family "lru" holds (size, last-access tick) per key, written in the
 // same atomic batch as the object. On open the index and LRU order are
-// rebuilt from "lru", so contents and recency survive a restart.
+// rebuilt from "lru", so contents and recency survive a restart. The LRU
+// record also holds the object's owner (tenant, writer: proto/owner.h), so
+// tenant checks and revocations need no object read, across restarts too.
 // Capacity counts object bytes (not SST/blob file overhead); a put evicts
 // least recently used, unpinned objects until it fits. Pins live in memory
 // only. Every Get verifies size and checksum; a corrupt value is deleted and
@@ -19,11 +21,13 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "pikv/common/mutex.h"
+#include "pikv/proto/owner.h"
 #include "pikv/storage/tier.h"
 
 namespace pikv::storage {
@@ -54,6 +58,10 @@ class DiskTier final : public Tier {
   Status Flush();
   // Keys from most to least recently used.
   std::vector<ChunkKey> LruOrder() const;
+  // The owner of key's object (kept in the index and its LRU record), or
+  // nullopt when the tier does not hold it.
+  std::optional<OwnerId> OwnerOfKey(const ChunkKey& key) const;
+  std::vector<ChunkKey> KeysWrittenBy(std::string_view writer) const;
 
  private:
   struct Db;
@@ -61,6 +69,7 @@ class DiskTier final : public Tier {
     uint64_t size = 0;
     uint64_t tick = 0;
     uint32_t pins = 0;
+    OwnerId owner = kUnknownOwner;
     std::list<ChunkKey>::iterator lru;
   };
 

@@ -23,8 +23,10 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
+#include "pikv/proto/owner.h"
 #include "pikv/storage/circuit_breaker.h"
 #include "pikv/storage/tier.h"
 
@@ -70,6 +72,13 @@ class RemoteTier final : public Tier {
   std::vector<bool> ContainsMany(std::span<const ChunkKey> keys) override;
 
   std::string RedisKey(const ChunkKey& key) const;
+  // Each key's owner, read from the first bytes of its object (one
+  // pipelined GETRANGE; a parted object's first part takes one more);
+  // nullopt for a key Redis does not hold (or a dead Redis).
+  std::vector<std::optional<Owner>> OwnersOf(std::span<const ChunkKey> keys);
+  // Every key of this namespace whose object `writer` wrote (SCAN; for a
+  // revocation, not a hot path).
+  Result<std::vector<ChunkKey>> KeysWrittenBy(std::string_view writer);
   CircuitBreaker::State breaker_state() const;
   // Operations refused because the circuit was open.
   uint64_t unavailable() const;

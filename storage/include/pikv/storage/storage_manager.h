@@ -31,11 +31,23 @@ struct StorageOptions {
   WriteThroughQueue::Options write_queue;   // per lower tier
 };
 
+// Who puts an object, for the node's checks and provenance (proto/owner.h):
+// the object must be of the writer's tenant, and the node records the
+// writer in its header (an empty writer: a caller without a key, whose
+// object keeps the writer it names). Puts without one (a pull from a peer,
+// an admin's put) keep the owner the object names.
+struct PutIdentity {
+  std::string tenant;
+  std::string writer;
+};
+
 struct StorageStats {
   std::array<std::optional<TierStats>, kNumTiers> tiers;  // by TierKind
   std::optional<WriteThroughQueue::Stats> disk_queue, remote_queue;
   uint64_t puts = 0;
-  uint64_t put_rejects = 0;  // objects that failed verification
+  uint64_t put_rejects = 0;     // objects that failed verification
+  uint64_t tenant_rejects = 0;  // puts of another tenant's object
+  uint64_t tenant_hidden = 0;   // lookups answered as misses: another tenant's object
   uint64_t promotions = 0;
   uint64_t hits = 0;
   uint64_t misses = 0;
@@ -47,9 +59,10 @@ class StorageManager {
                                                       EventListener listener);
   ~StorageManager();  // Shutdown()
 
-  // kCorruption / kInvalidArgument when the object does not verify; kRejected
-  // when no tier took it.
-  Status Put(const ChunkKey& key, SharedBuffer object);
+  // kCorruption / kInvalidArgument when the object does not verify;
+  // kPermissionDenied when it is not of `as`'s tenant; kRejected when no
+  // tier took it.
+  Status Put(const ChunkKey& key, SharedBuffer object, const PutIdentity* as = nullptr);
   // Zero-copy put: space in the CPU arena that the writer fills in place
   // (CpuTier::Reserve), then Commit, which verifies the bytes exactly as Put
   // does and admits them without a copy. A failed commit frees the space.
@@ -57,25 +70,41 @@ class StorageManager {
   // writing the bytes (a streamed receive), instead of hashing them again.
   Result<CpuTier::Reservation> Reserve(uint64_t bytes);
   Status Commit(const ChunkKey& key, CpuTier::Reservation reservation,
-                std::optional<uint64_t> payload_checksum = std::nullopt);
+                std::optional<uint64_t> payload_checksum = std::nullopt,
+                const PutIdentity* as = nullptr);
   // Commit of an object its writer left unsealed (SealChunkObject): the
   // payload is hashed once, here (or was, as it was written:
   // `payload_checksum`), and the checksum written into its header.
   Status SealAndCommit(const ChunkKey& key, CpuTier::Reservation reservation,
-                       std::optional<uint64_t> payload_checksum = std::nullopt);
-  std::vector<Result<SharedBuffer>> Get(std::span<const ChunkKey> keys);
+                       std::optional<uint64_t> payload_checksum = std::nullopt,
+                       const PutIdentity* as = nullptr);
+  // Reads take `only_tenant`: null, every object (admins, nodes); else only
+  // that tenant's objects, another's reading as a miss (no promotion).
+  std::vector<Result<SharedBuffer>> Get(std::span<const ChunkKey> keys,
+                                        const std::string* only_tenant = nullptr);
   Result<SharedBuffer> Get(const ChunkKey& key);
   // Which tiers hold each key (0 = none).
-  std::vector<TierMask> Exists(std::span<const ChunkKey> keys);
+  std::vector<TierMask> Exists(std::span<const ChunkKey> keys,
+                               const std::string* only_tenant = nullptr);
 
   // Non-blocking forms for a server's I/O thread; nullopt means "would have
   // to touch disk or the network: use the full call". GetIfInCpu answers only
   // when every key is in the CPU tier; ExistsIfLocal when no key needs Redis.
-  std::optional<std::vector<SharedBuffer>> GetIfInCpu(std::span<const ChunkKey> keys);
-  std::optional<std::vector<TierMask>> ExistsIfLocal(std::span<const ChunkKey> keys);
+  std::optional<std::vector<SharedBuffer>> GetIfInCpu(std::span<const ChunkKey> keys,
+                                                      const std::string* only_tenant = nullptr);
+  std::optional<std::vector<TierMask>> ExistsIfLocal(std::span<const ChunkKey> keys,
+                                                     const std::string* only_tenant = nullptr);
   // Per key, its CPU-tier object when it has one (counted as a hit); never
   // touches disk or the network.
-  std::vector<std::optional<SharedBuffer>> GetEachInCpu(std::span<const ChunkKey> keys);
+  std::vector<std::optional<SharedBuffer>> GetEachInCpu(std::span<const ChunkKey> keys,
+                                                        const std::string* only_tenant = nullptr);
+  // Drops every object `writer` wrote from every tier, the shared one too
+  // (a revocation): what each tier dropped, and why Redis could not be searched.
+  struct Dropped {
+    uint64_t cpu = 0, disk = 0, remote = 0;
+    Status remote_error;
+  };
+  Dropped DropWrittenBy(std::string_view writer);
   // Removes from every tier; kNotFound if no tier held it.
   Status Delete(const ChunkKey& key);
   // Pins in CPU and disk, where held; kNotFound if neither holds it.
@@ -99,15 +128,23 @@ class StorageManager {
  private:
   StorageManager() = default;
   void Promote(const ChunkKey& key, const SharedBuffer& object, bool to_disk);
-  // Put's checks: not shut down, the object verifies as key's.
+  // Commit, with the writer stamped first when `stamp` is given.
+  Status Commit(const ChunkKey& key, CpuTier::Reservation reservation,
+                std::optional<uint64_t> payload_checksum, const PutIdentity* stamp,
+                const PutIdentity* as);
+  // Put's checks: not shut down, the object verifies as key's and is of
+  // `as`'s tenant.
   Status CheckPut(const ChunkKey& key, std::span<const uint8_t> object,
-                  std::optional<uint64_t> payload_checksum = std::nullopt);
+                  std::optional<uint64_t> payload_checksum, const PutIdentity* as);
   // After the CPU admission `held` (of an object verified by CheckPut), the
   // write-through to the lower tiers; `object` is the caller's copy.
   Status WriteThrough(const ChunkKey& key, SharedBuffer object, bool already_cached,
                       Result<SharedBuffer> held);
   // The tiers of this node (CPU, disk) holding key; never touches the network.
-  TierMask LocalMask(const ChunkKey& key) const;
+  TierMask LocalMask(const ChunkKey& key, const std::string* only_tenant);
+  // Whether an object of `owner` may be read by `only_tenant` (counted when not).
+  bool Visible(const std::optional<Owner>& owner, const std::string* only_tenant);
+  std::optional<Owner> DiskOwner(const ChunkKey& key) const;
 
   StorageOptions options_;
   std::unique_ptr<CpuTier> cpu_;
@@ -115,7 +152,9 @@ class StorageManager {
   std::unique_ptr<RemoteTier> remote_;
   std::unique_ptr<WriteThroughQueue> disk_queue_, remote_queue_;
   std::atomic<bool> shut_down_{false};
-  std::atomic<uint64_t> puts_{0}, put_rejects_{0}, promotions_{0}, hits_{0}, misses_{0};
+  std::atomic<uint64_t> hidden_{0};
+  std::atomic<uint64_t> puts_{0}, put_rejects_{0}, tenant_rejects_{0}, promotions_{0}, hits_{0},
+      misses_{0};
 };
 
 }  // namespace pikv::storage
