@@ -62,8 +62,10 @@ Result<std::unique_ptr<ControllerServer>> ControllerServer::Start(ControllerOpti
   auto loop = std::make_unique<Loop>();
   const bool secure = options.security && UsesCurve(options.endpoint);
   if (secure) {
-    auto zap = ZapHandler::Start(loop->context.handle(), options.security->keyring,
-                                 server->handler_->revocations(), options.security->keyring_path);
+    auto zap =
+        ZapHandler::Start(loop->context.handle(), options.security->keyring,
+                          server->handler_->revocations(), options.security->keyring_path,
+                          [](const std::string& line) { spdlog::warn("controller: {}", line); });
     if (!zap.ok()) return zap.status();
     loop->zap = std::move(*zap);
   }

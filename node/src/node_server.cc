@@ -182,7 +182,8 @@ Result<std::unique_ptr<NodeServer>> NodeServer::Start(NodeOptions options) {
   auto loop = std::make_unique<Loop>();
   if (options.security) {
     auto zap = ZapHandler::Start(loop->context.handle(), options.security->keyring,
-                                 server->revoked_, options.security->keyring_path);
+                                 server->revoked_, options.security->keyring_path,
+                                 [](const std::string& line) { spdlog::warn("node: {}", line); });
     if (!zap.ok()) return zap.status();
     loop->zap = std::move(*zap);
   }

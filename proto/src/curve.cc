@@ -1,7 +1,6 @@
 #include "pikv/proto/curve.h"
 
 #include <fcntl.h>
-#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zmq.h>
@@ -344,7 +343,7 @@ const CurvePeer* SenderOf(void* message, std::optional<CurvePeer>& storage) {
 
 Result<std::unique_ptr<ZapHandler>> ZapHandler::Start(void* zmq_context, CurveKeyring allowed,
                                                       std::shared_ptr<Revocations> revoked,
-                                                      std::string keyring_path) {
+                                                      std::string keyring_path, ZapLog log) {
   void* socket = zmq_socket(zmq_context, ZMQ_REP);
   if (!socket) return IoError(std::string("ZAP socket: ") + zmq_strerror(errno));
   if (zmq_bind(socket, kZapEndpoint) != 0) {
@@ -354,6 +353,7 @@ Result<std::unique_ptr<ZapHandler>> ZapHandler::Start(void* zmq_context, CurveKe
   }
   std::unique_ptr<ZapHandler> handler(
       new ZapHandler(socket, std::move(allowed), std::move(revoked), std::move(keyring_path)));
+  handler->log_ = std::move(log);
   handler->thread_ = std::thread([h = handler.get()] { h->Serve(); });
   return handler;
 }
@@ -370,6 +370,10 @@ ZapHandler::ZapHandler(void* socket, CurveKeyring allowed, std::shared_ptr<Revoc
   keyring_stamp_ = FileStamp(keyring_path_);
 }
 
+void ZapHandler::Log(const std::string& line) const {
+  if (log_) log_(line);
+}
+
 void ZapHandler::ReloadIfChanged() {
   const auto now = std::chrono::steady_clock::now();
   if (keyring_path_.empty() || now < next_reload_check_) return;
@@ -379,8 +383,8 @@ void ZapHandler::ReloadIfChanged() {
   keyring_stamp_ = stamp;
   auto fresh = CurveKeyring::Load(keyring_path_);
   if (!fresh.ok()) {
-    spdlog::error("keyring {} changed but is not valid, the old one stays: {}", keyring_path_,
-                  fresh.status().ToString());
+    Log("keyring " + keyring_path_ +
+        " changed but is not valid, the old one stays: " + fresh.status().ToString());
     return;
   }
   std::set<std::string> refused = fresh->revoked();
@@ -390,10 +394,10 @@ void ZapHandler::ReloadIfChanged() {
   }
   if (revoked_) {
     for (const auto& name : refused) {
-      if (revoked_->Add(name)) spdlog::warn("keyring {}: engine {} revoked", keyring_path_, name);
+      if (revoked_->Add(name)) Log("keyring " + keyring_path_ + ": engine " + name + " revoked");
     }
   }
-  spdlog::info("keyring {} reloaded: {} keys", keyring_path_, fresh->size());
+  Log("keyring " + keyring_path_ + " reloaded: " + std::to_string(fresh->size()) + " keys");
   allowed_ = std::move(*fresh);
 }
 

@@ -4,7 +4,6 @@
 #include "pikv/proto/curve.h"
 
 #include <gtest/gtest.h>
-#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -174,9 +173,6 @@ TEST_F(CurveServerTest, UnknownKeysAndUnencryptedPeersGetNothingThrough) {
 // the handler reads when the keyring file changes (no restart), by the
 // engine's lines being removed, and by a revocation the server records.
 TEST(CurveReloadTest, TheKeyringIsReadAgainWhenItChanges) {
-  // The handler's thread logs: the logger is made here first, as a daemon
-  // does (TSan sees spdlog's registry made inside the uninstrumented library).
-  spdlog::info("keyring reload test");
   const CurveKeyPair server = *NewCurveKeyPair(), a = *NewCurveKeyPair(), b = *NewCurveKeyPair(),
                      c = *NewCurveKeyPair();
   const std::string path = ::testing::TempDir() + "/reload-keyring-" + std::to_string(getpid());

@@ -41,6 +41,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -178,6 +179,9 @@ inline bool MaySpeakForNode(const CurvePeer* sender, const std::string& node_id)
   return !sender || (sender->role == Role::kNode && sender->node_id == node_id);
 }
 
+// Where the ZAP handler says what a keyring reload did (proto does not log).
+using ZapLog = std::function<void(const std::string& line)>;
+
 class ZapHandler {
  public:
   struct Counters {
@@ -189,7 +193,8 @@ class ZapHandler {
   // file is read again whenever it changes.
   static Result<std::unique_ptr<ZapHandler>> Start(void* zmq_context, CurveKeyring allowed,
                                                    std::shared_ptr<Revocations> revoked = nullptr,
-                                                   std::string keyring_path = "");
+                                                   std::string keyring_path = "",
+                                                   ZapLog log = nullptr);
   ~ZapHandler();
   Counters counters() const;
   // How often the keyring file is looked at for changes.
@@ -201,11 +206,13 @@ class ZapHandler {
   void Serve();
   // Reads the keyring again when its file changed; the handler thread's.
   void ReloadIfChanged();
+  void Log(const std::string& line) const;
 
   void* socket_;          // REP, bound to the ZAP endpoint; the handler thread's only
   CurveKeyring allowed_;  // the handler thread's
   const std::shared_ptr<Revocations> revoked_;
   const std::string keyring_path_;
+  ZapLog log_;                 // set before the thread starts
   std::string keyring_stamp_;  // the file's mtime and size when last read
   std::chrono::steady_clock::time_point next_reload_check_{};
   std::atomic<bool> stopping_{false};
