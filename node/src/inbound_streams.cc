@@ -19,14 +19,6 @@ Message InboundStreams::Finish(const Header& request, const Status& outcome) {
 
 Message InboundStreams::Start(const std::string& peer, const Header& request, Clock::time_point now,
                               std::optional<storage::PutIdentity> writer) {
-  Message reply = StartStream(peer, request, now);
-  if (auto it = streams_.find(peer); it != streams_.end() && reply.header.status == ErrorCode::kOk)
-    it->second.writer = std::move(writer);
-  return reply;
-}
-
-Message InboundStreams::StartStream(const std::string& peer, const Header& request,
-                                    Clock::time_point now) {
   const int64_t frame = FieldInt(request.fields, kStreamFrameField, 0);
   const int64_t size = FieldInt(request.fields, kStreamSizeField, 0);
   auto refuse = [&](Status why) {
@@ -52,6 +44,7 @@ Message InboundStreams::StartStream(const std::string& peer, const Header& reque
   Stream& s = streams_[peer];
   s.request = request;
   s.key = request.keys[0];
+  s.writer = std::move(writer);
   s.space = std::move(*space);
   s.frame = static_cast<uint64_t>(frame);
   s.last_frame = now;

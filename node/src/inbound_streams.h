@@ -61,7 +61,6 @@ class InboundStreams {
     Clock::time_point last_frame;
   };
   Message Finish(const Header& request, const Status& outcome);
-  Message StartStream(const std::string& peer, const Header& request, Clock::time_point now);
 
   storage::StorageManager& storage_;
   WireLimits limits_;

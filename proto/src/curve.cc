@@ -423,8 +423,10 @@ void ZapHandler::Serve() {
       char z85[kZ85Key + 1];
       zmq_z85_encode(z85, reinterpret_cast<const uint8_t*>(request[6].data()), 32);
       const CurvePeer* peer = allowed_.Find(z85);
+      // Only engines are revoked (other roles keep CurvePeer's default name).
       const bool revoked =
-          peer && (allowed_.revoked().contains(peer->name) || IsRevoked(peer, revoked_.get()));
+          peer && peer->role == Role::kEngine &&
+          (allowed_.revoked().contains(peer->name) || IsRevoked(peer, revoked_.get()));
       if (peer && peer->role != Role::kController &&
           !revoked) {  // a server's key, never a client's
         code = "200";

@@ -89,31 +89,19 @@ Result<CpuTier::Reservation> StorageManager::Reserve(uint64_t bytes) {
 Status StorageManager::SealAndCommit(const ChunkKey& key, CpuTier::Reservation reservation,
                                      std::optional<uint64_t> payload_checksum,
                                      const PutIdentity* as) {
-  if (as && !as->writer.empty()) {
-    if (Status s = StampWriter({reservation.data, reservation.size}, as->writer); !s.ok()) {
-      put_rejects_++;
-      return s;
-    }
-  }
   auto digest = SealChunkObject({reservation.data, reservation.size}, {}, payload_checksum);
   if (!digest.ok()) {
     put_rejects_++;
     return digest.status();
   }
-  // Stamped above (before the seal, which covers the writer too).
-  return Commit(key, std::move(reservation), *digest, nullptr, as);
+  return Commit(key, std::move(reservation), *digest, as);
 }
 
 Status StorageManager::Commit(const ChunkKey& key, CpuTier::Reservation reservation,
                               std::optional<uint64_t> payload_checksum, const PutIdentity* as) {
-  return Commit(key, std::move(reservation), payload_checksum, as, as);
-}
-
-Status StorageManager::Commit(const ChunkKey& key, CpuTier::Reservation reservation,
-                              std::optional<uint64_t> payload_checksum, const PutIdentity* stamp,
-                              const PutIdentity* as) {
-  if (stamp && !stamp->writer.empty()) {
-    if (Status s = StampWriter({reservation.data, reservation.size}, stamp->writer); !s.ok()) {
+  // The writer goes into the header (resealed) before anyone can read it.
+  if (as && !as->writer.empty()) {
+    if (Status s = StampWriter({reservation.data, reservation.size}, as->writer); !s.ok()) {
       put_rejects_++;
       return s;
     }
@@ -140,11 +128,11 @@ std::vector<Result<SharedBuffer>> StorageManager::Get(std::span<const ChunkKey> 
   std::vector<ChunkKey> remote_keys;
   for (size_t i = 0; i < keys.size(); ++i) {
     // A key is one tenant's in every tier: the first tier that holds it decides.
-    if (only_tenant && !Visible(cpu_->OwnerOfKey(keys[i]), only_tenant)) {
+    Result<SharedBuffer> r = cpu_->Get(keys[i]);
+    if (r.ok() && only_tenant && !Visible(ReadOwner(r->span()), only_tenant)) {
       out.push_back(NotFound());
       continue;
     }
-    Result<SharedBuffer> r = cpu_->Get(keys[i]);
     if (!r.ok() && disk_) {
       if (only_tenant && !Visible(DiskOwner(keys[i]), only_tenant)) {
         out.push_back(NotFound());
@@ -230,17 +218,13 @@ std::optional<std::vector<SharedBuffer>> StorageManager::GetIfInCpu(
   for (const ChunkKey& k : keys) {
     if (!cpu_->Contains(k)) return std::nullopt;
   }
-  if (only_tenant) {  // another tenant's object: the full Get answers it (a miss)
-    for (const ChunkKey& k : keys) {
-      if (auto owner = cpu_->OwnerOfKey(k); owner && owner->tenant != *only_tenant)
-        return std::nullopt;
-    }
-  }
   std::vector<SharedBuffer> out;
   out.reserve(keys.size());
   for (const ChunkKey& k : keys) {
     auto r = cpu_->Get(k);
     if (!r.ok()) return std::nullopt;  // evicted since Contains: rare, the full Get retries
+    // Another tenant's object: the full Get answers it (a miss).
+    if (only_tenant && ReadOwner(r->span())->tenant != *only_tenant) return std::nullopt;
     out.push_back(std::move(*r));
   }
   hits_ += keys.size();
@@ -252,8 +236,8 @@ std::vector<std::optional<SharedBuffer>> StorageManager::GetEachInCpu(
   std::vector<std::optional<SharedBuffer>> out(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) {
     if (!cpu_->Contains(keys[i])) continue;
-    if (only_tenant && !Visible(cpu_->OwnerOfKey(keys[i]), only_tenant)) continue;
     if (auto r = cpu_->Get(keys[i]); r.ok()) {
+      if (only_tenant && !Visible(ReadOwner(r->span()), only_tenant)) continue;
       hits_++;
       out[i] = std::move(*r);
     }

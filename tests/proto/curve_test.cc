@@ -221,6 +221,37 @@ TEST(CurveReloadTest, TheKeyringIsReadAgainWhenItChanges) {
   std::remove(path.c_str());
 }
 
+// `revoked engine` refuses the unnamed engines only: admins and nodes, whose
+// peers carry CurvePeer's default name, still get in.
+TEST(CurveRevokedTest, RevokingTheUnnamedEngineLeavesOtherRolesIn) {
+  const CurveKeyPair server = *NewCurveKeyPair(), admin = *NewCurveKeyPair(),
+                     engine = *NewCurveKeyPair();
+  zmq::context_t context;
+  auto zap = ZapHandler::Start(context.handle(),
+                               *CurveKeyring::Parse("admin " + admin.public_key + "\nengine " +
+                                                    engine.public_key + "\nrevoked engine\n"));
+  ASSERT_TRUE(zap.ok());
+  zmq::socket_t router(context, zmq::socket_type::router);
+  router.set(zmq::sockopt::curve_server, 1);
+  router.set(zmq::sockopt::curve_secretkey, server.secret_key);
+  router.bind("tcp://127.0.0.1:*");
+  const std::string endpoint = router.get(zmq::sockopt::last_endpoint);
+  auto gets_in = [&](const CurveKeyPair& keys) {
+    zmq::socket_t client(context, zmq::socket_type::dealer);
+    client.set(zmq::sockopt::linger, 0);
+    client.set(zmq::sockopt::curve_serverkey, server.public_key);
+    client.set(zmq::sockopt::curve_publickey, keys.public_key);
+    client.set(zmq::sockopt::curve_secretkey, keys.secret_key);
+    client.connect(endpoint);
+    client.send(zmq::str_buffer("hi"), zmq::send_flags::dontwait);
+    router.set(zmq::sockopt::rcvtimeo, 1500);
+    zmq::message_t routing, body;
+    return router.recv(routing).has_value() && router.recv(body).has_value();
+  };
+  EXPECT_TRUE(gets_in(admin));
+  EXPECT_FALSE(gets_in(engine));
+}
+
 // One ROUTER: ipc bound first without CURVE (only the server's user can open
 // it), then tcp with it. An ipc peer needs no key and is the trusted sender;
 // over tcp only listed keys get in, each with its role.

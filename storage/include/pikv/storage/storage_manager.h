@@ -128,10 +128,6 @@ class StorageManager {
  private:
   StorageManager() = default;
   void Promote(const ChunkKey& key, const SharedBuffer& object, bool to_disk);
-  // Commit, with the writer stamped first when `stamp` is given.
-  Status Commit(const ChunkKey& key, CpuTier::Reservation reservation,
-                std::optional<uint64_t> payload_checksum, const PutIdentity* stamp,
-                const PutIdentity* as);
   // Put's checks: not shut down, the object verifies as key's and is of
   // `as`'s tenant.
   Status CheckPut(const ChunkKey& key, std::span<const uint8_t> object,
