@@ -47,9 +47,10 @@ class StorageManagerTest : public ::testing::Test {
   testing::TempDir dir_;
   std::unique_ptr<RedisServer> redis_;
   StorageOptions options_;
-  std::unique_ptr<StorageManager> manager_;
   std::mutex mu_;
   std::vector<TierEvent> events_;
+  // Last, so it goes first: its write-through threads report into events_.
+  std::unique_ptr<StorageManager> manager_;
 };
 
 TEST_F(StorageManagerTest, PutWritesThroughEveryTierAndReportsEachAdmit) {
