@@ -64,6 +64,8 @@ void ClusterState::Reset(uint64_t epoch) {
   ids_.clear();
   free_.clear();
   events_applied_ = events_ignored_ = gaps_ = resyncs_ = deaths_ = rate_events_ = 0;
+  audit_mismatches_ = 0;
+  mismatches_by_writer_.clear();
   epoch_.store(epoch, std::memory_order_release);
 }
 
@@ -158,51 +160,48 @@ Status ClusterState::Heartbeat(const std::string& id, uint64_t incarnation, Fiel
   return Status::Ok();
 }
 
-void ClusterState::ApplyLocked(uint16_t index, std::span<const ChunkKey> keys,
-                               std::span<const int64_t> values, bool admit_only) {
-  for (size_t i = 0; i < keys.size() && i < values.size(); ++i) {
-    const auto event = DecodeEvent(values[i]);
+void ClusterState::ApplyLocked(uint16_t index, const Report& r, bool admit_only) {
+  for (size_t i = 0; i < r.keys.size() && i < r.values.size(); ++i) {
+    const auto event = DecodeEvent(r.values[i]);
     if (!event) continue;
     const Location loc{event->tier == TierKind::kRemote ? kSharedTierNode : index, event->tier};
     if (admit_only || event->admit) {
-      registry_.Admit(keys[i], loc);
+      const auto slot = static_cast<size_t>(event->owner);
+      registry_.Admit(r.keys[i], loc, slot < r.owners.size() ? r.owners[slot] : kUnknownOwner);
     } else {
-      registry_.Evict(keys[i], loc);
+      registry_.Evict(r.keys[i], loc);
     }
   }
 }
 
 ClusterState::Outcome ClusterState::ApplyEvents(const std::string& id, uint64_t incarnation,
-                                                uint64_t seq, std::span<const ChunkKey> keys,
-                                                std::span<const int64_t> values,
+                                                uint64_t seq, const Report& report,
                                                 Clock::time_point now) {
   MutexLock lock(mu_);
   Node* n = LiveLocked(id, incarnation);
   if (!n) return Outcome::kUnknownNode;
   n->last_seen = now;
   if (n->resync_pending || seq <= n->last_seq) {
-    events_ignored_ += keys.size();
+    events_ignored_ += report.keys.size();
     return Outcome::kIgnored;  // superseded by the coming inventory, or a duplicate
   }
   if (seq != n->last_seq + 1) {
     gaps_++;
-    events_ignored_ += keys.size();
+    events_ignored_ += report.keys.size();
     n->resync_pending = true;
     n->resync_asked_at = now;
     return Outcome::kNeedResync;
   }
-  ApplyLocked(ids_[id], keys, values, /*admit_only=*/false);
+  ApplyLocked(ids_[id], report, /*admit_only=*/false);
   n->last_seq = seq;
-  n->events_applied += keys.size();
-  events_applied_ += keys.size();
+  n->events_applied += report.keys.size();
+  events_applied_ += report.keys.size();
   return Outcome::kApplied;
 }
 
 ClusterState::Outcome ClusterState::ApplyInventory(const std::string& id, uint64_t incarnation,
                                                    uint64_t seq, uint64_t part, bool final,
-                                                   std::span<const ChunkKey> keys,
-                                                   std::span<const int64_t> values,
-                                                   Clock::time_point now) {
+                                                   const Report& report, Clock::time_point now) {
   MutexLock lock(mu_);
   Node* n = LiveLocked(id, incarnation);
   if (!n) return Outcome::kUnknownNode;
@@ -220,7 +219,7 @@ ClusterState::Outcome ClusterState::ApplyInventory(const std::string& id, uint64
     n->resync_asked_at = now;
     return Outcome::kNeedResync;
   }
-  ApplyLocked(index, keys, values, /*admit_only=*/true);
+  ApplyLocked(index, report, /*admit_only=*/true);
   n->next_inventory_part = part + 1;
   if (final) {
     n->last_seq = seq;
@@ -281,9 +280,11 @@ ClusterState::TickResult ClusterState::Tick(Clock::time_point now) {
   return out;
 }
 
-std::vector<Replica> ClusterState::Locate(const ChunkKey& key, const std::string& host) const {
+std::vector<Replica> ClusterState::Locate(const ChunkKey& key, const std::string& host,
+                                          Registry::Provenance* provenance) const {
   std::vector<Location> locations;
-  registry_.Locate(key, locations);
+  const Registry::Provenance p = registry_.Locate(key, locations);
+  if (provenance) *provenance = p;
   MutexLock lock(mu_);
   struct Ranked {
     std::tuple<bool, bool, int, double> cost;
@@ -343,9 +344,18 @@ std::vector<std::pair<uint16_t, std::string>> ClusterState::LiveNodes(
   return out;
 }
 
+void ClusterState::CountMismatch(const std::string& writer) {
+  MutexLock lock(mu_);
+  audit_mismatches_++;
+  const bool room = mismatches_by_writer_.size() < kMaxMismatchWriters;
+  mismatches_by_writer_[room || mismatches_by_writer_.contains(writer) ? writer : "other"]++;
+}
+
 ClusterStats ClusterState::Stats(Clock::time_point now) const {
   MutexLock lock(mu_);
   ClusterStats s;
+  s.audit_mismatches = audit_mismatches_;
+  s.mismatches_by_writer = mismatches_by_writer_;
   for (size_t i = 1; i < nodes_.size(); ++i) {
     if (!nodes_[i].in_use) continue;
     switch (nodes_[i].state) {

@@ -49,7 +49,7 @@ std::vector<ControllerHandler::Outgoing> ControllerHandler::Handle(const std::st
   // came in: a process stalled mid-batch must not answer as leader after.
   if (!Leading(Clock::now())) return {{identity, NotLeader(h, now), {}}};
   std::vector<Outgoing> out;
-  Apply(identity, h, now, out);
+  Apply(identity, sender, h, now, out);
   return out;
 }
 
@@ -71,6 +71,9 @@ Status ControllerHandler::Authorize(const CurvePeer* sender, const Header& h) {
     case MsgType::kAdminRevoke:
       if (MayAdminister(sender)) return Status::Ok();
       return PermissionDenied(std::string(MsgTypeName(h.type)) + " needs an admin key");
+    case MsgType::kAuditMismatch:
+      if (!sender || sender->role != Role::kNode) return Status::Ok();
+      return PermissionDenied("audits are reported by engines");
     default:
       return Status::Ok();  // locate and the read-only admin documents: any admitted key
   }
@@ -123,8 +126,8 @@ void ControllerHandler::Stamp(Header& h) const {
   if (election_.load()) h.fields[kElectedField] = int64_t{1};
 }
 
-void ControllerHandler::Apply(const std::string& identity, const Header& h, Clock::time_point now,
-                              std::vector<Outgoing>& out) {
+void ControllerHandler::Apply(const std::string& identity, const CurvePeer* sender, const Header& h,
+                              Clock::time_point now, std::vector<Outgoing>& out) {
   Header reply = ReplyTo(h);
   std::string document;  // an admin reply's JSON, sent as its payload frame
   switch (h.type) {
@@ -138,11 +141,16 @@ void ControllerHandler::Apply(const std::string& identity, const Header& h, Cloc
       OnNodeReport(identity, h, now, out);
       return;  // events and inventories get no reply
     case MsgType::kLocate: {
-      const auto copies = AllCopies(h);
-      AnswerLocate(copies, reply);
-      if (FieldInt(h.fields, admin::kJsonField)) document = LocateJson(h.keys, copies);
+      const bool engine = sender && sender->role == Role::kEngine;
+      const auto located = AllCopies(h, engine ? &sender->tenant : nullptr);
+      AnswerLocate(located, reply);
+      if (FieldInt(h.fields, admin::kJsonField)) document = LocateJson(h.keys, located);
       break;
     }
+    case MsgType::kAuditMismatch:
+      OnMismatch(identity, sender, h, reply, out);
+      if (reply.status != ErrorCode::kOk) return;
+      break;
     case MsgType::kAdminNodes:
       document = NodesJson(state_, now);
       break;
@@ -241,17 +249,32 @@ bool ControllerHandler::OnNodeRequest(const std::string& identity, const Header&
   return true;
 }
 
+std::vector<OwnerId> ControllerHandler::ReportOwners(const Fields& fields) {
+  std::vector<OwnerId> owners(1, kUnknownOwner);  // slot 0: not known
+  for (int slot = 1; slot <= kMaxOwnersPerReport; ++slot) {
+    auto it = fields.find(kOwnerFieldPrefix + std::to_string(slot));
+    if (it == fields.end()) break;
+    const auto* text = std::get_if<std::string>(&it->second);
+    const auto owner = text ? ParseOwnerWire(*text) : std::nullopt;
+    if (!owner) bad_owners_++;
+    owners.push_back(owner ? InternOwner(*owner) : kUnknownOwner);
+  }
+  return owners;
+}
+
 void ControllerHandler::OnNodeReport(const std::string& identity, const Header& h,
                                      Clock::time_point now, std::vector<Outgoing>& out) {
   const std::string node_id = FieldString(h.fields, "node_id");
   const uint64_t incarnation = static_cast<uint64_t>(FieldInt(h.fields, "incarnation"));
   const auto seq = static_cast<uint64_t>(FieldInt(h.fields, "seq"));
+  const std::vector<OwnerId> owners = ReportOwners(h.fields);
+  const ClusterState::Report report{h.keys, h.values, owners};
   const bool gap = h.type == MsgType::kEvents
-                       ? state_.ApplyEvents(node_id, incarnation, seq, h.keys, h.values, now) ==
+                       ? state_.ApplyEvents(node_id, incarnation, seq, report, now) ==
                              ClusterState::Outcome::kNeedResync
                        : state_.ApplyInventory(node_id, incarnation, seq,
                                                static_cast<uint64_t>(FieldInt(h.fields, "part")),
-                                               FieldInt(h.fields, "final") != 0, h.keys, h.values,
+                                               FieldInt(h.fields, "final") != 0, report,
                                                now) == ClusterState::Outcome::kNeedResync;
   if (!gap) return;
   spdlog::warn("node {}: {} at {}, asking for a resync", node_id,
@@ -262,21 +285,58 @@ void ControllerHandler::OnNodeReport(const std::string& identity, const Header& 
   out.push_back({identity, std::move(resync), {}});
 }
 
-std::vector<std::vector<Replica>> ControllerHandler::AllCopies(const Header& h) const {
-  std::vector<std::vector<Replica>> all;
+std::vector<Located> ControllerHandler::AllCopies(const Header& h,
+                                                  const std::string* only_tenant) const {
+  std::vector<Located> all(h.keys.size());
   const std::string host = FieldString(h.fields, "host");
-  for (const auto& k : h.keys) {
-    all.push_back(state_.Locate(k, host));
+  for (size_t i = 0; i < h.keys.size(); ++i) {
+    Located& l = all[i];
+    l.copies = state_.Locate(h.keys[i], host, &l.provenance);
+    if (only_tenant && OwnerOf(l.provenance.owner).tenant != *only_tenant) {
+      l = {};  // another tenant's key: as if absent
+      continue;
+    }
     // The cheapest few: what a reader needs, and a reply every client can decode.
-    if (all.back().size() > kMaxLocateCopies) all.back().resize(kMaxLocateCopies);
+    if (l.copies.size() > kMaxLocateCopies) l.copies.resize(kMaxLocateCopies);
   }
   return all;
 }
 
-void ControllerHandler::AnswerLocate(const std::vector<std::vector<Replica>>& all,
-                                     Header& reply) const {
+void ControllerHandler::OnMismatch(const std::string& identity, const CurvePeer* sender,
+                                   const Header& h, Header& reply, std::vector<Outgoing>& out) {
+  const bool engine = sender && sender->role == Role::kEngine;
+  Header drop;
+  drop.type = MsgType::kAdminEvict;  // forwarded as kDelete to every live node
+  for (size_t i = 0; i < h.keys.size(); ++i) {
+    Registry::Provenance p;
+    const bool known = !state_.Locate(h.keys[i], "", &p).empty();
+    const Owner& owner = OwnerOf(p.owner);
+    // Only keys the registry knows, of the reporter's own tenant: an engine
+    // cannot drop another tenant's objects by naming their keys.
+    if (!known || (engine && owner.tenant != sender->tenant)) continue;
+    // The writer: the registry's when one wrote every copy, else what the
+    // object the auditor fetched named.
+    std::string writer = owner.writer;
+    const std::string named = FieldString(h.fields, "writer." + std::to_string(i));
+    if ((p.several_writers || p.owner == kUnknownOwner) && IsIdentityName(named)) writer = named;
+    state_.CountMismatch(writer);
+    spdlog::warn("controller: an audit by {} found {} (written by {}) wrong: dropped everywhere",
+                 sender ? sender->name : std::string("a trusted client"), h.keys[i].Hex(), writer);
+    drop.keys.push_back(h.keys[i]);
+  }
+  reply.values.push_back(static_cast<int64_t>(drop.keys.size()));
+  if (drop.keys.empty()) return;
+  auto sent = Forward(drop, out);
+  if (!sent.ok()) {
+    out = Reject(identity, &h, sent.status());
+    reply.status = sent.status().code();
+  }
+}
+
+void ControllerHandler::AnswerLocate(const std::vector<Located>& all, Header& reply) const {
   std::map<uint16_t, const Replica*> referenced;
-  for (const auto& replicas : all) {
+  for (const auto& located : all) {
+    const auto& replicas = located.copies;
     reply.values.push_back(static_cast<int64_t>(replicas.size()));
     for (const auto& r : replicas) {
       reply.values.push_back(r.location.Code());

@@ -148,9 +148,10 @@ Status ControllerServer::StartHttp(Loop& loop) {
         r.status = 400;
         return r;
       }
-      std::vector<std::vector<Replica>> replicas;
-      for (const auto& k : *keys) replicas.push_back(state->Locate(k, req.Param("host")));
-      return json(LocateJson(*keys, replicas));
+      std::vector<Located> located(keys->size());
+      for (size_t i = 0; i < keys->size(); ++i)
+        located[i].copies = state->Locate((*keys)[i], req.Param("host"), &located[i].provenance);
+      return json(LocateJson(*keys, located));
     };
     auto http = http::Server::Start({options.http}, std::move(routes));
     if (!http.ok()) return http.status();

@@ -10,17 +10,29 @@ namespace {
 
 constexpr uint8_t kEmpty = 0;
 constexpr uint8_t kSpilled = 0xff;  // locations live in the shard's side map
-constexpr int kInline = 3;
+constexpr int kInline = 4;
 
 struct Slot {
   uint64_t hi = 0;
   uint64_t lo = 0;
   uint16_t loc[kInline] = {};
-  uint8_t n = kEmpty;  // kEmpty, 1..kInline inline locations, or kSpilled
-  uint8_t pad = 0;
+  uint16_t owner = kUnknownOwner;  // the first writer reported (OwnerId < kMaxOwners)
+  uint8_t n = kEmpty;              // kEmpty, 1..kInline inline locations, or kSpilled
+  bool several_writers = false;    // another writer's copy was admitted too
   ChunkKey key() const { return {hi, lo}; }
 };
-static_assert(sizeof(Slot) == 24, "slots must stay compact");
+static_assert(sizeof(Slot) == 32, "slots must stay compact");
+static_assert(kMaxOwners <= 1u << 16, "owner ids fit a slot");
+
+// The first known writer stays; another one marks the key.
+void MergeOwner(Slot& s, OwnerId owner) {
+  if (owner == kUnknownOwner || owner == s.owner) return;
+  if (s.owner == kUnknownOwner) {
+    s.owner = static_cast<uint16_t>(owner);
+  } else {
+    s.several_writers = true;
+  }
+}
 
 }  // namespace
 
@@ -31,7 +43,7 @@ class Registry::Shard {
   mutable std::mutex mu;
 
   // Everything below requires mu.
-  bool Admit(const ChunkKey& key, uint16_t code, bool& new_key) {
+  bool Admit(const ChunkKey& key, uint16_t code, OwnerId owner, bool& new_key) {
     if ((used_ + 1) * 4 > slots_.size() * 3) Grow();
     size_t i = Find(key);
     new_key = slots_[i].n == kEmpty;
@@ -41,9 +53,11 @@ class Registry::Shard {
       s.lo = key.lo;
       s.loc[0] = code;
       s.n = 1;
+      s.owner = static_cast<uint16_t>(owner);
       used_++;
       return true;
     }
+    MergeOwner(s, owner);
     if (s.n == kSpilled) {
       auto& v = spilled_[key];
       if (std::find(v.begin(), v.end(), code) != v.end()) return false;
@@ -94,14 +108,15 @@ class Registry::Shard {
     return false;
   }
 
-  void Locate(const ChunkKey& key, std::vector<Location>& out) const {
+  Provenance Locate(const ChunkKey& key, std::vector<Location>& out) const {
     const Slot& s = slots_[Find(key)];
-    if (s.n == kEmpty) return;
+    if (s.n == kEmpty) return {};
     if (s.n == kSpilled) {
       for (uint16_t c : spilled_.at(key)) out.push_back(Location::FromCode(c));
-      return;
+    } else {
+      for (int j = 0; j < s.n; ++j) out.push_back(Location::FromCode(s.loc[j]));
     }
-    for (int j = 0; j < s.n; ++j) out.push_back(Location::FromCode(s.loc[j]));
+    return {s.owner, s.several_writers};
   }
 
   // Calls fn(key, code) for every location (snapshot under the lock).
@@ -181,14 +196,15 @@ Registry::Shard& Registry::ShardOf(const ChunkKey& key) const {
   return *shards_[key.hi & (shards_.size() - 1)];
 }
 
-bool Registry::Admit(const ChunkKey& key, Location location) {
+bool Registry::Admit(const ChunkKey& key, Location location, OwnerId owner) {
   if (location.node > kMaxNodes) return false;
+  if (owner >= kMaxOwners) owner = kUnknownOwner;
   Shard& shard = ShardOf(key);
   bool new_key = false;
   bool added;
   {
     std::lock_guard lock(shard.mu);
-    added = shard.Admit(key, location.Code(), new_key);
+    added = shard.Admit(key, location.Code(), owner, new_key);
   }
   if (added) {
     locations_.fetch_add(1, std::memory_order_relaxed);
@@ -217,10 +233,10 @@ bool Registry::Evict(const ChunkKey& key, Location location) {
   return removed;
 }
 
-void Registry::Locate(const ChunkKey& key, std::vector<Location>& out) const {
+Registry::Provenance Registry::Locate(const ChunkKey& key, std::vector<Location>& out) const {
   Shard& shard = ShardOf(key);
   std::lock_guard lock(shard.mu);
-  shard.Locate(key, out);
+  return shard.Locate(key, out);
 }
 
 uint64_t Registry::RemoveNode(uint16_t node) {

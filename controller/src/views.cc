@@ -120,6 +120,8 @@ std::string StatsJson(const ClusterState& state, Clock::time_point now) {
               {admin::kSequenceGaps, s.gaps},
               {admin::kResyncs, s.resyncs},
               {admin::kNodeDeaths, s.deaths},
+              {admin::kAuditMismatches, s.audit_mismatches},
+              {admin::kMismatchesByWriter, s.mismatches_by_writer},
               {admin::kTiers, TierTotals(nodes, s)},
               {admin::kPerNode, per_node}};
   return Dump(out);
@@ -143,19 +145,23 @@ std::string HealthJson(const ClusterState& state, Clock::time_point now,
                    {admin::kLastFailoverSeconds, leadership.last_failover_seconds}});
 }
 
-std::string LocateJson(const std::vector<ChunkKey>& keys,
-                       const std::vector<std::vector<Replica>>& replicas) {
+std::string LocateJson(const std::vector<ChunkKey>& keys, const std::vector<Located>& located) {
   json out = json::array();
-  for (size_t i = 0; i < keys.size(); ++i) {
+  for (size_t i = 0; i < keys.size() && i < located.size(); ++i) {
     json locs = json::array();
-    for (const auto& r : replicas[i]) {
+    for (const auto& r : located[i].copies) {
       locs.push_back({{admin::kNode, r.node_id},
                       {admin::kTier, std::string(TierName(r.location.tier))},
                       {admin::kHost, r.host},
                       {admin::kTcp, r.tcp},
                       {admin::kIpc, r.ipc}});
     }
-    out.push_back({{admin::kKey, keys[i].Hex()}, {admin::kLocations, locs}});
+    const Owner& owner = OwnerOf(located[i].provenance.owner);
+    out.push_back({{admin::kKey, keys[i].Hex()},
+                   {admin::kTenant, TenantLabel(owner.tenant)},
+                   {admin::kWriter, owner.writer},
+                   {admin::kSeveralWriters, located[i].provenance.several_writers},
+                   {admin::kLocations, locs}});
   }
   return Dump(json{{admin::kKeys, out}});
 }
@@ -196,6 +202,11 @@ std::string MetricsText(const ClusterState& state, Clock::time_point now,
           s.gaps);
   counter("pikv_controller_resyncs_total", "Full node inventories applied.", s.resyncs);
   counter("pikv_controller_node_deaths_total", "Nodes declared dead.", s.deaths);
+  m << "# HELP pikv_controller_audit_mismatches_total Objects audits found wrong (dropped "
+       "cluster-wide), by the writer they named.\n# TYPE pikv_controller_audit_mismatches_total "
+       "counter\n";
+  for (const auto& [writer, n] : s.mismatches_by_writer)
+    m << "pikv_controller_audit_mismatches_total{writer=\"" << writer << "\"} " << n << "\n";
   gauge("pikv_controller_leader", "1 while this controller leads (or runs alone), 0 standing by.",
         leadership.role == "standby" ? 0 : 1);
   gauge("pikv_controller_epoch", "The epoch this controller serves (0 standing by).",

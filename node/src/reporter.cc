@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <charconv>
+#include <map>
 #include <random>
 
 #include "pikv/proto/location.h"
+#include "pikv/proto/owner.h"
 #include "pikv/proto/zmq_frames.h"
 
 namespace pikv::node {
@@ -19,6 +21,31 @@ uint64_t RandomIncarnation() {
   std::random_device rd;
   return (uint64_t{rd()} << 32 | rd()) & INT64_MAX;
 }
+
+// The owner table of one report (fields "owner.<i>", location.h): a slot
+// per distinct owner, at most kMaxOwnersPerReport.
+class ReportOwners {
+ public:
+  // The slot for `owner` (0: not known); nullopt when the table is full
+  // and the report must end before this entry.
+  std::optional<int> Slot(const std::optional<Owner>& owner) {
+    if (!owner) return 0;
+    std::string wire = OwnerWire(*owner);
+    auto it = slots_.find(wire);
+    if (it != slots_.end()) return it->second;
+    if (slots_.size() >= static_cast<size_t>(kMaxOwnersPerReport)) return std::nullopt;
+    const int slot = static_cast<int>(slots_.size()) + 1;
+    slots_.emplace(std::move(wire), slot);
+    return slot;
+  }
+  void MoveInto(Fields& fields) {
+    for (auto& [wire, slot] : slots_) fields[kOwnerFieldPrefix + std::to_string(slot)] = wire;
+    slots_.clear();
+  }
+
+ private:
+  std::map<std::string, int> slots_;
+};
 
 }  // namespace
 
@@ -207,15 +234,19 @@ class Reporter::Loop {
     const size_t part_keys = std::clamp<size_t>(o_.inventory_part, 1, WireLimits{}.max_batch);
     uint64_t part = 0;
     size_t i = 0;
+    ReportOwners owners;
     do {
       Header h;
       h.type = MsgType::kInventory;
       h.fields["seq"] = static_cast<int64_t>(seq_);
       h.fields["part"] = static_cast<int64_t>(part++);
       for (; i < all.size() && h.keys.size() < part_keys; ++i) {
+        const auto slot = owners.Slot(r_.storage_.LocalOwner(all[i].first));
+        if (!slot) break;  // the part's owner table is full: the next part goes on
         h.keys.push_back(all[i].first);
-        h.values.push_back(static_cast<int64_t>(all[i].second));  // kind 0: held
+        h.values.push_back(EncodeHeld(all[i].second, *slot));
       }
+      owners.MoveInto(h.fields);
       h.fields["final"] = int64_t{i == all.size()};
       if (!Send(std::move(h))) {
         // The socket would block (controller gone or slow): try again later;
@@ -236,17 +267,31 @@ class Reporter::Loop {
     if (queue.Take(o_.batch_events, batch_)) {
       spdlog::warn("reporter: event queue overflowed, sending a full inventory");
       SendInventory();
-    } else if (!batch_.empty()) {
+    } else {
+      SendBatch();
+    }
+    first_event_at_ = queue.size() > 0 ? now : Clock::time_point::max();
+  }
+
+  // batch_ as event reports, each with the owners of what it admits; a
+  // report ends early when its owner table is full.
+  void SendBatch() {
+    ReportOwners owners;
+    for (size_t i = 0; i < batch_.size();) {
       Header h;
       h.type = MsgType::kEvents;
       h.fields["seq"] = static_cast<int64_t>(++seq_);
-      for (const auto& e : batch_) {
+      for (; i < batch_.size(); ++i) {
+        const auto& e = batch_[i];
+        const bool admit = e.kind == storage::EventKind::kAdmit;
+        const auto slot = admit ? owners.Slot(r_.storage_.LocalOwner(e.key)) : 0;
+        if (!slot) break;
         h.keys.push_back(e.key);
-        h.values.push_back(EncodeEvent(e.tier, e.kind == storage::EventKind::kAdmit));
+        h.values.push_back(EncodeEvent(e.tier, admit, *slot));
       }
+      owners.MoveInto(h.fields);
       if (!Send(std::move(h))) spdlog::debug("reporter: event batch {} not sent", seq_);
     }
-    first_event_at_ = queue.size() > 0 ? now : Clock::time_point::max();
   }
 
   // Whether a message from the controller speaks for a leadership this node

@@ -99,6 +99,8 @@ std::string_view MsgTypeName(MsgType t) {
       return "admin.evict";
     case MsgType::kAdminRevoke:
       return "admin.revoke";
+    case MsgType::kAuditMismatch:
+      return "audit.mismatch";
   }
   return "unknown";
 }

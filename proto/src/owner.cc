@@ -32,6 +32,16 @@ bool IsIdentityName(std::string_view name) {
   return true;
 }
 
+std::string OwnerWire(const Owner& owner) { return owner.tenant + "/" + owner.writer; }
+
+std::optional<Owner> ParseOwnerWire(std::string_view text) {
+  const size_t slash = text.find('/');
+  if (slash == std::string_view::npos) return std::nullopt;
+  Owner o{std::string(text.substr(0, slash)), std::string(text.substr(slash + 1))};
+  if (!IsTenantName(o.tenant) || !IsIdentityName(o.writer)) return std::nullopt;
+  return o;
+}
+
 OwnerId InternOwner(const Owner& owner) {
   OwnerTable& t = Table();
   std::lock_guard lock(t.mu);

@@ -180,6 +180,11 @@ std::optional<Owner> StorageManager::DiskOwner(const ChunkKey& key) const {
   return OwnerOf(*id);
 }
 
+std::optional<Owner> StorageManager::LocalOwner(const ChunkKey& key) const {
+  if (auto owner = cpu_->OwnerOfKey(key)) return owner;
+  return DiskOwner(key);
+}
+
 Result<SharedBuffer> StorageManager::Get(const ChunkKey& key) {
   return std::move(Get({&key, 1})[0]);
 }

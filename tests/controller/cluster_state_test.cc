@@ -31,7 +31,7 @@ class ClusterStateTest : public ::testing::Test {
       keys.push_back(k);
       values.push_back(v);
     }
-    return state_.ApplyEvents(id, inc, seq, keys, values, now_);
+    return state_.ApplyEvents(id, inc, seq, {keys, values, {}}, now_);
   }
   void Inventory(const std::string& id, uint64_t inc, uint64_t seq,
                  std::vector<std::pair<ChunkKey, TierKind>> inv) {
@@ -41,7 +41,7 @@ class ClusterStateTest : public ::testing::Test {
       keys.push_back(k);
       values.push_back(static_cast<int64_t>(t));
     }
-    ASSERT_EQ(state_.ApplyInventory(id, inc, seq, 0, true, keys, values, now_),
+    ASSERT_EQ(state_.ApplyInventory(id, inc, seq, 0, true, {keys, values, {}}, now_),
               ClusterState::Outcome::kApplied);
   }
   std::set<std::pair<std::string, TierKind>> Where(const ChunkKey& k) {
@@ -155,16 +155,16 @@ TEST_F(ClusterStateTest, AnInventoryWithAMissingPartIsAskedForAgain) {
   ASSERT_TRUE(state_.Register(Reg("a", 1), now_).ok());
   std::vector<ChunkKey> k1 = {Key(1)}, k2 = {Key(2)}, k3 = {Key(3)};
   std::vector<int64_t> cpu = {0};
-  EXPECT_EQ(state_.ApplyInventory("a", 1, 0, 0, false, k1, cpu, now_),
+  EXPECT_EQ(state_.ApplyInventory("a", 1, 0, 0, false, {k1, cpu, {}}, now_),
             ClusterState::Outcome::kApplied);
   // Part 1 is lost; part 2 arrives.
-  EXPECT_EQ(state_.ApplyInventory("a", 1, 0, 2, true, k3, cpu, now_),
+  EXPECT_EQ(state_.ApplyInventory("a", 1, 0, 2, true, {k3, cpu, {}}, now_),
             ClusterState::Outcome::kNeedResync);
   EXPECT_TRUE(state_.Nodes(now_)[0].resync_pending);
   // The node sends it whole again.
   for (uint64_t part = 0; part < 3; ++part) {
     const auto& keys = part == 0 ? k1 : part == 1 ? k2 : k3;
-    EXPECT_EQ(state_.ApplyInventory("a", 1, 0, part, part == 2, keys, cpu, now_),
+    EXPECT_EQ(state_.ApplyInventory("a", 1, 0, part, part == 2, {keys, cpu, {}}, now_),
               ClusterState::Outcome::kApplied);
   }
   EXPECT_FALSE(state_.Nodes(now_)[0].resync_pending);

@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "pikv/controller/views.h"
+#include "pikv/proto/admin_wire.h"
+#include "pikv/proto/location.h"
 
 namespace pikv::controller {
 namespace {
@@ -18,9 +20,10 @@ class ControllerHandlerTest : public ::testing::Test {
   ControllerHandler handler_{state_, WireLimits{}};
   Clock::time_point now_ = Clock::now();
 
-  std::vector<ControllerHandler::Outgoing> Send(const std::string& from, const Header& h) {
+  std::vector<ControllerHandler::Outgoing> Send(const std::string& from, const Header& h,
+                                                const CurvePeer* sender = nullptr) {
     const std::string bytes = EncodeHeader(h);
-    return handler_.Handle(from, nullptr,
+    return handler_.Handle(from, sender,
                            {reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()}, 0, now_);
   }
   Header Register(const std::string& id, const std::string& host, const std::string& tcp) {
@@ -104,7 +107,7 @@ TEST_F(ControllerHandlerTest, LocateRepliesFitTheWireLimits) {
     const std::string id = "n" + std::to_string(n);
     Register(id, "h", "tcp://127.0.0.1:" + std::to_string(1000 + n));
     std::vector<int64_t> cpu(keys.size(), 0);
-    state_.ApplyInventory(id, 1, 0, 0, true, keys, cpu, now_);
+    state_.ApplyInventory(id, 1, 0, 0, true, {keys, cpu, {}}, now_);
   }
   Header locate;
   locate.type = MsgType::kLocate;
@@ -115,6 +118,76 @@ TEST_F(ControllerHandlerTest, LocateRepliesFitTheWireLimits) {
   auto reply = DecodeHeader({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()});
   ASSERT_TRUE(reply.ok()) << reply.status().ToString();
   EXPECT_EQ(reply->values.size(), keys.size() * 9);  // a count and 8 copies each
+}
+
+// Nodes report who wrote what they admit; locate shows it, answers an
+// engine only within its tenant, and an audit's mismatch report drops the
+// key everywhere and counts its writer, within the reporter's tenant only.
+TEST_F(ControllerHandlerTest, ProvenanceTenantScopedLocateAndAuditMismatches) {
+  Register("a", "h", "tcp://127.0.0.1:1");
+  Register("b", "h", "tcp://127.0.0.1:2");
+  const ChunkKey acme1{1, 1}, acme2{2, 2}, globex{3, 3};
+  // seq 0: the inventory a node sends after registering; then events.
+  auto report = [&](const std::string& node, int64_t seq, std::vector<ChunkKey> keys,
+                    std::vector<int64_t> values, Fields owners) {
+    Header h;
+    h.type = seq == 0 ? MsgType::kInventory : MsgType::kEvents;
+    h.fields = std::move(owners);
+    h.fields["node_id"] = node;
+    h.fields["incarnation"] = int64_t{1};
+    h.fields["seq"] = seq;
+    h.fields["part"] = int64_t{0};
+    h.fields["final"] = int64_t{1};
+    h.keys = std::move(keys);
+    h.values = std::move(values);
+    EXPECT_TRUE(Send("peer-" + node, h).empty());
+  };
+  report("a", 0, {acme1, acme2}, {EncodeHeld(TierKind::kCpu, 1), EncodeHeld(TierKind::kCpu, 2)},
+         {{"owner.1", "acme/poisoner"}, {"owner.2", "acme/honest"}});
+  report("a", 1, {globex}, {EncodeEvent(TierKind::kCpu, true, 1)}, {{"owner.1", "globex/g"}});
+  // Node b holds acme2 by another writer, and sends an owner that does not parse.
+  report("b", 0, {acme2, acme1}, {EncodeHeld(TierKind::kCpu, 1), EncodeHeld(TierKind::kDisk, 2)},
+         {{"owner.1", "acme/poisoner"}, {"owner.2", "acme/bad name!"}});
+  EXPECT_EQ(handler_.bad_owners(), 1u);
+
+  Header locate;
+  locate.type = MsgType::kLocate;
+  locate.keys = {acme1, acme2, globex};
+  locate.fields[admin::kJsonField] = int64_t{1};
+  auto doc = Document(Send("cli", locate).at(0))["keys"];
+  EXPECT_EQ(doc[0]["tenant"], "acme");
+  EXPECT_EQ(doc[0]["writer"], "poisoner");
+  EXPECT_EQ(doc[0]["several_writers"], false);  // b's unparsed owner is unknown, not another
+  EXPECT_EQ(doc[0]["locations"].size(), 2u);
+  EXPECT_EQ(doc[1]["writer"], "honest");
+  EXPECT_EQ(doc[1]["several_writers"], true);
+  EXPECT_EQ(doc[2]["tenant"], "globex");
+
+  const CurvePeer acme_engine{Role::kEngine, "", "auditor", "acme"};
+  const auto scoped = Send("engine", locate, &acme_engine).at(0).header.values;
+  // Per key: a count then its copies; globex's key is answered as absent.
+  EXPECT_EQ(scoped, (std::vector<int64_t>{2, scoped[1], scoped[2], 2, scoped[4], scoped[5], 0}));
+
+  Header mismatch;
+  mismatch.type = MsgType::kAuditMismatch;
+  mismatch.keys = {acme1, globex, ChunkKey{9, 9}};
+  auto out = Send("engine", mismatch, &acme_engine);
+  ASSERT_EQ(out.size(), 3u);  // kDelete of acme1 to both nodes, then the reply
+  EXPECT_EQ(out[0].header.type, MsgType::kDelete);
+  EXPECT_EQ(out[0].header.keys, std::vector<ChunkKey>{acme1});
+  EXPECT_EQ(out[2].header.values, std::vector<int64_t>{1});
+  // Several writers: the writer the fetched object named is counted.
+  mismatch.keys = {acme2};
+  mismatch.fields["writer.0"] = std::string("poisoner");
+  EXPECT_EQ(Send("engine", mismatch, &acme_engine).back().header.values, std::vector<int64_t>{1});
+  const auto stats = Admin(MsgType::kAdminStats);
+  EXPECT_EQ(stats["audit_mismatches"], 2);
+  EXPECT_EQ(stats["mismatches_by_writer"]["poisoner"], 2);
+  EXPECT_NE(MetricsText(state_, now_, Leadership{})
+                .find("pikv_controller_audit_mismatches_total{writer=\"poisoner\"} 2"),
+            std::string::npos);
+  const CurvePeer node{Role::kNode, "a"};
+  EXPECT_EQ(Send("peer-a", mismatch, &node).at(0).header.status, ErrorCode::kPermissionDenied);
 }
 
 }  // namespace

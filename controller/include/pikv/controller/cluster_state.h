@@ -85,6 +85,10 @@ struct ClusterStats {
   uint64_t shared_tier_chunks = 0;  // remote-tier (Redis) chunks, the cluster's own
   uint64_t events_applied = 0, events_ignored = 0, gaps = 0, resyncs = 0, deaths = 0;
   double events_per_second = 0;
+  // Audits: keys engines reported wrong (and dropped cluster-wide), and
+  // those reports by the writer of the object found wrong.
+  uint64_t audit_mismatches = 0;
+  std::map<std::string, uint64_t> mismatches_by_writer;
 };
 
 class ClusterState {
@@ -107,12 +111,18 @@ class ClusterState {
   // kNotFound when the node (this incarnation) is unknown: it must register.
   Status Heartbeat(const std::string& id, uint64_t incarnation, Fields usage,
                    Clock::time_point now);
+  // A node's report: keys, their event values (location.h) and the owners
+  // the values' owner slots name (owners[slot]; a slot past its end is
+  // kUnknownOwner).
+  struct Report {
+    std::span<const ChunkKey> keys;
+    std::span<const int64_t> values;
+    std::span<const OwnerId> owners;
+  };
   Outcome ApplyEvents(const std::string& id, uint64_t incarnation, uint64_t seq,
-                      std::span<const ChunkKey> keys, std::span<const int64_t> values,
-                      Clock::time_point now);
+                      const Report& report, Clock::time_point now);
   Outcome ApplyInventory(const std::string& id, uint64_t incarnation, uint64_t seq, uint64_t part,
-                         bool final, std::span<const ChunkKey> keys,
-                         std::span<const int64_t> values, Clock::time_point now);
+                         bool final, const Report& report, Clock::time_point now);
   Status Deregister(const std::string& id, uint64_t incarnation);
   // True when the node's inventory is overdue and it should be asked again
   // (then the next ask waits another suspect_after).
@@ -128,11 +138,17 @@ class ClusterState {
 
   // Replicas of key, cheapest first for a client on `host`: suspect nodes
   // last; then the same host; then CPU, disk, remote; then lighter nodes.
-  std::vector<Replica> Locate(const ChunkKey& key, const std::string& host) const;
+  // `provenance`, when given, receives who wrote the key.
+  std::vector<Replica> Locate(const ChunkKey& key, const std::string& host,
+                              Registry::Provenance* provenance = nullptr) const;
   std::vector<NodeView> Nodes(Clock::time_point now) const;
   // Node indexes to forward an admin command to: one id, or every live node.
   std::vector<std::pair<uint16_t, std::string>> LiveNodes(const std::string& only_id = {}) const;
   ClusterStats Stats(Clock::time_point now) const;
+  // An audit found an object `writer` wrote wrong. Writers past
+  // kMaxMismatchWriters distinct names are counted as "other".
+  void CountMismatch(const std::string& writer);
+  static constexpr size_t kMaxMismatchWriters = 1024;
 
  private:
   struct Node {
@@ -154,8 +170,7 @@ class ClusterState {
   };
   // Requires mu_. The node's record if id and incarnation match a live node.
   Node* LiveLocked(const std::string& id, uint64_t incarnation) PIKV_REQUIRES(mu_);
-  void ApplyLocked(uint16_t index, std::span<const ChunkKey> keys, std::span<const int64_t> values,
-                   bool admit_only) PIKV_REQUIRES(mu_);
+  void ApplyLocked(uint16_t index, const Report& report, bool admit_only) PIKV_REQUIRES(mu_);
   void KillLocked(uint16_t index, Clock::time_point now) PIKV_REQUIRES(mu_);
   void ForgetLocked(uint16_t index) PIKV_REQUIRES(mu_);
   // A free table index for a new node, reclaiming the longest-ended one when
@@ -174,6 +189,8 @@ class ClusterState {
   uint64_t gaps_ PIKV_GUARDED_BY(mu_) = 0;
   uint64_t resyncs_ PIKV_GUARDED_BY(mu_) = 0;
   uint64_t deaths_ PIKV_GUARDED_BY(mu_) = 0;
+  uint64_t audit_mismatches_ PIKV_GUARDED_BY(mu_) = 0;
+  std::map<std::string, uint64_t> mismatches_by_writer_ PIKV_GUARDED_BY(mu_);
   mutable uint64_t rate_events_ PIKV_GUARDED_BY(mu_) = 0;
   mutable Clock::time_point rate_at_ PIKV_GUARDED_BY(mu_) = {};
   mutable double rate_ PIKV_GUARDED_BY(mu_) = 0;

@@ -57,6 +57,7 @@ class ControllerHandler {
   Leadership LeadershipOf(Clock::time_point now) const;
 
   uint64_t rejected() const { return rejected_; }
+  uint64_t bad_owners() const { return bad_owners_; }
   // Engines refused (pikv admin revoke, the keyring's `revoked` lines):
   // shared with the server's ZAP handler.
   const std::shared_ptr<Revocations>& revocations() const { return revoked_; }
@@ -69,17 +70,26 @@ class ControllerHandler {
   Header NotLeader(const Header& request, Clock::time_point now) const;
   // Adds this controller's epoch (and whether it was elected) to `h`.
   void Stamp(Header& h) const;
-  void Apply(const std::string& identity, const Header& h, Clock::time_point now,
-             std::vector<Outgoing>& out);
+  void Apply(const std::string& identity, const CurvePeer* sender, const Header& h,
+             Clock::time_point now, std::vector<Outgoing>& out);
   // Register, heartbeat, deregister: false when refused (`out` holds why).
   bool OnNodeRequest(const std::string& identity, const Header& h, Clock::time_point now,
                      Header& reply, std::vector<Outgoing>& out);
   // Events and inventory parts: a kResync to `out` after a gap.
   void OnNodeReport(const std::string& identity, const Header& h, Clock::time_point now,
                     std::vector<Outgoing>& out);
-  std::vector<std::vector<Replica>> AllCopies(const Header& locate) const;
+  // Each key's copies and provenance; an engine (`only_tenant`) is answered
+  // no copies of another tenant's keys.
+  // A report's owner table (location.h): owners[slot], kUnknownOwner for
+  // slot 0 and for entries that do not parse (counted in bad_owners()).
+  std::vector<OwnerId> ReportOwners(const Fields& fields);
+  std::vector<Located> AllCopies(const Header& locate, const std::string* only_tenant) const;
+  // kAuditMismatch: drops the reported keys of the reporter's tenant on every
+  // node and counts their writers; the reply says how many were dropped.
+  void OnMismatch(const std::string& identity, const CurvePeer* sender, const Header& h,
+                  Header& reply, std::vector<Outgoing>& out);
   // The locate reply's values and fields for `copies` (AllCopies).
-  void AnswerLocate(const std::vector<std::vector<Replica>>& copies, Header& reply) const;
+  void AnswerLocate(const std::vector<Located>& located, Header& reply) const;
   // An admin clear/pin/unpin/evict/revoke as commands to the nodes; their ids.
   Result<std::vector<std::string>> Forward(const Header& h, std::vector<Outgoing>& out) const;
   // Ok, or why `sender` may not send `h`.
@@ -90,6 +100,7 @@ class ControllerHandler {
   std::map<std::string, std::string> identities_;  // node id -> ROUTER identity of its reporter
   std::atomic<const LeaderElection*> election_{nullptr};  // read by the HTTP thread too
   std::atomic<uint64_t> rejected_{0};
+  std::atomic<uint64_t> bad_owners_{0};  // owner entries in node reports that did not parse
   const std::shared_ptr<Revocations> revoked_ = std::make_shared<Revocations>();
   std::atomic<uint64_t> leaderships_{0}, step_downs_{0};
   std::atomic<uint64_t> revocations_{0};

@@ -3,14 +3,14 @@
 //
 // The tree cluster -> node -> tier -> keys is kept as its inverted index: a
 // table from key to locations, sharded by key hash, each shard an
-// open-addressing table (linear probing, backward-shift deletion) of 24-byte
-// slots: the 16-byte key, up to three inline 16-bit location codes and a
-// count. A key with more locations spills to a per-shard side map, the only
-// place a key costs a heap allocation. Per-(node, tier) counts are kept
-// incrementally; the keys of one node (inventory, node removal) are found by
-// scanning, which is rare and runs one shard lock at a time.
-// Thread-safety: all methods are thread-safe; each takes one shard lock at a
-// time, never two.
+// open-addressing table (linear probing, backward-shift deletion) of 32-byte
+// slots: the 16-byte key, up to four inline 16-bit location codes, a count
+// and the key's provenance (its first reported writer, as an OwnerId, and
+// whether copies by other writers were admitted too). A key with more locations spills to a
+// per-shard side map, the only place a key costs a heap allocation. Per-(node, tier) counts are
+// kept incrementally; the keys of one node (inventory, node removal) are found by scanning, which
+// is rare and runs one shard lock at a time. Thread-safety: all methods are thread-safe; each takes
+// one shard lock at a time, never two.
 #pragma once
 
 #include <atomic>
@@ -20,6 +20,7 @@
 
 #include "pikv/proto/chunk_key.h"
 #include "pikv/proto/location.h"
+#include "pikv/proto/owner.h"
 
 namespace pikv::controller {
 
@@ -30,12 +31,19 @@ class Registry {
   explicit Registry(size_t num_shards = 64);
   ~Registry();
 
-  // True if the location was new.
-  bool Admit(const ChunkKey& key, Location location);
+  // Who wrote a key: the owner the first report naming one gave, and
+  // whether a copy by another writer was admitted since.
+  struct Provenance {
+    OwnerId owner = kUnknownOwner;
+    bool several_writers = false;
+  };
+
+  // True if the location was new. `owner`: who wrote the admitted copy.
+  bool Admit(const ChunkKey& key, Location location, OwnerId owner = kUnknownOwner);
   // True if the location was there.
   bool Evict(const ChunkKey& key, Location location);
-  // Appends key's locations to `out` (unordered).
-  void Locate(const ChunkKey& key, std::vector<Location>& out) const;
+  // Appends key's locations to `out` (unordered); returns its provenance.
+  Provenance Locate(const ChunkKey& key, std::vector<Location>& out) const;
   // Drops every location on `node`; returns how many.
   uint64_t RemoveNode(uint16_t node);
   // Every key `node` holds in `tier`.

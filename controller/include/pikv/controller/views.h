@@ -24,8 +24,12 @@ std::string NodesJson(const ClusterState& state, Clock::time_point now);
 std::string StatsJson(const ClusterState& state, Clock::time_point now);
 std::string HealthJson(const ClusterState& state, Clock::time_point now,
                        const Leadership& leadership);
-std::string LocateJson(const std::vector<ChunkKey>& keys,
-                       const std::vector<std::vector<Replica>>& replicas);
+// A key's copies (cheapest first) and who wrote it.
+struct Located {
+  std::vector<Replica> copies;
+  Registry::Provenance provenance;
+};
+std::string LocateJson(const std::vector<ChunkKey>& keys, const std::vector<Located>& located);
 // The reply to an admin command forwarded to nodes.
 std::string ForwardedJson(const std::vector<std::string>& node_ids, size_t keys);
 std::string MetricsText(const ClusterState& state, Clock::time_point now,

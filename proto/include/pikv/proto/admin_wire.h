@@ -66,9 +66,18 @@ inline constexpr char kCpuChunks[] = "cpu_chunks";
 inline constexpr char kDiskChunks[] = "disk_chunks";
 inline constexpr char kCpuUsedBytes[] = "cpu_used_bytes";
 inline constexpr char kDiskUsedBytes[] = "disk_used_bytes";
+// stats: audits (docs/security.md)
+inline constexpr char kAuditMismatches[] = "audit_mismatches";
+inline constexpr char kMismatchesByWriter[] = "mismatches_by_writer";  // {writer: count}
 
-// locate: keys: [{key, locations: [{node, tier, host, tcp, ipc}]}]
+// locate: keys: [{key, tenant, writer, several_writers,
+//                  locations: [{node, tier, host, tcp, ipc}]}]
+// (tenant and writer as the nodes reported the first copy; "default" is
+// the default tenant, "unknown" a writer never reported)
 inline constexpr char kKey[] = "key";
+inline constexpr char kTenant[] = "tenant";
+inline constexpr char kWriter[] = "writer";
+inline constexpr char kSeveralWriters[] = "several_writers";
 inline constexpr char kNode[] = "node";
 inline constexpr char kTier[] = "tier";
 

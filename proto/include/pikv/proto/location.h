@@ -32,20 +32,30 @@ struct Replica {
   std::string ipc;
 };
 
-// An event value on the wire: tier | kind << 4 (kind 1 = admit, 2 = evict;
-// an inventory's values are plain tiers, kind 0 = held, an admit).
+// An event value on the wire: tier | kind << 4 | owner << 8 (kind 1 = admit,
+// 2 = evict; an inventory's values have kind 0 = held, an admit). `owner`
+// indexes the message's owner table (fields "owner.<i>", OwnerWire), 1 to
+// kMaxOwnersPerReport; 0 is an owner the node did not know (or an evict).
+inline constexpr int kMaxOwnersPerReport = 255;
+inline constexpr char kOwnerFieldPrefix[] = "owner.";
+
 struct LocationEvent {
   TierKind tier = TierKind::kCpu;
   bool admit = true;
+  int owner = 0;
 };
-inline int64_t EncodeEvent(TierKind tier, bool admit) {
-  return static_cast<int64_t>(tier) | (admit ? 1 : 2) << 4;
+inline int64_t EncodeEvent(TierKind tier, bool admit, int owner = 0) {
+  return static_cast<int64_t>(tier) | (admit ? 1 : 2) << 4 | static_cast<int64_t>(owner) << 8;
 }
-// nullopt for a value that is not an event (unknown tier or kind).
+inline int64_t EncodeHeld(TierKind tier, int owner = 0) {
+  return static_cast<int64_t>(tier) | static_cast<int64_t>(owner) << 8;
+}
+// nullopt for a value that is not an event (unknown tier, kind or owner slot).
 inline std::optional<LocationEvent> DecodeEvent(int64_t value) {
-  const int64_t tier = value & 0xf, kind = value >> 4;
-  if (tier >= kNumTiers || kind < 0 || kind > 2) return std::nullopt;
-  return LocationEvent{static_cast<TierKind>(tier), kind != 2};
+  const int64_t tier = value & 0xf, kind = (value >> 4) & 0xf, owner = value >> 8;
+  if (tier >= kNumTiers || kind > 2 || owner < 0 || owner > kMaxOwnersPerReport)
+    return std::nullopt;
+  return LocationEvent{static_cast<TierKind>(tier), kind != 2, static_cast<int>(owner)};
 }
 
 }  // namespace pikv

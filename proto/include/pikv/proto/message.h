@@ -53,8 +53,10 @@ enum class MsgType : uint16_t {
   kRegister =
       30,  // fields: node_id, host, tcp, ipc, incarnation, *_capacity; reply: epoch, node_index
   kHeartbeat = 31,  // fields: node_id, incarnation, usage; reply: epoch (kNotFound: register again)
-  kEvents = 32,     // fields: node_id, incarnation, seq; keys; values: tier | kind << 4
-  kInventory = 33,  // fields: node_id, incarnation, seq, part, final; keys; values: tier
+  // Events and inventory values: EncodeEvent / EncodeHeld (location.h), with
+  // the owners of admitted objects in fields "owner.<i>".
+  kEvents = 32,      // fields: node_id, incarnation, seq, owner.<i>; keys; values: events
+  kInventory = 33,   // fields: node_id, incarnation, seq, part, final, owner.<i>; keys; values
   kDeregister = 34,  // fields: node_id, incarnation
   kResync = 35,      // controller -> node: send a full inventory
   // 50-69: queries and admin. Admin replies carry fields["json"].
@@ -67,6 +69,10 @@ enum class MsgType : uint16_t {
   kAdminUnpin = 56,   // keys
   kAdminEvict = 57,   // keys
   kAdminRevoke = 58,  // fields: engine; forwarded to every live node as kRevoke
+  // engine -> controller: keys whose fetched objects an audit found wrong;
+  // fields "writer.<i>": the writer object i named. The controller drops
+  // them on every node (kDelete) and counts each writer's mismatches.
+  kAuditMismatch = 59,
   // 70-79: the zero-copy channel between a node and its host's clients
   // (local_channel.h; never on ZeroMQ). Offsets are into the node's CPU arena.
   kShareHello = 70,  // node -> client on connect, with the arena's fd: fields arena_bytes

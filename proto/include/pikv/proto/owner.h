@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -44,6 +45,12 @@ struct Owner {
 using OwnerId = uint32_t;
 inline constexpr OwnerId kUnknownOwner = 0;  // tenant "", writer "unknown"
 inline constexpr size_t kMaxOwners = 1u << 16;
+
+// An owner on the wire (reports to the controller, audit reports):
+// "<tenant>/<writer>" ("/<writer>" in the default tenant). Parsing checks
+// both names; nullopt for anything else.
+std::string OwnerWire(const Owner& owner);
+std::optional<Owner> ParseOwnerWire(std::string_view text);
 
 OwnerId InternOwner(const Owner& owner);
 // The owner an id names (kUnknownOwner's for an id never handed out).

@@ -105,6 +105,9 @@ class StorageManager {
     Status remote_error;
   };
   Dropped DropWrittenBy(std::string_view writer);
+  // Who owns key's copy on this node (CPU, else disk); nullopt when neither
+  // holds it. What the reporter tells the controller with each admit.
+  std::optional<Owner> LocalOwner(const ChunkKey& key) const;
   // Removes from every tier; kNotFound if no tier held it.
   Status Delete(const ChunkKey& key);
   // Pins in CPU and disk, where held; kNotFound if neither holds it.
