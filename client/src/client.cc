@@ -375,6 +375,28 @@ Result<device::RemapTables> Client::PrepareRemap(const SharedBuffer& object, con
   return device::PrepareRemap(object.span(), options_.rope, chunk.actual_start, slots, cache);
 }
 
+bool Client::ShouldAudit() {
+  if (options_.audit_rate <= 0) return false;
+  return std::uniform_real_distribution<double>(0, 1)(audit_rng_) < options_.audit_rate;
+}
+
+Result<Client::Audited> Client::Audit(const SharedBuffer& fetched, const ChunkPlan& chunk,
+                                      std::span<const uint8_t> recomputed) {
+  if (Status s = CheckIsChunk(fetched.span(), chunk); !s.ok()) return s;
+  auto finding = CompareWithRecomputed(fetched.span(), recomputed);
+  if (!finding.ok()) return finding.status();
+  stats_.audits++;
+  Audited a{*finding, false};
+  if (a.finding.match) return a;
+  stats_.audit_mismatches++;
+  if (conn_->controller) {
+    // The controller drops the key everywhere; if it cannot be told, the
+    // engine still knows not to use the object.
+    a.reported = conn_->controller->ReportMismatch({chunk.key}, {a.finding.writer}).ok();
+  }
+  return a;
+}
+
 Status Client::CheckIsChunk(std::span<const uint8_t> object, const ChunkPlan& chunk) const {
   auto h = ParseChunkHeader(object);
   if (!h.ok()) return h.status();

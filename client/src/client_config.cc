@@ -1,5 +1,6 @@
 #include "pikv/client/client_config.h"
 
+#include <cstdlib>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -34,6 +35,9 @@ Result<ClientOptions> LoadClientOptions(const std::string& path, Config* config_
   c.Declare("tenant", K::kString, "",
             "This engine's tenant (part of every key; empty: the default tenant); with security "
             "on, the one the keyring names for this engine's key");
+  c.Declare("audit-rate", K::kString, "0",
+            "Share of hits the engine recomputes and compares (0..1; a mismatch is reported to "
+            "the controller, which drops the chunk everywhere)");
   c.Declare("node-timeout", K::kDuration, "500ms", "Deadline of calls to the local node");
   c.Declare("controller-timeout", K::kDuration, "200ms", "Deadline of locate");
   c.Declare("fetch-timeout", K::kDuration, "2s", "Deadline of a whole fetch");
@@ -75,6 +79,13 @@ Result<ClientOptions> LoadClientOptions(const std::string& path, Config* config_
   }
   o.mode = mode == "isolated" ? AttentionMode::kIsolated : AttentionMode::kSysPrefixed;
   o.tenant = c.String("tenant");
+  {
+    const std::string rate = c.String("audit-rate");
+    char* end = nullptr;
+    o.audit_rate = std::strtod(rate.c_str(), &end);
+    if (rate.empty() || *end != '\0' || !(o.audit_rate >= 0 && o.audit_rate <= 1))
+      return InvalidArgument("audit-rate: '" + rate + "' is not a share between 0 and 1");
+  }
   if (!IsTenantName(o.tenant))
     return InvalidArgument("tenant: '" + o.tenant + "' is not 1..63 of [A-Za-z0-9._-]");
   if (const std::string path = c.String("model-config"); !path.empty()) {

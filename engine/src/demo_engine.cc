@@ -12,6 +12,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+std::span<const uint8_t> AsBytes(const std::vector<float>& v) {
+  return {reinterpret_cast<const uint8_t*>(v.data()), v.size() * sizeof(float)};
+}
+
 std::chrono::microseconds Since(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t);
 }
@@ -35,6 +39,20 @@ struct Cache {
 Engine::Engine(const engine::ReferenceModel& model, client::ClientOptions options)
     : model_(model), client_(std::move(options)) {}
 
+std::vector<float> Engine::ComputeAlone(std::span<const int32_t> tokens) const {
+  std::vector<int64_t> pos(tokens.size());
+  std::iota(pos.begin(), pos.end(), 0);
+  std::vector<engine::ReferenceModel::LayerKv> kv;
+  model_.Forward(
+      tokens, pos, {}, [](size_t q, size_t k) { return k <= q; }, &kv);
+  std::vector<float> payload;
+  for (const auto& layer : kv) {
+    payload.insert(payload.end(), layer.k.begin(), layer.k.end());
+    payload.insert(payload.end(), layer.v.begin(), layer.v.end());
+  }
+  return payload;
+}
+
 Engine::Answer Engine::Run(const client::ChunkedPrompt& prompt) {
   Answer a;
   auto t = Clock::now();
@@ -57,26 +75,33 @@ Engine::Answer Engine::Run(const client::ChunkedPrompt& prompt) {
     const auto& tokens = prompt.segments[chunk.segment];
     SharedBuffer object;
     a.reused.push_back(objects[i].ok());
+    if (objects[i].ok() && client_.ShouldAudit()) {
+      // Recompute the hit and compare: a wrong object is reported (the
+      // controller drops it everywhere) and not used; ours is stored instead.
+      t = Clock::now();
+      const std::vector<float> payload = ComputeAlone(tokens);
+      a.audit_time += Since(t);
+      auto audited = client_.Audit(*objects[i], chunk, AsBytes(payload));
+      a.audits++;
+      if (audited.ok() && !audited->finding.match) {
+        a.audit_mismatches++;
+        a.reused.back() = false;
+        objects[i] = NotFound("the audit found the fetched object wrong");
+        client_.Store(chunk.key, tokens, 0, AsBytes(payload), &object,
+                      chunk.sys_key ? &*chunk.sys_key : nullptr)
+            .IgnoreError();  // lands once the controller's drop has
+      }
+    }
     if (objects[i].ok()) {
       object = *objects[i];
       a.tokens_reused += tokens.size();
-    } else {  // a miss: compute it alone at virtual position 0, store it
+    } else if (object.empty()) {  // a miss: compute it alone at virtual position 0, store it
       t = Clock::now();
-      std::vector<int64_t> pos(tokens.size());
-      std::iota(pos.begin(), pos.end(), 0);
-      std::vector<engine::ReferenceModel::LayerKv> kv;
-      model_.Forward(
-          tokens, pos, {}, [](size_t q, size_t k) { return k <= q; }, &kv);
+      const std::vector<float> payload = ComputeAlone(tokens);
       a.compute_time += Since(t);
       a.tokens_computed += tokens.size();
-      std::vector<float> payload;
-      for (const auto& layer : kv) {
-        payload.insert(payload.end(), layer.k.begin(), layer.k.end());
-        payload.insert(payload.end(), layer.v.begin(), layer.v.end());
-      }
-      std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(payload.data()),
-                                     payload.size() * 4);
-      client_.Store(chunk.key, tokens, 0, bytes, &object, chunk.sys_key ? &*chunk.sys_key : nullptr)
+      client_.Store(chunk.key, tokens, 0, AsBytes(payload), &object,
+                    chunk.sys_key ? &*chunk.sys_key : nullptr)
           .IgnoreError();  // a failed store costs a recompute later
     }
     t = Clock::now();

@@ -81,6 +81,21 @@ Result<std::vector<std::vector<Replica>>> AdminClient::Locate(const std::vector<
   return out;
 }
 
+Result<uint64_t> AdminClient::ReportMismatch(const std::vector<ChunkKey>& keys,
+                                             const std::vector<std::string>& writers) {
+  Message req;
+  req.header.type = MsgType::kAuditMismatch;
+  req.header.keys = keys;
+  for (size_t i = 0; i < writers.size() && i < keys.size(); ++i)
+    req.header.fields["writer." + std::to_string(i)] = writers[i];
+  auto reply = Call(req);
+  if (!reply.ok()) return reply.status();
+  const Header& h = reply->header;
+  if (h.status != ErrorCode::kOk) return Status(h.status, h.reason);
+  if (h.values.size() != 1 || h.values[0] < 0) return IoError("malformed mismatch reply");
+  return static_cast<uint64_t>(h.values[0]);
+}
+
 Result<std::string> AdminClient::Json(MsgType type, const std::vector<ChunkKey>& keys,
                                       Fields fields) {
   Message req;

@@ -161,7 +161,9 @@ class LeadershipTest : public ::testing::Test {
         std::vector<ChunkKey> one{objects_[0][0].key};
         if (admin.Locate(one).ok()) answered = Clock::now();
       }
-      if (whole && answered && LeaderIndex() != f.old_leader) break;
+      // A new leader, not a moment when none answers health as leader.
+      const int leader = whole && answered ? LeaderIndex() : -1;
+      if (leader >= 0 && leader != f.old_leader) break;
       std::this_thread::sleep_for(20ms);
     }
     using std::chrono::duration_cast;

@@ -38,9 +38,11 @@
 #include <functional>
 #include <future>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
+#include "pikv/client/audit.h"
 #include "pikv/client/prompt.h"
 #include "pikv/device/attention_metadata.h"
 #include "pikv/device/remap.h"
@@ -73,6 +75,9 @@ struct ClientOptions {
   // namespace: with security on it must be the tenant the keyring gives the
   // engine's key, or the nodes refuse its stores and its keys never hit.
   std::string tenant;
+  // The share of hits to audit (0..1, audit.h): the engine recomputes a
+  // sampled hit and Audit compares; a mismatch is reported to the controller.
+  double audit_rate = 0;
   bool zero_copy = true;  // use the local node's zero-copy channel when it has one
   // Objects over this size cross sockets (a tcp local node, a direct peer
   // fetch, copied stores) in frames of it (message.h); 0 sends them whole.
@@ -129,6 +134,7 @@ struct ClientStats {
   uint64_t local_node_timeouts = 0, controller_timeouts = 0;
   uint64_t zero_copy_fetched = 0, zero_copy_stores = 0;  // objects read / written in place
   uint64_t lease_expired = 0;                            // remaps refused past a lease
+  uint64_t audits = 0, audit_mismatches = 0;  // hits audited; of those, found wrong
 };
 
 class Client {
@@ -205,6 +211,20 @@ class Client {
                                      std::span<const int64_t> slots, int64_t virtual_start,
                                      bool async = false, const ChunkKey* sys_key = nullptr);
 
+  // Whether to audit this hit: true for an audit_rate share of calls.
+  bool ShouldAudit();
+  // Audits a fetched hit: `fetched` must be `chunk`'s object and
+  // `recomputed` its payload as the engine computes it alone
+  // (CompareWithRecomputed). A mismatch is reported to the controller, which
+  // drops the key on every node (then an honest store of it lands);
+  // `reported` says whether that report was taken.
+  struct Audited {
+    AuditFinding finding;
+    bool reported = false;
+  };
+  Result<Audited> Audit(const SharedBuffer& fetched, const ChunkPlan& chunk,
+                        std::span<const uint8_t> recomputed);
+
   ClientStats Stats() const { return stats_; }
   // Whether a paged cache is this client's namespace (dtype, format, heads,
   // head dim, layers) and its strides are sound.
@@ -248,6 +268,7 @@ class Client {
   ClientOptions options_;
   std::unique_ptr<Connections> conn_;
   ClientStats stats_;
+  std::mt19937_64 audit_rng_{std::random_device{}()};
 };
 
 }  // namespace pikv::client

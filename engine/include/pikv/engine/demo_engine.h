@@ -24,11 +24,16 @@ class Engine {
     std::vector<float> logits;  // [question token][vocab]
     std::vector<bool> reused;   // per chunk: served from pikv (else computed)
     std::chrono::microseconds plan_time{0}, fetch_time{0}, remap_time{0}, compute_time{0},
-        question_time{0};
+        question_time{0}, audit_time{0};
     uint64_t tokens_reused = 0, tokens_computed = 0;
+    uint64_t audits = 0, audit_mismatches = 0;  // hits recomputed; found wrong (then not used)
   };
   // Computed misses are stored; a failed store only costs a recompute later.
+  // With the client's audit_rate, sampled hits are recomputed and audited.
   Answer Run(const client::ChunkedPrompt& prompt);
+  // A chunk's KV computed alone at virtual position 0: the payload a store
+  // of it holds ([layer][k|v][token][head][dim], fp32).
+  std::vector<float> ComputeAlone(std::span<const int32_t> tokens) const;
 
   client::Client& client() { return client_; }
 
