@@ -24,8 +24,8 @@ float Element(std::span<const uint8_t> bytes, DType dtype, size_t i) {
 
 // The largest |a - b| of a block relative to its largest |b|; infinity when
 // a value is finite on one side only.
-double BlockError(std::span<const uint8_t> a, std::span<const uint8_t> b, DType dtype,
-                  size_t begin, size_t end) {
+double BlockError(std::span<const uint8_t> a, std::span<const uint8_t> b, DType dtype, size_t begin,
+                  size_t end) {
   double worst_diff = 0, scale = 0;
   for (size_t i = begin; i < end; ++i) {
     const float x = Element(a, dtype, i), y = Element(b, dtype, i);
@@ -65,9 +65,8 @@ Result<AuditFinding> CompareWithRecomputed(std::span<const uint8_t> fetched,
   }
   const DType dtype = h->geometry.dtype;
   const size_t elements = payload.size() / DTypeSize(dtype);
-  const size_t blocks =
-      std::max<size_t>(1, size_t{h->geometry.num_layers} *
-                              (h->geometry.kv_format == KvFormat::kMla ? 1 : 2));
+  const size_t blocks = std::max<size_t>(
+      1, size_t{h->geometry.num_layers} * (h->geometry.kv_format == KvFormat::kMla ? 1 : 2));
   const size_t per_block = (elements + blocks - 1) / blocks;
   AuditFinding f;
   f.tolerance = AuditTolerance(dtype);

@@ -43,7 +43,11 @@ engine::ModelConfig ModelCfg() {
 class ClientClusterTest : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
-    if (GetParam()) keys_.emplace(std::vector<std::string>{Id(0), Id(1), Id(2)});
+    if (GetParam()) {
+      keys_.emplace(std::vector<std::string>{Id(0), Id(1), Id(2)});
+      for (const char* name : {"poisoner", "auditor", "honest"}) keys_->AddEngine(name, "acme");
+      keys_->AddEngine("outsider", "globex");
+    }
     controller_port_ = testing::FreePort();
     StartController();
     for (int i = 0; i < 3; ++i) StartNode(i);
@@ -80,6 +84,30 @@ class ClientClusterTest : public ::testing::TestWithParam<bool> {
     o.fetch_timeout = 1000ms;
     if (keys_) o.security = keys_->Security("engine");
     return o;
+  }
+  // Engine `name` over tcp to node i: with security, the keyring's engine
+  // of that name in its tenant; without, the default tenant and no name.
+  ClientOptions Named(int i, const std::string& name, double audit_rate = 0) {
+    ClientOptions o = Options(i);
+    o.local_node = nodes_[i].tcp;
+    o.local_node_id = Id(i);
+    o.audit_rate = audit_rate;
+    if (keys_) {
+      o.security = keys_->Security(name);
+      o.tenant = name == "outsider" ? "globex" : "acme";
+    }
+    return o;
+  }
+  // Who wrote key's copy on node i (nullopt: the node has none).
+  std::optional<Owner> WriterOn(int i, const ChunkKey& key) {
+    rpc::NodeClient node(nodes_[i].tcp, 2s, WireLimits{}, AdminKeys(i));
+    auto got = node.Get({&key, 1});
+    if (!got.ok() || !(*got)[0].ok()) return std::nullopt;
+    return ReadOwner((*got)[0]->span());
+  }
+  nlohmann::json AdminDoc(MsgType type, std::vector<ChunkKey> keys = {}, Fields fields = {}) {
+    auto doc = Admin().Json(type, keys, std::move(fields));
+    return doc.ok() ? nlohmann::json::parse(*doc) : nlohmann::json();
   }
   int Alive() { return testing::AliveNodes(ControllerEp(), AdminKeys()); }
   std::set<std::string> Holders(const ChunkKey& key) {
@@ -306,6 +334,99 @@ TEST_P(ClientClusterTest, AdminStatsCountTheSharedRedisTier) {
   b.Run(prompt);
   WaitFor([&] { return remote().value("hits", 0) >= 1; }, 3s, "the Redis hits reported");
   EXPECT_EQ(remote().value("chunks", 0), static_cast<int>(stored));
+}
+
+// Issue 27's scenario: an engine stores a chunk with the right header and
+// wrong KV. Another engine's audit catches it: the controller drops it on
+// every node and in Redis and counts its writer; the honest store then
+// lands and later readers get the right values. With security on the
+// writer is the keyring's name, shown by locate; a revoked engine's other
+// objects go too, and it is refused; another tenant sees none of it.
+TEST_P(ClientClusterTest, ValuePoisoningIsCaughtByAnAuditAndTheHonestStoreReplacesIt) {
+  const bool secure = GetParam();
+  Engine poisoner(model_, Named(0, "poisoner")), auditor(model_, Named(1, "auditor", 1.0)),
+      honest(model_, Named(2, "honest"));
+  const std::string writer = secure ? "poisoner" : "unknown";
+  auto poison = [&](const Tokens& tokens) {
+    std::vector<float> kv = poisoner.ComputeAlone(tokens);
+    for (size_t i = 0; i < kv.size(); i += 7) kv[i] += 0.5f;
+    const ChunkKey key = poisoner.client().KeyOf(tokens);
+    const std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(kv.data()),
+                                         kv.size() * sizeof(float));
+    EXPECT_TRUE(poisoner.client().Store(key, tokens, 0, bytes).ok());
+    WaitFor([&] { return Holders(key).count("node-a") == 1; }, 3s, "the poisoned copy located");
+    return key;
+  };
+  auto poisoned_anywhere = [&](const ChunkKey& key) {
+    for (int i = 0; i < 3; ++i) {
+      if (auto owner = WriterOn(i, key); owner && owner->writer == writer) return true;
+    }
+    return false;
+  };
+  const ChunkKey k_d1 = poison(d1_);
+  auto located = AdminDoc(MsgType::kLocate, {k_d1}, {{"json", int64_t{1}}})["keys"][0];
+  EXPECT_EQ(located["writer"], writer);
+  EXPECT_EQ(located["tenant"], secure ? "acme" : "default");
+
+  // The auditor's hit on d1 (pulled from node-a) is recomputed, found wrong,
+  // reported and not used: its answer is the scratch answer.
+  const auto p = Prompt({sys1_, d1_, q_});
+  const auto r = auditor.Run(p);
+  EXPECT_EQ(r.plan.chunks[1].source, Source::kPeer);
+  EXPECT_EQ(r.audit_mismatches, 1u);
+  EXPECT_LE(MaxDiff(r.logits, Scratch(p)), 1e-4);
+  WaitFor([&] { return !poisoned_anywhere(k_d1); }, 5s, "the poisoned d1 dropped everywhere");
+  auto stats = AdminDoc(MsgType::kAdminStats);
+  EXPECT_EQ(stats["audit_mismatches"], 1);
+  EXPECT_EQ(stats["mismatches_by_writer"][writer], 1);
+
+  // The honest store lands; later readers get the right KV and audits pass.
+  std::vector<float> right = honest.ComputeAlone(d1_);
+  ASSERT_TRUE(
+      honest.client()
+          .Store(k_d1, d1_, 0, {reinterpret_cast<const uint8_t*>(right.data()), right.size() * 4})
+          .ok());
+  EXPECT_TRUE(WriterOn(2, k_d1).has_value());
+  Engine reader(model_, Named(0, "auditor", 1.0));
+  const auto again = reader.Run(p);
+  EXPECT_TRUE(again.reused[1]);
+  EXPECT_EQ(again.audit_mismatches, 0u);
+  EXPECT_GE(again.audits, 1u);
+  EXPECT_LE(MaxDiff(again.logits, Scratch(p)), 1e-4);
+  if (!secure) return;  // revocation and tenants need identities
+
+  // Revoked: the engine's other objects go everywhere, Redis included, its
+  // key is refused, and an honest store of the same chunk lands.
+  const ChunkKey k_d2 = poison(d2_);
+  auto revoked = AdminDoc(MsgType::kAdminRevoke, {}, {{"engine", std::string("poisoner")}});
+  EXPECT_EQ(revoked["forwarded_to"].size(), 3u);
+  WaitFor([&] { return !poisoned_anywhere(k_d2); }, 5s, "the revoked engine's d2 dropped");
+  EXPECT_FALSE(poisoner.client().Store(k_d2, d2_, 0, {}).ok());
+  right = honest.ComputeAlone(d2_);
+  ASSERT_TRUE(
+      honest.client()
+          .Store(k_d2, d2_, 0, {reinterpret_cast<const uint8_t*>(right.data()), right.size() * 4})
+          .ok());
+  EXPECT_EQ(WriterOn(2, k_d2)->writer, "honest");
+
+  // Another tenant: the same document is another key; acme's keys are not
+  // located for it, not held on any node for it, and it cannot write them.
+  Engine outsider(model_, Named(0, "outsider"));
+  EXPECT_NE(outsider.client().KeyOf(d2_), k_d2);
+  rpc::AdminClient as_outsider(ControllerEp(), 1s, keys_->Dial("outsider"));
+  auto scoped = as_outsider.Locate({k_d2});
+  ASSERT_TRUE(scoped.ok());
+  EXPECT_TRUE((*scoped)[0].empty());
+  rpc::NodeClient outsider_node(nodes_[2].tcp, 2s, WireLimits{}, keys_->Dial("outsider", Id(2)));
+  auto exists = outsider_node.Exists({&k_d2, 1});
+  ASSERT_TRUE(exists.ok());
+  EXPECT_EQ((*exists)[0], 0);
+  auto acme_object = honest.client().BuildObject(
+      k_d2, d2_, 0, {reinterpret_cast<const uint8_t*>(right.data()), right.size() * 4});
+  ASSERT_TRUE(acme_object.ok());
+  auto put = outsider_node.Put({&k_d2, 1}, {&*acme_object, 1});
+  ASSERT_TRUE(put.ok());
+  EXPECT_EQ((*put)[0].code(), ErrorCode::kPermissionDenied);
 }
 
 INSTANTIATE_TEST_SUITE_P(SecurityOffAndOn, ClientClusterTest, ::testing::Values(false, true),

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <fstream>
 #include <random>
 #include <stdexcept>
 
@@ -112,6 +113,15 @@ SharedBuffer Rebuilt(std::span<const uint8_t> object,
 TestKeys::TestKeys(const std::vector<std::string>& node_ids) {
   if (Status s = WriteClusterKeys(dir_.str(), node_ids); !s.ok())
     throw std::runtime_error(s.ToString());
+}
+
+void TestKeys::AddEngine(const std::string& name, const std::string& tenant) {
+  auto pair = NewCurveKeyPair();
+  if (!pair.ok()) throw std::runtime_error(pair.status().ToString());
+  if (Status s = WriteCurveKeyPair(*pair, dir_.str() + "/" + name); !s.ok())
+    throw std::runtime_error(s.ToString());
+  std::ofstream(dir_.str() + "/keyring", std::ios::app)
+      << "engine " << pair->public_key << " " << name << " " << tenant << "\n";
 }
 
 std::vector<std::string> TestKeys::Flags(const std::string& member) const {

@@ -71,6 +71,9 @@ SharedBuffer Rebuilt(std::span<const uint8_t> object,
 class TestKeys {
  public:
   explicit TestKeys(const std::vector<std::string>& node_ids);
+  // A key pair for engine `name` of `tenant`, listed in the keyring
+  // (`engine <key> <name> <tenant>`); Security(name) dials with it.
+  void AddEngine(const std::string& name, const std::string& tenant);
   // The daemon flags that run `member` with its keys.
   std::vector<std::string> Flags(const std::string& member) const;
   // `args` and those flags.

@@ -134,7 +134,7 @@ struct ClientStats {
   uint64_t local_node_timeouts = 0, controller_timeouts = 0;
   uint64_t zero_copy_fetched = 0, zero_copy_stores = 0;  // objects read / written in place
   uint64_t lease_expired = 0;                            // remaps refused past a lease
-  uint64_t audits = 0, audit_mismatches = 0;  // hits audited; of those, found wrong
+  uint64_t audits = 0, audit_mismatches = 0;             // hits audited; of those, found wrong
 };
 
 class Client {
