@@ -21,9 +21,9 @@ class Admin:
         self.curve_keyring = (os.environ.get("PIKV_CURVE_KEYRING", "") if curve_keyring is None
                               else curve_keyring)
 
-    def _query(self, query, keys=()):
+    def _query(self, query, keys=(), fields=None):
         return _pikv.admin_json(self.endpoint, self.timeout_ms, query, list(keys),
-                                self.curve_key, self.curve_keyring)
+                                self.curve_key, self.curve_keyring, fields or {})
 
     def nodes(self) -> dict:
         return self._query(_pikv.AdminQuery.nodes)
@@ -49,3 +49,8 @@ class Admin:
 
     def clear(self) -> dict:
         return self._query(_pikv.AdminQuery.clear)
+
+    def revoke(self, engine: str) -> dict:
+        """Refuses engine `engine` (its keyring name) from now on and drops
+        every object it wrote, on every node and in Redis (admin key)."""
+        return self._query(_pikv.AdminQuery.revoke, fields={"engine": engine})

@@ -97,6 +97,8 @@ class CoreStats:
     saves: int = 0
     save_failures: int = 0
     errors: int = 0  # unexpected exceptions turned into a degraded answer
+    audits: int = 0  # hits recomputed and compared (audit-rate, `recompute`)
+    audit_mismatches: int = 0  # of those, found wrong: reported, not loaded
 
 
 class ConnectorCore:
@@ -108,12 +110,19 @@ class ConnectorCore:
     chunks reach the cache: "cpp" (pikv's C++ remap and gather: CPU tensors),
     "torch" (pikv.device: the engine's own torch, any device), or "auto"
     (torch for a cache on a device, else cpp).
+
+    Audits: with the setting audit-rate > 0 and `recompute` (a callable that
+    computes a chunk's tokens alone, at positions 0.., and returns its
+    payload [layer][k|v][token][head][dim] in the KV dtype as one contiguous
+    buffer), that share of hits is recomputed and compared before it is
+    loaded; a chunk found wrong is reported to the controller (which drops
+    it everywhere) and is not loaded: the engine computes it instead.
     """
 
     PATHS = ("auto", "cpp", "torch")
 
     def __init__(self, settings=None, settings_file="", block_size=16, separator=None,
-                 threads=1, path="auto"):
+                 threads=1, path="auto", recompute=None):
         if path not in self.PATHS:
             raise ValueError(f"path {path!r} is not one of {', '.join(self.PATHS)}")
         self.options = _pikv.Options.load(settings_file, {k: str(v) for k, v in
@@ -129,6 +138,7 @@ class ConnectorCore:
         self.pending = []  # PendingStore of saves handed off without waiting
         self._reaped_failures = 0  # of those, ended and failed before wait_for_saves
         self.path = path
+        self.recompute = recompute
         self._layout = None
         self._device = None  # DeviceRemapper on the torch path
         self._device_load = None  # the load whose layers the forward pass waits for
@@ -256,6 +266,7 @@ class ConnectorCore:
             with self._lock:
                 plan = self.client.plan(segments)
                 objects = self.client.fetch(plan)  # in plan order, None for a miss
+                self._audit(plan, objects, segments)
                 result.loaded_tokens = self._place(plan, objects, segments, block_ids, num_tokens)
         except Exception as e:
             self.stats.errors += 1
@@ -268,6 +279,23 @@ class ConnectorCore:
             last = (num_tokens - 1) // self.block_size
             result.failed_block_ids = set(block_ids[first:last + 1])
         return result
+
+    def _audit(self, plan, objects, segments):
+        """Recomputes a sampled share of the hits and drops those found wrong
+        (a miss from there on); the controller is told by the client."""
+        if self.recompute is None:
+            return
+        for i, (chunk, obj) in enumerate(zip(plan.chunks, objects)):
+            if obj is None or not self.client.should_audit():
+                continue
+            finding = self.client.audit(obj, chunk, self.recompute(segments[chunk.segment]))
+            self.stats.audits += 1
+            if not finding["match"]:
+                self.stats.audit_mismatches += 1
+                objects[i] = None
+                log.warning("pikv audit: chunk %s (written by %s) differs by %.3g (tolerance "
+                            "%.3g): reported, recomputed", chunk.key, finding["writer"],
+                            finding["worst"], finding["tolerance"])
 
     def _place(self, plan, objects, segments, block_ids, num_tokens):
         """Writes the prefix of fetched chunks into the blocks; the tokens it

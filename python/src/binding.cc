@@ -135,7 +135,8 @@ py::dict StatsDict(const client::ClientStats& s) {
       "peer_direct"_a = s.peer_direct, "stores"_a = s.stores, "store_failures"_a = s.store_failures,
       "local_node_timeouts"_a = s.local_node_timeouts,
       "controller_timeouts"_a = s.controller_timeouts, "zero_copy_fetched"_a = s.zero_copy_fetched,
-      "zero_copy_stores"_a = s.zero_copy_stores, "lease_expired"_a = s.lease_expired);
+      "zero_copy_stores"_a = s.zero_copy_stores, "lease_expired"_a = s.lease_expired,
+      "audits"_a = s.audits, "audit_mismatches"_a = s.audit_mismatches);
 }
 
 // A store running in the background; result() waits (without the GIL).
@@ -203,6 +204,27 @@ py::object StoreWith(client::Client& c, const std::vector<int32_t>& tokens, size
   return StoreResult(std::move(f), wait);
 }
 
+py::dict Audit(client::Client& c, const SharedBuffer& object, const client::ChunkPlan& chunk,
+               py::buffer recomputed) {
+  const py::buffer_info info = recomputed.request();
+  py::ssize_t step = info.itemsize;
+  for (py::ssize_t d = info.ndim - 1; d >= 0; step *= info.shape[d], --d) {
+    if (info.shape[d] > 1 && info.strides[d] != step)
+      throw py::value_error("the recomputed payload must be one contiguous buffer");
+  }
+  const std::span<const uint8_t> bytes(static_cast<const uint8_t*>(info.ptr),
+                                       static_cast<size_t>(info.size * info.itemsize));
+  Result<client::Client::Audited> audited = InvalidArgument("not audited");
+  {
+    py::gil_scoped_release nogil;
+    audited = c.Audit(object, chunk, bytes);
+  }
+  const client::Client::Audited a = Take(std::move(audited));
+  return py::dict("match"_a = a.finding.match, "worst"_a = a.finding.worst,
+                  "tolerance"_a = a.finding.tolerance, "writer"_a = a.finding.writer,
+                  "reported"_a = a.reported);
+}
+
 client::ClientOptions LoadOptions(const std::string& path,
                                   const std::map<std::string, std::string>& overrides) {
   return Take(client::LoadClientOptions(path, nullptr, overrides));
@@ -210,7 +232,8 @@ client::ClientOptions LoadOptions(const std::string& path,
 
 py::object AdminJson(const std::string& endpoint, int timeout_ms, MsgType type,
                      const std::vector<std::string>& keys, const std::string& curve_key,
-                     const std::string& curve_keyring) {
+                     const std::string& curve_keyring,
+                     const std::map<std::string, std::string>& fields) {
   std::optional<CurveClientKeys> curve;
   if (auto security = Take(CurveSecurity::Load(curve_key, curve_keyring)))
     curve = Take(security->ForController());
@@ -224,7 +247,9 @@ py::object AdminJson(const std::string& endpoint, int timeout_ms, MsgType type,
   {
     py::gil_scoped_release nogil;
     rpc::AdminClient admin(endpoint, std::chrono::milliseconds(timeout_ms), curve);
-    text = Take(admin.Json(type, parsed));
+    Fields f;
+    for (const auto& [name, value] : fields) f[name] = value;
+    text = Take(admin.Json(type, parsed, std::move(f)));
   }
   return py::module_::import("json").attr("loads")(text);
 }
@@ -256,6 +281,8 @@ PYBIND11_MODULE(_pikv, m) {
       .def_property_readonly("rope_signature",
                              [](const client::ClientOptions& o) { return o.rope.Signature(); })
       .def_readonly("windowed_layers", &client::ClientOptions::windowed_layers)
+      .def_readonly("tenant", &client::ClientOptions::tenant)
+      .def_readonly("audit_rate", &client::ClientOptions::audit_rate)
       .def_property_readonly("fetch_timeout_ms", [](const client::ClientOptions& o) {
         return static_cast<int64_t>(o.fetch_timeout.count());
       });
@@ -397,6 +424,13 @@ PYBIND11_MODULE(_pikv, m) {
           "key_of(tokens) (in sys-prefixed mode after the system prompt whose key is `sys_key`, "
           "hex); wait=False returns a PendingStore (the gather "
           "is done either way)")
+      .def("should_audit", &client::Client::ShouldAudit,
+           "True for the options' audit_rate share of calls: audit this hit")
+      .def("audit", &Audit, "object"_a, "chunk"_a, "recomputed"_a,
+           "Compares a fetched chunk with the engine's own recomputation (a contiguous payload "
+           "[layer][k|v][token][head][dim] in the KV dtype, K as the object holds it); a "
+           "mismatch is reported to the controller, which drops the chunk everywhere. Returns "
+           "{match, worst, tolerance, writer, reported}")
       .def("stats", [](const client::Client& c) { return StatsDict(c.Stats()); });
 
   py::enum_<MsgType>(m, "AdminQuery")
@@ -407,9 +441,11 @@ PYBIND11_MODULE(_pikv, m) {
       .value("pin", MsgType::kAdminPin)
       .value("unpin", MsgType::kAdminUnpin)
       .value("evict", MsgType::kAdminEvict)
-      .value("clear", MsgType::kAdminClear);
+      .value("clear", MsgType::kAdminClear)
+      .value("revoke", MsgType::kAdminRevoke);
   m.def("admin_json", &AdminJson, "endpoint"_a, "timeout_ms"_a, "query"_a,
         "keys"_a = std::vector<std::string>{}, "curve_key"_a = "", "curve_keyring"_a = "",
+        "fields"_a = std::map<std::string, std::string>{},
         "The controller's document for an admin query (over CURVE with a key and keyring)");
 }
 

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <random>
@@ -98,12 +99,16 @@ class ClientClusterTest : public ::testing::TestWithParam<bool> {
     }
     return o;
   }
-  // Who wrote key's copy on node i (nullopt: the node has none).
-  std::optional<Owner> WriterOn(int i, const ChunkKey& key) {
+  // Node i's copy of key (nullopt: it has none, in any tier).
+  std::optional<SharedBuffer> CopyOn(int i, const ChunkKey& key) {
     rpc::NodeClient node(nodes_[i].tcp, 2s, WireLimits{}, AdminKeys(i));
     auto got = node.Get({&key, 1});
     if (!got.ok() || !(*got)[0].ok()) return std::nullopt;
-    return ReadOwner((*got)[0]->span());
+    return *(*got)[0];
+  }
+  std::optional<Owner> WriterOn(int i, const ChunkKey& key) {
+    auto copy = CopyOn(i, key);
+    return copy ? ReadOwner(copy->span()) : std::nullopt;
   }
   nlohmann::json AdminDoc(MsgType type, std::vector<ChunkKey> keys = {}, Fields fields = {}) {
     auto doc = Admin().Json(type, keys, std::move(fields));
@@ -357,13 +362,21 @@ TEST_P(ClientClusterTest, ValuePoisoningIsCaughtByAnAuditAndTheHonestStoreReplac
     WaitFor([&] { return Holders(key).count("node-a") == 1; }, 3s, "the poisoned copy located");
     return key;
   };
-  auto poisoned_anywhere = [&](const ChunkKey& key) {
+  // Whether a node serves key with KV other than the model's for `tokens`.
+  auto poisoned_anywhere = [&](const ChunkKey& key, const Tokens& tokens) {
+    const std::vector<float> right = honest.ComputeAlone(tokens);
     for (int i = 0; i < 3; ++i) {
-      if (auto owner = WriterOn(i, key); owner && owner->writer == writer) return true;
+      auto copy = CopyOn(i, key);
+      if (!copy) continue;
+      const auto payload = ChunkPayload(copy->span(), *ParseChunkHeader(copy->span()));
+      if (payload.size() != right.size() * 4 ||
+          std::memcmp(payload.data(), right.data(), payload.size()) != 0)
+        return true;
     }
     return false;
   };
   const ChunkKey k_d1 = poison(d1_);
+  EXPECT_TRUE(poisoned_anywhere(k_d1, d1_));
   auto located = AdminDoc(MsgType::kLocate, {k_d1}, {{"json", int64_t{1}}})["keys"][0];
   EXPECT_EQ(located["writer"], writer);
   EXPECT_EQ(located["tenant"], secure ? "acme" : "default");
@@ -375,7 +388,7 @@ TEST_P(ClientClusterTest, ValuePoisoningIsCaughtByAnAuditAndTheHonestStoreReplac
   EXPECT_EQ(r.plan.chunks[1].source, Source::kPeer);
   EXPECT_EQ(r.audit_mismatches, 1u);
   EXPECT_LE(MaxDiff(r.logits, Scratch(p)), 1e-4);
-  WaitFor([&] { return !poisoned_anywhere(k_d1); }, 5s, "the poisoned d1 dropped everywhere");
+  WaitFor([&] { return !poisoned_anywhere(k_d1, d1_); }, 5s, "the poisoned d1 dropped everywhere");
   auto stats = AdminDoc(MsgType::kAdminStats);
   EXPECT_EQ(stats["audit_mismatches"], 1);
   EXPECT_EQ(stats["mismatches_by_writer"][writer], 1);
@@ -398,9 +411,10 @@ TEST_P(ClientClusterTest, ValuePoisoningIsCaughtByAnAuditAndTheHonestStoreReplac
   // Revoked: the engine's other objects go everywhere, Redis included, its
   // key is refused, and an honest store of the same chunk lands.
   const ChunkKey k_d2 = poison(d2_);
+  EXPECT_TRUE(poisoned_anywhere(k_d2, d2_));
   auto revoked = AdminDoc(MsgType::kAdminRevoke, {}, {{"engine", std::string("poisoner")}});
   EXPECT_EQ(revoked["forwarded_to"].size(), 3u);
-  WaitFor([&] { return !poisoned_anywhere(k_d2); }, 5s, "the revoked engine's d2 dropped");
+  WaitFor([&] { return !poisoned_anywhere(k_d2, d2_); }, 5s, "the revoked engine's d2 dropped");
   EXPECT_FALSE(poisoner.client().Store(k_d2, d2_, 0, {}).ok());
   right = honest.ComputeAlone(d2_);
   ASSERT_TRUE(
