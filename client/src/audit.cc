@@ -70,7 +70,7 @@ Result<AuditFinding> CompareWithRecomputed(std::span<const uint8_t> fetched,
   const size_t per_block = (elements + blocks - 1) / blocks;
   AuditFinding f;
   f.tolerance = AuditTolerance(dtype);
-  f.writer = h->writer;
+  f.writer = h->writer.empty() ? std::string(kUnknownWriter) : h->writer;
   for (size_t begin = 0; begin < elements; begin += per_block) {
     const double e =
         BlockError(payload, recomputed, dtype, begin, std::min(elements, begin + per_block));

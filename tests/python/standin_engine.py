@@ -158,6 +158,22 @@ class StandInModel:
             h = self._attend(layer, h, q, self._round(k), self._round(v), allowed)
         return self._rms(h, self.norm) @ self.lm_head
 
+    def chunk_kv(self, tokens):
+        """A chunk's KV computed alone at positions 0.., as pikv stores it:
+        [layer][k|v][token][head][dim] in the KV dtype (what an audit
+        recomputes)."""
+        n = len(tokens)
+        pos = torch.arange(n)
+        allowed = pos[:, None] >= pos[None, :]
+        h = self.embed[torch.tensor(tokens)]
+        out = []
+        for layer in self.w:
+            q, k, v = self._qkv(layer, h, pos)
+            k, v = self._round(k), self._round(v)
+            out.append(torch.stack([k, v]))
+            h = self._attend(layer, h, q, k, v, allowed)
+        return torch.stack(out).to(self.kv_dtype).contiguous()
+
     def forward_paged(self, tokens, start, slots, cache):
         """Tokens start.. of a request, whose first `start` tokens are already
         in `cache` at slots[:start]: K/V of the new tokens go to their slots,

@@ -175,6 +175,46 @@ def test_a_chunk_lost_between_plan_and_load_is_reported_and_recomputed(cluster, 
     assert core.stats.load_failures == 1
 
 
+def test_an_audit_catches_a_value_poisoned_chunk_and_the_honest_store_replaces_it(cluster,
+                                                                                tmp_path):
+    model, model_dir = make_model(tmp_path, MODELS[0], torch.float32)
+    t = tokens_for(model, 9)
+    sys, d1, q = t(20), t(33), t(6)
+    prompt, lengths = sys + d1 + q, [20, 33, 6]
+    as_bytes = lambda kv: kv.contiguous().view(torch.uint8).numpy()  # noqa: E731
+    writer = StandInVllm(model, model_dir, settings(cluster, 0, "standin-audit"), "flash")
+    writer.generate([sys], {"pikv_save": True})
+    # d1 stored with the right header and wrong KV.
+    poisoned = model.chunk_kv(d1).clone()
+    poisoned.view(-1)[::7] += 0.5
+    raw = as_bytes(poisoned)
+    def fill(view):
+        view[:] = raw.tobytes()
+    writer.worker.core.client.store_with(d1, raw.nbytes, fill)  # raises if refused
+    wait_until_located(cluster, writer.worker.core, [sys, d1])
+
+    auditor = StandInVllm(model, model_dir,
+                          settings(cluster, 1, "standin-audit", **{"audit-rate": 1}), "flash")
+    core = auditor.worker.core
+    core.recompute = lambda tokens: as_bytes(model.chunk_kv(tokens))
+    _, provided = auditor.run(prompt, {"pikv_segments": lengths})
+    assert provided == len(sys) // 16 * 16, "d1 was found wrong: the engine computed it"
+    assert core.stats.audits == 2 and core.stats.audit_mismatches == 1
+    assert cluster.admin().stats()["audit_mismatches"] == 1
+    key = core.client.key_of(d1)
+    deadline = time.monotonic() + 10
+    while cluster.admin().locate([key])["keys"][0]["locations"]:
+        assert time.monotonic() < deadline, "the poisoned chunk was never dropped"
+        time.sleep(0.05)
+
+    # The honest store lands; the audit then passes and d1 is loaded.
+    writer.generate([d1], {"pikv_save": True})
+    wait_until_located(cluster, core, [sys, d1])
+    _, provided = auditor.run(prompt, {"pikv_segments": lengths})
+    assert provided == len(sys) + len(d1)
+    assert core.stats.audit_mismatches == 1 and core.stats.audits == 4
+
+
 def test_node_and_controller_down_match_nothing_within_the_deadline(tmp_path):
     model, model_dir = make_model(tmp_path, MODELS[0], torch.float32)
     t = tokens_for(model, 9)
