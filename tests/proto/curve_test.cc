@@ -169,6 +169,37 @@ TEST_F(CurveServerTest, UnknownKeysAndUnencryptedPeersGetNothingThrough) {
   EXPECT_EQ(Deliver(&engine_), "engine:engine@");    // and the server is unharmed
 }
 
+// A CURVE server ROUTER on loopback: whether a client with `keys` gets a
+// message through (the ZAP handler on `context` decides).
+class CurveRouter {
+ public:
+  CurveRouter(zmq::context_t& context, const CurveKeyPair& server)
+      : context_(context), server_(server), router_(context, zmq::socket_type::router) {
+    router_.set(zmq::sockopt::curve_server, 1);
+    router_.set(zmq::sockopt::curve_secretkey, server.secret_key);
+    router_.set(zmq::sockopt::rcvtimeo, 1500);
+    router_.bind("tcp://127.0.0.1:*");
+    endpoint_ = router_.get(zmq::sockopt::last_endpoint);
+  }
+  bool GetsIn(const CurveKeyPair& keys) {
+    zmq::socket_t client(context_, zmq::socket_type::dealer);
+    client.set(zmq::sockopt::linger, 0);
+    client.set(zmq::sockopt::curve_serverkey, server_.public_key);
+    client.set(zmq::sockopt::curve_publickey, keys.public_key);
+    client.set(zmq::sockopt::curve_secretkey, keys.secret_key);
+    client.connect(endpoint_);
+    client.send(zmq::str_buffer("hi"), zmq::send_flags::dontwait);
+    zmq::message_t routing, body;
+    return router_.recv(routing).has_value() && router_.recv(body).has_value();
+  }
+
+ private:
+  zmq::context_t& context_;
+  CurveKeyPair server_;
+  zmq::socket_t router_;
+  std::string endpoint_;
+};
+
 // A revoked engine's key is refused at the handshake: by a `revoked` line
 // the handler reads when the keyring file changes (no restart), by the
 // engine's lines being removed, and by a revocation the server records.
@@ -184,23 +215,8 @@ TEST(CurveReloadTest, TheKeyringIsReadAgainWhenItChanges) {
   auto revoked = std::make_shared<Revocations>();
   auto zap = ZapHandler::Start(context.handle(), *CurveKeyring::Load(path), revoked, path);
   ASSERT_TRUE(zap.ok());
-  zmq::socket_t router(context, zmq::socket_type::router);
-  router.set(zmq::sockopt::curve_server, 1);
-  router.set(zmq::sockopt::curve_secretkey, server.secret_key);
-  router.bind("tcp://127.0.0.1:*");
-  const std::string endpoint = router.get(zmq::sockopt::last_endpoint);
-  auto gets_in = [&](const CurveKeyPair& keys) {
-    zmq::socket_t client(context, zmq::socket_type::dealer);
-    client.set(zmq::sockopt::linger, 0);
-    client.set(zmq::sockopt::curve_serverkey, server.public_key);
-    client.set(zmq::sockopt::curve_publickey, keys.public_key);
-    client.set(zmq::sockopt::curve_secretkey, keys.secret_key);
-    client.connect(endpoint);
-    client.send(zmq::str_buffer("hi"), zmq::send_flags::dontwait);
-    router.set(zmq::sockopt::rcvtimeo, 1500);
-    zmq::message_t routing, body;
-    return router.recv(routing).has_value() && router.recv(body).has_value();
-  };
+  CurveRouter router(context, server);
+  auto gets_in = [&](const CurveKeyPair& keys) { return router.GetsIn(keys); };
   EXPECT_TRUE(gets_in(a));
   EXPECT_TRUE(gets_in(b));
   EXPECT_TRUE(gets_in(c));
@@ -231,23 +247,8 @@ TEST(CurveRevokedTest, RevokingTheUnnamedEngineLeavesOtherRolesIn) {
                                *CurveKeyring::Parse("admin " + admin.public_key + "\nengine " +
                                                     engine.public_key + "\nrevoked engine\n"));
   ASSERT_TRUE(zap.ok());
-  zmq::socket_t router(context, zmq::socket_type::router);
-  router.set(zmq::sockopt::curve_server, 1);
-  router.set(zmq::sockopt::curve_secretkey, server.secret_key);
-  router.bind("tcp://127.0.0.1:*");
-  const std::string endpoint = router.get(zmq::sockopt::last_endpoint);
-  auto gets_in = [&](const CurveKeyPair& keys) {
-    zmq::socket_t client(context, zmq::socket_type::dealer);
-    client.set(zmq::sockopt::linger, 0);
-    client.set(zmq::sockopt::curve_serverkey, server.public_key);
-    client.set(zmq::sockopt::curve_publickey, keys.public_key);
-    client.set(zmq::sockopt::curve_secretkey, keys.secret_key);
-    client.connect(endpoint);
-    client.send(zmq::str_buffer("hi"), zmq::send_flags::dontwait);
-    router.set(zmq::sockopt::rcvtimeo, 1500);
-    zmq::message_t routing, body;
-    return router.recv(routing).has_value() && router.recv(body).has_value();
-  };
+  CurveRouter router(context, server);
+  auto gets_in = [&](const CurveKeyPair& keys) { return router.GetsIn(keys); };
   EXPECT_TRUE(gets_in(admin));
   EXPECT_FALSE(gets_in(engine));
 }
