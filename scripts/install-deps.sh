@@ -9,6 +9,11 @@
 #   runtime  what the three binaries load, and curl for healthchecks (the
 #            Docker image's runtime stage installs exactly this set)
 #   all      build + test + runtime
+#   vllm     after the Debian sets: a virtualenv with vLLM's CPU build, torch,
+#            transformers and pytest (python/requirements-vllm.txt, pinned),
+#            made once per requirements under ~/.cache/pikv and linked as
+#            ./.venv-vllm, with pikv's Python package built into it for its
+#            interpreter; not part of `all`
 #   --print  only print the set's packages, one a line
 # Idempotent: re-running it is cheap when everything is already present.
 set -euo pipefail
@@ -35,12 +40,14 @@ runtime=(
 )
 
 print=0
+want_vllm=0
 sets=()
 for arg in "$@"; do
   case "$arg" in
     --print) print=1 ;;
     build | test | runtime | all) sets+=("$arg") ;;
-    *) echo "usage: $0 [--print] [build|test|runtime|all ...]" >&2; exit 2 ;;
+    vllm) sets+=(build test); want_vllm=1 ;;
+    *) echo "usage: $0 [--print] [build|test|runtime|all|vllm ...]" >&2; exit 2 ;;
   esac
 done
 ((${#sets[@]})) || sets=(all)
@@ -62,14 +69,15 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-if ((${#missing[@]} == 0)); then
-  exit 0
+if ((${#missing[@]})); then
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  echo "install-deps: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # The redis-server package starts a system redis on :6379 where services
+  # start; pikv's tests start their own on free ports, so that one is left alone.
 fi
-
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-echo "install-deps: installing ${missing[*]}"
-$SUDO apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-# The redis-server package starts a system redis on :6379 where services
-# start; pikv's tests start their own on free ports, so that one is left alone.
+if ((want_vllm)); then
+  bash "$(dirname "$0")/install-vllm-venv.sh"
+fi

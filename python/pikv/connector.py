@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from pikv import _pikv
 from pikv.device import DeviceKv, DeviceRemapper
+from pikv.paged import PACKINGS
 from pikv.tensors import kv_layout
 
 log = logging.getLogger("pikv.connector")
@@ -201,13 +202,21 @@ class ConnectorCore:
                 names.sort(key=lambda n: int(numbers[n].group()))
             self._layer_names = names
             layers = [layers[n] for n in names]
-        built = kv_layout(layers, layout=layout, axes=axes)
+        if layout in PACKINGS:  # packings only pikv.device addresses (vLLM's own)
+            if self.path == "cpp":
+                raise ValueError(f"layout {layout} is written by pikv.device only: path "
+                                 "'torch' or 'auto'")
+            kv = DeviceKv(layers, layout=layout)
+            built = kv.layout
+        else:
+            built = kv_layout(layers, layout=layout, axes=axes)
+            kv = None
         if built.block_size != self.block_size:
             raise ValueError(f"the cache's blocks hold {built.block_size} tokens, "
                              f"the engine said {self.block_size}")
         self._layout = built
         torch_path = self.path == "torch" or (self.path == "auto" and not built.host)
-        self._device = DeviceRemapper(self.client, DeviceKv(layers, described=built)) \
+        self._device = DeviceRemapper(self.client, kv or DeviceKv(layers, described=built)) \
             if torch_path else None
 
     def _layer_index(self, name_or_index):
@@ -347,7 +356,7 @@ class ConnectorCore:
                 if self._device:
                     g = self._gathering.pop(save_id, None)
                     whole = g is not None and g.slots == slots and \
-                        len(g.layers) == len(self._device.kv.views)
+                        len(g.layers) == self._device.kv.num_layers
                     pending = self._device.save(tokens, slots, virtual_start, wait,
                                                 gathered=g.payload if whole else None)
                 else:

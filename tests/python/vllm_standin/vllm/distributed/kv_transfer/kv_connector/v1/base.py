@@ -36,6 +36,9 @@ class KVConnectorBase_V1(ABC):
     def clear_connector_metadata(self):
         self._connector_metadata = None
 
+    def has_connector_metadata(self):
+        return self._connector_metadata is not None
+
     def _get_connector_metadata(self):
         assert self._connector_metadata is not None
         return self._connector_metadata

@@ -1,0 +1,81 @@
+"""Fixtures for the tests that run vLLM itself (tests/vllm/, in the vLLM
+virtualenv that scripts/install-deps.sh vllm makes; scripts/test-vllm.sh
+runs them): models made here by scripts/make-model.py, a real secure pikv
+cluster from the build tree, and vLLM engines in processes of their own
+(run_engine.py)."""
+
+import json
+import os
+import random
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE_DIR = os.path.abspath(os.path.join(HERE, "..", ".."))
+BIN_DIR = os.environ.get("PIKV_BIN_DIR", os.path.join(SOURCE_DIR, "build", "bin"))
+ENGINE_TIMEOUT_S = 420
+
+
+@pytest.fixture(scope="session")
+def make_model(tmp_path_factory):
+    """make_model(family, dtype) -> a model directory, made once a session."""
+    made = {}
+
+    def make(family, dtype="float32"):
+        if (family, dtype) not in made:
+            out = tmp_path_factory.mktemp(f"{family}-{dtype}")
+            subprocess.run([sys.executable, os.path.join(SOURCE_DIR, "scripts", "make-model.py"),
+                            "--family", family, "--size", "test", "--dtype", dtype,
+                            "--out", str(out)], check=True, capture_output=True)
+            made[family, dtype] = str(out)
+        return made[family, dtype]
+
+    return make
+
+
+def start_cluster(**kw):
+    from pikv.local_cluster import LocalCluster
+    return LocalCluster(os.path.join(BIN_DIR, "pikv"), secure=True, **kw)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    c = start_cluster(nodes=2)
+    yield c
+    c.stop()
+
+
+def engine_settings(cluster, node):
+    """The connector's client settings for an engine on `node` (0-based)."""
+    return dict(cluster.security_settings("engine"), **{
+        "local-node": cluster.nodes[node]["ipc"], "controller": cluster.controller})
+
+
+def run_engine(tmp_path, name, model, dtype, pikv, tasks, engine=None):
+    """Runs one vLLM engine over `tasks` (run_engine.py) and returns its answers."""
+    job, out = tmp_path / f"{name}.json", tmp_path / f"{name}.out.json"
+    job.write_text(json.dumps({"model": model, "dtype": dtype, "pikv": pikv, "tasks": tasks,
+                               "engine": engine or {}}))
+    env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE=os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"),
+               PYTHONUNBUFFERED="1")
+    log = tmp_path / f"{name}.log"
+    with open(log, "w") as f:
+        rc = subprocess.run([sys.executable, os.path.join(HERE, "run_engine.py"), str(job),
+                             str(out)], stdout=f, stderr=subprocess.STDOUT, env=env,
+                            timeout=ENGINE_TIMEOUT_S).returncode
+    if rc != 0:
+        tail = log.read_text()[-6000:]
+        raise AssertionError(f"engine {name} exited {rc}:\n{tail}")
+    return json.loads(out.read_text())
+
+
+def rag_prompt(seed, vocab, doc_lengths=(60, 90, 75), system=48, question=14):
+    """[system, documents..., question] as token-id segments."""
+    r = random.Random(seed)
+
+    def seg(n):
+        return [r.randrange(8, vocab) for _ in range(n)]
+
+    return [seg(system)] + [seg(n) for n in doc_lengths] + [seg(question)]

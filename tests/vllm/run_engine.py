@@ -1,0 +1,85 @@
+"""One vLLM engine (the offline LLM API, vLLM's own scheduler and workers)
+with pikv's connector enabled as users enable it (docs/vllm.md), running a
+list of tasks from a JSON file and writing what vLLM answered:
+
+  run_engine.py JOB.json OUT.json
+
+JOB: {"model": dir, "dtype": "float32"|"bfloat16", "pikv": {client
+settings: local-node, controller, curve keys...} or null (vLLM alone),
+"engine": {extra LLM(...) arguments}, "tasks": [...]}; a task is
+  {"op": "precompute", "segments": [[ids]...]}   chunks pikv lacks, computed and stored
+  {"op": "generate", "prompt": [ids], "segments": [lengths] | null,
+   "max_tokens": n, "logprobs": k}               greedy; logprobs of the prompt and output
+  {"op": "fault", "kill": pid}                   SIGKILL a process, then go on
+Each answer carries vLLM's own count of tokens it did not compute
+(num_cached_tokens). A separate process per engine, as vLLM itself spawns
+its engine core and workers."""
+
+import json
+import os
+import signal
+import sys
+import time
+
+
+def connector_config(settings):
+    return {"kv_connector": "PikvConnector", "kv_connector_module_path": "pikv.vllm",
+            "kv_role": "kv_both", "kv_load_failure_policy": "recompute",
+            "kv_connector_extra_config": settings}
+
+
+def logprob_dicts(steps):
+    """vLLM's per-position logprobs as [{token: logprob}] (None kept)."""
+    return [None if s is None else {str(t): lp.logprob for t, lp in s.items()} for s in steps]
+
+
+def main():
+    job = json.load(open(sys.argv[1]))
+    from vllm import LLM, SamplingParams
+
+    engine = dict(model=job["model"], dtype=job["dtype"], skip_tokenizer_init=True,
+                  enforce_eager=True, enable_prefix_caching=False,
+                  max_model_len=job.get("max_model_len", 4096), seed=0)
+    if job.get("pikv") is not None:
+        engine["kv_transfer_config"] = connector_config(job["pikv"])
+    engine.update(job.get("engine", {}))
+    started = time.monotonic()
+    llm = LLM(**engine)
+    out = {"startup_s": time.monotonic() - started, "answers": []}
+    core = None
+    for task in job["tasks"]:
+        if task["op"] == "precompute":
+            from pikv.connector import ConnectorCore
+            from pikv.vllm import client_settings, precompute_with_llm
+            if core is None:
+                vllm_config = llm.llm_engine.vllm_config
+                core = ConnectorCore(client_settings(vllm_config, job["pikv"]),
+                                     block_size=vllm_config.cache_config.block_size)
+            out["answers"].append({"computed": precompute_with_llm(llm, core, task["segments"])})
+        elif task["op"] == "generate":
+            params = {"pikv_segments": task["segments"]} if task.get("segments") else None
+            k = task.get("logprobs", 5)
+            sampling = SamplingParams(temperature=0, max_tokens=task.get("max_tokens", 4),
+                                      logprobs=k, prompt_logprobs=k,
+                                      skip_reading_prefix_cache=False, detokenize=False,
+                                      extra_args={"kv_transfer_params": params} if params else None)
+            t0 = time.monotonic()
+            result = llm.generate([{"prompt_token_ids": task["prompt"]}], sampling,
+                                  use_tqdm=False)[0]
+            completion = result.outputs[0]
+            out["answers"].append({
+                "seconds": time.monotonic() - t0,
+                "tokens": list(completion.token_ids),
+                "logprobs": logprob_dicts(completion.logprobs),
+                "prompt_logprobs": logprob_dicts(result.prompt_logprobs or []),
+                "num_cached_tokens": result.num_cached_tokens,
+                "finish_reason": completion.finish_reason})
+        elif task["op"] == "fault":
+            os.kill(task["kill"], signal.SIGKILL)
+            out["answers"].append({"killed": task["kill"]})
+    with open(sys.argv[2], "w") as f:
+        json.dump(out, f)
+
+
+if __name__ == "__main__":
+    main()

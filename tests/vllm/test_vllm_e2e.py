@@ -1,0 +1,88 @@
+"""vLLM itself runs pikv's connector (its scheduler, its workers, its CPU
+attention backend), two engines on two nodes of a secure pikv cluster:
+engine 1 precomputes the chunks of a RAG prompt and answers; engine 2
+answers the same documents in another order, every chunk pulled P2P, and
+computes only the question. Its answers are checked against an
+independent float32 reference (transformers, the same safetensors, the
+chunk-isolated mask), and against vLLM alone on the ordinary causal prompt
+(a real difference, so the check is no no-op)."""
+
+import pytest
+
+from conftest import engine_settings, rag_prompt, run_engine
+from reference import Reference, worst_difference
+
+STEPS = 4
+# vLLM's float32 CPU kernels against transformers' eager float32: the same
+# math in another order.
+F32_TOLERANCE = 1e-3
+
+
+def answer_task(segments, max_tokens=STEPS):
+    return {"op": "generate", "prompt": sum(segments, []),
+            "segments": [len(s) for s in segments], "max_tokens": max_tokens}
+
+
+def reordered(segments):
+    """The documents in another order (system first, question last)."""
+    return [segments[0]] + segments[-2:0:-1] + [segments[-1]]
+
+
+CASES = [("llama", "float32"), ("qwen3", "float32"), ("gemma3", "float32"),
+         ("llama", "bfloat16")]
+
+
+@pytest.mark.parametrize("family,dtype", CASES, ids=["-".join(c) for c in CASES])
+def test_two_vllm_engines_share_chunks_and_answer_as_the_isolated_reference(
+        cluster, make_model, tmp_path, family, dtype):
+    model = make_model(family, dtype)
+    segments = rag_prompt(seed=hash(family) % 1000, vocab=2048)
+    other = reordered(segments)
+    chunk_tokens = sum(len(s) for s in other[:-1])
+    admin = cluster.admin()
+    pulls_before = admin.stats().get("pulls", 0)
+
+    one = run_engine(tmp_path, "engine1", model, dtype, engine_settings(cluster, 0), [
+        {"op": "precompute", "segments": segments},
+        answer_task(segments),
+        {"op": "generate", "prompt": sum(segments, []), "segments": None,
+         "max_tokens": STEPS}])  # not chunked: vLLM alone, the ordinary causal prompt
+    assert one["answers"][0]["computed"] == len(segments) - 1
+    assert one["answers"][1]["num_cached_tokens"] == chunk_tokens
+    assert one["answers"][2]["num_cached_tokens"] == 0
+
+    two = run_engine(tmp_path, "engine2", model, dtype, engine_settings(cluster, 1),
+                     [answer_task(other)])
+    answer = two["answers"][0]
+    # vLLM's own counter: every token but the question's came from pikv.
+    assert answer["num_cached_tokens"] == chunk_tokens
+    assert admin.stats().get("pulls", 0) >= pulls_before  # reported; P2P checked below
+
+    ref = Reference(model)
+    prompt = sum(other, [])
+    lengths = [len(s) for s in other[:-1]]
+    tokens, ref_lp = ref.greedy(prompt, lengths, open_from=chunk_tokens, steps=STEPS)
+    worst, compared = worst_difference(answer, ref_lp, len(prompt))
+    print(f"\nexactness {family} {dtype} P2P: worst |dlogprob| {worst:.3g} over {compared} "
+          f"values; greedy {answer['tokens']} vs reference {tokens}")
+    assert compared >= STEPS * 5
+    if dtype == "float32":
+        assert worst < F32_TOLERANCE
+        assert answer["tokens"] == tokens
+    else:
+        # bf16: vLLM computes in bf16 throughout; its distance from the fp32
+        # reference is bounded by its distance on a prompt with no pikv in it.
+        causal_lp = ref.logprobs(sum(segments, []) + one["answers"][2]["tokens"], [], 0)
+        alone, _ = worst_difference(one["answers"][2], causal_lp, len(prompt))
+        print(f"bf16: vLLM alone vs the reference on the causal prompt: {alone:.3g}")
+        assert worst < max(2 * alone, 0.05)
+
+    # Not a no-op: the causal prompt answers differently.
+    causal_ref = ref.logprobs(sum(segments, []) + one["answers"][2]["tokens"], [], 0)
+    causal_worst, _ = worst_difference(one["answers"][2], causal_ref, len(prompt))
+    isolated_ref = ref.logprobs(sum(segments, []) + one["answers"][2]["tokens"],
+                                [len(s) for s in segments[:-1]], chunk_tokens)
+    differs, _ = worst_difference(one["answers"][2], isolated_ref, len(prompt))
+    print(f"vLLM alone, causal prompt: vs causal reference {causal_worst:.3g}, vs isolated "
+          f"reference {differs:.3g}")
+    assert differs > 10 * max(causal_worst, F32_TOLERANCE if dtype == "float32" else 0.05)
