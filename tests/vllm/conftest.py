@@ -42,9 +42,16 @@ def start_cluster(**kw):
 
 @pytest.fixture(scope="module")
 def cluster():
-    c = start_cluster(nodes=2)
+    # No Redis: a chunk on the second node can only have come P2P.
+    c = start_cluster(nodes=2, redis="off")
     yield c
     c.stop()
+
+
+def node_chunks(cluster, node):
+    """CPU-tier chunks the controller lists for `node` (0-based)."""
+    per_node = {n["id"]: n for n in cluster.admin().stats()["per_node"]}
+    return per_node[f"node-{node + 1}"]["cpu_chunks"]
 
 
 def engine_settings(cluster, node):

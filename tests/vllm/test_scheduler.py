@@ -1,0 +1,218 @@
+"""vLLM's own Scheduler drives PikvConnector (scheduler role) against a real
+pikv cluster, no model run: what each step's metadata asks the workers to
+load and save, for new, resumed (after preemption) and chunked requests,
+and what vLLM does with blocks that failed to load under each policy.
+
+The helpers mirror vLLM's KV-connector unit tests (a Scheduler over a
+KVCacheConfig of one full-attention group; ModelRunnerOutputs made by
+hand), written here against the installed vLLM 0.32."""
+
+import pytest
+import torch
+
+from conftest import engine_settings, rag_prompt
+
+from vllm import SamplingParams  # noqa: E402
+from vllm.config import (CacheConfig, DeviceConfig, KVTransferConfig,  # noqa: E402
+                         ModelConfig, SchedulerConfig, VllmConfig)
+from vllm.v1.core.sched.scheduler import Scheduler  # noqa: E402
+from vllm.v1.kv_cache_interface import (FullAttentionSpec, KVCacheConfig,  # noqa: E402
+                                        KVCacheGroupSpec)
+from vllm.v1.outputs import KVConnectorOutput, ModelRunnerOutput  # noqa: E402
+from vllm.v1.request import Request  # noqa: E402
+from vllm.v1.structured_output import StructuredOutputManager  # noqa: E402
+
+BLOCK = 16
+EOS = 1
+
+
+def make_scheduler(model, settings, num_blocks, batched_tokens=512, policy="recompute"):
+    vllm_config = VllmConfig(
+        model_config=ModelConfig(model=model, skip_tokenizer_init=True, dtype="float32",
+                                 seed=0, max_model_len=2048),
+        scheduler_config=SchedulerConfig(max_num_seqs=8, max_num_batched_tokens=batched_tokens,
+                                         max_model_len=2048, enable_chunked_prefill=True,
+                                         is_encoder_decoder=False),
+        cache_config=CacheConfig(block_size=BLOCK, cache_dtype="auto",
+                                 enable_prefix_caching=False),
+        kv_transfer_config=KVTransferConfig(kv_connector="PikvConnector",
+                                            kv_connector_module_path="pikv.vllm",
+                                            kv_role="kv_both", kv_load_failure_policy=policy,
+                                            kv_connector_extra_config=settings),
+        device_config=DeviceConfig("cpu"))
+    kv_cache_config = KVCacheConfig(num_blocks=num_blocks, kv_cache_tensors=[],
+                                    kv_cache_groups=[KVCacheGroupSpec(["layer"], FullAttentionSpec(
+                                        block_size=BLOCK, num_kv_heads=1, head_size=1,
+                                        dtype=torch.float32))])
+    vllm_config.cache_config.num_gpu_blocks = num_blocks
+    return Scheduler(vllm_config=vllm_config, kv_cache_config=kv_cache_config,
+                     structured_output_manager=StructuredOutputManager(vllm_config),
+                     block_size=BLOCK, log_stats=True)
+
+
+def make_request(req_id, segments, max_tokens, params=None):
+    sampling = SamplingParams(max_tokens=max_tokens, ignore_eos=True,
+                              extra_args={"kv_transfer_params": params} if params else None)
+    sampling.update_from_generation_config({}, EOS)
+    return Request(request_id=req_id, prompt_token_ids=sum(segments, []),
+                   sampling_params=sampling, pooling_params=None, mm_features=None)
+
+
+def step(scheduler, invalid_blocks=None, check=None):
+    """One scheduler step, every request past its prompt sampling token 5;
+    returns the step's SchedulerOutput (its connector metadata included).
+    `check(out)` runs before the step's output is applied (while a request
+    that finishes in it still holds its blocks)."""
+    out = scheduler.schedule()
+    if check:
+        check(out)
+    ids = list(out.num_scheduled_tokens)
+    # A prompt still being prefilled samples nothing (schedule() has
+    # already counted this step's tokens as computed).
+    sampled = [[5] if scheduler.requests[r].num_computed_tokens >=
+               scheduler.requests[r].num_prompt_tokens else [] for r in ids]
+    connector_output = KVConnectorOutput(invalid_block_ids=set(invalid_blocks or ()))
+    scheduler.update_from_output(out, ModelRunnerOutput(
+        req_ids=ids, req_id_to_index={r: i for i, r in enumerate(ids)},
+        sampled_token_ids=sampled, logprobs=None, prompt_logprobs_dict={},
+        pooler_output=None, kv_connector_output=connector_output))
+    return out
+
+
+def blocks_of(scheduler, req_id):
+    return list(scheduler.kv_cache_manager.get_blocks(req_id).get_block_ids()[0])
+
+
+def store_chunks(scheduler, segments):
+    """Puts every segment but the question in pikv (values do not matter
+    to a scheduler), through the connector's own client."""
+    core = scheduler.connector.core
+    o = core.options
+    for seg in segments[:-1]:
+        nbytes = o.num_layers * 2 * len(seg) * o.num_kv_heads * o.head_dim * 4
+        core.client.store_with(seg, nbytes, lambda view: None)  # raises on failure
+
+
+@pytest.fixture
+def model(make_model):
+    return make_model("llama", "float32")
+
+
+def test_a_resumed_request_loads_again_into_its_new_blocks(cluster, model):
+    """Regression (issue 33, defect 2): a preempted request is resumed in
+    scheduled_cached_reqs with a replacing block table; its chunks must be
+    loaded again, into those blocks. The adapter before loaded only for
+    new requests, while vLLM counted the tokens as computed."""
+    sched = make_scheduler(model, engine_settings(cluster, 0), num_blocks=13)
+    first = rag_prompt(seed=1, vocab=2048, doc_lengths=(40, 30), system=20, question=10)
+    second = rag_prompt(seed=2, vocab=2048, doc_lengths=(24,), system=20, question=10)
+    store_chunks(sched, first)
+    store_chunks(sched, second)
+    sched.add_request(make_request("a", first, max_tokens=60, params={
+        "pikv_segments": [len(s) for s in first]}))
+    sched.add_request(make_request("b", second, max_tokens=60, params={
+        "pikv_segments": [len(s) for s in second]}))
+    loads, preempted = {}, False
+    for _ in range(200):
+        out = step(sched)
+        for load in out.kv_connector_metadata.loads:
+            loads.setdefault(load.req_id, []).append(load)
+            assert load.block_ids == blocks_of(sched, load.req_id)
+        preempted |= bool(out.preempted_req_ids)
+        if out.scheduled_cached_reqs.resumed_req_ids:
+            resumed = next(iter(out.scheduled_cached_reqs.resumed_req_ids))
+            assert loads[resumed][-1] in out.kv_connector_metadata.loads
+            i = out.scheduled_cached_reqs.req_ids.index(resumed)
+            assert loads[resumed][-1].block_ids == list(
+                out.scheduled_cached_reqs.new_block_ids[i][0])
+        if not sched.has_requests():
+            break
+    assert preempted, "the test needs a preemption"
+    assert sorted(len(v) for v in loads.values()) == [1, 2]  # the preempted one loaded twice
+    assert all(v[-1].num_tokens == sum(len(s) for s in seg[:-1])
+               for v, seg in zip((loads["a"], loads["b"]), (first, second)))
+
+
+def test_a_save_follows_a_resumed_requests_new_blocks(cluster, model):
+    """Regression (defect 2): a request being saved that is preempted and
+    resumed gets a new block table; the save must gather from it, not from
+    the old blocks with the new ones appended (another request's KV).
+    vLLM's reset_prefix_cache(reset_running_requests=True) preempts every
+    running request, as its scheduler does when blocks run out."""
+    sched = make_scheduler(model, engine_settings(cluster, 0), num_blocks=40, batched_tokens=64)
+    long = [[7 + (i % 1000) for i in range(150)]]
+    sched.add_request(make_request("other", [[9] * 70], max_tokens=30))
+    sched.add_request(make_request("saver", long, max_tokens=1, params={"pikv_save": True}))
+    saves, resumed = [], []
+
+    def check(out):
+        resumed.extend(out.scheduled_cached_reqs.resumed_req_ids)
+        for save in out.kv_connector_metadata.saves:
+            saves.append(save)
+            assert save.block_ids == blocks_of(sched, save.req_id)
+
+    for _ in range(10):  # until part of the saver's prompt is computed
+        step(sched, check=check)
+        if sched.requests["saver"].num_computed_tokens:
+            break
+    old_blocks = blocks_of(sched, "saver")
+    assert 0 < len(old_blocks) < 10  # part of its prompt computed, then preempted
+    sched.reset_prefix_cache(reset_running_requests=True)
+    for _ in range(100):
+        step(sched, check=check)
+        if not sched.has_requests():
+            break
+    assert "saver" in resumed, "the test needs the saver preempted and resumed"
+    assert len(saves) == 1 and saves[0].tokens == long[0]
+    assert len(saves[0].block_ids) == -(-150 // BLOCK)
+
+
+def test_asked_again_for_the_same_request_the_connector_plans_once(cluster, model):
+    """vLLM asks get_num_new_matched_tokens each step a waiting request
+    cannot get blocks; the connector answers from one plan per admission."""
+    sched = make_scheduler(model, engine_settings(cluster, 0), num_blocks=10)
+    segments = rag_prompt(seed=3, vocab=2048, doc_lengths=(30,), system=20, question=8)
+    store_chunks(sched, segments)
+    sched.add_request(make_request("hog", [[9] * 120], max_tokens=30))
+    sched.add_request(make_request("waits", segments, max_tokens=2, params={
+        "pikv_segments": [len(s) for s in segments]}))
+    connector, asked = sched.connector, []
+    ask = connector.get_num_new_matched_tokens
+
+    def counting(request, computed):  # the real method, its calls counted
+        asked.append(request.request_id)
+        return ask(request, computed)
+
+    connector.get_num_new_matched_tokens = counting
+    for _ in range(100):
+        step(sched)
+        if not sched.has_requests():
+            break
+    assert asked.count("waits") > 1  # vLLM asked again while it waited for blocks
+    assert connector.core.stats.lookups == 1  # the chunked prompt, planned once
+    assert connector.core.stats.matched_tokens == 50
+
+
+def test_blocks_that_failed_to_load_are_recomputed_under_the_recompute_policy(cluster, model):
+    sched = make_scheduler(model, engine_settings(cluster, 0), num_blocks=64)
+    segments = rag_prompt(seed=4, vocab=2048, doc_lengths=(40, 40), system=20, question=8)
+    store_chunks(sched, segments)
+    sched.add_request(make_request("r", segments, max_tokens=2, params={
+        "pikv_segments": [len(s) for s in segments]}))
+    out = sched.schedule()
+    load = out.kv_connector_metadata.loads[0]
+    assert load.num_tokens == 100 and out.num_scheduled_tokens["r"] == 8
+    failed = load.block_ids[3]  # tokens 48..63: the second document and on
+    sched.update_from_output(out, ModelRunnerOutput(
+        req_ids=["r"], req_id_to_index={"r": 0}, sampled_token_ids=[[5]], logprobs=None,
+        prompt_logprobs_dict={}, pooler_output=None,
+        kv_connector_output=KVConnectorOutput(invalid_block_ids={failed})))
+    assert sched.requests["r"].num_computed_tokens == 3 * BLOCK  # vLLM computes from there
+    nxt = sched.schedule()
+    assert nxt.num_scheduled_tokens["r"] == 108 - 3 * BLOCK
+    assert not nxt.kv_connector_metadata.loads  # not loaded again: computed
+
+
+def test_the_connector_refuses_vllms_default_failure_policy(cluster, model):
+    with pytest.raises(ValueError, match="kv_load_failure_policy"):
+        make_scheduler(model, engine_settings(cluster, 0), num_blocks=16, policy="fail")
