@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs dependencies, builds, and runs every test (unit, multi-process).
+# Installs dependencies, builds, and runs every test (unit, multi-process,
+# and vLLM itself running the connector: scripts/test-vllm.sh).
 # Tests start their own redis-server and pikv-node processes on free
 # loopback ports and clean up after themselves.
 set -euo pipefail
@@ -8,3 +9,5 @@ bash scripts/install-deps.sh
 bash scripts/build.sh
 build_dir="${PIKV_BUILD_DIR:-build}"
 ctest --test-dir "$build_dir" --output-on-failure --parallel 2 --timeout 600
+# vLLM itself with the connector, in its own virtualenv.
+bash scripts/test-vllm.sh
