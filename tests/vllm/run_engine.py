@@ -10,7 +10,10 @@ settings: local-node, controller, curve keys...} or null (vLLM alone),
   {"op": "precompute", "segments": [[ids]...]}   chunks pikv lacks, computed and stored
   {"op": "generate", "prompt": [ids], "segments": [lengths] | null,
    "max_tokens": n, "logprobs": k}               greedy; logprobs of the prompt and output
+  {"op": "generate_many", "prompts": [{"prompt", "segments"}...], ...}
+                                                 one batch: vLLM schedules them together
   {"op": "fault", "kill": pid}                   SIGKILL a process, then go on
+  {"op": "metrics"}                              vLLM's counters (preemptions...)
 Each answer carries vLLM's own count of tokens it did not compute
 (num_cached_tokens). A separate process per engine, as vLLM itself spawns
 its engine core and workers."""
@@ -39,7 +42,8 @@ def main():
 
     engine = dict(model=job["model"], dtype=job["dtype"], skip_tokenizer_init=True,
                   enforce_eager=True, enable_prefix_caching=False,
-                  max_model_len=job.get("max_model_len", 4096), seed=0)
+                  max_model_len=job.get("max_model_len", 4096), seed=0,
+                  disable_log_stats=False)
     if job.get("pikv") is not None:
         engine["kv_transfer_config"] = connector_config(job["pikv"])
     engine.update(job.get("engine", {}))
@@ -55,28 +59,36 @@ def main():
                 vllm_config = llm.llm_engine.vllm_config
                 core = ConnectorCore(client_settings(vllm_config, job["pikv"]),
                                      block_size=vllm_config.cache_config.block_size)
-            out["answers"].append({"computed": precompute_with_llm(llm, core, task["segments"])})
-        elif task["op"] == "generate":
-            params = {"pikv_segments": task["segments"]} if task.get("segments") else None
-            k = task.get("logprobs", 5)
-            sampling = SamplingParams(temperature=0, max_tokens=task.get("max_tokens", 4),
-                                      logprobs=k, prompt_logprobs=k,
-                                      skip_reading_prefix_cache=False, detokenize=False,
-                                      extra_args={"kv_transfer_params": params} if params else None)
             t0 = time.monotonic()
-            result = llm.generate([{"prompt_token_ids": task["prompt"]}], sampling,
-                                  use_tqdm=False)[0]
-            completion = result.outputs[0]
-            out["answers"].append({
-                "seconds": time.monotonic() - t0,
-                "tokens": list(completion.token_ids),
-                "logprobs": logprob_dicts(completion.logprobs),
-                "prompt_logprobs": logprob_dicts(result.prompt_logprobs or []),
-                "num_cached_tokens": result.num_cached_tokens,
-                "finish_reason": completion.finish_reason})
+            computed = precompute_with_llm(llm, core, task["segments"])
+            out["answers"].append({"computed": computed, "seconds": time.monotonic() - t0})
+        elif task["op"] in ("generate", "generate_many"):
+            prompts = task["prompts"] if task["op"] == "generate_many" else [task]
+            k = task.get("logprobs", 5)
+            samplings = [SamplingParams(
+                temperature=0, max_tokens=task.get("max_tokens", 4), logprobs=k,
+                prompt_logprobs=k, skip_reading_prefix_cache=False, detokenize=False,
+                extra_args={"kv_transfer_params": {"pikv_segments": p["segments"]}}
+                if p.get("segments") else None) for p in prompts]
+            t0 = time.monotonic()
+            results = llm.generate([{"prompt_token_ids": p["prompt"]} for p in prompts],
+                                   samplings, use_tqdm=False)
+            seconds = time.monotonic() - t0
+            for result in results:
+                completion = result.outputs[0]
+                out["answers"].append({
+                    "seconds": seconds,
+                    "tokens": list(completion.token_ids),
+                    "logprobs": logprob_dicts(completion.logprobs),
+                    "prompt_logprobs": logprob_dicts(result.prompt_logprobs or []),
+                    "num_cached_tokens": result.num_cached_tokens,
+                    "finish_reason": completion.finish_reason})
         elif task["op"] == "fault":
             os.kill(task["kill"], signal.SIGKILL)
             out["answers"].append({"killed": task["kill"]})
+        elif task["op"] == "metrics":
+            out["answers"].append({m.name: getattr(m, "value", None) for m in llm.get_metrics()
+                                   if isinstance(getattr(m, "value", None), (int, float))})
     with open(sys.argv[2], "w") as f:
         json.dump(out, f)
 

@@ -216,3 +216,28 @@ def test_blocks_that_failed_to_load_are_recomputed_under_the_recompute_policy(cl
 def test_the_connector_refuses_vllms_default_failure_policy(cluster, model):
     with pytest.raises(ValueError, match="kv_load_failure_policy"):
         make_scheduler(model, engine_settings(cluster, 0), num_blocks=16, policy="fail")
+
+
+def test_the_key_namespace_is_vllms_effective_config(cluster, make_model):
+    """--hf-overrides changes what vLLM computes with; pikv keys on vLLM's
+    effective hf_config, not on config.json, so the override changes the
+    chunk keys (and a chunk made under one RoPE never loads under another)."""
+    from pikv.vllm import PikvConnector
+    from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole
+
+    model = make_model("qwen3", "float32")
+    settings = engine_settings(cluster, 0)
+
+    def key(**overrides):
+        sched = make_scheduler(model, settings, num_blocks=16)
+        config = sched.vllm_config
+        if overrides:
+            config.model_config = ModelConfig(model=model, skip_tokenizer_init=True,
+                                              dtype="float32", seed=0, max_model_len=2048,
+                                              hf_overrides=overrides)
+        connector = PikvConnector(config, KVConnectorRole.SCHEDULER, sched.kv_cache_config)
+        return connector.core.client.key_of([5, 6, 7])
+
+    base = key()
+    assert key() == base
+    assert key(rope_parameters={"rope_type": "default", "rope_theta": 10000.0}) != base
