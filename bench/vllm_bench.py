@@ -167,7 +167,7 @@ def main():
     print(f"{'setup':<46}{'TTFT s':>10}{'vs alone':>10}")
     for name, s in rows:
         print(f"{name:<46}{s:>10.3f}{s / alone_s:>10.3f}")
-    print(f"warm split (in-process, same core): plan {plan_s * 1e3:.1f} ms, fetch+remap "
+    print(f"warm split (in this process, same core, chunks on the node): plan {plan_s * 1e3:.1f} ms, fetch+remap "
           f"{load_s * 1e3:.1f} ms, compute (rest) {(warm_s - plan_s - load_s) * 1e3:.1f} ms; "
           f"vLLM computed {computed} tokens")
     print("warm TTFT per round (the first pulls every chunk P2P): " +
