@@ -72,12 +72,12 @@ def warmup(args):
     """A short unrelated prompt: an engine's first forward pass pays one-off
     costs (allocations, kernel set-up) that no setup should be charged."""
     return {"op": "generate", "prompt": list(range(8, 8 + args.question_tokens)),
-            "max_tokens": 1, "logprobs": 1}
+            "max_tokens": 1, "logprobs": 1, "prompt_logprobs": False}
 
 
 def task(segments):
     return {"op": "generate", "prompt": sum(segments, []), "max_tokens": 1, "logprobs": 1,
-            "segments": [len(s) for s in segments]}
+            "prompt_logprobs": False, "segments": [len(s) for s in segments]}
 
 
 def split_in_process(settings, segments, model, dtype, block_size):

@@ -103,7 +103,8 @@ class CoreStats:
 
 
 class ConnectorCore:
-    """One per engine process side (scheduler or worker); thread-safe.
+    """One per engine process side (scheduler or worker), called from one
+    thread (the C++ client's calls are serialised by a lock).
 
     `settings`: the client settings (keys of deploy/client.example.yaml, e.g.
     model-id, model-config, local-node, controller); `settings_file` a YAML
@@ -250,6 +251,10 @@ class ConnectorCore:
             log.warning("pikv layer gather failed: %s", e)
             self._gathering.clear()
 
+    def forget_loads(self):
+        """The forward pass about to run waits for no earlier load."""
+        self._device_load = None
+
     def wait_for_layer(self, name_or_index):
         """Until the last load has written this layer (on a device: the
         engine's stream waits for that layer's event; elsewhere a no-op)."""
@@ -269,9 +274,11 @@ class ConnectorCore:
         reported as failed blocks, from the first segment that failed on."""
         result = LoadResult()
         try:
-            segments = self.segments(tokens, lengths)
-            if num_tokens <= 0 or segments is None:
+            if num_tokens <= 0:
                 return result
+            segments = self.segments(tokens, lengths)
+            if segments is None:  # the engine was told these tokens would come
+                raise ValueError("the prompt does not split into segments")
             with self._lock:
                 plan = self.client.plan(segments)
                 objects = self.client.fetch(plan)  # in plan order, None for a miss

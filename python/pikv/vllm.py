@@ -75,15 +75,21 @@ class PikvConnectorMetadata(KVConnectorMetadata):
 def _model_config_file(hf_config):
     """vLLM's effective model config (after --hf-overrides and the like) as
     a config.json pikv reads: what the engine computes with is what the
-    chunk keys name. One file per distinct config, in the temp dir."""
+    chunk keys name. One file per distinct config in the temp dir, used
+    only when it holds exactly this config (another user may have made a
+    file of that name)."""
     text = json.dumps(hf_config.to_dict(), sort_keys=True, default=str)
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
     path = os.path.join(tempfile.gettempdir(), f"pikv-hf-config-{digest}.json")
-    if not os.path.isfile(path):
-        tmp = f"{path}.{os.getpid()}"
-        with open(tmp, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
+    try:
+        with open(path) as f:
+            if f.read() == text:
+                return path
+    except OSError:
+        pass
+    fd, path = tempfile.mkstemp(prefix=f"pikv-hf-config-{digest}-", suffix=".json")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
     return path
 
 
@@ -186,6 +192,7 @@ class PikvConnector(KVConnectorBase_V1):
         self._matches = {}  # req_id -> (tokens, lengths, matched): planned once per admission
         self._loads = {}  # req_id -> _Load: allocated this step, sent with this step's metadata
         self._saves = {}  # req_id -> [tokens, block_ids]: computed standalone, stored once done
+        self._saved = set()  # req_ids whose save was sent, until they finish
         # Worker side.
         self._failed_blocks = set()
 
@@ -206,12 +213,30 @@ class PikvConnector(KVConnectorBase_V1):
         params = getattr(request, "kv_transfer_params", None)
         return params if isinstance(params, dict) else {}
 
+    @staticmethod
+    def _tokens_say_it_all(request):
+        """False for a request whose KV depends on more than its token ids
+        (a LoRA adapter, images or audio behind placeholder ids, prompt
+        embeddings, a cache salt): pikv's keys name tokens only, so such a
+        request neither loads nor stores."""
+        return (getattr(request, "lora_request", None) is None and
+                not getattr(request, "mm_features", None) and
+                getattr(request, "prompt_embeds", None) is None and
+                not getattr(request, "cache_salt", None))
+
+    def _saving(self, request):
+        return self._params(request).get("pikv_save") is True and \
+            self._tokens_say_it_all(request)
+
     def get_num_new_matched_tokens(self, request, num_computed_tokens):
         match = self._matches.get(request.request_id)
         if match is None:
             tokens = request.prompt_token_ids
             lengths = self._params(request).get("pikv_segments")
-            matched = self._core.num_matched_tokens(tokens, lengths) if tokens else 0
+            # A segment being saved is computed alone, from position 0: it
+            # loads nothing (its blocks would be stored as if computed).
+            usable = tokens and self._tokens_say_it_all(request) and not self._saving(request)
+            matched = self._core.num_matched_tokens(tokens, lengths) if usable else 0
             # vLLM must compute at least one token of a prompt (the question).
             matched = min(matched, len(tokens) - 1) if tokens else 0
             match = (list(tokens or ()), lengths, matched)
@@ -226,7 +251,7 @@ class PikvConnector(KVConnectorBase_V1):
             # Loaded from position 0: prefix caching is off, nothing is computed locally.
             self._loads[req_id] = _Load(req_id, list(tokens), lengths, block_ids,
                                         num_external_tokens)
-        if self._params(request).get("pikv_save") is True and tokens:
+        if self._saving(request) and tokens and req_id not in self._saved:
             self._saves[req_id] = [list(tokens), block_ids]
 
     def build_connector_meta(self, scheduler_output):
@@ -253,12 +278,14 @@ class PikvConnector(KVConnectorBase_V1):
             tokens, block_ids = self._saves[req_id]
             if done >= len(tokens):
                 del self._saves[req_id]
+                self._saved.add(req_id)  # not again if it is preempted and resumed
                 meta.saves.append(_Save(req_id, tokens, block_ids))
         return meta
 
     def request_finished(self, request, block_ids):
         for pending in (self._matches, self._loads, self._saves):
             pending.pop(request.request_id, None)
+        self._saved.discard(request.request_id)
         return False, None
 
     # --- worker side ----------------------------------------------------------
@@ -269,6 +296,7 @@ class PikvConnector(KVConnectorBase_V1):
         self._core.register_kv_caches(caches, layout=layout)
 
     def start_load_kv(self, forward_context, **kwargs):
+        self._core.forget_loads()  # a step without loads waits for none
         meta = self._get_connector_metadata()
         for load in meta.loads:
             result = self._core.load(load.tokens, load.block_ids, load.num_tokens, load.lengths)

@@ -9,7 +9,8 @@ settings: local-node, controller, curve keys...} or null (vLLM alone),
 "engine": {extra LLM(...) arguments}, "tasks": [...]}; a task is
   {"op": "precompute", "segments": [[ids]...]}   chunks pikv lacks, computed and stored
   {"op": "generate", "prompt": [ids], "segments": [lengths] | null,
-   "max_tokens": n, "logprobs": k}               greedy; logprobs of the prompt and output
+   "max_tokens": n, "logprobs": k,               greedy; logprobs of the output, and of
+   "prompt_logprobs": true}                      the prompt unless false
   {"op": "generate_many", "prompts": [{"prompt", "segments"}...], ...}
                                                  one batch: vLLM schedules them together
   {"op": "fault", "kill": pid}                   SIGKILL a process, then go on
@@ -67,7 +68,8 @@ def main():
             k = task.get("logprobs", 5)
             samplings = [SamplingParams(
                 temperature=0, max_tokens=task.get("max_tokens", 4), logprobs=k,
-                prompt_logprobs=k, skip_reading_prefix_cache=False, detokenize=False,
+                prompt_logprobs=k if task.get("prompt_logprobs", True) else None,
+                skip_reading_prefix_cache=False, detokenize=False,
                 extra_args={"kv_transfer_params": {"pikv_segments": p["segments"]}}
                 if p.get("segments") else None) for p in prompts]
             t0 = time.monotonic()

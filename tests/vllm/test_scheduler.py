@@ -50,12 +50,12 @@ def make_scheduler(model, settings, num_blocks, batched_tokens=512, policy="reco
                      block_size=BLOCK, log_stats=True)
 
 
-def make_request(req_id, segments, max_tokens, params=None):
+def make_request(req_id, segments, max_tokens, params=None, **more):
     sampling = SamplingParams(max_tokens=max_tokens, ignore_eos=True,
                               extra_args={"kv_transfer_params": params} if params else None)
     sampling.update_from_generation_config({}, EOS)
     return Request(request_id=req_id, prompt_token_ids=sum(segments, []),
-                   sampling_params=sampling, pooling_params=None, mm_features=None)
+                   sampling_params=sampling, pooling_params=None, mm_features=None, **more)
 
 
 def step(scheduler, invalid_blocks=None, check=None):
@@ -202,7 +202,7 @@ def test_blocks_that_failed_to_load_are_recomputed_under_the_recompute_policy(cl
     out = sched.schedule()
     load = out.kv_connector_metadata.loads[0]
     assert load.num_tokens == 100 and out.num_scheduled_tokens["r"] == 8
-    failed = load.block_ids[3]  # tokens 48..63: the second document and on
+    failed = load.block_ids[3]  # tokens 48..63, inside the first document (20..59)
     sched.update_from_output(out, ModelRunnerOutput(
         req_ids=["r"], req_id_to_index={"r": 0}, sampled_token_ids=[[5]], logprobs=None,
         prompt_logprobs_dict={}, pooler_output=None,
@@ -211,6 +211,48 @@ def test_blocks_that_failed_to_load_are_recomputed_under_the_recompute_policy(cl
     nxt = sched.schedule()
     assert nxt.num_scheduled_tokens["r"] == 108 - 3 * BLOCK
     assert not nxt.kv_connector_metadata.loads  # not loaded again: computed
+
+
+def run_to_end(sched):
+    loads, saves = [], []
+    for _ in range(100):
+        out = step(sched)
+        loads += out.kv_connector_metadata.loads
+        saves += out.kv_connector_metadata.saves
+        if not sched.has_requests():
+            break
+    return loads, saves
+
+
+def test_a_segment_being_saved_loads_nothing(cluster, model):
+    """A save stores the request's blocks as a chunk computed alone: had any
+    of them been loaded (or failed to load and been recomputed later), the
+    object would not be that."""
+    sched = make_scheduler(model, engine_settings(cluster, 0), num_blocks=64)
+    segments = rag_prompt(seed=5, vocab=2048, doc_lengths=(40,), system=20, question=8)
+    store_chunks(sched, segments)
+    sched.add_request(make_request("both", segments, max_tokens=1, params={
+        "pikv_segments": [len(s) for s in segments], "pikv_save": True}))
+    loads, saves = run_to_end(sched)
+    assert not loads and [s.req_id for s in saves] == ["both"]
+    assert sched.connector.core.stats.lookups == 0
+
+
+def test_a_request_whose_kv_is_not_its_tokens_alone_neither_loads_nor_stores(cluster, model):
+    """pikv's keys name token ids; a cache salt (as a LoRA adapter, images
+    behind placeholder ids or prompt embeddings) makes the KV something
+    else, so such a request is left to vLLM."""
+    sched = make_scheduler(model, engine_settings(cluster, 0), num_blocks=64)
+    segments = rag_prompt(seed=6, vocab=2048, doc_lengths=(40,), system=20, question=8)
+    store_chunks(sched, segments)
+    lengths = {"pikv_segments": [len(s) for s in segments]}
+    sched.add_request(make_request("salted", segments, 1, lengths, cache_salt="tenant-7"))
+    sched.add_request(make_request("salted-save", [segments[1]], 1, {"pikv_save": True},
+                                   cache_salt="tenant-7"))
+    assert run_to_end(sched) == ([], [])
+    sched.add_request(make_request("plain", segments, 1, lengths))
+    loads, _ = run_to_end(sched)
+    assert [x.req_id for x in loads] == ["plain"]  # the same prompt, unsalted, loads
 
 
 def test_the_connector_refuses_vllms_default_failure_policy(cluster, model):
