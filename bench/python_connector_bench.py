@@ -6,11 +6,15 @@ binding into torch tensors) against the C++ client's plan + fetch + remap
 alternating rounds. Goal: the Python layer adds at most 10%.
 --path torch (or both) loads through pikv.device, the engine's own torch
 (what a GPU or NPU runs), --device names where the cache lives (cpu, cuda);
-on a device a plain host-to-device copy of the same bytes is the baseline.
+on a device a plain pinned host-to-device copy of the same bytes is the
+baseline, and the landing per token is set beside a recompute estimate on
+the same device (the model's dense FLOPs per token at the bf16 matmul rate
+measured there). The torch path writes vLLM's own 4-D GPU cache (--layout
+vllm, the default) or the 5-D flash shape; the C++ path the flash shape.
 
   /usr/bin/python3 bench/python_connector_bench.py [--chunks 4 --tokens 1024
       --rounds 5 --iterations 10 --config tests/device/model_configs/llama-3.2-1b.json
-      --path cpp|torch|both --device cpu|cuda]
+      --path cpp|torch|both --device cpu|cuda --layout vllm|flash]
 
 Needs the build (build/bin, build/python). vLLM is not installed here: the
 connector is driven through the test suite's stand-in of vLLM's connector
@@ -28,13 +32,15 @@ from types import SimpleNamespace
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 BUILD = os.environ.get("PIKV_BUILD_DIR", os.path.join(ROOT, "build"))
-sys.path[:0] = [os.path.join(BUILD, "python"), os.path.join(ROOT, "tests", "python", "vllm_standin")]
+sys.path[:0] = [os.path.join(BUILD, "python"), os.path.join(ROOT, "tests", "python"),
+                os.path.join(ROOT, "tests", "python", "vllm_standin")]
 
 import torch  # noqa: E402
 
 import pikv  # noqa: E402
 from pikv.local_cluster import LocalCluster  # noqa: E402
 from pikv.vllm import PikvConnector, PikvConnectorMetadata, _Load  # noqa: E402
+from standin_engine import vllm_config  # noqa: E402
 from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole  # noqa: E402
 
 
@@ -58,16 +64,14 @@ def python_connector(ends, args, path):
     total = args.chunks * args.tokens + 3
     blocks = -(-total // block)
     dtype = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}[info["dtype"]]
-    caches = {f"layer.{i}": torch.zeros(2, blocks, block, info["kv_heads"], info["head_dim"],
-                                        dtype=dtype, device=args.device)
+    layout = args.layout if path == "torch" else "flash"  # the C++ path: 5-D caches only
+    H, D = info["kv_heads"], info["head_dim"]
+    shape = (blocks, H, block, 2 * D) if layout == "vllm" else (2, blocks, block, H, D)
+    caches = {f"layer.{i}": torch.zeros(*shape, dtype=dtype, device=args.device)
               for i in range(info["layers"])}
-    config = SimpleNamespace(
-        kv_transfer_config=SimpleNamespace(kv_connector_extra_config={
-            "local-node": ends["node"], "controller": ends["controller"], "model-id": "bench",
-            "model-config": args.config, "path": path}),
-        cache_config=SimpleNamespace(block_size=block, enable_prefix_caching=False,
-                                     cache_dtype="auto"),
-        model_config=SimpleNamespace(model="bench", max_model_len=131072, dtype=dtype))
+    config = vllm_config("bench", dtype, {
+        "local-node": ends["node"], "controller": ends["controller"], "model-id": "bench",
+        "model-config": args.config, "path": path, "kv_layout": layout}, block_size=block)
     worker = PikvConnector(config, KVConnectorRole.WORKER)
     worker.register_kv_caches(caches)
     segs = segments(args.chunks, args.tokens)
@@ -105,6 +109,8 @@ def main():
     p.add_argument("--iterations", type=int, default=10)
     p.add_argument("--path", choices=["cpp", "torch", "both"], default="cpp")
     p.add_argument("--device", default="cpu")
+    p.add_argument("--layout", choices=["vllm", "flash"], default="vllm",
+                   help="the torch path's cache: vLLM's 4-D GPU layout or the 5-D flash shape")
     args = p.parse_args()
     paths = ["cpp", "torch"] if args.path == "both" else [args.path]
     if args.device != "cpu" and "cpp" in paths:
@@ -135,6 +141,9 @@ def main():
     h2d = h2d_ns_per_token(info, args) if args.device != "cpu" else None
     if h2d:
         rows.append((f"plain host-to-{args.device} copy", h2d))
+    recompute = recompute_ns_per_token(args) if args.device != "cpu" else None
+    if recompute:
+        rows.append((f"recompute estimate ({args.device})", recompute))
     print(f"{args.chunks} chunks x {args.tokens} tokens, {info['kv_bytes_per_token']} KV "
           f"bytes/token ({os.path.basename(args.config)}), {args.rounds} alternating rounds "
           f"of {args.iterations} loads; median of round medians")
@@ -153,6 +162,14 @@ def main():
         figures[f"{key}_gbps"] = round(info["kv_bytes_per_token"] / ns, 3)
         if h2d:
             figures[f"{key}_vs_h2d"] = round(ns / h2d, 4)
+            figures["h2d_ns_per_token"] = round(h2d, 1)
+        if recompute:
+            figures[f"{key}_vs_recompute"] = round(ns / recompute, 4)
+            figures["recompute_ns_per_token"] = round(recompute, 1)
+    if args.device != "cpu":
+        figures["device_name"] = torch.cuda.get_device_name()
+        print(f"on {figures['device_name']}; load GB/s over the plain copy's: "
+              f"{h2d / statistics.median(py['torch']):.3f} (goal >= 0.8)" if "torch" in py else "")
     if "cpp" in paths:
         print(f"python/cxx: {figures['python_vs_cxx']:.3f} (goal <= 1.10)")
     print(json.dumps(figures))
@@ -172,6 +189,36 @@ def h2d_ns_per_token(info, args):
         torch.cuda.synchronize()
         times.append((time.perf_counter_ns() - t0) / loaded)
     return statistics.median(times)
+
+
+def recompute_ns_per_token(args):
+    """What computing a chunk's KV would cost per token on the device: the
+    model's dense FLOPs per token (2 x the layers' weights, plus attention
+    within a chunk of --tokens) at the bf16 matmul rate measured here on a
+    prefill-shaped product. An estimate that favours recompute: real
+    prefill runs below the matmul rate."""
+    cfg = json.load(open(args.config))
+    cfg = cfg.get("text_config", cfg)
+    hidden, layers = cfg["hidden_size"], cfg["num_hidden_layers"]
+    heads = cfg["num_attention_heads"]
+    head_dim = cfg.get("head_dim") or hidden // heads
+    kv_heads = cfg.get("num_key_value_heads", heads)
+    inter = cfg.get("intermediate_size", 4 * hidden)
+    weights = layers * (hidden * head_dim * (2 * heads + 2 * kv_heads) + 3 * hidden * inter)
+    flops = 2 * weights + 2 * layers * args.tokens * heads * head_dim
+    a = torch.randn(args.tokens, hidden, dtype=torch.bfloat16, device=args.device)
+    b = torch.randn(hidden, inter, dtype=torch.bfloat16, device=args.device)
+    times = []
+    for i in range(args.iterations + 3):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter_ns()
+        for _ in range(10):
+            a @ b
+        torch.cuda.synchronize()
+        if i >= 3:
+            times.append((time.perf_counter_ns() - t0) / 10)
+    rate = 2 * args.tokens * hidden * inter / statistics.median(times)  # FLOP per ns
+    return flops / rate
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ namespace pikv::device {
 namespace {
 
 constexpr int kMaxLayers = 256;
+constexpr int kThreads = 256;
 
 struct Params {
   const uint8_t* payload;
@@ -19,85 +20,101 @@ struct Params {
   uint32_t tokens, heads, dim, rotary, offset, planes, block_size, dtype_size;
   int dtype;  // DType
   bool neox, per_token;
-  int64_t stride_plane, stride_block, stride_offset, stride_head;
+  bool words;  // every head vector's source and destination 16-byte aligned
+  int64_t stride_plane, stride_block, stride_offset, stride_head;  // in elements
 };
 
-__device__ float Load(int dtype, const uint8_t* p) {
-  uint16_t v;
+// Elements are read and written at their own width: a head vector's
+// elements are aligned to it (strides count elements).
+__device__ __forceinline__ float Load(int dtype, const uint8_t* p) {
   switch (dtype) {
     case 1:
       return *reinterpret_cast<const float*>(p);
     case 2:
-      memcpy(&v, p, 2);
-      return math::F16ToF32(v);
+      return math::F16ToF32(*reinterpret_cast<const uint16_t*>(p));
     default:
-      memcpy(&v, p, 2);
-      return math::Bf16ToF32(v);
+      return math::Bf16ToF32(*reinterpret_cast<const uint16_t*>(p));
   }
 }
 
-__device__ void Store(int dtype, uint8_t* p, float f) {
-  uint16_t v;
+__device__ __forceinline__ void Store(int dtype, uint8_t* p, float f) {
   switch (dtype) {
     case 1:
       *reinterpret_cast<float*>(p) = f;
       return;
     case 2:
-      v = math::F32ToF16(f);
-      memcpy(p, &v, 2);
+      *reinterpret_cast<uint16_t*>(p) = math::F32ToF16(f);
       return;
     default:
-      v = math::F32ToBf16(f);
-      memcpy(p, &v, 2);
+      *reinterpret_cast<uint16_t*>(p) = math::F32ToBf16(f);
       return;
   }
 }
 
-// One block per (layer, token); threads stride over head dims.
+__device__ __forceinline__ void CopyElement(uint32_t size, const uint8_t* src, uint8_t* dst) {
+  if (size == 4)
+    *reinterpret_cast<uint32_t*>(dst) = *reinterpret_cast<const uint32_t*>(src);
+  else
+    *reinterpret_cast<uint16_t*>(dst) = *reinterpret_cast<const uint16_t*>(src);
+}
+
+// Dims [from, to) of every head, copied: in 16-byte words when the whole
+// vector is copied and aligned, else element by element.
+__device__ void CopyDims(const Params& p, const uint8_t* src, uint8_t* dst, uint32_t from,
+                         uint32_t to) {
+  const uint32_t es = p.dtype_size, vec = p.dim * es, span = to - from;
+  if (p.words && from == 0 && to == p.dim) {
+    const uint32_t words = vec / 16;
+    for (uint32_t i = threadIdx.x; i < p.heads * words; i += blockDim.x) {
+      const uint32_t head = i / words, w = i % words;
+      reinterpret_cast<uint4*>(dst + head * p.stride_head * es)[w] =
+          reinterpret_cast<const uint4*>(src + head * vec)[w];
+    }
+    return;
+  }
+  for (uint32_t i = threadIdx.x; i < p.heads * span; i += blockDim.x) {
+    const uint32_t head = i / span, d = from + i % span;
+    CopyElement(es, src + head * vec + d * es, dst + (head * p.stride_head + d) * es);
+  }
+}
+
+// One block per (token, layer). K's rotary pairs are one thread each
+// (both elements loaded, rotated in fp32, stored once); the rest of K and
+// all of V are copied.
 __global__ void RemapKernel(Params p) {
   const uint32_t layer = blockIdx.y, t = blockIdx.x;
   const int64_t slot = p.slots[t];
   if (slot < 0) return;
   const int64_t block = slot / p.block_size, off = slot % p.block_size;
-  const size_t vec = size_t{p.dim} * p.dtype_size, row = vec * p.heads;
+  const uint32_t es = p.dtype_size, half = p.rotary / 2;
+  const size_t row = size_t{p.dim} * es * p.heads;
   const int spec = p.layer_spec[layer];
-  const size_t table =
-      (spec < 0 ? 0 : size_t(spec) * (p.per_token ? p.tokens : 1) + (p.per_token ? t : 0)) *
-      (p.rotary / 2);
-  const float* cs = p.cos + table;
-  const float* sn = p.sin + table;
   for (uint32_t plane = 0; plane < p.planes; ++plane) {
-    const uint8_t* src_row = p.payload + ((size_t{layer} * p.planes + plane) * p.tokens + t) * row;
-    for (uint32_t i = threadIdx.x; i < p.heads * p.dim; i += blockDim.x) {
-      const uint32_t head = i / p.dim, d = i % p.dim;
-      uint8_t* dst = p.layers[layer] + (plane * p.stride_plane + block * p.stride_block +
-                                        off * p.stride_offset + head * p.stride_head) *
-                                           p.dtype_size;
-      const uint8_t* src = src_row + head * vec;
-      const bool rotary = plane == 0 && spec >= 0 && d >= p.offset && d < p.offset + p.rotary;
-      if (!rotary) {
-        memcpy(dst + d * p.dtype_size, src + d * p.dtype_size, p.dtype_size);
-        continue;
-      }
-      // Each pair is done by the thread owning its first element.
-      const uint32_t r = d - p.offset;
-      uint32_t pair, first, second;
-      if (p.neox) {
-        if (r >= p.rotary / 2) continue;
-        pair = r;
-      } else {
-        if (r % 2) continue;
-        pair = r / 2;
-      }
-      math::PairIndex(p.neox, p.rotary, pair, first, second);
-      float a = Load(p.dtype, src + (p.offset + first) * p.dtype_size);
-      float b = Load(p.dtype, src + (p.offset + second) * p.dtype_size);
-      math::RotatePair(a, b, cs[pair], sn[pair]);
-      Store(p.dtype, dst + (p.offset + first) * p.dtype_size, a);
-      Store(p.dtype, dst + (p.offset + second) * p.dtype_size, b);
+    const uint8_t* src = p.payload + ((size_t{layer} * p.planes + plane) * p.tokens + t) * row;
+    uint8_t* dst = p.layers[layer] +
+                   (plane * p.stride_plane + block * p.stride_block + off * p.stride_offset) * es;
+    if (plane != 0 || spec < 0) {
+      CopyDims(p, src, dst, 0, p.dim);
+      continue;
     }
+    const size_t table = (size_t(spec) * (p.per_token ? p.tokens : 1) + (p.per_token ? t : 0)) * half;
+    for (uint32_t i = threadIdx.x; i < p.heads * half; i += blockDim.x) {
+      const uint32_t head = i / half, pair = i % half;
+      uint32_t first, second;
+      math::PairIndex(p.neox, p.rotary, pair, first, second);
+      const uint8_t* s = src + size_t{head} * p.dim * es + p.offset * es;
+      uint8_t* d = dst + (head * p.stride_head + p.offset) * es;
+      float a = Load(p.dtype, s + first * es), b = Load(p.dtype, s + second * es);
+      math::RotatePair(a, b, p.cos[table + pair], p.sin[table + pair]);
+      Store(p.dtype, d + first * es, a);
+      Store(p.dtype, d + second * es, b);
+    }
+    if (p.offset > 0) CopyDims(p, src, dst, 0, p.offset);
+    if (p.offset + p.rotary < p.dim) CopyDims(p, src, dst, p.offset + p.rotary, p.dim);
   }
 }
+
+bool Aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
 
 }  // namespace
 
@@ -110,14 +127,22 @@ Status RemapCudaLaunch(const ChunkHeader& h, const uint8_t* device_payload,
   if (cache.layers.size() != h.geometry.num_layers)
     return InvalidArgument("chunk and cache have different layer counts");
   if (Status s = rope.Validate(h.geometry.num_layers); !s.ok()) return s;
+  if (h.geometry.num_tokens == 0) return Status::Ok();
   Params p{};
   p.payload = device_payload;
   p.slots = device_slots;
   p.cos = device_cos;
   p.sin = device_sin;
+  p.dtype_size = static_cast<uint32_t>(DTypeSize(h.geometry.dtype));
+  const size_t vec = size_t{h.geometry.head_dim} * p.dtype_size;
+  const size_t es = p.dtype_size;
+  p.words = vec % 16 == 0 && Aligned16(device_payload) && cache.stride_plane * es % 16 == 0 &&
+            cache.stride_block * es % 16 == 0 && cache.stride_offset * es % 16 == 0 &&
+            cache.stride_head * es % 16 == 0;
   for (size_t l = 0; l < cache.layers.size(); ++l) {
     p.layers[l] = static_cast<uint8_t*>(cache.layers[l]);
     p.layer_spec[l] = static_cast<int16_t>(rope.SpecIndex(static_cast<uint32_t>(l)));
+    p.words = p.words && Aligned16(cache.layers[l]);
   }
   p.tokens = h.geometry.num_tokens;
   p.heads = h.geometry.num_kv_heads;
@@ -126,7 +151,6 @@ Status RemapCudaLaunch(const ChunkHeader& h, const uint8_t* device_payload,
   p.offset = rope.main().rope_offset;
   p.planes = cache.planes();
   p.block_size = cache.block_size;
-  p.dtype_size = static_cast<uint32_t>(DTypeSize(h.geometry.dtype));
   p.dtype = static_cast<int>(h.geometry.dtype);
   p.neox = rope.main().style == RopeStyle::kNeox;
   p.per_token = h.k_form == KForm::kPreRope;
@@ -135,7 +159,7 @@ Status RemapCudaLaunch(const ChunkHeader& h, const uint8_t* device_payload,
   p.stride_offset = cache.stride_offset;
   p.stride_head = cache.stride_head;
   dim3 grid(h.geometry.num_tokens, h.geometry.num_layers);
-  RemapKernel<<<grid, 256, 0, static_cast<cudaStream_t>(stream)>>>(p);
+  RemapKernel<<<grid, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(p);
   cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return IoError(std::string("CUDA launch: ") + cudaGetErrorString(err));
   return Status::Ok();

@@ -35,16 +35,48 @@ def offline_client(config, dtype):
         "local-node": "", "controller": "", "max-model-len": "131072"}))
 
 
+def _vllm_as_flash(t):
+    """vLLM's 4-D (blocks, H, block, 2D) as the 5-D (2, blocks, block, H, D)
+    strided view the C++ remap writes: the same memory."""
+    B, H, N, C = t.shape
+    s = t.stride()
+    return torch.as_strided(t, (2, B, N, H, C // 2), (C // 2, s[0], s[2], s[1], 1),
+                            t.storage_offset())
+
+
+# Per layout: the memory's shape, the (logical) view of it each path is
+# given, and the names the C++ path and pikv.device address it by. HND is
+# flash's logical shape over (2, blocks, H, block, D); vLLM's 4-D caches
+# in both of its KVCacheLayout orders, which the C++ path writes through a
+# strided 5-D view of the same memory.
+LAYOUTS = {
+    "flash": ("2BNHD", lambda t: t, None, "flash", "flash"),
+    "block_major": ("B2NHD", lambda t: t, None, "block_major", "block_major"),
+    "hnd": ("2BHND", lambda t: t.permute(0, 1, 3, 2, 4), None, "flash", "flash"),
+    "mla": ("BND", lambda t: t, None, "mla", "mla"),
+    "vllm_hnd": ("BHNC", lambda t: t, _vllm_as_flash, "flash", "vllm"),
+    "vllm_nhd": ("BNHC", lambda t: t.permute(0, 2, 1, 3), _vllm_as_flash, "flash", "vllm"),
+    "vllm_mla": ("B1ND", lambda t: t, lambda t: t[:, 0], "mla", "vllm_mla"),
+}
+
+
 def make_caches(options, layout, dtype):
-    """Two caches of one layout (per-layer tensors), filled alike: vLLM's
-    shapes, HND as flash's logical shape over (2, blocks, H, block, D)."""
+    """Two caches of one layout (per-layer tensors, their memory), filled
+    alike."""
     L, H, D = options.num_layers, options.num_kv_heads, options.head_dim
-    memory = {"flash": (2, BLOCKS, BLOCK, H, D), "block_major": (BLOCKS, 2, BLOCK, H, D),
-              "hnd": (2, BLOCKS, H, BLOCK, D), "mla": (BLOCKS, BLOCK, D)}[layout]
+    order = LAYOUTS[layout][0]
+    sizes = {"2": 2, "1": 1, "B": BLOCKS, "N": BLOCK, "H": H, "D": D, "C": 2 * D}
     g = torch.Generator().manual_seed(3)
-    raw = [torch.randn(*memory, generator=g).to(dtype) for _ in range(L)]
-    view = (lambda t: t.permute(0, 1, 3, 2, 4)) if layout == "hnd" else (lambda t: t)
-    return [view(t.clone()) for t in raw], [view(t.clone()) for t in raw]
+    raw = [torch.randn(*[sizes[a] for a in order], generator=g).to(dtype) for _ in range(L)]
+    return [t.clone() for t in raw], [t.clone() for t in raw]
+
+
+def views(layout, raw):
+    """(the C++ path's tensors and name, pikv.device's tensors and name)."""
+    _, view, cpp_view, cpp_name, dev_name = LAYOUTS[layout]
+    logical = [view(t) for t in raw]
+    return ([cpp_view(t) for t in logical] if cpp_view else logical, cpp_name,
+            logical, dev_name)
 
 
 def payload_of(options, dtype, seed):
@@ -82,8 +114,7 @@ def test_the_torch_path_equals_the_cpp_remap(config):
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(),
                     reason="no CUDA device on this machine: the GPU checks did not run")
-@pytest.mark.parametrize("config", ["llama-3.1-8b.json", "gemma-3-4b-it.json", "deepseek-v3.json",
-                                    "command-r7b.json"])
+@pytest.mark.parametrize("config", CONFIG_FILES)
 def test_on_cuda_the_torch_path_equals_the_cpp_remap(config):
     against_the_cpp_remap(config, "cuda")
 
@@ -97,7 +128,8 @@ def against_the_cpp_remap(config, device):
         options = client.options
         # Planned offline: misses, with their keys and positions.
         placed = {id(p): client.plan(p).chunks[1] for p in (SEGMENTS, FAR)}
-        layouts = ["mla"] if options.kv_format == "mla" else ["flash", "block_major", "hnd"]
+        layouts = ["mla", "vllm_mla"] if options.kv_format == "mla" else \
+            ["flash", "block_major", "hnd", "vllm_hnd", "vllm_nhd"]
         total = equal = worst = 0
         for pre_rope, virtual, prompt in CASES:
             chunk = placed[id(prompt)]
@@ -105,17 +137,19 @@ def against_the_cpp_remap(config, device):
                                       pre_rope)
             for layout in layouts:
                 cpp, dev = make_caches(options, layout, dtype)
-                named = "flash" if layout == "hnd" else layout  # HND: flash's shape, strides
-                client.remap(obj, chunk, SLOTS, kv_layout(cpp, layout=named))
-                dev = [t.to(device) for t in dev] if device != "cpu" else dev
-                DeviceRemapper(client, DeviceKv(dev, layout=named)).remap(obj, chunk, SLOTS)
+                cpp_view, cpp_name, _, dev_name = views(layout, cpp)
+                client.remap(obj, chunk, SLOTS, kv_layout(cpp_view, layout=cpp_name))
+                dev = [t.to(device) for t in dev]
+                DeviceRemapper(client, DeviceKv(views(layout, dev)[2], layout=dev_name)).remap(
+                    obj, chunk, SLOTS)
                 dev = [t.cpu() for t in dev]
                 where = f"{dtype_name} {layout} pre_rope={pre_rope} v={virtual} " \
                         f"a={chunk.actual_start}"
                 assert compare(cpp, dev, dtype)[2] <= 1, where  # the whole cache
                 # The figures: the written head vectors only.
-                n, same, ulps = compare(DeviceKv(cpp, layout=named).gather(WRITTEN),
-                                        DeviceKv(dev, layout=named).gather(WRITTEN), dtype)
+                n, same, ulps = compare(DeviceKv(cpp_view, layout=cpp_name).gather(WRITTEN),
+                                        DeviceKv(views(layout, dev)[2],
+                                                 layout=dev_name).gather(WRITTEN), dtype)
                 total, equal, worst = total + n, equal + same, max(worst, ulps)
         figures.append(f"{dtype_name} {equal}/{total} bit-equal, worst {worst:g} ulp")
     print(f"{config} ({device}): " + "; ".join(figures))  # pytest -s shows the figures
