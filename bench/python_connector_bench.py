@@ -109,6 +109,8 @@ def main():
     p.add_argument("--iterations", type=int, default=10)
     p.add_argument("--path", choices=["cpp", "torch", "both"], default="cpp")
     p.add_argument("--device", default="cpu")
+    p.add_argument("--profile", action="store_true",
+                   help="then profile one load per path (cProfile, by cumulative time)")
     p.add_argument("--layout", choices=["vllm", "flash"], default="vllm",
                    help="the torch path's cache: vLLM's 4-D GPU layout or the 5-D flash shape")
     args = p.parse_args()
@@ -131,6 +133,9 @@ def main():
             cxx.append(cxx_round(ends, args, store=False))
             for path, (worker, meta, loaded) in workers.items():
                 py[path].append(python_round(worker, meta, loaded, args.iterations))
+        if args.profile:
+            for path, (worker, meta, loaded) in workers.items():
+                profile(path, lambda: python_round(worker, meta, loaded, 1))
     finally:
         cluster.stop()
     info = pikv.model_info(args.config)
@@ -189,6 +194,20 @@ def h2d_ns_per_token(info, args):
         torch.cuda.synchronize()
         times.append((time.perf_counter_ns() - t0) / loaded)
     return statistics.median(times)
+
+
+def profile(path, fn):
+    """Where one load's time goes (Python calls, the C++ calls under them)."""
+    import cProfile
+    import io
+    import pstats
+    prof = cProfile.Profile()
+    prof.enable()
+    fn()
+    prof.disable()
+    out = io.StringIO()
+    pstats.Stats(prof, stream=out).sort_stats("cumulative").print_stats(18)
+    print(f"--- profile of one load, {path} path\n" + out.getvalue())
 
 
 def recompute_ns_per_token(args):

@@ -8,7 +8,7 @@ namespace pikv::device {
 namespace {
 
 constexpr int kMaxLayers = 256;
-constexpr int kThreads = 256;
+constexpr int kThreads = 128;  // small blocks: more of them in flight per SM
 
 struct Params {
   const uint8_t* payload;
@@ -20,7 +20,8 @@ struct Params {
   uint32_t tokens, heads, dim, rotary, offset, planes, block_size, dtype_size;
   int dtype;  // DType
   bool neox, per_token;
-  bool words;  // every head vector's source and destination 16-byte aligned
+  bool words;          // every head vector's source and destination 16-byte aligned
+  bool rotary_words;   // and the rotary part in whole words (of each half, NeoX)
   int64_t stride_plane, stride_block, stride_offset, stride_head;  // in elements
 };
 
@@ -78,9 +79,79 @@ __device__ void CopyDims(const Params& p, const uint8_t* src, uint8_t* dst, uint
   }
 }
 
-// One block per (token, layer). K's rotary pairs are one thread each
-// (both elements loaded, rotated in fp32, stored once); the rest of K and
-// all of V are copied.
+// 16 bytes of elements, read and written as one.
+union Word {
+  uint4 raw;
+  uint16_t half[8];
+  float single[4];
+};
+
+__device__ __forceinline__ float WordGet(int dtype, const Word& w, uint32_t i) {
+  if (dtype == 1) return w.single[i];
+  return dtype == 2 ? math::F16ToF32(w.half[i]) : math::Bf16ToF32(w.half[i]);
+}
+
+__device__ __forceinline__ void WordSet(int dtype, Word& w, uint32_t i, float f) {
+  if (dtype == 1)
+    w.single[i] = f;
+  else
+    w.half[i] = dtype == 2 ? math::F32ToF16(f) : math::F32ToBf16(f);
+}
+
+// K's rotary dims of every head, 16 bytes at a time (p.rotary_words): a
+// thread takes one word of each half (NeoX: pair i is dims i and
+// i + rotary/2) or one word of adjacent pairs (interleaved).
+__device__ void RotateWords(const Params& p, const uint8_t* src, uint8_t* dst, const float* cs,
+                            const float* sn) {
+  const uint32_t es = p.dtype_size, per_word = 16 / es, half = p.rotary / 2;
+  const uint32_t words = p.neox ? half / per_word : p.rotary / per_word;  // per head
+  for (uint32_t i = threadIdx.x; i < p.heads * words; i += blockDim.x) {
+    const uint32_t head = i / words, w = i % words;
+    const uint4* s = reinterpret_cast<const uint4*>(src + (head * p.dim + p.offset) * es);
+    uint4* d = reinterpret_cast<uint4*>(dst + (head * p.stride_head + p.offset) * es);
+    if (p.neox) {
+      Word a{__ldg(s + w)}, b{__ldg(s + w + half / per_word)};
+      for (uint32_t j = 0; j < per_word; ++j) {
+        float x = WordGet(p.dtype, a, j), y = WordGet(p.dtype, b, j);
+        math::RotatePair(x, y, cs[w * per_word + j], sn[w * per_word + j]);
+        WordSet(p.dtype, a, j, x);
+        WordSet(p.dtype, b, j, y);
+      }
+      d[w] = a.raw;
+      d[w + half / per_word] = b.raw;
+    } else {
+      Word a{__ldg(s + w)};
+      for (uint32_t j = 0; j < per_word; j += 2) {
+        float x = WordGet(p.dtype, a, j), y = WordGet(p.dtype, a, j + 1);
+        const uint32_t pair = (w * per_word + j) / 2;
+        math::RotatePair(x, y, cs[pair], sn[pair]);
+        WordSet(p.dtype, a, j, x);
+        WordSet(p.dtype, a, j + 1, y);
+      }
+      d[w] = a.raw;
+    }
+  }
+}
+
+// K's rotary dims of every head, a pair per thread (any alignment).
+__device__ void RotatePairs(const Params& p, const uint8_t* src, uint8_t* dst, const float* cs,
+                            const float* sn) {
+  const uint32_t es = p.dtype_size, half = p.rotary / 2;
+  for (uint32_t i = threadIdx.x; i < p.heads * half; i += blockDim.x) {
+    const uint32_t head = i / half, pair = i % half;
+    uint32_t first, second;
+    math::PairIndex(p.neox, p.rotary, pair, first, second);
+    const uint8_t* s = src + (head * p.dim + p.offset) * es;
+    uint8_t* d = dst + (head * p.stride_head + p.offset) * es;
+    float a = Load(p.dtype, s + first * es), b = Load(p.dtype, s + second * es);
+    math::RotatePair(a, b, cs[pair], sn[pair]);
+    Store(p.dtype, d + first * es, a);
+    Store(p.dtype, d + second * es, b);
+  }
+}
+
+// One block per (token, layer): K's rotary dims rotated in fp32 and rounded
+// once, the rest of K and all of V copied.
 __global__ void RemapKernel(Params p) {
   const uint32_t layer = blockIdx.y, t = blockIdx.x;
   const int64_t slot = p.slots[t];
@@ -98,17 +169,10 @@ __global__ void RemapKernel(Params p) {
       continue;
     }
     const size_t table = (size_t(spec) * (p.per_token ? p.tokens : 1) + (p.per_token ? t : 0)) * half;
-    for (uint32_t i = threadIdx.x; i < p.heads * half; i += blockDim.x) {
-      const uint32_t head = i / half, pair = i % half;
-      uint32_t first, second;
-      math::PairIndex(p.neox, p.rotary, pair, first, second);
-      const uint8_t* s = src + size_t{head} * p.dim * es + p.offset * es;
-      uint8_t* d = dst + (head * p.stride_head + p.offset) * es;
-      float a = Load(p.dtype, s + first * es), b = Load(p.dtype, s + second * es);
-      math::RotatePair(a, b, p.cos[table + pair], p.sin[table + pair]);
-      Store(p.dtype, d + first * es, a);
-      Store(p.dtype, d + second * es, b);
-    }
+    if (p.rotary_words)
+      RotateWords(p, src, dst, p.cos + table, p.sin + table);
+    else
+      RotatePairs(p, src, dst, p.cos + table, p.sin + table);
     if (p.offset > 0) CopyDims(p, src, dst, 0, p.offset);
     if (p.offset + p.rotary < p.dim) CopyDims(p, src, dst, p.offset + p.rotary, p.dim);
   }
@@ -158,6 +222,9 @@ Status RemapCudaLaunch(const ChunkHeader& h, const uint8_t* device_payload,
   p.stride_block = cache.stride_block;
   p.stride_offset = cache.stride_offset;
   p.stride_head = cache.stride_head;
+  const uint32_t per_word = 16 / p.dtype_size;
+  p.rotary_words = p.words && p.offset % per_word == 0 &&
+                   p.rotary % (p.neox ? 2 * per_word : per_word) == 0;
   dim3 grid(h.geometry.num_tokens, h.geometry.num_layers);
   RemapKernel<<<grid, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(p);
   cudaError_t err = cudaGetLastError();

@@ -14,7 +14,10 @@ objects; NeoX or interleaved pairs, partial rotary, MLA's rope part after
 the latent; NoPE layers as they are), rounded once to the cache dtype and
 scattered into the paged blocks; V copied. The math is the C++ kernels'
 (a' = a c - b s, b' = b c + a s in fp32): bit for bit with the portable
-kernel, within one rounding of the fused-multiply-add one.
+kernel, within one rounding of the fused-multiply-add one. On CUDA, where
+pikv was built with nvcc and the cache has plain strides (vLLM's GPU
+layouts), one launch of pikv's fused CUDA remap writes every layer of a
+chunk instead of per-layer torch ops: the same math, one kernel.
 
 Saving: the chunk's slots gathered on the device, then one device-to-host
 copy straight into the object's payload in the local node's arena
@@ -47,6 +50,7 @@ class DeviceKv:
         PACKINGS (vLLM's 4-D caches); `axes` spells a strided 5-D order;
         `described`: the pikv.KvLayout already made of these layers."""
         layers = list(layers)
+        self.tensors = layers
         if layout in PACKINGS:
             self.planes = [PACKINGS[layout](t) for t in layers]
             self.layout = described or geometry_layout(layers, self.planes)
@@ -62,6 +66,35 @@ class DeviceKv:
     @property
     def num_layers(self):
         return len(self.planes)
+
+    def strided_layout(self):
+        """A pikv.KvLayout of these layers by their real strides, which the
+        fused CUDA remap writes through; None where a packing splits a
+        token's offsets or dims (vLLM's CPU packings)."""
+        if self.layout.axes is not None:  # described by kv_layout: real strides already
+            return self.layout
+        first = self.planes[0]
+        if any(len(p.offset_parts) != 1 or len(p.dim_parts) != 1 for p in first):
+            return None
+        strides = first[0].view.stride()
+        if strides[3] != 1 or any(p.view.stride() != strides for p in first):
+            return None
+        es = first[0].view.element_size()
+        gap = {(planes[-1].view.data_ptr() - planes[0].view.data_ptr()) for planes in self.planes}
+        if len(gap) != 1 or next(iter(gap)) % es:
+            return None
+        base = [planes[0].view.data_ptr() for planes in self.planes]
+        nbytes = [t.numel() * es - (b - t.data_ptr()) for t, b in zip(self.tensors, base)]
+        mla = len(first) == 1
+        sb, so, sh = strides[:3]
+        from pikv._pikv import KvLayout
+        from pikv.tensors import TORCH_DTYPES
+        built = KvLayout(TORCH_DTYPES[str(self.dtype)], "mla" if mla else "standard", self.heads,
+                         self.head_dim, self.block_size, self.layout.num_blocks,
+                         (next(iter(gap)) // es, sb, so, self.head_dim if mla else sh), base,
+                         nbytes, self.device.type == "cpu")
+        built.tensors = self.tensors  # the memory lives as long as the layout
+        return built
 
     def index(self, slots):
         """(block, offset) index tensors on the device for these slots, each
@@ -148,6 +181,8 @@ class _Staged:
     offset: torch.Tensor
     keep: torch.Tensor  # indices of the tokens with a slot (not -1)
     chunk: object  # its plan entry (the lease)
+    obj: object = None  # the object (fused remap: its header)
+    slots: torch.Tensor = None  # fused remap: every token's slot (-1 skipped), on the device
 
 
 @dataclass
@@ -170,11 +205,19 @@ class DeviceRemapper:
     """Loads fetched chunk objects into a DeviceKv and saves chunks out of it,
     through a pikv.Client. One per engine worker; not thread-safe."""
 
-    def __init__(self, client, kv: DeviceKv):
+    def __init__(self, client, kv: DeviceKv, fused=None):
+        """`fused`: on CUDA, write every layer of a chunk in one launch of
+        pikv's CUDA remap (the default where pikv was built with nvcc and
+        the cache has plain strides), rather than per layer in torch ops."""
         client.check_layout(kv.layout)  # the client's namespace, or nothing is stored as it
         self.client = client
         self.kv = kv
         self._cuda = kv.device.type == "cuda"
+        can_fuse = self._cuda and hasattr(client, "remap_cuda") and fused is not False
+        self._fused = kv.strided_layout() if can_fuse else None
+        if fused and self._fused is None:
+            raise ValueError("the fused remap needs a CUDA cache of plain strides and a pikv "
+                             "built with nvcc")
         # One load stream (CUDA); pinned staging buffers for host-to-device
         # copies, reused by every load once the previous one's copies are done.
         self._stream = torch.cuda.Stream(kv.device) if self._cuda else None
@@ -218,9 +261,11 @@ class DeviceRemapper:
             payload = self._to_device(host)
             cos = torch.from_numpy(tables["cos"]).to(self.kv.device)
             sin = torch.from_numpy(tables["sin"]).to(self.kv.device)
+            every = slots_t.pin_memory().to(self.kv.device, non_blocking=True) \
+                if self._fused is not None else None
         if not self.client.lease_held(chunk):
             raise TimeoutError("the lease on this chunk's object expired while it was copied off")
-        load.staged.append(_Staged(payload, tables, cos, sin, b, o, keep, chunk))
+        load.staged.append(_Staged(payload, tables, cos, sin, b, o, keep, chunk, obj, every))
 
     def write(self, load: DeviceLoad):
         """Writes every staged chunk, layer by layer (on the load stream, an
@@ -229,6 +274,16 @@ class DeviceRemapper:
         not copied off first) those before the first whose lease ran out
         while it was read."""
         layers = self.kv.num_layers
+        if self._fused is not None:  # one launch per chunk writes every layer
+            with torch.cuda.stream(load.stream):
+                for s in load.staged:
+                    self.client.remap_cuda(s.obj, self._fused, s.payload.data_ptr(),
+                                           s.slots.data_ptr(), s.cos.data_ptr(),
+                                           s.sin.data_ptr(), load.stream.cuda_stream)
+                event = torch.cuda.Event()
+                event.record(load.stream)
+            load.events = [event] * layers
+            layers = 0
         for layer in range(layers):
             with torch.cuda.stream(load.stream) if load.stream else nullcontext():
                 for s in load.staged:

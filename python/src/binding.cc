@@ -18,6 +18,9 @@
 #include "pikv/client/prompt.h"
 #include "pikv/common/version.h"
 #include "pikv/device/model_config.h"
+#ifdef PIKV_HAVE_CUDA
+#include "pikv/device/remap_cuda.h"
+#endif
 #include "pikv/rpc/admin_client.h"
 
 namespace py = pybind11;
@@ -125,6 +128,26 @@ py::dict PrepareRemap(client::Client& c, const SharedBuffer& object, const clien
                   "rope_offset"_a = rope.rope_offset, "neox"_a = rope.style == RopeStyle::kNeox,
                   "cos"_a = table(t.cos), "sin"_a = table(t.sin));
 }
+
+#ifdef PIKV_HAVE_CUDA
+// The fused CUDA remap (device/src/remap_cuda.cu) of a chunk pikv.device
+// has checked (prepare_remap) and staged on the device: every layer in one
+// launch on `stream`. Addresses are the device's (torch's data_ptr): the
+// payload, the slots (int64, one per token, -1 skipped) and prepare_remap's
+// cos and sin tables. The cache must be described by its real strides.
+void RemapCuda(client::Client& c, const SharedBuffer& object, const device::PagedLayout& cache,
+               uintptr_t payload, uintptr_t slots, uintptr_t cos, uintptr_t sin,
+               uintptr_t stream) {
+  if (cache.host) throw py::value_error("remap_cuda writes a CUDA device's cache, not host memory");
+  auto header = ParseChunkHeader(object.span());
+  if (!header.ok()) Raise(header.status());
+  Status s = device::RemapCudaLaunch(
+      *header, reinterpret_cast<const uint8_t*>(payload), reinterpret_cast<const int64_t*>(slots),
+      reinterpret_cast<const float*>(cos), reinterpret_cast<const float*>(sin), c.options().rope,
+      cache, reinterpret_cast<void*>(stream));
+  if (!s.ok()) Raise(s);
+}
+#endif
 
 py::dict StatsDict(const client::ClientStats& s) {
   return py::dict(
@@ -397,6 +420,11 @@ PYBIND11_MODULE(_pikv, m) {
       .def("prepare_remap", &PrepareRemap, "object"_a, "chunk"_a, "slots"_a, "cache"_a,
            "Every check remap makes, and its rotations, for a remap on the engine's device "
            "(pikv.device); writes nothing")
+#ifdef PIKV_HAVE_CUDA
+      .def("remap_cuda", &RemapCuda, "object"_a, "cache"_a, "payload"_a, "slots"_a, "cos"_a,
+           "sin"_a, "stream"_a,
+           "The fused CUDA remap of a chunk prepare_remap checked, staged on the device")
+#endif
       .def("lease_held", &client::Client::LeaseHeld, "chunk"_a,
            "False once the node may reuse a leased object's memory")
       .def("store_with", &StoreWith, "tokens"_a, "payload_nbytes"_a, "write"_a,

@@ -1,7 +1,8 @@
 // The fused CUDA remap (device/src/remap_cuda.cu) against the CPU remap's
 // portable kernel, on every published model config: f32/f16/bf16, K rotated
 // (shifted both ways, up to a million positions) and pre-RoPE, vLLM's flash,
-// HND and block-major layouts (MLA: its one latent plane). Every written
+// HND and block-major layouts (MLA: its one latent plane), and a payload
+// off the 16-byte alignment (the kernel's element-wise paths). Every written
 // element within one unit in the last place of its head vector's largest
 // element (nvcc fuses a multiply-add where the portable kernel rounds the
 // product: one rounding of it), and nothing outside the written slots
@@ -52,9 +53,11 @@ struct Tally {
 };
 
 // Remaps one chunk on the CPU and on the device into caches of `order`
-// filled alike, and compares them whole.
+// filled alike, and compares them whole. `misaligned`: the payload one
+// element past a 16-byte boundary, so the kernel takes its element-wise
+// paths rather than its 16-byte words.
 void CompareOne(const ModelSpec& spec, DType dtype, KForm form, int64_t virtual_start,
-                int64_t actual_start, PagedLayout::Order order, Tally& tally,
+                int64_t actual_start, PagedLayout::Order order, bool misaligned, Tally& tally,
                 const std::string& where) {
   const bool mla = spec.geometry.format == KvFormat::kMla;
   const uint32_t layers = spec.geometry.num_layers, heads = spec.geometry.num_kv_heads,
@@ -70,7 +73,9 @@ void CompareOne(const ModelSpec& spec, DType dtype, KForm form, int64_t virtual_
 
   auto tables = PrepareRemap(object, spec.rope, actual_start, kSlots, host.layout);
   ASSERT_TRUE(tables.ok()) << where << ": " << tables.status().ToString();
-  std::vector<uint8_t> payload(object.begin() + tables->header.header_size, object.end());
+  const size_t skew = misaligned ? DTypeSize(dtype) : 0;
+  std::vector<uint8_t> payload(skew, 0);
+  payload.insert(payload.end(), object.begin() + tables->header.header_size, object.end());
   DeviceBuffer d_payload(payload), d_slots(kSlots), d_cos(tables->cos), d_sin(tables->sin);
   std::vector<std::unique_ptr<DeviceBuffer>> d_layers;
   PagedLayout device = host.layout;
@@ -79,7 +84,7 @@ void CompareOne(const ModelSpec& spec, DType dtype, KForm form, int64_t virtual_
     d_layers.push_back(std::make_unique<DeviceBuffer>(std::vector<uint8_t>(layer_bytes, 0xAB)));
     device.layers[l] = d_layers.back()->as<void>();
   }
-  Status s = RemapCudaLaunch(tables->header, d_payload.as<uint8_t>(), d_slots.as<int64_t>(),
+  Status s = RemapCudaLaunch(tables->header, d_payload.as<uint8_t>() + skew, d_slots.as<int64_t>(),
                              d_cos.as<float>(), d_sin.as<float>(), spec.rope, device, nullptr);
   ASSERT_TRUE(s.ok()) << where << ": " << s.ToString();
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << where;
@@ -143,14 +148,16 @@ TEST(RemapCudaTest, EveryPublishedConfigEqualsTheCpuRemap) {
       Tally tally;
       const bool mla = spec->geometry.format == KvFormat::kMla;
       for (const Shift& shift : shifts) {
-        for (auto order : {PagedLayout::Order::kVllmFlash, PagedLayout::Order::kHnd,
-                           PagedLayout::Order::kBlockMajor}) {
+        for (int variant = 0; variant < 4; ++variant) {  // three orders, then misaligned
+          const auto order = variant == 3 ? PagedLayout::Order::kVllmFlash
+                                          : static_cast<PagedLayout::Order>(variant);
           if (mla && order != PagedLayout::Order::kVllmFlash) continue;
           const std::string where = entry.path().filename().string() + " " +
-                                    std::string(DTypeName(dtype)) + " order " + std::to_string(int(order)) +
-                                    " v=" + std::to_string(shift.virtual_start);
+                                    std::string(DTypeName(dtype)) + " variant " +
+                                    std::to_string(variant) + " v=" +
+                                    std::to_string(shift.virtual_start);
           CompareOne(*spec, dtype, shift.form, shift.virtual_start, shift.actual_start, order,
-                     tally, where);
+                     variant == 3, tally, where);
           if (HasFatalFailure()) return;
         }
       }

@@ -116,10 +116,39 @@ def test_the_torch_path_equals_the_cpp_remap(config):
                     reason="no CUDA device on this machine: the GPU checks did not run")
 @pytest.mark.parametrize("config", CONFIG_FILES)
 def test_on_cuda_the_torch_path_equals_the_cpp_remap(config):
-    against_the_cpp_remap(config, "cuda")
+    against_the_cpp_remap(config, "cuda", fused=False)
 
 
-def against_the_cpp_remap(config, device):
+# Label gpu: pikv's fused CUDA remap launched by pikv.device, the same way.
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available() or not hasattr(pikv._pikv.Client, "remap_cuda"),
+                    reason="no CUDA device, or pikv built without nvcc: the GPU checks did not run")
+@pytest.mark.parametrize("config", CONFIG_FILES)
+def test_on_cuda_the_fused_remap_equals_the_cpp_remap(config):
+    against_the_cpp_remap(config, "cuda", fused=True)
+
+
+@pytest.mark.parametrize("layout", ["vllm_hnd", "vllm_nhd", "vllm_mla"])
+def test_the_real_strides_of_vllms_caches_address_what_the_planes_do(layout):
+    """What the fused CUDA remap writes through (DeviceKv.strided_layout),
+    written by the C++ remap on CPU tensors: the same bytes as pikv.device's
+    planes, so the strides, plane gap and addresses are right."""
+    config = "deepseek-v2-lite.json" if layout == "vllm_mla" else "gemma-3-4b-it.json"
+    client = offline_client(config, "bf16")
+    chunk = client.plan(SEGMENTS).chunks[1]
+    obj = client.build_object(SEGMENTS[1], payload_of(client.options, torch.bfloat16, 5), 1000)
+    planes, strided = make_caches(client.options, layout, torch.bfloat16)
+    dev_name = LAYOUTS[layout][4]
+    DeviceRemapper(client, DeviceKv(views(layout, planes)[2], layout=dev_name)).remap(
+        obj, chunk, SLOTS)
+    kv = DeviceKv(views(layout, strided)[2], layout=dev_name)
+    client.remap(obj, chunk, SLOTS, kv.strided_layout())
+    assert compare(planes, strided, torch.bfloat16)[2] <= 1
+    if layout == "vllm_hnd":  # vLLM's CPU packing of the same tensor: K dim-major, no strides say it
+        assert DeviceKv(views(layout, strided)[2], layout="vllm_cpu_vec").strided_layout() is None
+
+
+def against_the_cpp_remap(config, device, fused=None):
     """Remaps chunks of `config`'s geometry with the C++ remap into CPU caches
     and with pikv.device into caches on `device`, and compares."""
     figures = []
@@ -140,8 +169,8 @@ def against_the_cpp_remap(config, device):
                 cpp_view, cpp_name, _, dev_name = views(layout, cpp)
                 client.remap(obj, chunk, SLOTS, kv_layout(cpp_view, layout=cpp_name))
                 dev = [t.to(device) for t in dev]
-                DeviceRemapper(client, DeviceKv(views(layout, dev)[2], layout=dev_name)).remap(
-                    obj, chunk, SLOTS)
+                DeviceRemapper(client, DeviceKv(views(layout, dev)[2], layout=dev_name),
+                               fused=fused).remap(obj, chunk, SLOTS)
                 dev = [t.cpu() for t in dev]
                 where = f"{dtype_name} {layout} pre_rope={pre_rope} v={virtual} " \
                         f"a={chunk.actual_start}"
@@ -152,7 +181,8 @@ def against_the_cpp_remap(config, device):
                                                  layout=dev_name).gather(WRITTEN), dtype)
                 total, equal, worst = total + n, equal + same, max(worst, ulps)
         figures.append(f"{dtype_name} {equal}/{total} bit-equal, worst {worst:g} ulp")
-    print(f"{config} ({device}): " + "; ".join(figures))  # pytest -s shows the figures
+    how = "fused" if fused else "torch"
+    print(f"{config} ({device}, {how}): " + "; ".join(figures))  # pytest -s shows the figures
 
 
 def test_hostile_input_is_refused_before_anything_is_written():
