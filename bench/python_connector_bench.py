@@ -58,7 +58,7 @@ def cxx_round(ends, args, store):
     return json.loads(out.strip().splitlines()[-1])["cxx_ns_per_token"]
 
 
-def python_connector(ends, args, path):
+def python_connector(ends, args, path, pin_arena=True):
     info = pikv.model_info(args.config)
     block = 16
     total = args.chunks * args.tokens + 3
@@ -71,7 +71,8 @@ def python_connector(ends, args, path):
               for i in range(info["layers"])}
     config = vllm_config("bench", dtype, {
         "local-node": ends["node"], "controller": ends["controller"], "model-id": "bench",
-        "model-config": args.config, "path": path, "kv_layout": layout}, block_size=block)
+        "model-config": args.config, "path": path, "kv_layout": layout,
+        "pin_arena": pin_arena}, block_size=block)
     worker = PikvConnector(config, KVConnectorRole.WORKER)
     worker.register_kv_caches(caches)
     segs = segments(args.chunks, args.tokens)
@@ -109,6 +110,9 @@ def main():
     p.add_argument("--iterations", type=int, default=10)
     p.add_argument("--path", choices=["cpp", "torch", "both"], default="cpp")
     p.add_argument("--device", default="cpu")
+    p.add_argument("--pin-arena", choices=["on", "off", "both"], default="on",
+                   help="torch path on CUDA: the node's arena page-locked (on), copied through "
+                        "a pinned buffer (off), or both measured")
     p.add_argument("--profile", action="store_true",
                    help="then profile one load per path (cProfile, by cumulative time)")
     p.add_argument("--layout", choices=["vllm", "flash"], default="vllm",
@@ -117,6 +121,12 @@ def main():
     paths = ["cpp", "torch"] if args.path == "both" else [args.path]
     if args.device != "cpu" and "cpp" in paths:
         p.error("the cpp path writes CPU memory only: --path torch on a device")
+    # Each measured way to load: (path, the node's arena page-locked), by its key in the figures.
+    variants = {"python": ("cpp", True)} if "cpp" in paths else {}
+    if "torch" in paths:
+        variants["torch_path"] = ("torch", args.pin_arena != "off")
+        if args.pin_arena == "both":
+            variants["torch_path_unpinned"] = ("torch", False)
     # Room for every chunk in the CPU tier (what the hit path reads), with
     # security off: the bench measures the data path, as the C++ baseline does.
     need = args.chunks * args.tokens * pikv.model_info(args.config)["kv_bytes_per_token"]
@@ -125,24 +135,27 @@ def main():
     ends = {"controller": cluster.controller, "node": cluster.nodes[0]["ipc"]}
     try:
         cxx_round(ends, args, store=True)  # stores the chunks, warms the node
-        workers = {path: python_connector(ends, args, path) for path in paths}
+        workers = {key: python_connector(ends, args, path, pin)
+                   for key, (path, pin) in variants.items()}
         for worker, meta, loaded in workers.values():
             python_round(worker, meta, loaded, 2)  # warm-up
-        cxx, py = [], {path: [] for path in paths}
+        cxx, py = [], {key: [] for key in variants}
         for _ in range(args.rounds):
             cxx.append(cxx_round(ends, args, store=False))
-            for path, (worker, meta, loaded) in workers.items():
-                py[path].append(python_round(worker, meta, loaded, args.iterations))
+            for key, (worker, meta, loaded) in workers.items():
+                py[key].append(python_round(worker, meta, loaded, args.iterations))
         if args.profile:
-            for path, (worker, meta, loaded) in workers.items():
-                profile(path, lambda: python_round(worker, meta, loaded, 1))
+            for key, (worker, meta, loaded) in workers.items():
+                profile(key, lambda: python_round(worker, meta, loaded, 1))
     finally:
         cluster.stop()
     info = pikv.model_info(args.config)
     cxx_ns = statistics.median(cxx)
     rows = [("C++ client: plan+fetch+remap (CPU)", cxx_ns)]
-    rows += [(f"start_load_kv, {path} path ({args.device})", statistics.median(py[path]))
-             for path in paths]
+    names = {"python": "cpp path", "torch_path": "torch path",
+             "torch_path_unpinned": "torch path, arena not pinned"}
+    rows += [(f"start_load_kv, {names[key]} ({args.device})", statistics.median(py[key]))
+             for key in variants]
     h2d = h2d_ns_per_token(info, args) if args.device != "cpu" else None
     if h2d:
         rows.append((f"plain host-to-{args.device} copy", h2d))
@@ -152,16 +165,15 @@ def main():
     print(f"{args.chunks} chunks x {args.tokens} tokens, {info['kv_bytes_per_token']} KV "
           f"bytes/token ({os.path.basename(args.config)}), {args.rounds} alternating rounds "
           f"of {args.iterations} loads; median of round medians")
-    print(f"{'path':<40} {'ns/token':>10} {'GB/s':>8} {'vs C++':>8}")
+    print(f"{'path':<50} {'ns/token':>10} {'GB/s':>8} {'vs C++':>8}")
     for name, ns in rows:
-        print(f"{name:<40} {ns:>10.1f} {info['kv_bytes_per_token'] / ns:>8.2f} "
+        print(f"{name:<50} {ns:>10.1f} {info['kv_bytes_per_token'] / ns:>8.2f} "
               f"{ns / cxx_ns:>8.3f}")
     figures = {"cxx_ns_per_token": round(cxx_ns, 1), "device": args.device,
                "chunks": args.chunks, "tokens_per_chunk": args.tokens,
                "kv_bytes_per_token": info["kv_bytes_per_token"]}
-    for path in paths:
-        ns = statistics.median(py[path])
-        key = "python" if path == "cpp" else "torch_path"
+    for key in variants:
+        ns = statistics.median(py[key])
         figures[f"{key}_ns_per_token"] = round(ns, 1)
         figures[f"{key}_vs_cxx"] = round(ns / cxx_ns, 4)
         figures[f"{key}_gbps"] = round(info["kv_bytes_per_token"] / ns, 3)
@@ -173,8 +185,9 @@ def main():
             figures["recompute_ns_per_token"] = round(recompute, 1)
     if args.device != "cpu":
         figures["device_name"] = torch.cuda.get_device_name()
-        print(f"on {figures['device_name']}; load GB/s over the plain copy's: "
-              f"{h2d / statistics.median(py['torch']):.3f} (goal >= 0.8)" if "torch" in py else "")
+        if "torch_path" in py:
+            print(f"on {figures['device_name']}; load GB/s over the plain copy's: "
+                  f"{h2d / statistics.median(py['torch_path']):.3f} (goal >= 0.8)")
     if "cpp" in paths:
         print(f"python/cxx: {figures['python_vs_cxx']:.3f} (goal <= 1.10)")
     print(json.dumps(figures))

@@ -109,11 +109,11 @@ run() {  # run PYTHON DEVICE(yes|no)
   fi
   local pytest=("$python" -m pytest -q -rs -p no:cacheprovider)
   if [ "$device" = yes ]; then
-    step remap_cuda_tests 90 "$BUNDLE/bin/remap_cuda_tests"
-    step torch_device_gpu 180 "${pytest[@]}" -s -m gpu tests/python/test_device.py
-    step remap_cuda_bench 60 "$BUNDLE/bin/remap_cuda_bench" --iterations 20
-    step python_connector_bench 120 "$python" bench/python_connector_bench.py --device cuda \
-      --path torch --chunks 4 --tokens 1024 --rounds 3 --iterations 10 --profile
+    step remap_cuda_tests 60 "$BUNDLE/bin/remap_cuda_tests"
+    step torch_device_gpu 200 "${pytest[@]}" -s -m gpu tests/python/test_device.py
+    step remap_cuda_bench 40 "$BUNDLE/bin/remap_cuda_bench" --iterations 20
+    step python_connector_bench 90 "$python" bench/python_connector_bench.py --device cuda \
+      --path torch --chunks 4 --tokens 1024 --rounds 3 --iterations 10 --profile --pin-arena both
   else  # the same steps as far as a CPU goes: each one's skip, and the torch path on CPU
     step remap_cuda_tests 60 "$BUNDLE/bin/remap_cuda_tests"
     step torch_device_gpu 60 "${pytest[@]}" -m gpu tests/python/test_device.py

@@ -356,6 +356,12 @@ Status Client::Remap(const SharedBuffer& object, const ChunkPlan& chunk,
   return s;
 }
 
+std::optional<rpc::ZeroCopyClient::Arena> Client::ZeroCopyArena() {
+  auto zc = ZeroCopy();
+  if (!zc) return std::nullopt;
+  return zc->ReadOnlyArena();
+}
+
 bool Client::LeaseHeld(const ChunkPlan& chunk) const {
   return chunk.lease_deadline == Clock::time_point{} || Clock::now() < chunk.lease_deadline;
 }

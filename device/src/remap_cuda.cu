@@ -8,7 +8,7 @@ namespace pikv::device {
 namespace {
 
 constexpr int kMaxLayers = 256;
-constexpr int kThreads = 128;  // small blocks: more of them in flight per SM
+constexpr unsigned kDefaultThreads = 128;
 
 struct Params {
   const uint8_t* payload;
@@ -59,21 +59,36 @@ __device__ __forceinline__ void CopyElement(uint32_t size, const uint8_t* src, u
     *reinterpret_cast<uint16_t*>(dst) = *reinterpret_cast<const uint16_t*>(src);
 }
 
+// The threads of a block that work on one plane: K and V are written by
+// separate groups at once, so both planes' loads are in flight together.
+struct Team {
+  uint32_t rank, size;
+};
+
 // Dims [from, to) of every head, copied: in 16-byte words when the whole
-// vector is copied and aligned, else element by element.
-__device__ void CopyDims(const Params& p, const uint8_t* src, uint8_t* dst, uint32_t from,
-                         uint32_t to) {
+// vector is copied and aligned (two per thread at a time, both loaded
+// before either is stored), else element by element.
+__device__ void CopyDims(const Params& p, Team team, const uint8_t* src, uint8_t* dst,
+                         uint32_t from, uint32_t to) {
   const uint32_t es = p.dtype_size, vec = p.dim * es, span = to - from;
   if (p.words && from == 0 && to == p.dim) {
-    const uint32_t words = vec / 16;
-    for (uint32_t i = threadIdx.x; i < p.heads * words; i += blockDim.x) {
-      const uint32_t head = i / words, w = i % words;
-      reinterpret_cast<uint4*>(dst + head * p.stride_head * es)[w] =
-          reinterpret_cast<const uint4*>(src + head * vec)[w];
+    const uint32_t words = vec / 16, total = p.heads * words;
+    auto at = [&](uint32_t i) {
+      return reinterpret_cast<uint4*>(dst + (i / words) * p.stride_head * es) + i % words;
+    };
+    auto from_src = [&](uint32_t i) {
+      return __ldg(reinterpret_cast<const uint4*>(src + (i / words) * vec) + i % words);
+    };
+    for (uint32_t i = team.rank; i < total; i += 2 * team.size) {
+      const uint32_t j = i + team.size;
+      const uint4 a = from_src(i);
+      const uint4 b = j < total ? from_src(j) : uint4{};
+      *at(i) = a;
+      if (j < total) *at(j) = b;
     }
     return;
   }
-  for (uint32_t i = threadIdx.x; i < p.heads * span; i += blockDim.x) {
+  for (uint32_t i = team.rank; i < p.heads * span; i += team.size) {
     const uint32_t head = i / span, d = from + i % span;
     CopyElement(es, src + head * vec + d * es, dst + (head * p.stride_head + d) * es);
   }
@@ -101,11 +116,11 @@ __device__ __forceinline__ void WordSet(int dtype, Word& w, uint32_t i, float f)
 // K's rotary dims of every head, 16 bytes at a time (p.rotary_words): a
 // thread takes one word of each half (NeoX: pair i is dims i and
 // i + rotary/2) or one word of adjacent pairs (interleaved).
-__device__ void RotateWords(const Params& p, const uint8_t* src, uint8_t* dst, const float* cs,
-                            const float* sn) {
+__device__ void RotateWords(const Params& p, Team team, const uint8_t* src, uint8_t* dst,
+                            const float* cs, const float* sn) {
   const uint32_t es = p.dtype_size, per_word = 16 / es, half = p.rotary / 2;
   const uint32_t words = p.neox ? half / per_word : p.rotary / per_word;  // per head
-  for (uint32_t i = threadIdx.x; i < p.heads * words; i += blockDim.x) {
+  for (uint32_t i = team.rank; i < p.heads * words; i += team.size) {
     const uint32_t head = i / words, w = i % words;
     const uint4* s = reinterpret_cast<const uint4*>(src + (head * p.dim + p.offset) * es);
     uint4* d = reinterpret_cast<uint4*>(dst + (head * p.stride_head + p.offset) * es);
@@ -134,10 +149,10 @@ __device__ void RotateWords(const Params& p, const uint8_t* src, uint8_t* dst, c
 }
 
 // K's rotary dims of every head, a pair per thread (any alignment).
-__device__ void RotatePairs(const Params& p, const uint8_t* src, uint8_t* dst, const float* cs,
-                            const float* sn) {
+__device__ void RotatePairs(const Params& p, Team team, const uint8_t* src, uint8_t* dst,
+                            const float* cs, const float* sn) {
   const uint32_t es = p.dtype_size, half = p.rotary / 2;
-  for (uint32_t i = threadIdx.x; i < p.heads * half; i += blockDim.x) {
+  for (uint32_t i = team.rank; i < p.heads * half; i += team.size) {
     const uint32_t head = i / half, pair = i % half;
     uint32_t first, second;
     math::PairIndex(p.neox, p.rotary, pair, first, second);
@@ -151,7 +166,8 @@ __device__ void RotatePairs(const Params& p, const uint8_t* src, uint8_t* dst, c
 }
 
 // One block per (token, layer): K's rotary dims rotated in fp32 and rounded
-// once, the rest of K and all of V copied.
+// once, the rest of K and all of V copied; with two planes, the first half
+// of the threads writes K and the second V.
 __global__ void RemapKernel(Params p) {
   const uint32_t layer = blockIdx.y, t = blockIdx.x;
   const int64_t slot = p.slots[t];
@@ -160,22 +176,23 @@ __global__ void RemapKernel(Params p) {
   const uint32_t es = p.dtype_size, half = p.rotary / 2;
   const size_t row = size_t{p.dim} * es * p.heads;
   const int spec = p.layer_spec[layer];
-  for (uint32_t plane = 0; plane < p.planes; ++plane) {
-    const uint8_t* src = p.payload + ((size_t{layer} * p.planes + plane) * p.tokens + t) * row;
-    uint8_t* dst = p.layers[layer] +
-                   (plane * p.stride_plane + block * p.stride_block + off * p.stride_offset) * es;
-    if (plane != 0 || spec < 0) {
-      CopyDims(p, src, dst, 0, p.dim);
-      continue;
-    }
-    const size_t table = (size_t(spec) * (p.per_token ? p.tokens : 1) + (p.per_token ? t : 0)) * half;
-    if (p.rotary_words)
-      RotateWords(p, src, dst, p.cos + table, p.sin + table);
-    else
-      RotatePairs(p, src, dst, p.cos + table, p.sin + table);
-    if (p.offset > 0) CopyDims(p, src, dst, 0, p.offset);
-    if (p.offset + p.rotary < p.dim) CopyDims(p, src, dst, p.offset + p.rotary, p.dim);
+  const Team team{threadIdx.x % (blockDim.x / p.planes), blockDim.x / p.planes};
+  const uint32_t plane = threadIdx.x / team.size;
+  if (plane >= p.planes) return;  // an odd thread out
+  const uint8_t* src = p.payload + ((size_t{layer} * p.planes + plane) * p.tokens + t) * row;
+  uint8_t* dst = p.layers[layer] +
+                 (plane * p.stride_plane + block * p.stride_block + off * p.stride_offset) * es;
+  if (plane != 0 || spec < 0) {
+    CopyDims(p, team, src, dst, 0, p.dim);
+    return;
   }
+  const size_t table = (size_t(spec) * (p.per_token ? p.tokens : 1) + (p.per_token ? t : 0)) * half;
+  if (p.rotary_words)
+    RotateWords(p, team, src, dst, p.cos + table, p.sin + table);
+  else
+    RotatePairs(p, team, src, dst, p.cos + table, p.sin + table);
+  if (p.offset > 0) CopyDims(p, team, src, dst, 0, p.offset);
+  if (p.offset + p.rotary < p.dim) CopyDims(p, team, src, dst, p.offset + p.rotary, p.dim);
 }
 
 bool Aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
@@ -185,7 +202,10 @@ bool Aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 =
 Status RemapCudaLaunch(const ChunkHeader& h, const uint8_t* device_payload,
                        const int64_t* device_slots, const float* device_cos,
                        const float* device_sin, const RopePlan& rope, const PagedLayout& cache,
-                       void* stream) {
+                       void* stream, unsigned threads) {
+  if (threads == 0) threads = kDefaultThreads;
+  if (threads % 64 != 0 || threads > 1024)
+    return InvalidArgument("CUDA remap threads per block: a multiple of 64 up to 1024");
   if (cache.layers.size() > kMaxLayers)
     return Unsupported("the CUDA backend handles at most 256 layers");
   if (cache.layers.size() != h.geometry.num_layers)
@@ -226,7 +246,7 @@ Status RemapCudaLaunch(const ChunkHeader& h, const uint8_t* device_payload,
   p.rotary_words = p.words && p.offset % per_word == 0 &&
                    p.rotary % (p.neox ? 2 * per_word : per_word) == 0;
   dim3 grid(h.geometry.num_tokens, h.geometry.num_layers);
-  RemapKernel<<<grid, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(p);
+  RemapKernel<<<grid, threads, 0, static_cast<cudaStream_t>(stream)>>>(p);
   cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return IoError(std::string("CUDA launch: ") + cudaGetErrorString(err));
   return Status::Ok();

@@ -124,7 +124,7 @@ class ConnectorCore:
     PATHS = ("auto", "cpp", "torch")
 
     def __init__(self, settings=None, settings_file="", block_size=16, separator=None,
-                 threads=1, path="auto", recompute=None):
+                 threads=1, path="auto", recompute=None, pin_arena=True):
         if path not in self.PATHS:
             raise ValueError(f"path {path!r} is not one of {', '.join(self.PATHS)}")
         self.options = _pikv.Options.load(settings_file, {k: str(v) for k, v in
@@ -141,6 +141,7 @@ class ConnectorCore:
         self._reaped_failures = 0  # of those, ended and failed before wait_for_saves
         self.path = path
         self.recompute = recompute
+        self.pin_arena = pin_arena  # torch path on CUDA: page-lock the node's arena once
         self._layout = None
         self._device = None  # DeviceRemapper on the torch path
         self._device_load = None  # the load whose layers the forward pass waits for
@@ -217,7 +218,8 @@ class ConnectorCore:
                              f"the engine said {self.block_size}")
         self._layout = built
         torch_path = self.path == "torch" or (self.path == "auto" and not built.host)
-        self._device = DeviceRemapper(self.client, kv or DeviceKv(layers, described=built)) \
+        self._device = DeviceRemapper(self.client, kv or DeviceKv(layers, described=built),
+                                      pin_arena=self.pin_arena) \
             if torch_path else None
 
     def _layer_index(self, name_or_index):

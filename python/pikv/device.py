@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from pikv import _pikv
 from pikv.paged import PACKINGS, Plane, geometry
 from pikv.tensors import geometry_layout, kv_layout
 
@@ -183,6 +184,7 @@ class _Staged:
     chunk: object  # its plan entry (the lease)
     obj: object = None  # the object (fused remap: its header)
     slots: torch.Tensor = None  # fused remap: every token's slot (-1 skipped), on the device
+    direct: bool = False  # copied straight from the leased object: check the lease once it landed
 
 
 @dataclass
@@ -201,14 +203,47 @@ class DeviceLoad:
             torch.cuda.current_stream(self.kv.device).wait_event(self.events[layer])
 
 
+class _PinnedArenas:
+    """Arenas page-locked in this process, once each however many remappers
+    copy from them (the driver refuses a second registration); released
+    with the last, the mapping kept until then."""
+
+    def __init__(self):
+        self._held = {}  # address -> [arena, users]
+
+    def pin(self, arena):
+        held = self._held.get(arena.address)
+        if held is None:
+            _pikv.cuda_host_register(arena.address, arena.size)
+            held = self._held[arena.address] = [arena, 0]
+        held[1] += 1
+
+    def unpin(self, arena):
+        held = self._held.get(arena.address)
+        if held is None:
+            return
+        held[1] -= 1
+        if held[1] == 0:
+            del self._held[arena.address]
+            try:
+                _pikv.cuda_host_unregister(arena.address)
+            except (RuntimeError, OSError, ValueError):
+                pass  # released with the mapping
+
+
+_PINNED = _PinnedArenas()
+
+
 class DeviceRemapper:
     """Loads fetched chunk objects into a DeviceKv and saves chunks out of it,
     through a pikv.Client. One per engine worker; not thread-safe."""
 
-    def __init__(self, client, kv: DeviceKv, fused=None):
+    def __init__(self, client, kv: DeviceKv, fused=None, pin_arena=True):
         """`fused`: on CUDA, write every layer of a chunk in one launch of
         pikv's CUDA remap (the default where pikv was built with nvcc and
-        the cache has plain strides), rather than per layer in torch ops."""
+        the cache has plain strides), rather than per layer in torch ops.
+        `pin_arena`: on CUDA, page-lock the local node's arena (once, all of
+        it) and copy leased objects from it directly."""
         client.check_layout(kv.layout)  # the client's namespace, or nothing is stored as it
         self.client = client
         self.kv = kv
@@ -218,16 +253,25 @@ class DeviceRemapper:
         if fused and self._fused is None:
             raise ValueError("the fused remap needs a CUDA cache of plain strides and a pikv "
                              "built with nvcc")
+        # The local node's arena, page-locked once (where pikv was built with
+        # nvcc): leased objects then go to the device in one copy, with no
+        # bounce through a pinned buffer.
+        self._pin_arena = pin_arena and self._cuda and hasattr(_pikv, "cuda_host_register")
+        self._arena = None
         # One load stream (CUDA); pinned staging buffers for host-to-device
         # copies, reused by every load once the previous one's copies are done.
         self._stream = torch.cuda.Stream(kv.device) if self._cuda else None
         self._pinned, self._next = [], 0
 
     def _to_device(self, host):
+        """(host tensor on the device, whether it was copied from the leased
+        memory directly), queued on the current stream."""
         if self.kv.device.type == "cpu":
-            return host
+            return host, False
         if not self._cuda:
-            return host.to(self.kv.device)
+            return host.to(self.kv.device), False
+        if self._in_pinned_arena(host):
+            return host.to(self.kv.device, non_blocking=True), True
         n = host.numel() * host.element_size()
         if self._next == len(self._pinned) or self._pinned[self._next].numel() < n:
             buffer = torch.empty(n, dtype=torch.uint8, pin_memory=True)
@@ -235,7 +279,53 @@ class DeviceRemapper:
         staging = self._pinned[self._next][:n].view(host.dtype).view(host.shape)
         self._next += 1
         staging.copy_(host)
-        return staging.to(self.kv.device, non_blocking=True)
+        return staging.to(self.kv.device, non_blocking=True), False
+
+    def _small_to_device(self, host):
+        """A small host tensor (tables, indices) to the device without
+        waiting for the copies queued before it."""
+        if not self._cuda:
+            return host.to(self.kv.device)
+        return host.pin_memory().to(self.kv.device, non_blocking=True)
+
+    def _in_pinned_arena(self, host):
+        """Whether `host` lies in the local node's arena, page-locked (once
+        per process, and again if the node's arena changed) for direct
+        copies."""
+        if not self._pin_arena:
+            return False
+        arena = self.client.zero_copy_arena()
+        if arena is None:
+            return False
+        if self._arena is None or self._arena.address != arena.address:
+            self._unpin_arena()
+            try:
+                _PINNED.pin(arena)
+            except (RuntimeError, OSError, ValueError) as e:
+                warnings.warn(f"pikv: the node's arena could not be page-locked ({e}); leased "
+                              "objects go through a pinned buffer")
+                self._pin_arena = False
+                return False
+            self._arena = arena
+        start, end = host.data_ptr(), host.data_ptr() + host.numel() * host.element_size()
+        return self._arena.address <= start and end <= self._arena.address + self._arena.size
+
+    def _unpin_arena(self):
+        if self._arena is not None:
+            if self._stream is not None:
+                self._stream.synchronize()  # no copy reads it any more
+            _PINNED.unpin(self._arena)
+            self._arena = None
+
+    def close(self):
+        """Releases the page-locked arena (also done when collected)."""
+        self._unpin_arena()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown: nothing left to release to
+            pass
 
     def begin(self):
         """A load on the load stream (CUDA) or in place (elsewhere)."""
@@ -250,22 +340,23 @@ class DeviceRemapper:
         tables = self.client.prepare_remap(obj, chunk, list(slots), self.kv.layout)
         host = _view_payload(obj, tables)
         slots_t = torch.as_tensor(list(slots), dtype=torch.int64)
-        keep = torch.nonzero(slots_t >= 0).flatten()
-        b, o = self.kv.index(slots_t[keep])
-        keep = keep.to(self.kv.device)
-        if load.stream:  # the indices were made on the engine's stream
+        if load.stream:  # what the engine's stream queued first (the cache's last use) comes first
             load.stream.wait_stream(torch.cuda.current_stream(self.kv.device))
-            for t in (b, o, keep):
-                t.record_stream(load.stream)
         with torch.cuda.stream(load.stream) if load.stream else nullcontext():
-            payload = self._to_device(host)
-            cos = torch.from_numpy(tables["cos"]).to(self.kv.device)
-            sin = torch.from_numpy(tables["sin"]).to(self.kv.device)
-            every = slots_t.pin_memory().to(self.kv.device, non_blocking=True) \
-                if self._fused is not None else None
-        if not self.client.lease_held(chunk):
+            payload, direct = self._to_device(host)
+            cos = self._small_to_device(torch.from_numpy(tables["cos"]))
+            sin = self._small_to_device(torch.from_numpy(tables["sin"]))
+            if self._fused is not None:  # the kernel reads every token's slot
+                every, b, o, keep = self._small_to_device(slots_t), None, None, None
+            else:  # torch ops index the kept tokens
+                every = None
+                kept = torch.nonzero(slots_t >= 0).flatten()
+                b, o = self.kv.index(slots_t[kept])
+                keep = self._small_to_device(kept)
+        if not direct and not self.client.lease_held(chunk):
             raise TimeoutError("the lease on this chunk's object expired while it was copied off")
-        load.staged.append(_Staged(payload, tables, cos, sin, b, o, keep, chunk, obj, every))
+        load.staged.append(_Staged(payload, tables, cos, sin, b, o, keep, chunk, obj, every,
+                                   direct))
 
     def write(self, load: DeviceLoad):
         """Writes every staged chunk, layer by layer (on the load stream, an
@@ -273,10 +364,17 @@ class DeviceRemapper:
         are good: all, or on the CPU (where a leased payload is read in place,
         not copied off first) those before the first whose lease ran out
         while it was read."""
-        layers = self.kv.num_layers
+        good = len(load.staged)
+        if any(s.direct for s in load.staged):
+            # Copied from leased memory as it landed: only what landed while
+            # its lease held is written.
+            load.stream.synchronize()
+            good = next((i for i, s in enumerate(load.staged)
+                         if s.direct and not self.client.lease_held(s.chunk)), good)
+        staged, layers = load.staged[:good], self.kv.num_layers
         if self._fused is not None:  # one launch per chunk writes every layer
             with torch.cuda.stream(load.stream):
-                for s in load.staged:
+                for s in staged:
                     self.client.remap_cuda(s.obj, self._fused, s.payload.data_ptr(),
                                            s.slots.data_ptr(), s.cos.data_ptr(),
                                            s.sin.data_ptr(), load.stream.cuda_stream)
@@ -286,15 +384,14 @@ class DeviceRemapper:
             layers = 0
         for layer in range(layers):
             with torch.cuda.stream(load.stream) if load.stream else nullcontext():
-                for s in load.staged:
+                for s in staged:
                     self._write_layer(s, layer)
                 if load.stream:
                     event = torch.cuda.Event()
                     event.record(load.stream)
                     load.events.append(event)
-        good = len(load.staged)
         if self.kv.device.type == "cpu":
-            good = next((i for i, s in enumerate(load.staged)
+            good = next((i for i, s in enumerate(staged)
                          if not self.client.lease_held(s.chunk)), good)
         load.staged = []  # the payloads on the device go once their writes are queued
         return good

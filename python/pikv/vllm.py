@@ -42,7 +42,7 @@ from pikv.connector import ConnectorCore
 from pikv.tensors import TORCH_DTYPES
 
 # Keys of kv_connector_extra_config that are the adapter's, not client settings.
-_ADAPTER_KEYS = ("separator", "settings_file", "kv_layout", "threads", "path")
+_ADAPTER_KEYS = ("separator", "settings_file", "kv_layout", "threads", "path", "pin_arena")
 
 # vLLM attention backends whose 4-D cache pikv addresses, by the name the
 # backend gives itself (get_name()), and the pikv.paged packing of each.
@@ -181,7 +181,9 @@ class PikvConnector(KVConnectorBase_V1):
                                    block_size=vllm_config.cache_config.block_size,
                                    separator=extra.get("separator"),
                                    threads=int(extra.get("threads", 1)),
-                                   path=extra.get("path", "auto"))
+                                   path=extra.get("path", "auto"),
+                                   pin_arena=str(extra.get("pin_arena", True)).lower()
+                                   not in ("false", "0", "off", "no"))
         # Sliding-window and chunked layers: vLLM's hybrid KV cache manager
         # keeps only their window. A connector without HMA support turns it
         # off; this checks that it is.

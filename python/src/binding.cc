@@ -19,6 +19,7 @@
 #include "pikv/common/version.h"
 #include "pikv/device/model_config.h"
 #ifdef PIKV_HAVE_CUDA
+#include "pikv/device/cuda_memory.h"
 #include "pikv/device/remap_cuda.h"
 #endif
 #include "pikv/rpc/admin_client.h"
@@ -282,6 +283,26 @@ py::object AdminJson(const std::string& endpoint, int timeout_ms, MsgType type,
 PYBIND11_MODULE(_pikv, m) {
   m.doc() = "pikv's C++ client, model-config reader and admin client";
   m.attr("__version__") = std::string(Version());
+#ifdef PIKV_HAVE_CUDA
+  // Through pikv's own CUDA runtime: a failure is handled here, never left
+  // as a pending error for the engine's next launch check.
+  m.def(
+      "cuda_host_register",
+      [](uintptr_t address, size_t size) {
+        if (Status s = device::CudaHostRegister(reinterpret_cast<const void*>(address), size,
+                                                /*read_only=*/true);
+            !s.ok())
+          Raise(s);
+      },
+      "address"_a, "size"_a, "Page-locks read-only host memory for direct copies to CUDA devices");
+  m.def(
+      "cuda_host_unregister",
+      [](uintptr_t address) {
+        if (Status s = device::CudaHostUnregister(reinterpret_cast<const void*>(address)); !s.ok())
+          Raise(s);
+      },
+      "address"_a);
+#endif
   m.def("model_info", &ModelInfo, "path"_a, "max_model_len"_a = 0, "dtype"_a = "",
         "What pikv derives from a Hugging Face config.json (pikv model-info)");
 
@@ -321,6 +342,13 @@ PYBIND11_MODULE(_pikv, m) {
       .def_readonly("num_blocks", &device::PagedLayout::num_blocks)
       .def_property_readonly("num_layers",
                              [](const device::PagedLayout& l) { return l.layers.size(); });
+
+  py::class_<rpc::ZeroCopyClient::Arena>(m, "ZeroCopyArena")
+      .def_property_readonly("address",
+                             [](const rpc::ZeroCopyClient::Arena& a) {
+                               return reinterpret_cast<uintptr_t>(a.data);
+                             })
+      .def_readonly("size", &rpc::ZeroCopyClient::Arena::size);
 
   py::class_<client::ChunkPlan>(m, "ChunkPlan")
       .def_property_readonly("key", [](const client::ChunkPlan& c) { return c.key.Hex(); })
@@ -425,6 +453,15 @@ PYBIND11_MODULE(_pikv, m) {
            "sin"_a, "stream"_a,
            "The fused CUDA remap of a chunk prepare_remap checked, staged on the device")
 #endif
+      .def(
+          "zero_copy_arena",
+          [](client::Client& c) -> py::object {
+            auto arena = c.ZeroCopyArena();
+            if (!arena) return py::none();
+            return py::cast(*arena);
+          },
+          "The local node's arena as leased objects are mapped (address, size; kept mapped "
+          "while the result lives), or None without a zero-copy channel")
       .def("lease_held", &client::Client::LeaseHeld, "chunk"_a,
            "False once the node may reuse a leased object's memory")
       .def("store_with", &StoreWith, "tokens"_a, "payload_nbytes"_a, "write"_a,

@@ -188,6 +188,11 @@ Result<std::shared_ptr<ZeroCopyClient>> ZeroCopyClient::Connect(const std::strin
 bool ZeroCopyClient::healthy() const { return channel_->healthy; }
 uint64_t ZeroCopyClient::arena_bytes() const { return channel_->arena_bytes; }
 
+ZeroCopyClient::Arena ZeroCopyClient::ReadOnlyArena() const {
+  const auto& m = channel_->read_only;
+  return {m, m->base, m->size};
+}
+
 Result<ZeroCopyClient::Leased> ZeroCopyClient::Lease(std::span<const ChunkKey> keys,
                                                      std::chrono::milliseconds timeout) {
   Header request;

@@ -128,6 +128,50 @@ def test_on_cuda_the_fused_remap_equals_the_cpp_remap(config):
     against_the_cpp_remap(config, "cuda", fused=True)
 
 
+# Label gpu: leases from a real node, onto CUDA.
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(),
+                    reason="no CUDA device on this machine: the GPU checks did not run")
+@pytest.mark.parametrize("pin_arena", [True, False], ids=["arena-pinned", "pinned-buffer"])
+def test_on_cuda_leased_chunks_land_as_the_cpp_remap_writes_them(pin_arena):
+    """Chunks leased in place from a real node, loaded onto CUDA by
+    pikv.device (copied from the node's page-locked arena, or through a
+    pinned buffer), equal the C++ remap of the same leases on CPU."""
+    from conftest import Cluster
+    cluster = Cluster(nodes=1)
+    try:
+        settings = {"local-node": cluster.nodes[0]["ipc"], "controller": cluster.controller,
+                    "model-id": "gpu-lease", "dtype": "bf16", "max-model-len": "131072",
+                    "model-config": os.path.join(CONFIGS, "llama-3.2-1b.json")}
+        settings.update(cluster.security_settings())
+        client = pikv.Client(pikv.Options.load("", {k: str(v) for k, v in settings.items()}))
+        for seed, tokens in enumerate(SEGMENTS[:2]):
+            payload = torch.from_numpy(payload_of(client.options, torch.bfloat16, seed)).flatten()[
+                :len(tokens) * client.options.num_layers * 2 * client.options.num_kv_heads *
+                client.options.head_dim * 2]
+            client.store_with(tokens, payload.numel(),
+                              lambda view: torch.frombuffer(view, dtype=torch.uint8).copy_(payload))
+        plan = client.plan(SEGMENTS)
+        objects = client.fetch(plan)
+        assert client.stats()["zero_copy_fetched"] == 2, "both chunks leased in place"
+        cpp, dev = make_caches(client.options, "vllm_hnd", torch.bfloat16)
+        cpp_view = views("vllm_hnd", cpp)[0]
+        dev = [t.cuda() for t in dev]
+        remapper = DeviceRemapper(client, DeviceKv(views("vllm_hnd", dev)[2], layout="vllm"),
+                                  pin_arena=pin_arena)
+        load = remapper.begin()
+        for chunk, obj, slots in zip(plan.chunks, objects, ([3, 17, 8], SLOTS)):
+            client.remap(obj, chunk, slots, kv_layout(cpp_view, layout="flash"))
+            remapper.stage(load, obj, chunk, slots)
+        assert remapper.write(load) == 2
+        load.stream.synchronize()
+        assert (remapper._arena is not None) == pin_arena
+        assert compare(cpp, [t.cpu() for t in dev], torch.bfloat16)[2] <= 1
+        remapper.close()
+    finally:
+        cluster.stop()
+
+
 @pytest.mark.parametrize("layout", ["vllm_hnd", "vllm_nhd", "vllm_mla"])
 def test_the_real_strides_of_vllms_caches_address_what_the_planes_do(layout):
     """What the fused CUDA remap writes through (DeviceKv.strided_layout),

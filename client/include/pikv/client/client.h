@@ -38,6 +38,7 @@
 #include <functional>
 #include <future>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -50,10 +51,7 @@
 #include "pikv/proto/chunk_object.h"
 #include "pikv/proto/curve.h"
 #include "pikv/proto/shared_buffer.h"
-
-namespace pikv::rpc {
-class ZeroCopyClient;
-}
+#include "pikv/rpc/zero_copy_client.h"
 
 namespace pikv::client {
 
@@ -163,6 +161,10 @@ class Client {
                                            std::span<const int64_t> slots,
                                            const device::PagedLayout& cache);
   bool LeaseHeld(const ChunkPlan& chunk) const;
+  // The local node's arena as leased objects are mapped (kept mapped while
+  // the result lives), for a device to register; none without a zero-copy
+  // channel.
+  std::optional<rpc::ZeroCopyClient::Arena> ZeroCopyArena();
   // Stores a computed chunk: payload [layer][k|v][token][head][dim] in the
   // namespace's dtype, K rotated at `virtual_start`. The built chunk object
   // goes to `object` when given (even if the node is unreachable), so the

@@ -75,6 +75,16 @@ class ZeroCopyClient {
   bool healthy() const;
   uint64_t arena_bytes() const;
 
+  // The read-only mapping of the node's arena that leased objects are views
+  // of, kept mapped while `keep` lives (a device registers it once to copy
+  // leased objects without a bounce through host memory).
+  struct Arena {
+    std::shared_ptr<const void> keep;
+    const uint8_t* data = nullptr;
+    uint64_t size = 0;
+  };
+  Arena ReadOnlyArena() const;
+
   struct Channel;  // the socket and mappings, shared with the views (src/)
   struct Mapping;  // one mapping of the arena (src/)
 
