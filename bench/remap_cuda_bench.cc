@@ -32,10 +32,11 @@ namespace {
 using device::PagedLayout;
 constexpr uint32_t kBlock = 16;
 
-#define CUDA_OK(call)                                                                      \
-  do {                                                                                     \
-    cudaError_t e = (call);                                                                \
-    if (e != cudaSuccess) throw std::runtime_error(#call ": " + std::string(cudaGetErrorString(e))); \
+#define CUDA_OK(call)                                                            \
+  do {                                                                           \
+    cudaError_t e = (call);                                                      \
+    if (e != cudaSuccess)                                                        \
+      throw std::runtime_error(#call ": " + std::string(cudaGetErrorString(e))); \
   } while (0)
 
 template <class T>
@@ -51,7 +52,7 @@ std::vector<uint8_t> MakeObject(const device::ModelSpec& spec, uint32_t tokens, 
   ChunkHeader h;
   h.key = ChunkKey{1, tokens};
   h.model_id = "bench";
-  h.geometry = {spec.geometry.num_layers, tokens,    spec.geometry.num_kv_heads,
+  h.geometry = {spec.geometry.num_layers, tokens,     spec.geometry.num_kv_heads,
                 spec.geometry.head_dim,   spec.dtype, spec.geometry.format};
   device::SetHeaderRope(spec.rope, h);
   h.k_form = form;
@@ -65,8 +66,8 @@ std::vector<uint8_t> MakeObject(const device::ModelSpec& spec, uint32_t tokens, 
     if (es == 4) {
       std::memcpy(&payload[i], &f, 4);
     } else {
-      const uint16_t v = spec.dtype == DType::kF16 ? device::math::F32ToF16(f)
-                                                   : device::math::F32ToBf16(f);
+      const uint16_t v =
+          spec.dtype == DType::kF16 ? device::math::F32ToF16(f) : device::math::F32ToBf16(f);
       std::memcpy(&payload[i], &v, 2);
     }
   }
@@ -83,9 +84,9 @@ Figures Measure(const device::ModelSpec& spec, uint32_t tokens, KForm form, int 
                 unsigned threads) {
   const auto object = MakeObject(spec, tokens, form);
   const uint64_t blocks = tokens / kBlock + 8;
-  PagedLayout cache = PagedLayout::Make(PagedLayout::Order::kVllmFlash, spec.dtype,
-                                        spec.geometry.format, spec.geometry.num_kv_heads,
-                                        spec.geometry.head_dim, kBlock, blocks);
+  PagedLayout cache =
+      PagedLayout::Make(PagedLayout::Order::kVllmFlash, spec.dtype, spec.geometry.format,
+                        spec.geometry.num_kv_heads, spec.geometry.head_dim, kBlock, blocks);
   cache.host = false;
   const size_t layer_bytes = cache.ElementsPerLayer() * DTypeSize(spec.dtype);
   for (uint32_t l = 0; l < spec.geometry.num_layers; ++l) {
@@ -129,8 +130,8 @@ Figures Measure(const device::ModelSpec& spec, uint32_t tokens, KForm form, int 
   Figures f;
   f.gb = payload.size() / 1e9;
   f.remap_ms = time_ms([&] {
-    Status s = device::RemapCudaLaunch(tables->header, d_payload, d_slots, d_cos, d_sin,
-                                       spec.rope, cache, nullptr, threads);
+    Status s = device::RemapCudaLaunch(tables->header, d_payload, d_slots, d_cos, d_sin, spec.rope,
+                                       cache, nullptr, threads);
     if (!s.ok()) throw std::runtime_error(s.ToString());
   });
   f.copy_ms = time_ms([&] {
@@ -139,9 +140,9 @@ Figures Measure(const device::ModelSpec& spec, uint32_t tokens, KForm form, int 
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   for (void* p : cache.layers) cudaFree(p);
-  for (void* p : {static_cast<void*>(d_payload), static_cast<void*>(d_scratch),
-                  static_cast<void*>(d_slots), static_cast<void*>(d_cos),
-                  static_cast<void*>(d_sin)})
+  for (void* p :
+       {static_cast<void*>(d_payload), static_cast<void*>(d_scratch), static_cast<void*>(d_slots),
+        static_cast<void*>(d_cos), static_cast<void*>(d_sin)})
     cudaFree(p);
   return f;
 }
@@ -165,8 +166,7 @@ int Run(const std::string& config, int iterations) {
   if (!spec.ok()) throw std::runtime_error(spec.status().ToString());
   json.Add("device", std::string(prop.name));
   json.Add("config", std::filesystem::path(config).filename().string());
-  Table table({"tokens", "K form", "threads", "copy GB/s", "remap GB/s", "remap/copy",
-               "remap ms"});
+  Table table({"tokens", "K form", "threads", "copy GB/s", "remap GB/s", "remap/copy", "remap ms"});
   double worst = 1e9;
   struct Case {
     uint32_t tokens;
@@ -182,10 +182,10 @@ int Run(const std::string& config, int iterations) {
     if (c.threads == 0) worst = std::min(worst, ratio);  // the default is what runs
     const std::string name = c.form == KForm::kRotated ? "rotated" : "pre_rope";
     table.Add({std::to_string(c.tokens), name, c.threads ? std::to_string(c.threads) : "default",
-               Fixed(f.gb / f.copy_ms * 1e3, 1), Fixed(f.gb / f.remap_ms * 1e3, 1),
-               Fixed(ratio, 3), Fixed(f.remap_ms, 3)});
-    const std::string key = name + "_" + std::to_string(c.tokens) +
-                            (c.threads ? "_t" + std::to_string(c.threads) : "");
+               Fixed(f.gb / f.copy_ms * 1e3, 1), Fixed(f.gb / f.remap_ms * 1e3, 1), Fixed(ratio, 3),
+               Fixed(f.remap_ms, 3)});
+    const std::string key =
+        name + "_" + std::to_string(c.tokens) + (c.threads ? "_t" + std::to_string(c.threads) : "");
     json.Add(key + "_remap_gbps", f.gb / f.remap_ms * 1e3);
     json.Add(key + "_copy_gbps", f.gb / f.copy_ms * 1e3);
     json.Add(key + "_remap_vs_copy", ratio);
@@ -207,7 +207,8 @@ int main(int argc, char** argv) {
   std::string config = PIKV_SOURCE_DIR "/tests/device/model_configs/llama-3.1-8b.json";
   int iterations = 20;
   app.add_option("--config", config, "model config.json (geometry, RoPE, dtype)");
-  app.add_option("--iterations", iterations, "timed launches per figure")->check(CLI::Range(1, 10000));
+  app.add_option("--iterations", iterations, "timed launches per figure")
+      ->check(CLI::Range(1, 10000));
   CLI11_PARSE(app, argc, argv);
   try {
     return pikv::bench::Run(config, iterations);

@@ -145,6 +145,7 @@ case "${1:-}" in
     ;;
   rehearse)  # its own bundle, inside the build tree: .gpu stays the device's
     BUNDLE=$ROOT/${PIKV_BUILD_DIR:-build}/gpu-rehearsal
+    OUT=${OUT:-$BUNDLE-out}
     pack "${PIKV_BUILD_DIR:-build}" /usr/bin/python3 && run /usr/bin/python3 no
     ;;
   *)

@@ -20,8 +20,8 @@ struct Params {
   uint32_t tokens, heads, dim, rotary, offset, planes, block_size, dtype_size;
   int dtype;  // DType
   bool neox, per_token;
-  bool words;          // every head vector's source and destination 16-byte aligned
-  bool rotary_words;   // and the rotary part in whole words (of each half, NeoX)
+  bool words;         // every head vector's source and destination 16-byte aligned
+  bool rotary_words;  // and the rotary part in whole words (of each half, NeoX)
   int64_t stride_plane, stride_block, stride_offset, stride_head;  // in elements
 };
 
@@ -243,8 +243,8 @@ Status RemapCudaLaunch(const ChunkHeader& h, const uint8_t* device_payload,
   p.stride_offset = cache.stride_offset;
   p.stride_head = cache.stride_head;
   const uint32_t per_word = 16 / p.dtype_size;
-  p.rotary_words = p.words && p.offset % per_word == 0 &&
-                   p.rotary % (p.neox ? 2 * per_word : per_word) == 0;
+  p.rotary_words =
+      p.words && p.offset % per_word == 0 && p.rotary % (p.neox ? 2 * per_word : per_word) == 0;
   dim3 grid(h.geometry.num_tokens, h.geometry.num_layers);
   RemapKernel<<<grid, threads, 0, static_cast<cudaStream_t>(stream)>>>(p);
   cudaError_t err = cudaGetLastError();

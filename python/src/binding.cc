@@ -137,8 +137,7 @@ py::dict PrepareRemap(client::Client& c, const SharedBuffer& object, const clien
 // payload, the slots (int64, one per token, -1 skipped) and prepare_remap's
 // cos and sin tables. The cache must be described by its real strides.
 void RemapCuda(client::Client& c, const SharedBuffer& object, const device::PagedLayout& cache,
-               uintptr_t payload, uintptr_t slots, uintptr_t cos, uintptr_t sin,
-               uintptr_t stream) {
+               uintptr_t payload, uintptr_t slots, uintptr_t cos, uintptr_t sin, uintptr_t stream) {
   if (cache.host) throw py::value_error("remap_cuda writes a CUDA device's cache, not host memory");
   auto header = ParseChunkHeader(object.span());
   if (!header.ok()) Raise(header.status());
@@ -344,10 +343,9 @@ PYBIND11_MODULE(_pikv, m) {
                              [](const device::PagedLayout& l) { return l.layers.size(); });
 
   py::class_<rpc::ZeroCopyClient::Arena>(m, "ZeroCopyArena")
-      .def_property_readonly("address",
-                             [](const rpc::ZeroCopyClient::Arena& a) {
-                               return reinterpret_cast<uintptr_t>(a.data);
-                             })
+      .def_property_readonly(
+          "address",
+          [](const rpc::ZeroCopyClient::Arena& a) { return reinterpret_cast<uintptr_t>(a.data); })
       .def_readonly("size", &rpc::ZeroCopyClient::Arena::size);
 
   py::class_<client::ChunkPlan>(m, "ChunkPlan")

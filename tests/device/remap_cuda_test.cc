@@ -7,6 +7,8 @@
 // element (nvcc fuses a multiply-add where the portable kernel rounds the
 // product: one rounding of it), and nothing outside the written slots
 // touched. Label gpu: without a CUDA device every case is skipped, and says so.
+#include "pikv/device/remap_cuda.h"
+
 #include <cuda_runtime.h>
 
 #include <filesystem>
@@ -15,7 +17,6 @@
 
 #include "device_test_util.h"
 #include "pikv/device/model_config.h"
-#include "pikv/device/remap_cuda.h"
 
 namespace pikv::device::testing {
 namespace {
@@ -31,7 +32,9 @@ bool HaveCuda() {
 // Device memory freed with its owner; a copy of host bytes.
 class DeviceBuffer {
  public:
-  explicit DeviceBuffer(size_t bytes) { EXPECT_EQ(cudaMalloc(&ptr_, bytes ? bytes : 1), cudaSuccess); }
+  explicit DeviceBuffer(size_t bytes) {
+    EXPECT_EQ(cudaMalloc(&ptr_, bytes ? bytes : 1), cudaSuccess);
+  }
   template <class T>
   explicit DeviceBuffer(const std::vector<T>& host) : DeviceBuffer(host.size() * sizeof(T)) {
     EXPECT_EQ(cudaMemcpy(ptr_, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice),
@@ -41,7 +44,9 @@ class DeviceBuffer {
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   template <class T>
-  T* as() const { return static_cast<T*>(ptr_); }
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
 
  private:
   void* ptr_ = nullptr;
@@ -131,9 +136,8 @@ TEST(RemapCudaTest, EveryPublishedConfigEqualsTheCpuRemap) {
     KForm form;
     int64_t virtual_start, actual_start;
   };
-  const Shift shifts[] = {{KForm::kRotated, 1000, 7},
-                          {KForm::kRotated, 0, 1'000'000},
-                          {KForm::kPreRope, 0, 5000}};
+  const Shift shifts[] = {
+      {KForm::kRotated, 1000, 7}, {KForm::kRotated, 0, 1'000'000}, {KForm::kPreRope, 0, 5000}};
   size_t configs = 0;
   for (const auto& entry : std::filesystem::directory_iterator(PIKV_MODEL_CONFIG_DIR)) {
     if (entry.path().extension() != ".json") continue;
@@ -152,10 +156,9 @@ TEST(RemapCudaTest, EveryPublishedConfigEqualsTheCpuRemap) {
           const auto order = variant == 3 ? PagedLayout::Order::kVllmFlash
                                           : static_cast<PagedLayout::Order>(variant);
           if (mla && order != PagedLayout::Order::kVllmFlash) continue;
-          const std::string where = entry.path().filename().string() + " " +
-                                    std::string(DTypeName(dtype)) + " variant " +
-                                    std::to_string(variant) + " v=" +
-                                    std::to_string(shift.virtual_start);
+          const std::string where =
+              entry.path().filename().string() + " " + std::string(DTypeName(dtype)) + " variant " +
+              std::to_string(variant) + " v=" + std::to_string(shift.virtual_start);
           CompareOne(*spec, dtype, shift.form, shift.virtual_start, shift.actual_start, order,
                      variant == 3, tally, where);
           if (HasFatalFailure()) return;
