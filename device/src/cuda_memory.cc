@@ -16,6 +16,15 @@ Status CudaHostRegister(const void* data, size_t size, bool read_only) {
   return Status::Ok();
 }
 
+int CudaDeviceCount() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
 Status CudaHostUnregister(const void* data) {
   cudaError_t err = cudaHostUnregister(const_cast<void*>(data));
   if (err != cudaSuccess) {

@@ -78,14 +78,19 @@ class DeviceKv:
         if any(len(p.offset_parts) != 1 or len(p.dim_parts) != 1 for p in first):
             return None
         strides = first[0].view.stride()
-        if strides[3] != 1 or any(p.view.stride() != strides for p in first):
+        if strides[3] != 1 or any(p.view.stride() != strides
+                                  for planes in self.planes for p in planes):
             return None
         es = first[0].view.element_size()
         gap = {(planes[-1].view.data_ptr() - planes[0].view.data_ptr()) for planes in self.planes}
         if len(gap) != 1 or next(iter(gap)) % es:
             return None
         base = [planes[0].view.data_ptr() for planes in self.planes]
-        nbytes = [t.numel() * es - (b - t.data_ptr()) for t, b in zip(self.tensors, base)]
+        # Each layer's memory from its plane base to the end of its storage
+        # (a strided view may span more than its numel).
+        storages = [t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
+                    for t in self.tensors]  # torch < 2.0: storage()
+        nbytes = [st.nbytes() - (b - st.data_ptr()) for st, b in zip(storages, base)]
         mla = len(first) == 1
         sb, so, sh = strides[:3]
         from pikv._pikv import KvLayout
@@ -183,8 +188,8 @@ class _Staged:
     keep: torch.Tensor  # indices of the tokens with a slot (not -1)
     chunk: object  # its plan entry (the lease)
     obj: object = None  # the object (fused remap: its header)
-    slots: torch.Tensor = None  # fused remap: every token's slot (-1 skipped), on the device
-    direct: bool = False  # copied straight from the leased object: check the lease once it landed
+    slots: torch.Tensor = None  # every token's slot (-1 skipped), on the device (fused remap)
+    copied: object = None  # copied straight from the lease: the event its copy landed at
 
 
 @dataclass
@@ -240,28 +245,37 @@ class DeviceRemapper:
 
     def __init__(self, client, kv: DeviceKv, fused=None, pin_arena=True):
         """`fused`: on CUDA, write every layer of a chunk in one launch of
-        pikv's CUDA remap (the default where pikv was built with nvcc and
-        the cache has plain strides), rather than per layer in torch ops.
+        pikv's CUDA remap (the default where pikv was built with nvcc, its
+        CUDA runtime sees a device, and the cache has plain strides), rather
+        than per layer in torch ops; a launch that fails falls back to those.
         `pin_arena`: on CUDA, page-lock the local node's arena (once, all of
-        it) and copy leased objects from it directly."""
+        it, now) and copy leased objects from it directly."""
         client.check_layout(kv.layout)  # the client's namespace, or nothing is stored as it
         self.client = client
         self.kv = kv
         self._cuda = kv.device.type == "cuda"
-        can_fuse = self._cuda and hasattr(client, "remap_cuda") and fused is not False
-        self._fused = kv.strided_layout() if can_fuse else None
+        pikv_cuda = self._cuda and hasattr(_pikv, "cuda_device_count") and \
+            _pikv.cuda_device_count() > 0
+        self._fused = None
+        if pikv_cuda and fused is not False:
+            try:
+                self._fused = kv.strided_layout()
+            except ValueError:
+                if fused:
+                    raise
         if fused and self._fused is None:
             raise ValueError("the fused remap needs a CUDA cache of plain strides and a pikv "
-                             "built with nvcc")
-        # The local node's arena, page-locked once (where pikv was built with
-        # nvcc): leased objects then go to the device in one copy, with no
-        # bounce through a pinned buffer.
-        self._pin_arena = pin_arena and self._cuda and hasattr(_pikv, "cuda_host_register")
-        self._arena = None
+                             "built with nvcc whose CUDA runtime sees the device")
         # One load stream (CUDA); pinned staging buffers for host-to-device
         # copies, reused by every load once the previous one's copies are done.
         self._stream = torch.cuda.Stream(kv.device) if self._cuda else None
         self._pinned, self._next = [], 0
+        # The local node's arena, page-locked once: leased objects then go to
+        # the device in one copy, with no bounce through a pinned buffer.
+        self._pin_arena = pin_arena and pikv_cuda
+        self._arena = None
+        self.direct_copies = 0  # chunks copied straight from the arena
+        self._refresh_arena()
 
     def _to_device(self, host):
         """(host tensor on the device, whether it was copied from the leased
@@ -271,6 +285,7 @@ class DeviceRemapper:
         if not self._cuda:
             return host.to(self.kv.device), False
         if self._in_pinned_arena(host):
+            self.direct_copies += 1
             return host.to(self.kv.device, non_blocking=True), True
         n = host.numel() * host.element_size()
         if self._next == len(self._pinned) or self._pinned[self._next].numel() < n:
@@ -288,25 +303,27 @@ class DeviceRemapper:
             return host.to(self.kv.device)
         return host.pin_memory().to(self.kv.device, non_blocking=True)
 
-    def _in_pinned_arena(self, host):
-        """Whether `host` lies in the local node's arena, page-locked (once
-        per process, and again if the node's arena changed) for direct
-        copies."""
+    def _refresh_arena(self):
+        """Page-locks the local node's arena if it is new (the first time,
+        or the node restarted): at set-up, and before each load."""
         if not self._pin_arena:
-            return False
+            return
         arena = self.client.zero_copy_arena()
-        if arena is None:
+        if arena is None or (self._arena is not None and self._arena.address == arena.address):
+            return
+        self._unpin_arena()
+        try:
+            _PINNED.pin(arena)
+        except (RuntimeError, OSError, ValueError) as e:
+            warnings.warn(f"pikv: the node's arena could not be page-locked ({e}); leased "
+                          "objects go through a pinned buffer")
+            self._pin_arena = False
+            return
+        self._arena = arena
+
+    def _in_pinned_arena(self, host):
+        if self._arena is None:
             return False
-        if self._arena is None or self._arena.address != arena.address:
-            self._unpin_arena()
-            try:
-                _PINNED.pin(arena)
-            except (RuntimeError, OSError, ValueError) as e:
-                warnings.warn(f"pikv: the node's arena could not be page-locked ({e}); leased "
-                              "objects go through a pinned buffer")
-                self._pin_arena = False
-                return False
-            self._arena = arena
         start, end = host.data_ptr(), host.data_ptr() + host.numel() * host.element_size()
         return self._arena.address <= start and end <= self._arena.address + self._arena.size
 
@@ -332,55 +349,53 @@ class DeviceRemapper:
         if self._stream is not None:
             self._stream.synchronize()  # the staging buffers are free again
         self._next = 0
+        self._refresh_arena()
         return DeviceLoad(self.kv, self._stream)
 
     def stage(self, load: DeviceLoad, obj, chunk, slots):
-        """Checks a chunk (raises before anything is written) and copies it to
-        the device. A leased object is checked again once copied off."""
+        """Checks a chunk (raises before anything is written) and queues its
+        copy to the device on the load stream (into fresh memory: nothing
+        waits for the engine). A leased object is checked again once copied
+        off (on CUDA from the arena: once the copy landed, in write())."""
         tables = self.client.prepare_remap(obj, chunk, list(slots), self.kv.layout)
         host = _view_payload(obj, tables)
         slots_t = torch.as_tensor(list(slots), dtype=torch.int64)
-        if load.stream:  # what the engine's stream queued first (the cache's last use) comes first
-            load.stream.wait_stream(torch.cuda.current_stream(self.kv.device))
+        kept = torch.nonzero(slots_t >= 0).flatten()
+        copied = None
         with torch.cuda.stream(load.stream) if load.stream else nullcontext():
             payload, direct = self._to_device(host)
             cos = self._small_to_device(torch.from_numpy(tables["cos"]))
             sin = self._small_to_device(torch.from_numpy(tables["sin"]))
-            if self._fused is not None:  # the kernel reads every token's slot
-                every, b, o, keep = self._small_to_device(slots_t), None, None, None
-            else:  # torch ops index the kept tokens
-                every = None
-                kept = torch.nonzero(slots_t >= 0).flatten()
-                b, o = self.kv.index(slots_t[kept])
-                keep = self._small_to_device(kept)
+            every = self._small_to_device(slots_t)  # the fused kernel reads every token's slot
+            b, o = self.kv.index(slots_t[kept])  # torch ops index the kept ones
+            keep = self._small_to_device(kept)
+            if direct:
+                copied = torch.cuda.Event()
+                copied.record(load.stream)
         if not direct and not self.client.lease_held(chunk):
             raise TimeoutError("the lease on this chunk's object expired while it was copied off")
         load.staged.append(_Staged(payload, tables, cos, sin, b, o, keep, chunk, obj, every,
-                                   direct))
+                                   copied))
 
     def write(self, load: DeviceLoad):
-        """Writes every staged chunk, layer by layer (on the load stream, an
-        event after each layer, where there is one). Returns how many of them
-        are good: all, or on the CPU (where a leased payload is read in place,
-        not copied off first) those before the first whose lease ran out
-        while it was read."""
+        """Writes the staged chunks after what the engine's stream queued
+        (the cache's last use): on CUDA one fused launch per chunk, else
+        layer by layer (on the load stream, an event after each layer, where
+        there is one). Returns how many of them are good: those before the
+        first whose lease ran out before it was copied off (copied from the
+        arena: before the copy landed; on the CPU, where a leased payload is
+        read in place: before it was read). The rest are not written."""
         good = len(load.staged)
-        if any(s.direct for s in load.staged):
-            # Copied from leased memory as it landed: only what landed while
-            # its lease held is written.
-            load.stream.synchronize()
-            good = next((i for i, s in enumerate(load.staged)
-                         if s.direct and not self.client.lease_held(s.chunk)), good)
+        for i, s in enumerate(load.staged):
+            if s.copied is not None:
+                s.copied.synchronize()
+                if not self.client.lease_held(s.chunk):
+                    good = i
+                    break
         staged, layers = load.staged[:good], self.kv.num_layers
-        if self._fused is not None:  # one launch per chunk writes every layer
-            with torch.cuda.stream(load.stream):
-                for s in staged:
-                    self.client.remap_cuda(s.obj, self._fused, s.payload.data_ptr(),
-                                           s.slots.data_ptr(), s.cos.data_ptr(),
-                                           s.sin.data_ptr(), load.stream.cuda_stream)
-                event = torch.cuda.Event()
-                event.record(load.stream)
-            load.events = [event] * layers
+        if load.stream:
+            load.stream.wait_stream(torch.cuda.current_stream(self.kv.device))
+        if self._fused is not None and self._write_fused(load, staged):
             layers = 0
         for layer in range(layers):
             with torch.cuda.stream(load.stream) if load.stream else nullcontext():
@@ -395,6 +410,24 @@ class DeviceRemapper:
                          if not self.client.lease_held(s.chunk)), good)
         load.staged = []  # the payloads on the device go once their writes are queued
         return good
+
+    def _write_fused(self, load, staged):
+        """One launch of pikv's CUDA remap per chunk. False (and the fused
+        path off from now on) where a launch fails: torch ops write them."""
+        try:
+            with torch.cuda.stream(load.stream):
+                for s in staged:
+                    self.client.remap_cuda(s.obj, self._fused, s.payload.data_ptr(),
+                                           s.slots.data_ptr(), s.cos.data_ptr(),
+                                           s.sin.data_ptr(), load.stream.cuda_stream)
+                event = torch.cuda.Event()
+                event.record(load.stream)
+        except (RuntimeError, ValueError) as e:
+            warnings.warn(f"pikv: the fused CUDA remap failed ({e}); writing with torch ops")
+            self._fused = None
+            return False
+        load.events = [event] * self.kv.num_layers
+        return True
 
     def _write_layer(self, s: _Staged, layer):
         t = s.tables

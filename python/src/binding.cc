@@ -141,6 +141,15 @@ void RemapCuda(client::Client& c, const SharedBuffer& object, const device::Page
   if (cache.host) throw py::value_error("remap_cuda writes a CUDA device's cache, not host memory");
   auto header = ParseChunkHeader(object.span());
   if (!header.ok()) Raise(header.status());
+  // What the kernel indexes by, checked here (the slots were, by
+  // prepare_remap, against this cache's geometry): a mismatch would be an
+  // access outside the device's memory, not an error.
+  if (Status s = cache.Validate(); !s.ok()) Raise(s);
+  const ChunkGeometry& g = header->geometry;
+  if (g.dtype != cache.dtype || g.kv_format != cache.kv_format ||
+      g.num_kv_heads != cache.num_kv_heads || g.head_dim != cache.head_dim ||
+      g.num_layers != cache.layers.size() || header->rope_spec != c.options().rope.Signature())
+    throw py::value_error("remap_cuda: the object is not of this cache's geometry or RoPE");
   Status s = device::RemapCudaLaunch(
       *header, reinterpret_cast<const uint8_t*>(payload), reinterpret_cast<const int64_t*>(slots),
       reinterpret_cast<const float*>(cos), reinterpret_cast<const float*>(sin), c.options().rope,
@@ -294,6 +303,8 @@ PYBIND11_MODULE(_pikv, m) {
           Raise(s);
       },
       "address"_a, "size"_a, "Page-locks read-only host memory for direct copies to CUDA devices");
+  m.def("cuda_device_count", &device::CudaDeviceCount,
+        "CUDA devices pikv's own runtime sees (0: it cannot run here)");
   m.def(
       "cuda_host_unregister",
       [](uintptr_t address) {
@@ -454,7 +465,11 @@ PYBIND11_MODULE(_pikv, m) {
       .def(
           "zero_copy_arena",
           [](client::Client& c) -> py::object {
-            auto arena = c.ZeroCopyArena();
+            std::optional<rpc::ZeroCopyClient::Arena> arena;
+            {
+              py::gil_scoped_release nogil;  // may (re)connect the zero-copy channel
+              arena = c.ZeroCopyArena();
+            }
             if (!arena) return py::none();
             return py::cast(*arena);
           },

@@ -11,6 +11,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -27,6 +28,12 @@ const std::vector<int64_t> kSlots = {13, 2, -1, 19, 0, 7, 10};  // one token ski
 bool HaveCuda() {
   int n = 0;
   return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+// scripts/gpu-check.sh on a GPU machine: a check that cannot run fails there.
+bool GpuRequired() {
+  const char* v = std::getenv("PIKV_REQUIRE_GPU");
+  return v && std::string(v) == "1";
 }
 
 // Device memory freed with its owner; a copy of host bytes.
@@ -128,7 +135,10 @@ void CompareOne(const ModelSpec& spec, DType dtype, KForm form, int64_t virtual_
 }
 
 TEST(RemapCudaTest, EveryPublishedConfigEqualsTheCpuRemap) {
-  if (!HaveCuda()) GTEST_SKIP() << "no CUDA device on this machine: the GPU checks did not run";
+  if (!HaveCuda()) {
+    if (GpuRequired()) FAIL() << "PIKV_REQUIRE_GPU=1 but the CUDA runtime sees no device";
+    GTEST_SKIP() << "no CUDA device on this machine: the GPU checks did not run";
+  }
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, 0);
   std::cout << "device: " << prop.name << "\n";
