@@ -6,6 +6,7 @@
 #include "pikv/proto/admin_wire.h"
 #include "pikv/proto/locate_reply.h"
 #include "pikv/proto/owner.h"
+#include "pikv/proto/permissions.h"
 
 namespace pikv::controller {
 
@@ -33,9 +34,9 @@ std::vector<ControllerHandler::Outgoing> ControllerHandler::Handle(const std::st
   auto decoded = DecodeHeader(header, limits_);
   if (!decoded.ok()) return Reject(identity, nullptr, decoded.status());
   const Header& h = *decoded;
-  if (Status allowed = Authorize(sender, h); !allowed.ok()) {
-    spdlog::warn("controller: refused {} from {}: {}", MsgTypeName(h.type), sender->UserId(),
-                 allowed.message());
+  if (Status allowed = Authorize(Server::kController, sender, h); !allowed.ok()) {
+    spdlog::warn("controller: refused {} from {}: {}", MsgTypeName(h.type),
+                 sender ? sender->UserId() : "a trusted peer", allowed.message());
     return Reject(identity, &h, allowed);
   }
   if (IsRevoked(sender, revoked_.get())) {
@@ -51,32 +52,6 @@ std::vector<ControllerHandler::Outgoing> ControllerHandler::Handle(const std::st
   std::vector<Outgoing> out;
   Apply(identity, sender, h, now, out);
   return out;
-}
-
-Status ControllerHandler::Authorize(const CurvePeer* sender, const Header& h) {
-  switch (h.type) {
-    case MsgType::kRegister:
-    case MsgType::kHeartbeat:
-    case MsgType::kEvents:
-    case MsgType::kInventory:
-    case MsgType::kDeregister: {
-      const std::string node_id = FieldString(h.fields, "node_id");
-      if (MaySpeakForNode(sender, node_id)) return Status::Ok();
-      return PermissionDenied("only node " + node_id + "'s key speaks for it");
-    }
-    case MsgType::kAdminClear:
-    case MsgType::kAdminPin:
-    case MsgType::kAdminUnpin:
-    case MsgType::kAdminEvict:
-    case MsgType::kAdminRevoke:
-      if (MayAdminister(sender)) return Status::Ok();
-      return PermissionDenied(std::string(MsgTypeName(h.type)) + " needs an admin key");
-    case MsgType::kAuditMismatch:
-      if (!sender || sender->role != Role::kNode) return Status::Ok();
-      return PermissionDenied("audits are reported by engines");
-    default:
-      return Status::Ok();  // locate and the read-only admin documents: any admitted key
-  }
 }
 
 bool ControllerHandler::StillLeading() const {

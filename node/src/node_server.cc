@@ -15,6 +15,7 @@
 #include "pikv/node/node_metrics.h"
 #include "pikv/proto/endpoint.h"
 #include "pikv/proto/local_channel.h"
+#include "pikv/proto/permissions.h"
 #include "pikv/proto/zmq_frames.h"
 #include "zero_copy_server.h"
 
@@ -98,21 +99,6 @@ class JobQueue {
   std::deque<Job> jobs_;  // guarded by mu_
   bool closed_ = false;   // guarded by mu_
 };
-
-// Whether `sender` may send a request of `type`: changing what the node
-// holds for everyone (clear, delete, pin, unpin) is the admin's.
-Status Authorize(const CurvePeer* sender, MsgType type) {
-  switch (type) {
-    case MsgType::kClear:
-    case MsgType::kDelete:
-    case MsgType::kPin:
-    case MsgType::kUnpin:
-      if (MayAdminister(sender)) return Status::Ok();
-      return PermissionDenied(std::string(MsgTypeName(type)) + " needs an admin key");
-    default:
-      return Status::Ok();
-  }
-}
 
 struct NodeServer::Loop {
   zmq::context_t context{1};
@@ -344,9 +330,9 @@ std::optional<Message> NodeServer::Dispatch(std::vector<zmq::message_t>& frames)
                  sender->name);
     return handler_->Reject(&*header, PermissionDenied("engine " + sender->name + " is revoked"));
   }
-  if (Status allowed = Authorize(sender, header->type); !allowed.ok()) {
-    spdlog::warn("node: refused {} from {}: {}", MsgTypeName(header->type), peer_storage->UserId(),
-                 allowed.message());
+  if (Status allowed = Authorize(Server::kNode, sender, *header); !allowed.ok()) {
+    spdlog::warn("node: refused {} from {}: {}", MsgTypeName(header->type),
+                 sender ? sender->UserId() : "a trusted peer", allowed.message());
     return handler_->Reject(&*header, allowed);
   }
   Message request{std::move(*header), {}};

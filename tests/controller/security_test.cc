@@ -18,6 +18,8 @@
 #include "pikv/launch/local_cluster.h"
 #include "pikv/proto/chunk_object.h"
 #include "pikv/proto/endpoint.h"
+#include "pikv/proto/permissions.h"
+#include "pikv/proto/rpc_client.h"
 #include "pikv/rpc/admin_client.h"
 #include "pikv/rpc/node_client.h"
 #include "test_support.h"
@@ -105,6 +107,58 @@ TEST_F(SecureClusterTest, OnlyTheAdminKeyChangesWhatNodesHold) {
   ASSERT_TRUE(deleted.ok() && (*deleted)[0].ok());
   EXPECT_EQ((*engine_node.Exists({&o.key, 1}))[0], 0);
   EXPECT_TRUE(Controller(Keys("admin")).Json(MsgType::kAdminClear).ok());
+}
+
+// Every request type (and one no server knows), under every client role's
+// key, at a node and at the controller: refused (permission_denied, or
+// unsupported for what that server does not answer) exactly where the
+// permission table says. Whatever else comes back (an error about the empty
+// request, a reply, or none for a report that gets no reply) is not a
+// refusal. The request names node 0 as the sender, so a node's key speaks
+// for itself and others speak for it.
+TEST_F(SecureClusterTest, EveryRequestUnderEveryRoleIsRefusedExactlyWhereThePermissionTableSays) {
+  const std::string self = cluster_.NodeId(0);
+  struct Member {
+    std::string name;
+    CurvePeer peer;
+  };
+  const Member members[] = {{"admin", {Role::kAdmin}},
+                            {"engine", {Role::kEngine}},
+                            {"node-" + self, {Role::kNode, self}}};
+  std::vector<MsgType> types;
+  for (int t = 0; t < 100; ++t)
+    if (MsgTypeName(static_cast<MsgType>(t)) != "unknown") types.push_back(static_cast<MsgType>(t));
+  types.push_back(static_cast<MsgType>(999));
+  size_t refused = 0, checked = 0;
+  for (const Member& m : members) {
+    for (Server server : {Server::kNode, Server::kController}) {
+      const bool node = server == Server::kNode;
+      RpcClient rpc(node ? cluster_.nodes()[0].tcp : cluster_.controller().endpoint, WireLimits{},
+                    Keys(m.name, node ? self : ""));
+      for (MsgType type : types) {
+        Message request;
+        request.header.type = type;
+        request.header.fields = {{"node_id", self}};
+        const ErrorCode want = Authorize(server, &m.peer, request.header).code();
+        auto reply = rpc.Call(std::move(request), 300ms);
+        const std::string where = m.name + " -> " + std::string(ServerName(server)) + ": " +
+                                  std::string(MsgTypeName(type)) + " (" +
+                                  std::to_string(static_cast<int>(type)) + ")";
+        if (want != ErrorCode::kOk) {
+          ASSERT_TRUE(reply.ok()) << where << ": no answer";
+          EXPECT_EQ(reply->header.status, want) << where << ": " << reply->header.reason;
+          ++refused;
+        } else if (reply.ok()) {
+          EXPECT_NE(reply->header.status, ErrorCode::kPermissionDenied) << where;
+          EXPECT_NE(reply->header.status, ErrorCode::kUnsupported) << where;
+        }
+        ++checked;
+      }
+    }
+  }
+  // Most combinations are refusals (default deny); some are not.
+  EXPECT_GT(refused, checked / 2);
+  EXPECT_LT(refused, checked);
 }
 
 TEST_F(SecureClusterTest, NoKeyButANodesOwnSpeaksForThatNode) {

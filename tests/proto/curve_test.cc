@@ -300,18 +300,5 @@ TEST(CurveSocketTest, IpcIsTheTrustedSenderAndTcpNeedsAListedKey) {
   EXPECT_EQ((*zap)->counters().admitted, 1u);
 }
 
-TEST(CurveTest, RolesAllowWhatTheyShould) {
-  const CurvePeer admin{Role::kAdmin, ""}, engine{Role::kEngine, ""}, node{Role::kNode, "a"};
-  EXPECT_TRUE(MayAdminister(nullptr));
-  EXPECT_TRUE(MayAdminister(&admin));
-  EXPECT_FALSE(MayAdminister(&engine));
-  EXPECT_FALSE(MayAdminister(&node));
-  EXPECT_TRUE(MaySpeakForNode(nullptr, "b"));
-  EXPECT_TRUE(MaySpeakForNode(&node, "a"));
-  EXPECT_FALSE(MaySpeakForNode(&node, "b"));
-  EXPECT_FALSE(MaySpeakForNode(&admin, "a"));
-  EXPECT_FALSE(MaySpeakForNode(&engine, "a"));
-}
-
 }  // namespace
 }  // namespace pikv

@@ -92,8 +92,6 @@ class ControllerHandler {
   void AnswerLocate(const std::vector<Located>& located, Header& reply) const;
   // An admin clear/pin/unpin/evict/revoke as commands to the nodes; their ids.
   Result<std::vector<std::string>> Forward(const Header& h, std::vector<Outgoing>& out) const;
-  // Ok, or why `sender` may not send `h`.
-  static Status Authorize(const CurvePeer* sender, const Header& h);
 
   ClusterState& state_;
   const WireLimits limits_;

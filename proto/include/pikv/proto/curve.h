@@ -171,14 +171,6 @@ void DialCurve(void* socket, const CurveClientKeys& keys);
 // first frame the peer sent), or nullptr for the trusted sender: security
 // off, or an ipc peer. `storage` holds the peer.
 const CurvePeer* SenderOf(void* message, std::optional<CurvePeer>& storage);
-// What each role may do (nullptr: the trusted sender, anything).
-inline bool MayAdminister(const CurvePeer* sender) {
-  return !sender || sender->role == Role::kAdmin;
-}
-inline bool MaySpeakForNode(const CurvePeer* sender, const std::string& node_id) {
-  return !sender || (sender->role == Role::kNode && sender->node_id == node_id);
-}
-
 // Where the ZAP handler says what a keyring reload did (proto does not log).
 using ZapLog = std::function<void(const std::string& line)>;
 

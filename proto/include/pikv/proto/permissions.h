@@ -1,0 +1,52 @@
+// Who may send which request, for the node's and the controller's servers:
+// one table, default deny. A request type the table does not list for a
+// server is refused there as unsupported, whoever sends it; a listed one is
+// allowed for its
+// roles (and, for what a node says of itself, only for that node's key).
+// The trusted sender (security off, or an ipc peer: no CURVE identity) may
+// send anything listed. docs/security.md shows the table as
+// PermissionsMarkdown() renders it (a test keeps the two equal).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "pikv/common/status.h"
+#include "pikv/proto/curve.h"
+#include "pikv/proto/message.h"
+
+namespace pikv {
+
+enum class Server : uint8_t { kNode, kController };
+std::string_view ServerName(Server s);  // node, controller
+
+inline constexpr uint8_t RoleBit(Role r) { return static_cast<uint8_t>(1u << unsigned(r)); }
+
+enum class Scope : uint8_t {
+  kAny,      // any key of the listed roles
+  kOwnNode,  // a node's key, speaking for fields["node_id"] = its own id
+};
+
+struct Permission {
+  Server server;
+  MsgType type;
+  uint8_t roles;  // RoleBit()s
+  Scope scope;
+  // An engine's request acts within its own tenant (what it reads, writes,
+  // locates or reports), by the tenant gate of the part that serves it.
+  bool tenant_scoped;
+  std::string_view what;  // for people: what the request does
+};
+
+std::span<const Permission> Permissions();
+// The entry for `type` at `server`; null where the table has none.
+const Permission* PermissionFor(Server server, MsgType type);
+// Ok; Unsupported for a type the table does not list for `server`;
+// PermissionDenied for a role (or node) the entry does not allow.
+Status Authorize(Server server, const CurvePeer* sender, const Header& h);
+// The table as a Markdown table (docs/security.md).
+std::string PermissionsMarkdown();
+
+}  // namespace pikv
