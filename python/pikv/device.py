@@ -35,7 +35,7 @@ import torch
 
 from pikv import _pikv
 from pikv.paged import PACKINGS, Plane, geometry
-from pikv.tensors import geometry_layout, kv_layout
+from pikv.tensors import TORCH_DTYPES, geometry_layout, kv_layout
 
 _TORCH = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 
@@ -93,12 +93,11 @@ class DeviceKv:
         nbytes = [st.nbytes() - (b - st.data_ptr()) for st, b in zip(storages, base)]
         mla = len(first) == 1
         sb, so, sh = strides[:3]
-        from pikv._pikv import KvLayout
-        from pikv.tensors import TORCH_DTYPES
-        built = KvLayout(TORCH_DTYPES[str(self.dtype)], "mla" if mla else "standard", self.heads,
-                         self.head_dim, self.block_size, self.layout.num_blocks,
-                         (next(iter(gap)) // es, sb, so, self.head_dim if mla else sh), base,
-                         nbytes, self.device.type == "cpu")
+        built = _pikv.KvLayout(TORCH_DTYPES[str(self.dtype)], "mla" if mla else "standard",
+                               self.heads, self.head_dim, self.block_size,
+                               self.layout.num_blocks,
+                               (next(iter(gap)) // es, sb, so, self.head_dim if mla else sh),
+                               base, nbytes, self.device.type == "cpu")
         built.tensors = self.tensors  # the memory lives as long as the layout
         return built
 
