@@ -387,9 +387,10 @@ bool Client::ShouldAudit() {
 }
 
 Result<Client::Audited> Client::Audit(const SharedBuffer& fetched, const ChunkPlan& chunk,
-                                      std::span<const uint8_t> recomputed) {
+                                      std::span<const uint8_t> recomputed,
+                                      RecomputedForm form) {
   if (Status s = CheckIsChunk(fetched.span(), chunk); !s.ok()) return s;
-  auto finding = CompareWithRecomputed(fetched.span(), recomputed);
+  auto finding = CompareWithRecomputed(fetched.span(), recomputed, options_.rope, form);
   if (!finding.ok()) return finding.status();
   stats_.audits++;
   Audited a{*finding, false};

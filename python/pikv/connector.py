@@ -311,9 +311,10 @@ class ConnectorCore:
             if not finding["match"]:
                 self.stats.audit_mismatches += 1
                 objects[i] = None
-                log.warning("pikv audit: chunk %s (written by %s) differs by %.3g (tolerance "
-                            "%.3g): reported, recomputed", chunk.key, finding["writer"],
-                            finding["worst"], finding["tolerance"])
+                log.warning("pikv audit: chunk %s (written by %s) differs in %s by %.3g of "
+                            "the tolerance (relative L2 %.3g of its bound): reported, recomputed",
+                            chunk.key, finding["writer"], finding["where"], finding["worst"],
+                            finding["worst_l2"])
 
     def _place(self, plan, objects, segments, block_ids, num_tokens):
         """Writes the prefix of fetched chunks into the blocks; the tokens it

@@ -237,7 +237,7 @@ py::object StoreWith(client::Client& c, const std::vector<int32_t>& tokens, size
 }
 
 py::dict Audit(client::Client& c, const SharedBuffer& object, const client::ChunkPlan& chunk,
-               py::buffer recomputed) {
+               py::buffer recomputed, int64_t start, bool pre_rope) {
   const py::buffer_info info = recomputed.request();
   py::ssize_t step = info.itemsize;
   for (py::ssize_t d = info.ndim - 1; d >= 0; step *= info.shape[d], --d) {
@@ -249,12 +249,13 @@ py::dict Audit(client::Client& c, const SharedBuffer& object, const client::Chun
   Result<client::Client::Audited> audited = InvalidArgument("not audited");
   {
     py::gil_scoped_release nogil;
-    audited = c.Audit(object, chunk, bytes);
+    audited = c.Audit(object, chunk, bytes,
+                      {pre_rope ? KForm::kPreRope : KForm::kRotated, start});
   }
   const client::Client::Audited a = Take(std::move(audited));
   return py::dict("match"_a = a.finding.match, "worst"_a = a.finding.worst,
-                  "tolerance"_a = a.finding.tolerance, "writer"_a = a.finding.writer,
-                  "reported"_a = a.reported);
+                  "worst_l2"_a = a.finding.worst_l2, "where"_a = a.finding.where,
+                  "writer"_a = a.finding.writer, "reported"_a = a.reported);
 }
 
 client::ClientOptions LoadOptions(const std::string& path,
@@ -504,11 +505,14 @@ PYBIND11_MODULE(_pikv, m) {
           "is done either way)")
       .def("should_audit", &client::Client::ShouldAudit,
            "True for the options' audit_rate share of calls: audit this hit")
-      .def("audit", &Audit, "object"_a, "chunk"_a, "recomputed"_a,
+      .def("audit", &Audit, "object"_a, "chunk"_a, "recomputed"_a, "start"_a = 0,
+           "pre_rope"_a = false,
            "Compares a fetched chunk with the engine's own recomputation (a contiguous payload "
-           "[layer][k|v][token][head][dim] in the KV dtype, K as the object holds it); a "
-           "mismatch is reported to the controller, which drops the chunk everywhere. Returns "
-           "{match, worst, tolerance, writer, reported}")
+           "[layer][k|v][token][head][dim] in the KV dtype, K rotated at positions start.. "
+           "(the chunk alone: 0) or pre-RoPE), each brought to one form first; a mismatch is "
+           "reported to the controller, which drops the chunk everywhere. Returns {match, "
+           "worst, worst_l2 (in units of their tolerances: above 1 is a mismatch), where, "
+           "writer, reported}")
       .def("stats", [](const client::Client& c) { return StatsDict(c.Stats()); });
 
   py::enum_<MsgType>(m, "AdminQuery")

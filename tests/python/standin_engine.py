@@ -158,12 +158,12 @@ class StandInModel:
             h = self._attend(layer, h, q, self._round(k), self._round(v), allowed)
         return self._rms(h, self.norm) @ self.lm_head
 
-    def chunk_kv(self, tokens):
-        """A chunk's KV computed alone at positions 0.., as pikv stores it:
-        [layer][k|v][token][head][dim] in the KV dtype (what an audit
-        recomputes)."""
+    def chunk_kv(self, tokens, start=0):
+        """A chunk's KV computed alone at positions start.. (0: what an audit
+        recomputes), as pikv stores it: [layer][k|v][token][head][dim] in
+        the KV dtype."""
         n = len(tokens)
-        pos = torch.arange(n)
+        pos = torch.arange(start, start + n)
         allowed = pos[:, None] >= pos[None, :]
         h = self.embed[torch.tensor(tokens)]
         out = []

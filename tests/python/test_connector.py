@@ -215,6 +215,38 @@ def test_an_audit_catches_a_value_poisoned_chunk_and_the_honest_store_replaces_i
     assert core.stats.audit_mismatches == 1 and core.stats.audits == 4
 
 
+@pytest.mark.parametrize("kv_dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_an_honest_chunk_stored_at_position_1000_passes_an_audit_recomputed_alone(
+        cluster, tmp_path, kv_dtype):
+    """The defect: a chunk cut out of a longer prompt (stored with its K
+    rotated at 1000..) was found wrong by an audit that recomputes it alone
+    at 0.., dropped everywhere and its writer counted as a poisoner."""
+    model, model_dir = make_model(tmp_path, MODELS[0], kv_dtype)
+    t = tokens_for(model, 11)
+    sys, d1, q = t(16), t(32), t(5)
+    prompt, lengths = sys + d1 + q, [16, 32, 5]
+    as_bytes = lambda kv: kv.contiguous().view(torch.uint8).numpy()  # noqa: E731
+    model_id = f"standin-audit-far-{kv_dtype}".replace("torch.", "")
+    writer = StandInVllm(model, model_dir, settings(cluster, 0, model_id), "flash")
+    writer.generate([sys], {"pikv_save": True})
+    far = as_bytes(model.chunk_kv(d1, start=1000))
+    def fill(view):
+        view[:] = far.tobytes()
+    writer.worker.core.client.store_with(d1, far.nbytes, fill, virtual_start=1000)
+    wait_until_located(cluster, writer.worker.core, [sys, d1])
+
+    auditor = StandInVllm(model, model_dir,
+                          settings(cluster, 1, model_id, **{"audit-rate": 1}), "flash")
+    core = auditor.worker.core
+    core.recompute = lambda tokens: as_bytes(model.chunk_kv(tokens))
+    mismatches_before = cluster.admin().stats()["audit_mismatches"]
+    _, provided = auditor.run(prompt, {"pikv_segments": lengths})
+    assert core.stats.audits == 2 and core.stats.audit_mismatches == 0
+    assert provided == len(sys) + len(d1), "both chunks were loaded"
+    assert cluster.admin().stats()["audit_mismatches"] == mismatches_before
+    assert cluster.admin().locate([core.client.key_of(d1)])["keys"][0]["locations"]
+
+
 def test_node_and_controller_down_match_nothing_within_the_deadline(tmp_path):
     model, model_dir = make_model(tmp_path, MODELS[0], torch.float32)
     t = tokens_for(model, 9)

@@ -216,16 +216,17 @@ class Client {
   // Whether to audit this hit: true for an audit_rate share of calls.
   bool ShouldAudit();
   // Audits a fetched hit: `fetched` must be `chunk`'s object and
-  // `recomputed` its payload as the engine computes it alone
-  // (CompareWithRecomputed). A mismatch is reported to the controller, which
-  // drops the key on every node (then an honest store of it lands);
-  // `reported` says whether that report was taken.
+  // `recomputed` its payload as the engine computes it alone, K in `form`
+  // (rotated at 0.. by default; CompareWithRecomputed brings the two to one
+  // form). A mismatch is reported to the controller, which drops the key on
+  // every node (then an honest store of it lands); `reported` says whether
+  // that report was taken.
   struct Audited {
     AuditFinding finding;
     bool reported = false;
   };
   Result<Audited> Audit(const SharedBuffer& fetched, const ChunkPlan& chunk,
-                        std::span<const uint8_t> recomputed);
+                        std::span<const uint8_t> recomputed, RecomputedForm form = {});
 
   ClientStats Stats() const { return stats_; }
   // Whether a paged cache is this client's namespace (dtype, format, heads,
