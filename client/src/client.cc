@@ -399,7 +399,9 @@ Result<Client::Audited> Client::Audit(const SharedBuffer& fetched, const ChunkPl
   if (conn_->controller) {
     // The controller drops the key everywhere; if it cannot be told, the
     // engine still knows not to use the object.
-    a.reported = conn_->controller->ReportMismatch({chunk.key}, {a.finding.writer}).ok();
+    auto dropped = conn_->controller->ReportMismatch(
+        {{chunk.key, a.finding.writer, a.finding.checksum}});
+    a.reported = dropped.ok() && *dropped == 1;
   }
   return a;
 }

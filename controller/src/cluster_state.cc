@@ -64,8 +64,7 @@ void ClusterState::Reset(uint64_t epoch) {
   ids_.clear();
   free_.clear();
   events_applied_ = events_ignored_ = gaps_ = resyncs_ = deaths_ = rate_events_ = 0;
-  audit_mismatches_ = 0;
-  mismatches_by_writer_.clear();
+  audits_.Clear();
   epoch_.store(epoch, std::memory_order_release);
 }
 
@@ -344,18 +343,10 @@ std::vector<std::pair<uint16_t, std::string>> ClusterState::LiveNodes(
   return out;
 }
 
-void ClusterState::CountMismatch(const std::string& writer) {
-  MutexLock lock(mu_);
-  audit_mismatches_++;
-  const bool room = mismatches_by_writer_.size() < kMaxMismatchWriters;
-  mismatches_by_writer_[room || mismatches_by_writer_.contains(writer) ? writer : "other"]++;
-}
-
 ClusterStats ClusterState::Stats(Clock::time_point now) const {
   MutexLock lock(mu_);
   ClusterStats s;
-  s.audit_mismatches = audit_mismatches_;
-  s.mismatches_by_writer = mismatches_by_writer_;
+  s.audits = audits_.Stats();
   for (size_t i = 1; i < nodes_.size(); ++i) {
     if (!nodes_[i].in_use) continue;
     switch (nodes_[i].state) {

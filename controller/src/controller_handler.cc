@@ -10,6 +10,18 @@
 
 namespace pikv::controller {
 
+namespace {
+
+// A ROUTER identity (binary) as hex, for logs and counters.
+std::string HexOf(std::string_view bytes) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string hex;
+  for (unsigned char c : bytes) hex += {kDigits[c >> 4], kDigits[c & 15]};
+  return hex;
+}
+
+}  // namespace
+
 std::vector<ControllerHandler::Outgoing> ControllerHandler::Reject(const std::string& identity,
                                                                    const Header* req,
                                                                    const Status& why) {
@@ -123,7 +135,7 @@ void ControllerHandler::Apply(const std::string& identity, const CurvePeer* send
       break;
     }
     case MsgType::kAuditMismatch:
-      OnMismatch(identity, sender, h, reply, out);
+      OnMismatch(identity, sender, h, now, reply, out);
       if (reply.status != ErrorCode::kOk) return;
       break;
     case MsgType::kAdminNodes:
@@ -278,10 +290,15 @@ std::vector<Located> ControllerHandler::AllCopies(const Header& h,
 }
 
 void ControllerHandler::OnMismatch(const std::string& identity, const CurvePeer* sender,
-                                   const Header& h, Header& reply, std::vector<Outgoing>& out) {
+                                   const Header& h, Clock::time_point now, Header& reply,
+                                   std::vector<Outgoing>& out) {
   const bool engine = sender && sender->role == Role::kEngine;
+  // Who reports: an engine by its name; a trusted (insecure) client by its
+  // connection, the only thing that tells two of them apart.
+  const std::string reporter = sender ? sender->name : "connection " + HexOf(identity);
   Header drop;
   drop.type = MsgType::kAdminEvict;  // forwarded as kDelete to every live node
+  int64_t refused = 0;
   for (size_t i = 0; i < h.keys.size(); ++i) {
     Registry::Provenance p;
     const bool known = !state_.Locate(h.keys[i], "", &p).empty();
@@ -291,15 +308,28 @@ void ControllerHandler::OnMismatch(const std::string& identity, const CurvePeer*
     if (!known || (engine && owner.tenant != sender->tenant)) continue;
     // The writer: the registry's when one wrote every copy, else what the
     // object the auditor fetched named.
+    const std::string n = std::to_string(i);
     std::string writer = owner.writer;
-    const std::string named = FieldString(h.fields, "writer." + std::to_string(i));
+    const std::string named = FieldString(h.fields, admin::kMismatchWriterPrefix + n);
     if ((p.several_writers || p.owner == kUnknownOwner) && IsIdentityName(named)) writer = named;
-    state_.CountMismatch(writer);
-    spdlog::warn("controller: an audit by {} found {} (written by {}) wrong: dropped everywhere",
-                 sender ? sender->name : std::string("a trusted client"), h.keys[i].Hex(), writer);
+    const auto checksum =
+        static_cast<uint64_t>(FieldInt(h.fields, admin::kMismatchChecksumPrefix + n));
+    const auto verdict = state_.audits().Take({reporter, h.keys[i], checksum, writer}, now);
+    if (verdict == AuditLedger::Verdict::kRefused) {
+      spdlog::warn("controller: {} reports audit mismatches past its rate: {} kept", reporter,
+                   h.keys[i].Hex());
+      refused++;
+      continue;
+    }
+    spdlog::warn("controller: an audit by {} found {} (written by {}) wrong: dropped everywhere{}",
+                 reporter, h.keys[i].Hex(), writer,
+                 verdict == AuditLedger::Verdict::kConfirmed
+                     ? "; a second reporter confirms it, counted against " + writer
+                     : "");
     drop.keys.push_back(h.keys[i]);
   }
   reply.values.push_back(static_cast<int64_t>(drop.keys.size()));
+  reply.fields[admin::kMismatchRefused] = refused;
   if (drop.keys.empty()) return;
   auto sent = Forward(drop, out);
   if (!sent.ok()) {

@@ -120,8 +120,12 @@ std::string StatsJson(const ClusterState& state, Clock::time_point now) {
               {admin::kSequenceGaps, s.gaps},
               {admin::kResyncs, s.resyncs},
               {admin::kNodeDeaths, s.deaths},
-              {admin::kAuditMismatches, s.audit_mismatches},
-              {admin::kMismatchesByWriter, s.mismatches_by_writer},
+              {admin::kAuditMismatches, s.audits.reports},
+              {admin::kAuditReportsRefused, s.audits.refused},
+              {admin::kAuditConfirmed, s.audits.confirmed},
+              {admin::kConfirmedByWriter, s.audits.confirmed_by_writer},
+              {admin::kReportsByReporter, s.audits.reports_by_reporter},
+              {admin::kRefusedByReporter, s.audits.refused_by_reporter},
               {admin::kTiers, TierTotals(nodes, s)},
               {admin::kPerNode, per_node}};
   return Dump(out);
@@ -182,6 +186,12 @@ std::string MetricsText(const ClusterState& state, Clock::time_point now,
     m << "# HELP " << name << " " << help << "\n# TYPE " << name << " counter\n"
       << name << " " << v << "\n";
   };
+  // A counter with one series per name (names are checked identity names).
+  auto labelled = [&](const char* name, const char* help, const char* label,
+                      const std::map<std::string, uint64_t>& by_name) {
+    m << "# HELP " << name << " " << help << "\n# TYPE " << name << " counter\n";
+    for (const auto& [who, n] : by_name) m << name << "{" << label << "=\"" << who << "\"} " << n << "\n";
+  };
   m << "# HELP pikv_controller_nodes Nodes by lifecycle state.\n# TYPE pikv_controller_nodes "
        "gauge\n";
   m << "pikv_controller_nodes{state=\"alive\"} " << s.nodes_alive << "\n";
@@ -202,11 +212,15 @@ std::string MetricsText(const ClusterState& state, Clock::time_point now,
           s.gaps);
   counter("pikv_controller_resyncs_total", "Full node inventories applied.", s.resyncs);
   counter("pikv_controller_node_deaths_total", "Nodes declared dead.", s.deaths);
-  m << "# HELP pikv_controller_audit_mismatches_total Objects audits found wrong (dropped "
-       "cluster-wide), by the writer they named.\n# TYPE pikv_controller_audit_mismatches_total "
-       "counter\n";
-  for (const auto& [writer, n] : s.mismatches_by_writer)
-    m << "pikv_controller_audit_mismatches_total{writer=\"" << writer << "\"} " << n << "\n";
+  labelled("pikv_controller_audit_reports_total",
+           "Audit-mismatch reports taken (each key dropped cluster-wide), by reporter.",
+           "reporter", s.audits.reports_by_reporter);
+  labelled("pikv_controller_audit_reports_refused_total",
+           "Audit-mismatch reports refused over the reporter's rate (nothing dropped).",
+           "reporter", s.audits.refused_by_reporter);
+  labelled("pikv_controller_audit_confirmed_total",
+           "Objects found wrong by two different reporters, by the writer they named.", "writer",
+           s.audits.confirmed_by_writer);
   gauge("pikv_controller_leader", "1 while this controller leads (or runs alone), 0 standing by.",
         leadership.role == "standby" ? 0 : 1);
   gauge("pikv_controller_epoch", "The epoch this controller serves (0 standing by).",

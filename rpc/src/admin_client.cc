@@ -81,13 +81,16 @@ Result<std::vector<std::vector<Replica>>> AdminClient::Locate(const std::vector<
   return out;
 }
 
-Result<uint64_t> AdminClient::ReportMismatch(const std::vector<ChunkKey>& keys,
-                                             const std::vector<std::string>& writers) {
+Result<uint64_t> AdminClient::ReportMismatch(const std::vector<MismatchReport>& reports) {
   Message req;
   req.header.type = MsgType::kAuditMismatch;
-  req.header.keys = keys;
-  for (size_t i = 0; i < writers.size() && i < keys.size(); ++i)
-    req.header.fields["writer." + std::to_string(i)] = writers[i];
+  for (size_t i = 0; i < reports.size(); ++i) {
+    const std::string n = std::to_string(i);
+    req.header.keys.push_back(reports[i].key);
+    req.header.fields[admin::kMismatchWriterPrefix + n] = reports[i].writer;
+    req.header.fields[admin::kMismatchChecksumPrefix + n] =
+        static_cast<int64_t>(reports[i].checksum);
+  }
   auto reply = Call(req);
   if (!reply.ok()) return reply.status();
   const Header& h = reply->header;

@@ -46,7 +46,8 @@ class ClientClusterTest : public ::testing::TestWithParam<bool> {
   void SetUp() override {
     if (GetParam()) {
       keys_.emplace(std::vector<std::string>{Id(0), Id(1), Id(2)});
-      for (const char* name : {"poisoner", "auditor", "honest"}) keys_->AddEngine(name, "acme");
+      for (const char* name : {"poisoner", "auditor", "auditor2", "honest"})
+        keys_->AddEngine(name, "acme");
       keys_->AddEngine("outsider", "globex");
     }
     controller_port_ = testing::FreePort();
@@ -343,7 +344,8 @@ TEST_P(ClientClusterTest, AdminStatsCountTheSharedRedisTier) {
 
 // Issue 27's scenario: an engine stores a chunk with the right header and
 // wrong KV. Another engine's audit catches it: the controller drops it on
-// every node and in Redis and counts its writer; the honest store then
+// every node and in Redis; its writer is counted once a second engine's
+// audit of the same object confirms the report; the honest store then
 // lands and later readers get the right values. With security on the
 // writer is the keyring's name, shown by locate; a revoked engine's other
 // objects go too, and it is refused; another tenant sees none of it.
@@ -358,7 +360,8 @@ TEST_P(ClientClusterTest, ValuePoisoningIsCaughtByAnAuditAndTheHonestStoreReplac
     const ChunkKey key = poisoner.client().KeyOf(tokens);
     const std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(kv.data()),
                                          kv.size() * sizeof(float));
-    EXPECT_TRUE(poisoner.client().Store(key, tokens, 0, bytes).ok());
+    const Status stored = poisoner.client().Store(key, tokens, 0, bytes);
+    EXPECT_TRUE(stored.ok()) << stored.ToString();
     WaitFor([&] { return Holders(key).count("node-a") == 1; }, 3s, "the poisoned copy located");
     return key;
   };
@@ -391,7 +394,23 @@ TEST_P(ClientClusterTest, ValuePoisoningIsCaughtByAnAuditAndTheHonestStoreReplac
   WaitFor([&] { return !poisoned_anywhere(k_d1, d1_); }, 5s, "the poisoned d1 dropped everywhere");
   auto stats = AdminDoc(MsgType::kAdminStats);
   EXPECT_EQ(stats["audit_mismatches"], 1);
-  EXPECT_EQ(stats["mismatches_by_writer"][writer], 1);
+  EXPECT_EQ(stats["audit_confirmed"], 0) << "one report is evidence, not a verdict";
+  EXPECT_TRUE(stats["confirmed_by_writer"].empty());
+  // The poisoner stores the same object again (the auditor's honest store
+  // is evicted first, so node-a's poisoned copy is the only one); another
+  // engine audits it and confirms the first report: its writer is counted.
+  AdminDoc(MsgType::kAdminEvict, {k_d1});
+  WaitFor([&] { return !CopyOn(0, k_d1) && !CopyOn(1, k_d1) && !CopyOn(2, k_d1); }, 5s,
+          "d1 evicted everywhere");
+  EXPECT_EQ(poison(d1_), k_d1);
+  Engine second(model_, Named(0, "auditor2", 1.0));
+  EXPECT_EQ(second.Run(p).audit_mismatches, 1u);
+  WaitFor([&] { return !poisoned_anywhere(k_d1, d1_); }, 5s, "the poisoned d1 dropped again");
+  stats = AdminDoc(MsgType::kAdminStats);
+  EXPECT_EQ(stats["audit_mismatches"], 2);
+  EXPECT_EQ(stats["audit_confirmed"], 1);
+  EXPECT_EQ(stats["confirmed_by_writer"][writer], 1);
+  EXPECT_EQ(stats["audit_reports_by_reporter"].size(), 2u);
 
   // The honest store lands; later readers get the right KV and audits pass.
   std::vector<float> right = honest.ComputeAlone(d1_);

@@ -176,18 +176,78 @@ TEST_F(ControllerHandlerTest, ProvenanceTenantScopedLocateAndAuditMismatches) {
   EXPECT_EQ(out[0].header.type, MsgType::kDelete);
   EXPECT_EQ(out[0].header.keys, std::vector<ChunkKey>{acme1});
   EXPECT_EQ(out[2].header.values, std::vector<int64_t>{1});
-  // Several writers: the writer the fetched object named is counted.
+  // Several writers: the writer the fetched object named is the one
+  // reported; one report drops the key but counts no one.
   mismatch.keys = {acme2};
   mismatch.fields["writer.0"] = std::string("poisoner");
+  mismatch.fields["checksum.0"] = int64_t{0x5eed};
   EXPECT_EQ(Send("engine", mismatch, &acme_engine).back().header.values, std::vector<int64_t>{1});
-  const auto stats = Admin(MsgType::kAdminStats);
-  EXPECT_EQ(stats["audit_mismatches"], 2);
-  EXPECT_EQ(stats["mismatches_by_writer"]["poisoner"], 2);
+  EXPECT_EQ(Send("engine", mismatch, &acme_engine).back().header.values, std::vector<int64_t>{1});
+  auto stats = Admin(MsgType::kAdminStats);
+  EXPECT_EQ(stats["audit_mismatches"], 3);
+  EXPECT_EQ(stats["audit_confirmed"], 0) << "the same reporter twice confirms nothing";
+  EXPECT_EQ(stats["audit_reports_by_reporter"]["auditor"], 3);
+  // Another engine's report of the same object (key and checksum) confirms
+  // it; of another object (checksum) does not.
+  const CurvePeer second{Role::kEngine, "", "auditor2", "acme"};
+  mismatch.fields["checksum.0"] = int64_t{0x0bad};
+  Send("engine2", mismatch, &second);
+  EXPECT_EQ(Admin(MsgType::kAdminStats)["audit_confirmed"], 0);
+  mismatch.fields["checksum.0"] = int64_t{0x5eed};
+  Send("engine2", mismatch, &second);
+  stats = Admin(MsgType::kAdminStats);
+  EXPECT_EQ(stats["audit_confirmed"], 1);
+  EXPECT_EQ(stats["confirmed_by_writer"]["poisoner"], 1);
   EXPECT_NE(MetricsText(state_, now_, Leadership{})
-                .find("pikv_controller_audit_mismatches_total{writer=\"poisoner\"} 2"),
+                .find("pikv_controller_audit_confirmed_total{writer=\"poisoner\"} 1"),
             std::string::npos);
   const CurvePeer node{Role::kNode, "a"};
   EXPECT_EQ(Send("peer-a", mismatch, &node).at(0).header.status, ErrorCode::kPermissionDenied);
+}
+
+// A hostile (or broken) engine reporting every key of its tenant: it drops
+// at most its burst and then its rate, is counted by name, and gets no
+// honest writer counted; the rest of the cache stays.
+TEST_F(ControllerHandlerTest, AHostileReporterIsRateLimitedAndCountsNoHonestWriter) {
+  Register("a", "h", "tcp://127.0.0.1:1");
+  std::vector<ChunkKey> keys;
+  for (uint64_t i = 1; i <= 64; ++i) keys.push_back({i, i});
+  Header inventory;
+  inventory.type = MsgType::kInventory;
+  inventory.fields = {{"node_id", std::string("a")}, {"incarnation", int64_t{1}},
+                      {"seq", int64_t{0}},           {"part", int64_t{0}},
+                      {"final", int64_t{1}},         {"owner.1", std::string("acme/honest")}};
+  inventory.keys = keys;
+  inventory.values.assign(keys.size(), EncodeHeld(TierKind::kCpu, 1));
+  EXPECT_TRUE(Send("peer-a", inventory).empty());
+  const CurvePeer hostile{Role::kEngine, "", "hostile", "acme"};
+  Header report;
+  report.type = MsgType::kAuditMismatch;
+  report.keys = keys;
+  for (size_t i = 0; i < keys.size(); ++i) report.fields["checksum." + std::to_string(i)] = int64_t{7};
+  auto reply = Send("engine", report, &hostile).back().header;
+  const auto burst = static_cast<int64_t>(AuditLedger::kBurst);
+  EXPECT_EQ(reply.values, std::vector<int64_t>{burst});
+  EXPECT_EQ(FieldInt(reply.fields, "refused"), 64 - burst);
+  // Again at once: nothing more is dropped, and repeating confirms nothing.
+  reply = Send("engine", report, &hostile).back().header;
+  EXPECT_EQ(reply.values, std::vector<int64_t>{0});
+  auto stats = Admin(MsgType::kAdminStats);
+  EXPECT_EQ(stats["audit_mismatches"], burst);
+  EXPECT_EQ(stats["audit_confirmed"], 0);
+  EXPECT_TRUE(stats["confirmed_by_writer"].empty());
+  EXPECT_EQ(stats["audit_refused_by_reporter"]["hostile"], 2 * 64 - burst);
+  EXPECT_NE(MetricsText(state_, now_, Leadership{})
+                .find("pikv_controller_audit_reports_refused_total{reporter=\"hostile\"} " +
+                      std::to_string(2 * 64 - burst)),
+            std::string::npos);
+  // The keys past its burst are still located.
+  for (size_t i = burst; i < keys.size(); ++i)
+    EXPECT_FALSE(state_.Locate(keys[i], "").empty()) << i;
+  // A minute later it may report kPerMinute more.
+  now_ += std::chrono::minutes(1);
+  EXPECT_EQ(Send("engine", report, &hostile).back().header.values,
+            std::vector<int64_t>{static_cast<int64_t>(AuditLedger::kPerMinute)});
 }
 
 }  // namespace

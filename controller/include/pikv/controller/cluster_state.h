@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "pikv/common/mutex.h"
+#include "pikv/controller/audit_ledger.h"
 #include "pikv/controller/registry.h"
 #include "pikv/proto/message.h"
 
@@ -85,10 +86,7 @@ struct ClusterStats {
   uint64_t shared_tier_chunks = 0;  // remote-tier (Redis) chunks, the cluster's own
   uint64_t events_applied = 0, events_ignored = 0, gaps = 0, resyncs = 0, deaths = 0;
   double events_per_second = 0;
-  // Audits: keys engines reported wrong (and dropped cluster-wide), and
-  // those reports by the writer of the object found wrong.
-  uint64_t audit_mismatches = 0;
-  std::map<std::string, uint64_t> mismatches_by_writer;
+  AuditStats audits;  // engines' mismatch reports (AuditLedger)
 };
 
 class ClusterState {
@@ -145,10 +143,9 @@ class ClusterState {
   // Node indexes to forward an admin command to: one id, or every live node.
   std::vector<std::pair<uint16_t, std::string>> LiveNodes(const std::string& only_id = {}) const;
   ClusterStats Stats(Clock::time_point now) const;
-  // An audit found an object `writer` wrote wrong. Writers past
-  // kMaxMismatchWriters distinct names are counted as "other".
-  void CountMismatch(const std::string& writer);
-  static constexpr size_t kMaxMismatchWriters = 1024;
+  // Engines' audit-mismatch reports: evidence, rate-limited, confirmed by a
+  // second reporter before a writer is counted.
+  AuditLedger& audits() { return audits_; }
 
  private:
   struct Node {
@@ -189,8 +186,7 @@ class ClusterState {
   uint64_t gaps_ PIKV_GUARDED_BY(mu_) = 0;
   uint64_t resyncs_ PIKV_GUARDED_BY(mu_) = 0;
   uint64_t deaths_ PIKV_GUARDED_BY(mu_) = 0;
-  uint64_t audit_mismatches_ PIKV_GUARDED_BY(mu_) = 0;
-  std::map<std::string, uint64_t> mismatches_by_writer_ PIKV_GUARDED_BY(mu_);
+  AuditLedger audits_;
   mutable uint64_t rate_events_ PIKV_GUARDED_BY(mu_) = 0;
   mutable Clock::time_point rate_at_ PIKV_GUARDED_BY(mu_) = {};
   mutable double rate_ PIKV_GUARDED_BY(mu_) = 0;

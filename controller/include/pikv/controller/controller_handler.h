@@ -84,10 +84,12 @@ class ControllerHandler {
   // slot 0 and for entries that do not parse (counted in bad_owners()).
   std::vector<OwnerId> ReportOwners(const Fields& fields);
   std::vector<Located> AllCopies(const Header& locate, const std::string* only_tenant) const;
-  // kAuditMismatch: drops the reported keys of the reporter's tenant on every
-  // node and counts their writers; the reply says how many were dropped.
+  // kAuditMismatch: the reported keys of the reporter's tenant, taken as
+  // evidence (AuditLedger: rate-limited per reporter, a writer counted once
+  // a second reporter confirms the object), dropped on every node; the
+  // reply says how many were dropped and how many refused.
   void OnMismatch(const std::string& identity, const CurvePeer* sender, const Header& h,
-                  Header& reply, std::vector<Outgoing>& out);
+                  Clock::time_point now, Header& reply, std::vector<Outgoing>& out);
   // The locate reply's values and fields for `copies` (AllCopies).
   void AnswerLocate(const std::vector<Located>& located, Header& reply) const;
   // An admin clear/pin/unpin/evict/revoke as commands to the nodes; their ids.

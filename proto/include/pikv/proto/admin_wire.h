@@ -66,9 +66,20 @@ inline constexpr char kCpuChunks[] = "cpu_chunks";
 inline constexpr char kDiskChunks[] = "disk_chunks";
 inline constexpr char kCpuUsedBytes[] = "cpu_used_bytes";
 inline constexpr char kDiskUsedBytes[] = "disk_used_bytes";
-// stats: audits (docs/security.md)
-inline constexpr char kAuditMismatches[] = "audit_mismatches";
-inline constexpr char kMismatchesByWriter[] = "mismatches_by_writer";  // {writer: count}
+// stats: audits (docs/security.md, controller/audit_ledger.h)
+inline constexpr char kAuditMismatches[] = "audit_mismatches";  // reports taken: keys dropped
+inline constexpr char kAuditReportsRefused[] = "audit_reports_refused";  // over a reporter's rate
+inline constexpr char kAuditConfirmed[] = "audit_confirmed";  // objects two reporters found wrong
+inline constexpr char kConfirmedByWriter[] = "confirmed_by_writer";  // {writer: count}
+inline constexpr char kReportsByReporter[] = "audit_reports_by_reporter";  // {engine: count}
+inline constexpr char kRefusedByReporter[] = "audit_refused_by_reporter";  // {engine: count}
+
+// kAuditMismatch: per key i, the writer the fetched object named and its
+// payload checksum (int64 bits; which object was judged); the reply's
+// value is how many keys were dropped, its field how many were refused.
+inline constexpr char kMismatchWriterPrefix[] = "writer.";
+inline constexpr char kMismatchChecksumPrefix[] = "checksum.";
+inline constexpr char kMismatchRefused[] = "refused";
 
 // locate: keys: [{key, tenant, writer, several_writers,
 //                  locations: [{node, tier, host, tcp, ipc}]}]

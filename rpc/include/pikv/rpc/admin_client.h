@@ -39,10 +39,15 @@ class AdminClient {
   Result<std::vector<std::vector<Replica>>> Locate(const std::vector<ChunkKey>& keys,
                                                    const std::string& host = {});
   Result<ClusterHealth> Health();
-  // Reports keys an audit found wrong (kAuditMismatch), with the writer
-  // each fetched object named; returns how many the controller dropped.
-  Result<uint64_t> ReportMismatch(const std::vector<ChunkKey>& keys,
-                                  const std::vector<std::string>& writers);
+  // Reports keys an audit found wrong (kAuditMismatch), with the writer and
+  // payload checksum of each object fetched; returns how many the
+  // controller dropped (it refuses reports past a reporter's rate).
+  struct MismatchReport {
+    ChunkKey key;
+    std::string writer;
+    uint64_t checksum = 0;
+  };
+  Result<uint64_t> ReportMismatch(const std::vector<MismatchReport>& reports);
   // An admin request (kAdmin*, or kLocate answered as a document); returns
   // the reply's JSON document, at most admin::kMaxAdminReplyBytes.
   Result<std::string> Json(MsgType type, const std::vector<ChunkKey>& keys = {},

@@ -1,0 +1,81 @@
+// AuditLedger: engines' audit-mismatch reports, taken as evidence, not as
+// verdicts.
+//
+// A report names a key, the payload checksum of the object the engine
+// fetched (which object it judged) and the writer that object names. A
+// report taken drops the key cluster-wide at once (it costs a recompute);
+// its writer is counted as a poisoner only when a second, different
+// reporter reports the same object (key and checksum): one hostile or
+// broken engine cannot get honest writers counted. Each reporter may file
+// kBurst reports at once and kPerMinute more per minute after (a token
+// bucket); reports past that are refused (the key stays) and counted
+// against the reporter. Every table is bounded: names past kMaxNames are
+// counted as "other", objects past kMaxPending forget the oldest.
+// Thread-safety: all methods are safe to call concurrently.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <string>
+
+#include "pikv/common/mutex.h"
+#include "pikv/proto/chunk_key.h"
+
+namespace pikv::controller {
+
+struct AuditStats {
+  uint64_t reports = 0;    // taken: their keys dropped
+  uint64_t refused = 0;    // over a reporter's rate: nothing dropped
+  uint64_t confirmed = 0;  // objects reported by two different reporters
+  std::map<std::string, uint64_t> confirmed_by_writer;  // writers of those objects
+  std::map<std::string, uint64_t> reports_by_reporter;  // taken, by who filed them
+  std::map<std::string, uint64_t> refused_by_reporter;
+};
+
+class AuditLedger {
+ public:
+  using Clock = std::chrono::steady_clock;
+  static constexpr double kBurst = 16;
+  static constexpr double kPerMinute = 16;
+  static constexpr size_t kMaxPending = 4096;
+  static constexpr size_t kMaxNames = 1024;
+
+  enum class Verdict {
+    kRefused,    // over the reporter's rate: do not drop
+    kDropped,    // evidence: drop the key
+    kConfirmed,  // a second reporter's evidence: drop it, its writer counted
+  };
+  struct Report {
+    std::string reporter;   // an engine's name (or a trusted connection's)
+    ChunkKey key;
+    uint64_t checksum = 0;  // 0: unknown (dropped, never confirmed)
+    std::string writer;
+  };
+  Verdict Take(const Report& report, Clock::time_point now);
+
+  AuditStats Stats() const;
+  void Clear();
+
+ private:
+  struct Bucket {
+    double tokens = kBurst;
+    Clock::time_point at;
+  };
+  struct Object {
+    std::string writer, first_reporter;
+    bool confirmed = false;
+  };
+  // Names past kMaxNames distinct ones count as "other".
+  static void Count(std::map<std::string, uint64_t>& by_name, const std::string& name);
+  bool Allow(const std::string& reporter, Clock::time_point now) PIKV_REQUIRES(mu_);
+
+  mutable Mutex mu_;
+  std::map<std::string, Bucket> buckets_ PIKV_GUARDED_BY(mu_);
+  std::map<std::pair<ChunkKey, uint64_t>, Object> objects_ PIKV_GUARDED_BY(mu_);
+  std::deque<std::pair<ChunkKey, uint64_t>> order_ PIKV_GUARDED_BY(mu_);  // oldest first
+  AuditStats stats_ PIKV_GUARDED_BY(mu_);
+};
+
+}  // namespace pikv::controller
