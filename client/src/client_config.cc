@@ -86,8 +86,9 @@ Result<ClientOptions> LoadClientOptions(const std::string& path, Config* config_
     if (rate.empty() || *end != '\0' || !(o.audit_rate >= 0 && o.audit_rate <= 1))
       return InvalidArgument("audit-rate: '" + rate + "' is not a share between 0 and 1");
   }
-  if (!IsTenantName(o.tenant))
-    return InvalidArgument("tenant: '" + o.tenant + "' is not 1..63 of [A-Za-z0-9._-]");
+  if (!IsTenantName(o.tenant) || IsReservedName(o.tenant))
+    return InvalidArgument("tenant: '" + o.tenant +
+                           "' is not 1..63 of [A-Za-z0-9._-] other than 'default' and 'unknown'");
   if (const std::string path = c.String("model-config"); !path.empty()) {
     std::ifstream f(path);
     if (!f) return InvalidArgument("model-config: cannot read " + path);

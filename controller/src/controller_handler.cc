@@ -244,7 +244,8 @@ std::vector<OwnerId> ControllerHandler::ReportOwners(const Fields& fields) {
     const auto* text = std::get_if<std::string>(&it->second);
     const auto owner = text ? ParseOwnerWire(*text) : std::nullopt;
     if (!owner) bad_owners_++;
-    owners.push_back(owner ? InternOwner(*owner) : kUnknownOwner);
+    // A full table leaves the owner not known: no tenant is answered it.
+    owners.push_back(owner ? InternOwner(*owner).value_or(kUnknownOwner) : kUnknownOwner);
   }
   return owners;
 }
@@ -279,7 +280,7 @@ std::vector<Located> ControllerHandler::AllCopies(const Header& h,
   for (size_t i = 0; i < h.keys.size(); ++i) {
     Located& l = all[i];
     l.copies = state_.Locate(h.keys[i], host, &l.provenance);
-    if (only_tenant && OwnerOf(l.provenance.owner).tenant != *only_tenant) {
+    if (!TenantMaySee(only_tenant, FindOwner(l.provenance.owner))) {
       l = {};  // another tenant's key: as if absent
       continue;
     }
@@ -302,14 +303,14 @@ void ControllerHandler::OnMismatch(const std::string& identity, const CurvePeer*
   for (size_t i = 0; i < h.keys.size(); ++i) {
     Registry::Provenance p;
     const bool known = !state_.Locate(h.keys[i], "", &p).empty();
-    const Owner& owner = OwnerOf(p.owner);
+    const Owner* owner = FindOwner(p.owner);
     // Only keys the registry knows, of the reporter's own tenant: an engine
     // cannot drop another tenant's objects by naming their keys.
-    if (!known || (engine && owner.tenant != sender->tenant)) continue;
+    if (!known || !TenantMaySee(engine ? &sender->tenant : nullptr, owner)) continue;
     // The writer: the registry's when one wrote every copy, else what the
     // object the auditor fetched named.
     const std::string n = std::to_string(i);
-    std::string writer = owner.writer;
+    std::string writer = owner ? owner->writer : std::string(kUnknownWriter);
     const std::string named = FieldString(h.fields, admin::kMismatchWriterPrefix + n);
     if ((p.several_writers || p.owner == kUnknownOwner) && IsIdentityName(named)) writer = named;
     const auto checksum =

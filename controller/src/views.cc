@@ -160,10 +160,12 @@ std::string LocateJson(const std::vector<ChunkKey>& keys, const std::vector<Loca
                       {admin::kTcp, r.tcp},
                       {admin::kIpc, r.ipc}});
     }
-    const Owner& owner = OwnerOf(located[i].provenance.owner);
+    // An owner not known shows as "unknown" (a reserved name) in both.
+    const Owner* owner = FindOwner(located[i].provenance.owner);
+    const std::string unknown(kUnknownWriter);
     out.push_back({{admin::kKey, keys[i].Hex()},
-                   {admin::kTenant, TenantLabel(owner.tenant)},
-                   {admin::kWriter, owner.writer},
+                   {admin::kTenant, owner ? TenantLabel(owner->tenant) : unknown},
+                   {admin::kWriter, owner ? owner->writer : unknown},
                    {admin::kSeveralWriters, located[i].provenance.several_writers},
                    {admin::kLocations, locs}});
   }

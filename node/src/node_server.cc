@@ -132,8 +132,10 @@ Result<std::unique_ptr<NodeServer>> NodeServer::Start(NodeOptions options) {
                            " to " + std::to_string(kMaxStreamFrame) + " bytes");
   if (auto s = CheckNodeId(options.node_id.empty() ? HostName() : options.node_id); !s.ok())
     return s;
-  if (!IsTenantName(options.tenant))
-    return InvalidArgument("tenant: empty (the default one) or 1..63 of [A-Za-z0-9._-]");
+  if (!IsTenantName(options.tenant) || IsReservedName(options.tenant))
+    return InvalidArgument(
+        "tenant: empty (the default one) or 1..63 of [A-Za-z0-9._-] other than 'default' and "
+        "'unknown'");
   if (options.reporter) {
     auto finder = FinderOf(options.reporter->controller);
     if (!finder.ok()) return finder.status();
@@ -208,6 +210,7 @@ Result<std::unique_ptr<NodeServer>> NodeServer::Start(NodeOptions options) {
     f["trust.tenant_rejects"] = static_cast<int64_t>(s.tenant_rejects);
     f["trust.tenant_hidden"] = static_cast<int64_t>(s.tenant_hidden);
     f["trust.revoked_refused"] = static_cast<int64_t>(self->revoked_refused_.load());
+    f["trust.owner_table_refusals"] = static_cast<int64_t>(OwnerTableRefusals());
   });
   server->handler_->AddStatsSource([inbound = loop->inbound.get()](Fields& f) {
     const InboundStreams::Counters c = inbound->counters();

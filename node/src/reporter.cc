@@ -284,7 +284,9 @@ class Reporter::Loop {
       for (; i < batch_.size(); ++i) {
         const auto& e = batch_[i];
         const bool admit = e.kind == storage::EventKind::kAdmit;
-        const auto slot = admit ? owners.Slot(r_.storage_.LocalOwner(e.key)) : 0;
+        // The owner read as the object was admitted: it may be gone by now.
+        const Owner* owner = FindOwner(e.owner);
+        const auto slot = admit ? owners.Slot(owner ? std::optional(*owner) : std::nullopt) : 0;
         if (!slot) break;
         h.keys.push_back(e.key);
         h.values.push_back(EncodeEvent(e.tier, admit, *slot));

@@ -29,8 +29,7 @@ void HideOtherTenants(StorageManager& storage, const std::string& tenant,
     bool visible = false;
     if (with_objects && next < reply.payloads.size()) {
       SharedBuffer& object = reply.payloads[next++];
-      const auto owner = ReadOwner(object.span());
-      visible = owner && owner->tenant == tenant;
+      visible = TenantMaySee(&tenant, ReadOwner(object.span()));
       if (visible) kept.push_back(std::move(object));
     } else if (!with_objects) {
       visible = storage.Exists(keys.subspan(i, 1), &tenant)[0] != 0;

@@ -308,6 +308,11 @@ std::optional<Owner> ReadOwner(std::span<const uint8_t> obj) {
   return owner;
 }
 
+OwnerId ReadOwnerId(std::span<const uint8_t> obj) {
+  const std::optional<Owner> owner = ReadOwner(obj);
+  return owner ? InternOwner(*owner).value_or(kUnknownOwner) : kUnknownOwner;
+}
+
 Status StampWriter(std::span<uint8_t> obj, std::string_view writer) {
   if (!IsIdentityName(writer)) return InvalidArgument("writer is not an identity name");
   if (obj.size() < kFixedBytes + kChecksumBytes || std::memcmp(obj.data(), kMagic, 8) != 0)

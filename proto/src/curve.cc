@@ -209,6 +209,8 @@ Status CurveKeyring::AddLine(const std::vector<std::string>& words) {
     if (words.size() > 3) peer.tenant = words[3];
     if (!IsIdentityName(peer.name) || !IsTenantName(peer.tenant))
       return InvalidArgument("an engine's name and tenant are 1..63 of [A-Za-z0-9._-]");
+    if (IsReservedName(peer.name) || IsReservedName(peer.tenant))
+      return InvalidArgument("'default' and 'unknown' are reserved: no engine or tenant takes them");
     auto [it, added] = tenants_.emplace(peer.name, peer.tenant);
     if (!added && it->second != peer.tenant)
       return InvalidArgument("engine " + peer.name + " is listed in two tenants");
@@ -337,7 +339,12 @@ const CurvePeer* SenderOf(void* message, std::optional<CurvePeer>& storage) {
   const char* user_id = zmq_msg_gets(static_cast<zmq_msg_t*>(message), "User-Id");
   if (!user_id || !*user_id) return nullptr;
   storage = ParseUserId(user_id);
-  if (!storage) storage = CurvePeer{Role::kEngine, ""};  // unreachable: ZAP writes only UserId()s
+  // Unreachable (ZAP writes only UserId()s); were it reached, the sender is
+  // an engine of a reserved tenant no object may have: it sees nothing.
+  if (!storage) {
+    const std::string reserved(kUnknownWriter);
+    storage = CurvePeer{Role::kEngine, "", reserved, reserved};
+  }
   return &*storage;
 }
 

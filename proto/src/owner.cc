@@ -10,9 +10,9 @@ namespace {
 
 struct OwnerTable {
   std::mutex mu;
-  std::deque<Owner> owners{Owner{"", std::string(kUnknownWriter)}};  // stable addresses
-  std::map<std::pair<std::string, std::string>, OwnerId> ids{
-      {{"", std::string(kUnknownWriter)}, kUnknownOwner}};
+  std::deque<Owner> owners{Owner{}};  // stable addresses; [kUnknownOwner] is never handed out
+  std::map<std::pair<std::string, std::string>, OwnerId> ids;
+  uint64_t refusals = 0;
 };
 
 OwnerTable& Table() {
@@ -32,6 +32,8 @@ bool IsIdentityName(std::string_view name) {
   return true;
 }
 
+bool IsReservedName(std::string_view name) { return name == "default" || name == kUnknownWriter; }
+
 std::string OwnerWire(const Owner& owner) { return owner.tenant + "/" + owner.writer; }
 
 std::optional<Owner> ParseOwnerWire(std::string_view text) {
@@ -42,24 +44,35 @@ std::optional<Owner> ParseOwnerWire(std::string_view text) {
   return o;
 }
 
-OwnerId InternOwner(const Owner& owner) {
+std::optional<OwnerId> InternOwner(const Owner& owner) {
   OwnerTable& t = Table();
   std::lock_guard lock(t.mu);
-  auto [it, added] =
-      t.ids.try_emplace({owner.tenant, owner.writer}, static_cast<OwnerId>(t.owners.size()));
-  if (!added) return it->second;
+  if (auto it = t.ids.find({owner.tenant, owner.writer}); it != t.ids.end()) return it->second;
   if (t.owners.size() >= kMaxOwners) {
-    t.ids.erase(it);
-    return kUnknownOwner;
+    t.refusals++;
+    return std::nullopt;
   }
+  const auto id = static_cast<OwnerId>(t.owners.size());
   t.owners.push_back(owner);
-  return it->second;
+  t.ids.emplace(std::make_pair(owner.tenant, owner.writer), id);
+  return id;
 }
 
-const Owner& OwnerOf(OwnerId id) {
+uint64_t OwnerTableRefusals() {
   OwnerTable& t = Table();
   std::lock_guard lock(t.mu);
-  return id < t.owners.size() ? t.owners[id] : t.owners[kUnknownOwner];
+  return t.refusals;
+}
+
+const Owner* FindOwner(OwnerId id) {
+  OwnerTable& t = Table();
+  std::lock_guard lock(t.mu);
+  return id != kUnknownOwner && id < t.owners.size() ? &t.owners[id] : nullptr;
+}
+
+bool TenantMaySee(const std::string* tenant, const Owner* owner) {
+  if (!tenant) return true;
+  return owner && owner->tenant == *tenant;
 }
 
 }  // namespace pikv

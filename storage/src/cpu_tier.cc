@@ -96,7 +96,9 @@ Result<SharedBuffer> CpuTier::InsertAndHold(const ChunkKey& key, std::shared_ptr
     lru_.push_front(key);
     index_.emplace(key, Entry{std::move(block), size, 0, lru_.begin()});
     counters_->admits++;
-    events.push_back({TierKind::kCpu, EventKind::kAdmit, key, size});
+    const auto& held = index_.at(key).block;
+    events.push_back({TierKind::kCpu, EventKind::kAdmit, key, size,
+                      ReadOwnerId({held->data(), std::min<uint64_t>(size, kOwnerPrefixBytes)})});
   }
   return HoldLocked(key);
 }

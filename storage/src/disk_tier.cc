@@ -25,8 +25,7 @@ rocksdb::Slice KeySlice(const std::array<uint8_t, 16>& bytes) {
 // An LRU record: size, tick, and the object's owner (tenant and writer,
 // each a length byte and its text), so that owners survive a restart
 // without reading the objects. Records of 16 bytes predate owners.
-std::string MetaValue(uint64_t size, uint64_t tick, OwnerId owner_id) {
-  const Owner& owner = OwnerOf(owner_id);
+std::string MetaValue(uint64_t size, uint64_t tick, const Owner& owner) {
   std::string v(16, '\0');
   StoreLE<uint64_t>(v.data(), size);
   StoreLE<uint64_t>(v.data() + 8, tick);
@@ -146,8 +145,9 @@ Status DiskTier::RebuildIndex() {
       older.push_back(key);
       continue;
     }
+    // A full owner table leaves the owner not known: no tenant sees it.
     items.push_back({key, LoadLE<uint64_t>(value.data()), LoadLE<uint64_t>(value.data() + 8),
-                     InternOwner(*owner)});
+                     InternOwner(*owner).value_or(kUnknownOwner)});
   }
   if (!it->status().ok()) return FromRocks(it->status());
   for (const ChunkKey& key : older) DeleteFromDb(key).IgnoreError();
@@ -182,6 +182,15 @@ Status DiskTier::DeleteFromDb(const ChunkKey& key) {
 }
 
 Status DiskTier::Put(const ChunkKey& key, const SharedBuffer& object) {
+  // The owner is kept with the index entry and the LRU record: one the
+  // table cannot hold (or none) is refused, never filed as another's.
+  const std::optional<Owner> owner = ReadOwner(object.span());
+  const std::optional<OwnerId> owner_id = owner ? InternOwner(*owner) : std::nullopt;
+  if (!owner_id) {
+    counters_->rejects++;
+    return Rejected("disk tier: " + key.Hex() +
+                    (owner ? ": the owner table is full" : ": the object names no owner"));
+  }
   MutexLock write_lock(write_mu_);
   std::vector<TierEvent> events;
   std::vector<ChunkKey> victims;
@@ -222,9 +231,7 @@ Status DiskTier::Put(const ChunkKey& key, const SharedBuffer& object) {
       .Put(db_->objects, KeySlice(kb),
            rocksdb::Slice(reinterpret_cast<const char*>(object.data()), object.size()))
       .PermitUncheckedError();
-  const std::optional<Owner> owner = ReadOwner(object.span());
-  const OwnerId owner_id = owner ? InternOwner(*owner) : kUnknownOwner;
-  batch.Put(db_->lru, KeySlice(kb), MetaValue(object.size(), tick, owner_id))
+  batch.Put(db_->lru, KeySlice(kb), MetaValue(object.size(), tick, *owner))
       .PermitUncheckedError();
   if (Status s = FromRocks(db_->db->Write(db_->write_options, &batch)); !s.ok()) {
     counters_->errors++;
@@ -243,11 +250,11 @@ Status DiskTier::Put(const ChunkKey& key, const SharedBuffer& object) {
       counters_->evictions++;
     }
     lru_.push_front(key);
-    index_.emplace(key, Entry{object.size(), tick, 0, owner_id, lru_.begin()});
+    index_.emplace(key, Entry{object.size(), tick, 0, *owner_id, lru_.begin()});
     used_ += object.size();
     counters_->admits++;
   }
-  events.push_back({TierKind::kDisk, EventKind::kAdmit, key, object.size()});
+  events.push_back({TierKind::kDisk, EventKind::kAdmit, key, object.size(), *owner_id});
   Emit(events);
   return Status::Ok();
 }
@@ -255,7 +262,6 @@ Status DiskTier::Put(const ChunkKey& key, const SharedBuffer& object) {
 Result<SharedBuffer> DiskTier::Get(const ChunkKey& key) {
   uint64_t tick = 0;
   uint64_t size = 0;
-  OwnerId owner = kUnknownOwner;
   {
     MutexLock lock(mu_);
     auto it = index_.find(key);
@@ -266,7 +272,6 @@ Result<SharedBuffer> DiskTier::Get(const ChunkKey& key) {
     lru_.splice(lru_.begin(), lru_, it->second.lru);
     tick = it->second.tick = next_tick_++;
     size = it->second.size;
-    owner = it->second.owner;
   }
   auto kb = key.Bytes();
   auto value = std::make_shared<rocksdb::PinnableSlice>();
@@ -278,8 +283,10 @@ Result<SharedBuffer> DiskTier::Get(const ChunkKey& key) {
     s = VerifyChunkObject(buf.span(), &key);
     if (s.ok()) {
       counters_->hits++;
-      db_->db->Put(db_->touch_options, db_->lru, KeySlice(kb), MetaValue(size, tick, owner))
-          .PermitUncheckedError();
+      if (const std::optional<Owner> owner = ReadOwner(buf.span())) {
+        db_->db->Put(db_->touch_options, db_->lru, KeySlice(kb), MetaValue(size, tick, *owner))
+            .PermitUncheckedError();
+      }
       return buf;
     }
   }
@@ -312,7 +319,8 @@ std::vector<ChunkKey> DiskTier::KeysWrittenBy(std::string_view writer) const {
   std::vector<ChunkKey> keys;
   MutexLock lock(mu_);
   for (const auto& [key, entry] : index_) {
-    if (OwnerOf(entry.owner).writer == writer) keys.push_back(key);
+    const Owner* owner = FindOwner(entry.owner);
+    if (owner && owner->writer == writer) keys.push_back(key);
   }
   return keys;
 }

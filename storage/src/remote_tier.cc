@@ -200,7 +200,8 @@ std::vector<Status> RemoteTier::PutMany(std::span<const ChunkKey> keys,
       out[i] = PutParts(keys[i], objects[i]);
       if (out[i].ok()) {
         counters_->admits++;
-        events.push_back({TierKind::kRemote, EventKind::kAdmit, keys[i], objects[i].size()});
+        events.push_back({TierKind::kRemote, EventKind::kAdmit, keys[i], objects[i].size(),
+                          ReadOwnerId(objects[i].span())});
       }
       continue;
     }
@@ -229,7 +230,8 @@ std::vector<Status> RemoteTier::PutMany(std::span<const ChunkKey> keys,
       out[i] = IoError(std::string("Redis SET: ") + r->str);
     } else {
       counters_->admits++;
-      events.push_back({TierKind::kRemote, EventKind::kAdmit, keys[i], objects[i].size()});
+      events.push_back({TierKind::kRemote, EventKind::kAdmit, keys[i], objects[i].size(),
+                        ReadOwnerId(objects[i].span())});
     }
   }
   if (!events.empty()) RefreshServerMemory();

@@ -168,7 +168,7 @@ std::vector<Result<SharedBuffer>> StorageManager::Get(std::span<const ChunkKey> 
 }
 
 bool StorageManager::Visible(const std::optional<Owner>& owner, const std::string* only_tenant) {
-  if (!only_tenant || !owner || owner->tenant == *only_tenant) return true;
+  if (TenantMaySee(only_tenant, owner)) return true;
   hidden_++;
   return false;
 }
@@ -176,8 +176,9 @@ bool StorageManager::Visible(const std::optional<Owner>& owner, const std::strin
 std::optional<Owner> StorageManager::DiskOwner(const ChunkKey& key) const {
   if (!disk_) return std::nullopt;
   auto id = disk_->OwnerOfKey(key);
-  if (!id) return std::nullopt;
-  return OwnerOf(*id);
+  const Owner* owner = id ? FindOwner(*id) : nullptr;
+  if (!owner) return std::nullopt;
+  return *owner;
 }
 
 std::optional<Owner> StorageManager::LocalOwner(const ChunkKey& key) const {
@@ -206,7 +207,7 @@ std::vector<TierMask> StorageManager::Exists(std::span<const ChunkKey> keys,
     // The owner's tenant comes from the object's first bytes (GETRANGE).
     auto owners = remote_->OwnersOf(remote_keys);
     for (size_t j = 0; j < owners.size(); ++j) {
-      if (owners[j] && Visible(owners[j], only_tenant))
+      if (Visible(owners[j], only_tenant))
         out[ask_remote[j]] |= Bit(TierKind::kRemote);
     }
     return out;
@@ -229,7 +230,7 @@ std::optional<std::vector<SharedBuffer>> StorageManager::GetIfInCpu(
     auto r = cpu_->Get(k);
     if (!r.ok()) return std::nullopt;  // evicted since Contains: rare, the full Get retries
     // Another tenant's object: the full Get answers it (a miss).
-    if (only_tenant && ReadOwner(r->span())->tenant != *only_tenant) return std::nullopt;
+    if (!TenantMaySee(only_tenant, ReadOwner(r->span()))) return std::nullopt;
     out.push_back(std::move(*r));
   }
   hits_ += keys.size();

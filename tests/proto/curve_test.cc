@@ -74,7 +74,11 @@ TEST(CurveTest, TheAllowListNamesARoleForEachKeyAndANodeIdForNodes) {
            "admin " + a.public_key + "\nengine " + a.public_key,
            "node " + a.public_key + " x\nnode " + e.public_key + " x",
            "controller " + a.public_key + "\ncontroller " + e.public_key,
-           "controller " + a.public_key + " x"}) {
+           "controller " + a.public_key + " x",
+           // Reserved: an engine named "unknown" would own every unstamped
+           // object; tenant "default" would read as the default tenant.
+           "engine " + a.public_key + " unknown t", "engine " + a.public_key + " x default",
+           "engine " + a.public_key + " default", "engine " + a.public_key + " x unknown"}) {
     EXPECT_EQ(CurveKeyring::Parse(bad).code(), ErrorCode::kInvalidArgument) << bad;
   }
   EXPECT_EQ(ParseUserId("node:node-a"), (CurvePeer{Role::kNode, "node-a"}));

@@ -264,9 +264,22 @@ TEST_F(StorageManagerTest, TenantsSeeAndWriteOnlyTheirOwnAndWritersAreRecorded) 
   auto got = manager_->Get({&a.key, 1}, &acme_tenant);
   ASSERT_TRUE(got[0].ok());
   EXPECT_EQ(ReadOwner(got[0]->span()), (Owner{"acme", "engine-a"}));
-  EXPECT_EQ(*manager_->disk()->OwnerOfKey(a.key), InternOwner({"acme", "engine-a"}));
+  EXPECT_EQ(manager_->disk()->OwnerOfKey(a.key), InternOwner({"acme", "engine-a"}));
   EXPECT_EQ(manager_->remote()->OwnersOf({&a.key, 1})[0], (Owner{"acme", "engine-a"}));
   EXPECT_NE(manager_->Exists({&a.key, 1})[0], 0);  // unscoped: admin and nodes see all
+  // Every tier's admit carries the owner, read as the object was admitted
+  // (the reporter sends it from there: the object may be gone by then).
+  {
+    std::lock_guard lock(mu_);
+    size_t admits = 0;
+    for (const TierEvent& e : events_) {
+      if (e.key != a.key || e.kind != EventKind::kAdmit) continue;
+      admits++;
+      ASSERT_NE(FindOwner(e.owner), nullptr) << TierName(e.tier);
+      EXPECT_EQ(*FindOwner(e.owner), (Owner{"acme", "engine-a"})) << TierName(e.tier);
+    }
+    EXPECT_EQ(admits, 3u);  // CPU, disk, Redis
+  }
 
   // Only Redis holds it: the owner comes from the object's first bytes.
   manager_->cpu().Remove(a.key).IgnoreError();
@@ -276,6 +289,25 @@ TEST_F(StorageManagerTest, TenantsSeeAndWriteOnlyTheirOwnAndWritersAreRecorded) 
   EXPECT_FALSE(manager_->cpu().Contains(a.key));  // and nothing was promoted for it
   EXPECT_EQ(manager_->Exists({&a.key, 1}, &acme_tenant)[0], Bit(TierKind::kRemote));
   EXPECT_GE(manager_->Stats().tenant_hidden, 5u);
+}
+
+// The one tenant gate: an object whose owner is not known (a header that
+// does not read: the CPU tier holds what it was given) is no tenant's. It
+// used to be shown to every tenant by a full get, and GetIfInCpu
+// dereferenced the missing owner.
+TEST_F(StorageManagerTest, AnObjectOfAnOwnerNotKnownIsNoTenants) {
+  Open();
+  const ChunkKey key{77, 77};
+  std::vector<uint8_t> junk(4096, 0xab);
+  ASSERT_TRUE(manager_->cpu().Put(key, SharedBuffer::FromVector(std::move(junk))).ok());
+  ASSERT_FALSE(ReadOwner(manager_->cpu().Get(key)->span()).has_value());
+  for (const std::string tenant : {"", "acme"}) {
+    EXPECT_EQ(manager_->Get({&key, 1}, &tenant)[0].code(), ErrorCode::kNotFound) << tenant;
+    EXPECT_EQ(manager_->GetIfInCpu({&key, 1}, &tenant), std::nullopt) << tenant;
+    EXPECT_EQ(manager_->GetEachInCpu({&key, 1}, &tenant)[0], std::nullopt) << tenant;
+    EXPECT_EQ(manager_->Exists({&key, 1}, &tenant)[0], 0) << tenant;
+  }
+  EXPECT_TRUE(manager_->Get({&key, 1})[0].ok()) << "an unscoped reader (admin, node) sees it";
 }
 
 // The disk tier's owners survive a restart (its LRU records hold them);
@@ -290,7 +322,7 @@ TEST_F(StorageManagerTest, RevokedWritersObjectsAreDroppedEverywhereAcrossRestar
   ASSERT_TRUE(manager_->Put(g.key, g.bytes, &good).ok());
   manager_->WaitForWriteThrough();
   Open();  // a restart: the disk tier's index comes back from RocksDB
-  EXPECT_EQ(OwnerOf(*manager_->disk()->OwnerOfKey(b1.key)).writer, "bad");
+  EXPECT_EQ(FindOwner(*manager_->disk()->OwnerOfKey(b1.key))->writer, "bad");
   const auto dropped = manager_->DropWrittenBy("bad");
   EXPECT_TRUE(dropped.remote_error.ok()) << dropped.remote_error.ToString();
   EXPECT_EQ(dropped.disk, 2u);

@@ -84,7 +84,7 @@ inline constexpr char kMismatchRefused[] = "refused";
 // locate: keys: [{key, tenant, writer, several_writers,
 //                  locations: [{node, tier, host, tcp, ipc}]}]
 // (tenant and writer as the nodes reported the first copy; "default" is
-// the default tenant, "unknown" a writer never reported)
+// the default tenant, "unknown" an owner never reported or not known)
 inline constexpr char kKey[] = "key";
 inline constexpr char kTenant[] = "tenant";
 inline constexpr char kWriter[] = "writer";

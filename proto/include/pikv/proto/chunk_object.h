@@ -167,6 +167,9 @@ class StreamingPayloadChecksum {
 // nullopt when the bytes are not a current-format header. An unstamped
 // writer reads as kUnknownWriter.
 std::optional<Owner> ReadOwner(std::span<const uint8_t> object);
+// ReadOwner interned: kUnknownOwner when it does not read or the owner
+// table is full.
+OwnerId ReadOwnerId(std::span<const uint8_t> object);
 // How many leading bytes of an object ReadOwner needs.
 inline constexpr size_t kOwnerPrefixBytes = 248;
 // Writes `writer` into the header of a parsed-and-intact object and seals

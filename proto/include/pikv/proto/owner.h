@@ -9,8 +9,13 @@
 //
 // Tiers keep owners as small interned ids (OwnerId): one per (tenant,
 // writer) pair this process has seen, never freed (they are few: one per
-// engine that wrote). Ids beyond kMaxOwners share kUnknownOwner.
-// Thread-safety: InternOwner and OwnerOf are thread-safe.
+// engine that wrote). A full table refuses a new owner (counted), never
+// files it under another's id.
+//
+// TenantMaySee is the one tenant gate: every tier, node request and
+// controller answer asks it. An owner not known (kUnknownOwner, a header
+// that does not read) matches no tenant.
+// Thread-safety: every function is thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +40,9 @@ inline bool IsTenantName(std::string_view tenant) {
 inline std::string TenantLabel(std::string_view tenant) {
   return tenant.empty() ? "default" : std::string(tenant);
 }
+// Names no engine or tenant may take: "default" (how "" is shown) and
+// "unknown" (kUnknownWriter, and how an owner not known is shown).
+bool IsReservedName(std::string_view name);
 
 struct Owner {
   std::string tenant;
@@ -43,8 +51,10 @@ struct Owner {
 };
 
 using OwnerId = uint32_t;
-inline constexpr OwnerId kUnknownOwner = 0;  // tenant "", writer "unknown"
-inline constexpr size_t kMaxOwners = 1u << 16;
+// No owner known: a report that named none, an object whose header does
+// not read, an owner a full table refused. Not any tenant's.
+inline constexpr OwnerId kUnknownOwner = 0;
+inline constexpr size_t kMaxOwners = 1u << 16;  // ids 1 .. kMaxOwners - 1
 
 // An owner on the wire (reports to the controller, audit reports):
 // "<tenant>/<writer>" ("/<writer>" in the default tenant). Parsing checks
@@ -52,8 +62,19 @@ inline constexpr size_t kMaxOwners = 1u << 16;
 std::string OwnerWire(const Owner& owner);
 std::optional<Owner> ParseOwnerWire(std::string_view text);
 
-OwnerId InternOwner(const Owner& owner);
-// The owner an id names (kUnknownOwner's for an id never handed out).
-const Owner& OwnerOf(OwnerId id);
+// The owner's id; nullopt once kMaxOwners - 1 owners are held (counted in
+// OwnerTableRefusals).
+std::optional<OwnerId> InternOwner(const Owner& owner);
+uint64_t OwnerTableRefusals();
+// The owner an id names; nullptr for kUnknownOwner and ids never handed out.
+const Owner* FindOwner(OwnerId id);
+
+// Whether a reader scoped to `tenant` may see an object of `owner`.
+// nullptr tenant: an unscoped reader (an admin, a node, the controller),
+// who sees everything; nullptr owner: not known, seen by no tenant.
+bool TenantMaySee(const std::string* tenant, const Owner* owner);
+inline bool TenantMaySee(const std::string* tenant, const std::optional<Owner>& owner) {
+  return TenantMaySee(tenant, owner ? &*owner : nullptr);
+}
 
 }  // namespace pikv

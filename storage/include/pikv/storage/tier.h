@@ -21,6 +21,7 @@
 
 #include "pikv/common/status.h"
 #include "pikv/proto/chunk_key.h"
+#include "pikv/proto/owner.h"
 #include "pikv/proto/shared_buffer.h"
 #include "pikv/proto/tier_kind.h"
 
@@ -39,6 +40,7 @@ struct TierEvent {
   EventKind kind;
   ChunkKey key;
   uint64_t bytes;
+  OwnerId owner = kUnknownOwner;  // an admit's: read from the object as it is admitted
 };
 
 // Receives events in batches; must be cheap and must not call back into the tier.
