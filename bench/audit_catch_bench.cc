@@ -62,8 +62,8 @@ Payload Object(const device::RopeSpec& rope, DType dtype, int64_t virtual_start,
                const Payload& payload) {
   ChunkHeader h;
   h.model_id = "bench";
-  h.geometry = {kChunk.layers, kChunk.tokens, kChunk.kv_heads, kChunk.head_dim, dtype,
-                KvFormat::kStandard};
+  h.geometry = {kChunk.layers,   kChunk.tokens, kChunk.kv_heads,
+                kChunk.head_dim, dtype,         KvFormat::kStandard};
   device::SetHeaderRope(rope, h);
   h.virtual_start = virtual_start;
   h.tokens.assign(kChunk.tokens, 1);
@@ -75,8 +75,8 @@ Payload Object(const device::RopeSpec& rope, DType dtype, int64_t virtual_start,
 // tolerance (above 1 flags).
 double NewRuleScore(const device::RopeSpec& rope, DType dtype, int64_t virtual_start,
                     const Payload& stored, const Payload& recomputed) {
-  auto f = client::CompareWithRecomputed(Object(rope, dtype, virtual_start, stored), recomputed,
-                                         rope);
+  auto f =
+      client::CompareWithRecomputed(Object(rope, dtype, virtual_start, stored), recomputed, rope);
   return f.ok() ? std::max(f->worst, f->worst_l2) : INFINITY;
 }
 
@@ -145,11 +145,22 @@ int main(int argc, char** argv) {
   rope.factor = 8;
   const std::vector<Row> rows = {
       {"honest, same kernel, at 0", 0, HonestKernel::kFmaInOrder, HonestKernel::kFmaInOrder, {}},
-      {"honest, other kernel, at 0", 0, HonestKernel::kFmaInOrder, HonestKernel::kNoFmaReversed, {}},
-      {"honest, double acc, at 0", 0, HonestKernel::kDoubleAccumulate, HonestKernel::kFmaInOrder, {}},
+      {"honest, other kernel, at 0",
+       0,
+       HonestKernel::kFmaInOrder,
+       HonestKernel::kNoFmaReversed,
+       {}},
+      {"honest, double acc, at 0",
+       0,
+       HonestKernel::kDoubleAccumulate,
+       HonestKernel::kFmaInOrder,
+       {}},
       {"honest, stored at 1000", 1000, HonestKernel::kFmaInOrder, HonestKernel::kNoFmaReversed, {}},
-      {"honest, stored at 32000", 32000, HonestKernel::kNoFmaReversed,
-       HonestKernel::kDoubleAccumulate, {}},
+      {"honest, stored at 32000",
+       32000,
+       HonestKernel::kNoFmaReversed,
+       HonestKernel::kDoubleAccumulate,
+       {}},
       {"small values x-2", 0, HonestKernel::kFmaInOrder, HonestKernel::kNoFmaReversed, SmallValues},
       {"one sign flip", 0, HonestKernel::kFmaInOrder, HonestKernel::kNoFmaReversed, OneSignFlip},
       {"one head x1.05", 0, HonestKernel::kFmaInOrder, HonestKernel::kNoFmaReversed, OneHeadScaled},
@@ -211,8 +222,9 @@ int main(int argc, char** argv) {
     }
     std::cout << "\n";
   }
-  json << ",\"honest_flagged_old_max\":" << honest_old << ",\"honest_flagged_new_max\":"
-       << honest_new << ",\"honest_worst_score_new\":" << honest_score << "}";
+  json << ",\"honest_flagged_old_max\":" << honest_old
+       << ",\"honest_flagged_new_max\":" << honest_new
+       << ",\"honest_worst_score_new\":" << honest_score << "}";
   std::cout << "\n" << json.str() << "\n";
   return 0;
 }

@@ -60,9 +60,9 @@ double Step(double m, int bits, double min_step) {
 // pre-RoPE recomputation encoded at the object's. Per spec of the plan, one
 // table (a pure rotation) or one per token (an encoding).
 struct Alignment {
-  bool any = false;             // false: both sides are in one form already
-  bool rotate_fetched = true;   // else the recomputed side
-  uint32_t rows = 1;            // tables per spec
+  bool any = false;                   // false: both sides are in one form already
+  bool rotate_fetched = true;         // else the recomputed side
+  uint32_t rows = 1;                  // tables per spec
   std::vector<RotationTable> tables;  // [spec * rows + row]
   // Positions whose fp32 RoPE angles went into either side, per token:
   // position(t) = base + per_token * t (each side that rotated adds its own).
@@ -172,7 +172,8 @@ BlockVerdict Judge(const std::vector<double>& fetched, const std::vector<double>
     }
     const double d = std::fabs(x - y);
     const double angle = angle_error[i] * magnitude[i];
-    const double tolerance = rule.element_steps * Step(magnitude[i], bits, min_step) + floor + angle;
+    const double tolerance =
+        rule.element_steps * Step(magnitude[i], bits, min_step) + floor + angle;
     v.worst = std::max(v.worst, d / tolerance);
     diff_sq += d * d;
     angle_sq += angle * angle;

@@ -387,8 +387,7 @@ bool Client::ShouldAudit() {
 }
 
 Result<Client::Audited> Client::Audit(const SharedBuffer& fetched, const ChunkPlan& chunk,
-                                      std::span<const uint8_t> recomputed,
-                                      RecomputedForm form) {
+                                      std::span<const uint8_t> recomputed, RecomputedForm form) {
   if (Status s = CheckIsChunk(fetched.span(), chunk); !s.ok()) return s;
   auto finding = CompareWithRecomputed(fetched.span(), recomputed, options_.rope, form);
   if (!finding.ok()) return finding.status();
@@ -399,8 +398,8 @@ Result<Client::Audited> Client::Audit(const SharedBuffer& fetched, const ChunkPl
   if (conn_->controller) {
     // The controller drops the key everywhere; if it cannot be told, the
     // engine still knows not to use the object.
-    auto dropped = conn_->controller->ReportMismatch(
-        {{chunk.key, a.finding.writer, a.finding.checksum}});
+    auto dropped =
+        conn_->controller->ReportMismatch({{chunk.key, a.finding.writer, a.finding.checksum}});
     a.reported = dropped.ok() && *dropped == 1;
   }
   return a;

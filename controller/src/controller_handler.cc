@@ -375,6 +375,9 @@ Result<std::vector<std::string>> ControllerHandler::Forward(const Header& h,
     auto it = identities_.find(id);
     if (it == identities_.end()) continue;
     out.push_back({it->second, command, {}});
+    // A revocation's shared tier (Redis) is swept by one node, the first.
+    if (command.type == MsgType::kRevoke && sent.empty())
+      out.back().header.fields[kSweepSharedField] = int64_t{1};
     sent.push_back(id);
   }
   if (h.type == MsgType::kAdminClear && !node_id.empty() && sent.empty())

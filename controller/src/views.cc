@@ -192,7 +192,8 @@ std::string MetricsText(const ClusterState& state, Clock::time_point now,
   auto labelled = [&](const char* name, const char* help, const char* label,
                       const std::map<std::string, uint64_t>& by_name) {
     m << "# HELP " << name << " " << help << "\n# TYPE " << name << " counter\n";
-    for (const auto& [who, n] : by_name) m << name << "{" << label << "=\"" << who << "\"} " << n << "\n";
+    for (const auto& [who, n] : by_name)
+      m << name << "{" << label << "=\"" << who << "\"} " << n << "\n";
   };
   m << "# HELP pikv_controller_nodes Nodes by lifecycle state.\n# TYPE pikv_controller_nodes "
        "gauge\n";
@@ -215,11 +216,11 @@ std::string MetricsText(const ClusterState& state, Clock::time_point now,
   counter("pikv_controller_resyncs_total", "Full node inventories applied.", s.resyncs);
   counter("pikv_controller_node_deaths_total", "Nodes declared dead.", s.deaths);
   labelled("pikv_controller_audit_reports_total",
-           "Audit-mismatch reports taken (each key dropped cluster-wide), by reporter.",
-           "reporter", s.audits.reports_by_reporter);
+           "Audit-mismatch reports taken (each key dropped cluster-wide), by reporter.", "reporter",
+           s.audits.reports_by_reporter);
   labelled("pikv_controller_audit_reports_refused_total",
-           "Audit-mismatch reports refused over the reporter's rate (nothing dropped).",
-           "reporter", s.audits.refused_by_reporter);
+           "Audit-mismatch reports refused over the reporter's rate (nothing dropped).", "reporter",
+           s.audits.refused_by_reporter);
   labelled("pikv_controller_audit_confirmed_total",
            "Objects found wrong by two different reporters, by the writer they named.", "writer",
            s.audits.confirmed_by_writer);

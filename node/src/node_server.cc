@@ -13,6 +13,7 @@
 #include "inbound_streams.h"
 #include "pikv/http/http_server.h"
 #include "pikv/node/node_metrics.h"
+#include "pikv/node/revocation_sweeper.h"
 #include "pikv/proto/endpoint.h"
 #include "pikv/proto/local_channel.h"
 #include "pikv/proto/permissions.h"
@@ -225,7 +226,9 @@ Result<std::unique_ptr<NodeServer>> NodeServer::Start(NodeOptions options) {
   if (options.reporter) {
     ReporterOptions r = *options.reporter;
     r.security = options.security;
-    r.on_revoke = [self = server.get()](const std::string& engine) { self->Revoke(engine); };
+    r.on_revoke = [self = server.get()](const std::string& engine, bool shared_tier) {
+      self->Revoke(engine, shared_tier);
+    };
     if (r.node_id.empty()) r.node_id = options.node_id;
     if (r.host.empty()) r.host = HostName();
     for (const auto& ep : server->endpoints_) {
@@ -273,6 +276,10 @@ Result<std::unique_ptr<NodeServer>> NodeServer::Start(NodeOptions options) {
                options.security ? "CURVE on tcp" : "security off");
   return server;
 }
+
+NodeServer::NodeServer()
+    : sweeper_(std::make_unique<RevocationSweeper>(
+          [this](const std::string& engine, bool shared_tier) { Sweep(engine, shared_tier); })) {}
 
 NodeServer::~NodeServer() { Stop(); }
 
@@ -371,19 +378,20 @@ std::optional<Message> NodeServer::Dispatch(std::vector<zmq::message_t>& frames)
   return std::nullopt;
 }
 
-void NodeServer::Revoke(const std::string& engine) {
-  const bool first = revoked_->Add(engine);
-  const auto dropped = storage_->DropWrittenBy(engine);
+void NodeServer::Revoke(const std::string& engine, bool shared_tier) {
+  if (revoked_->Add(engine)) revocations_++;
+  sweeper_->Request(engine, shared_tier);
+}
+
+void NodeServer::Sweep(const std::string& engine, bool shared_tier) {
+  const auto dropped = storage_->DropWrittenBy(engine, shared_tier);
   const uint64_t total = dropped.cpu + dropped.disk + dropped.remote;
-  if (first) revocations_++;
   revoked_objects_ += total;
-  if (first || total > 0) {
-    spdlog::warn(
-        "node {}: engine {} revoked: dropped {} objects it wrote (cpu {}, disk {}, "
-        "remote {}){}",
-        options_.node_id, engine, total, dropped.cpu, dropped.disk, dropped.remote,
-        dropped.remote_error.ok() ? "" : "; Redis: " + dropped.remote_error.ToString());
-  }
+  spdlog::warn(
+      "node {}: engine {} revoked: dropped {} objects it wrote (cpu {}, disk {}, remote {}{}){}",
+      options_.node_id, engine, total, dropped.cpu, dropped.disk, dropped.remote,
+      shared_tier ? ": Redis swept" : ": this node's own copies; another node sweeps Redis",
+      dropped.remote_error.ok() ? "" : "; Redis: " + dropped.remote_error.ToString());
 }
 
 Caller NodeServer::CallerOf(const CurvePeer* sender) const {
@@ -512,6 +520,7 @@ void NodeServer::Stop() {
   l.replies.close();
   l.pull_replies.close();
   if (reporter_) reporter_->Stop();  // sends what is queued, then deregisters
+  sweeper_.reset();                  // ends after the sweep under way
   storage_->Shutdown();
   spdlog::info("node {} stopped", options_.node_id);
 }

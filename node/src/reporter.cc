@@ -346,7 +346,8 @@ class Reporter::Loop {
           for (size_t i = 0; i < kMaxRevokedInRegisterReply; ++i) {
             const std::string engine = FieldString(h.fields, "revoked." + std::to_string(i));
             if (engine.empty()) break;
-            if (o_.on_revoke && IsIdentityName(engine)) o_.on_revoke(engine);
+            // Swept in the shared tier when it was revoked: this node's only.
+            if (o_.on_revoke && IsIdentityName(engine)) o_.on_revoke(engine, false);
           }
           SendInventory();
         }
@@ -380,7 +381,7 @@ class Reporter::Loop {
       case MsgType::kRevoke:
         if (const std::string engine = FieldString(h.fields, "engine");
             o_.on_revoke && IsIdentityName(engine))
-          o_.on_revoke(engine);
+          o_.on_revoke(engine, FieldInt(h.fields, kSweepSharedField) != 0);
         break;
       default:
         break;

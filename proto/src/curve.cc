@@ -210,7 +210,8 @@ Status CurveKeyring::AddLine(const std::vector<std::string>& words) {
     if (!IsIdentityName(peer.name) || !IsTenantName(peer.tenant))
       return InvalidArgument("an engine's name and tenant are 1..63 of [A-Za-z0-9._-]");
     if (IsReservedName(peer.name) || IsReservedName(peer.tenant))
-      return InvalidArgument("'default' and 'unknown' are reserved: no engine or tenant takes them");
+      return InvalidArgument(
+          "'default' and 'unknown' are reserved: no engine or tenant takes them");
     auto [it, added] = tenants_.emplace(peer.name, peer.tenant);
     if (!added && it->second != peer.tenant)
       return InvalidArgument("engine " + peer.name + " is listed in two tenants");

@@ -249,8 +249,7 @@ py::dict Audit(client::Client& c, const SharedBuffer& object, const client::Chun
   Result<client::Client::Audited> audited = InvalidArgument("not audited");
   {
     py::gil_scoped_release nogil;
-    audited = c.Audit(object, chunk, bytes,
-                      {pre_rope ? KForm::kPreRope : KForm::kRotated, start});
+    audited = c.Audit(object, chunk, bytes, {pre_rope ? KForm::kPreRope : KForm::kRotated, start});
   }
   const client::Client::Audited a = Take(std::move(audited));
   return py::dict("match"_a = a.finding.match, "worst"_a = a.finding.worst,

@@ -231,8 +231,7 @@ Status DiskTier::Put(const ChunkKey& key, const SharedBuffer& object) {
       .Put(db_->objects, KeySlice(kb),
            rocksdb::Slice(reinterpret_cast<const char*>(object.data()), object.size()))
       .PermitUncheckedError();
-  batch.Put(db_->lru, KeySlice(kb), MetaValue(object.size(), tick, *owner))
-      .PermitUncheckedError();
+  batch.Put(db_->lru, KeySlice(kb), MetaValue(object.size(), tick, *owner)).PermitUncheckedError();
   if (Status s = FromRocks(db_->db->Write(db_->write_options, &batch)); !s.ok()) {
     counters_->errors++;
     spdlog::error("disk tier: put {} failed: {}", key.Hex(), s.ToString());

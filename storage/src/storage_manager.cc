@@ -133,8 +133,9 @@ std::vector<Result<SharedBuffer>> StorageManager::Get(std::span<const ChunkKey> 
       out.push_back(NotFound());
       continue;
     }
-    if (!r.ok() && disk_) {
-      if (only_tenant && !Visible(DiskOwner(keys[i]), only_tenant)) {
+    if (!r.ok() && disk_ && disk_->Contains(keys[i])) {
+      // The index knows the owner: another tenant's object is not even read.
+      if (!Visible(DiskOwner(keys[i]), only_tenant)) {
         out.push_back(NotFound());
         continue;
       }
@@ -207,8 +208,7 @@ std::vector<TierMask> StorageManager::Exists(std::span<const ChunkKey> keys,
     // The owner's tenant comes from the object's first bytes (GETRANGE).
     auto owners = remote_->OwnersOf(remote_keys);
     for (size_t j = 0; j < owners.size(); ++j) {
-      if (Visible(owners[j], only_tenant))
-        out[ask_remote[j]] |= Bit(TierKind::kRemote);
+      if (Visible(owners[j], only_tenant)) out[ask_remote[j]] |= Bit(TierKind::kRemote);
     }
     return out;
   }
@@ -263,32 +263,46 @@ std::optional<std::vector<TierMask>> StorageManager::ExistsIfLocal(std::span<con
 
 TierMask StorageManager::LocalMask(const ChunkKey& key, const std::string* only_tenant) {
   if (only_tenant) {
-    const auto cpu = cpu_->OwnerOfKey(key);
-    const auto disk = DiskOwner(key);
-    if (!Visible(cpu ? cpu : disk, only_tenant)) return 0;
-    return (cpu ? Bit(TierKind::kCpu) : 0) | (disk ? Bit(TierKind::kDisk) : 0);
+    const bool in_cpu = cpu_->Contains(key), on_disk = disk_ && disk_->Contains(key);
+    if (!in_cpu && !on_disk) return 0;
+    if (!Visible(in_cpu ? cpu_->OwnerOfKey(key) : DiskOwner(key), only_tenant)) return 0;
+    return (in_cpu ? Bit(TierKind::kCpu) : 0) | (on_disk ? Bit(TierKind::kDisk) : 0);
   }
   TierMask m = cpu_->Contains(key) ? Bit(TierKind::kCpu) : 0;
   if (disk_ && disk_->Contains(key)) m |= Bit(TierKind::kDisk);
   return m;
 }
 
-StorageManager::Dropped StorageManager::DropWrittenBy(std::string_view writer) {
+StorageManager::Dropped StorageManager::DropWrittenBy(std::string_view writer, bool shared_tier) {
   Dropped d;
-  for (const ChunkKey& k : cpu_->KeysWrittenBy(writer)) d.cpu += cpu_->Remove(k).ok() ? 1 : 0;
+  std::vector<ChunkKey> local = cpu_->KeysWrittenBy(writer);
+  for (const ChunkKey& k : local) d.cpu += cpu_->Remove(k).ok() ? 1 : 0;
   if (disk_queue_) disk_queue_->Drain();  // nothing queued may land after the drop
   if (disk_) {
-    for (const ChunkKey& k : disk_->KeysWrittenBy(writer)) d.disk += disk_->Remove(k).ok() ? 1 : 0;
-  }
-  if (remote_queue_) remote_queue_->Drain();
-  if (remote_) {
-    auto keys = remote_->KeysWrittenBy(writer);
-    if (!keys.ok()) {
-      d.remote_error = keys.status();
-    } else {
-      for (const ChunkKey& k : *keys) d.remote += remote_->Remove(k).ok() ? 1 : 0;
+    for (const ChunkKey& k : disk_->KeysWrittenBy(writer)) {
+      d.disk += disk_->Remove(k).ok() ? 1 : 0;
+      local.push_back(k);
     }
   }
+  if (remote_queue_) remote_queue_->Drain();
+  if (!remote_) return d;
+  Result<std::vector<ChunkKey>> keys = local;
+  if (shared_tier) {
+    keys = remote_->KeysWrittenBy(writer);  // a SCAN of the namespace
+  } else {
+    // Another node sweeps the shared tier; what this node's write-through
+    // put there (drained above, so perhaps after that sweep) goes here.
+    const auto owners = remote_->OwnersOf(local);
+    std::vector<ChunkKey> ours;
+    for (size_t i = 0; i < local.size() && i < owners.size(); ++i)
+      if (owners[i] && owners[i]->writer == writer) ours.push_back(local[i]);
+    keys = std::move(ours);
+  }
+  if (!keys.ok()) {
+    d.remote_error = keys.status();
+    return d;
+  }
+  for (const ChunkKey& k : *keys) d.remote += remote_->Remove(k).ok() ? 1 : 0;
   return d;
 }
 

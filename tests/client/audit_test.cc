@@ -3,6 +3,8 @@
 // kernel, for every real model's RoPE; poison the old rule (each block's
 // largest difference against 4 steps of its largest value, positions
 // ignored) let through is caught.
+#include "pikv/client/audit.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,16 +13,15 @@
 #include <sstream>
 
 #include "honest_kv.h"
-#include "pikv/client/audit.h"
 #include "pikv/device/model_config.h"
 #include "pikv/proto/chunk_object.h"
 
 namespace pikv::client {
 namespace {
 
+using testing::Element;
 using testing::HonestChunk;
 using testing::HonestKernel;
-using testing::Element;
 using testing::HonestPayload;
 using testing::SetElement;
 
@@ -58,8 +59,8 @@ std::vector<uint8_t> Object(const Model& m, DType dtype, KForm k_form, int64_t v
                             std::span<const uint8_t> payload) {
   ChunkHeader h;
   h.model_id = "m";
-  h.geometry = {m.chunk.layers, m.chunk.tokens, m.chunk.kv_heads, m.chunk.head_dim, dtype,
-                KvFormat::kStandard};
+  h.geometry = {m.chunk.layers,   m.chunk.tokens, m.chunk.kv_heads,
+                m.chunk.head_dim, dtype,          KvFormat::kStandard};
   device::SetHeaderRope(m.rope, h);
   h.k_form = k_form;
   h.virtual_start = virtual_start;
@@ -107,22 +108,20 @@ TEST_P(AuditTest, AnHonestChunkStoredAtPosition1000PassesAnAuditRecomputedAt0) {
 
 TEST_P(AuditTest, PreRopeObjectsAndPreRopeRecomputationsAreBroughtToOneForm) {
   const Model m = SmallModel();
-  const auto pre = HonestPayload(m.chunk, m.rope, dtype(), KForm::kPreRope, 0,
-                                 HonestKernel::kDoubleAccumulate);
-  const auto rotated = HonestPayload(m.chunk, m.rope, dtype(), KForm::kRotated, 500,
-                                     HonestKernel::kNoFmaReversed);
+  const auto pre =
+      HonestPayload(m.chunk, m.rope, dtype(), KForm::kPreRope, 0, HonestKernel::kDoubleAccumulate);
+  const auto rotated =
+      HonestPayload(m.chunk, m.rope, dtype(), KForm::kRotated, 500, HonestKernel::kNoFmaReversed);
   // A pre-RoPE object against keys rotated at 500, and the other way round.
-  EXPECT_TRUE(Audit(m, Object(m, dtype(), KForm::kPreRope, 0, pre), rotated,
-                    {KForm::kRotated, 500})
-                  .match);
-  EXPECT_TRUE(Audit(m, Object(m, dtype(), KForm::kRotated, 500, rotated), pre,
-                    {KForm::kPreRope, 0})
-                  .match);
+  EXPECT_TRUE(
+      Audit(m, Object(m, dtype(), KForm::kPreRope, 0, pre), rotated, {KForm::kRotated, 500}).match);
+  EXPECT_TRUE(
+      Audit(m, Object(m, dtype(), KForm::kRotated, 500, rotated), pre, {KForm::kPreRope, 0}).match);
   EXPECT_TRUE(
       Audit(m, Object(m, dtype(), KForm::kPreRope, 0, pre), pre, {KForm::kPreRope, 0}).match);
   // Keys rotated at 500 are not keys rotated at 0: that is still a mismatch.
-  const AuditFinding wrong = Audit(m, Object(m, dtype(), KForm::kRotated, 0, rotated), pre,
-                                   {KForm::kPreRope, 0});
+  const AuditFinding wrong =
+      Audit(m, Object(m, dtype(), KForm::kRotated, 0, rotated), pre, {KForm::kPreRope, 0});
   EXPECT_FALSE(wrong.match);
   EXPECT_EQ(wrong.where.substr(wrong.where.size() - 1), "K");
 }
@@ -133,8 +132,8 @@ TEST_P(AuditTest, EveryRealModelsRopeAuditsLikeWithLike) {
   for (const char* name : {"llama-3.1-8b", "phi-2", "gpt-j-6b", "qwen2.5-7b-instruct-yarn",
                            "phi-3-mini-128k-instruct", "gemma-3-1b-it", "smollm3-3b"}) {
     const Model m = FromConfig(name);
-    const auto stored = HonestPayload(m.chunk, m.rope, dtype(), KForm::kRotated, 1000,
-                                      HonestKernel::kFmaInOrder);
+    const auto stored =
+        HonestPayload(m.chunk, m.rope, dtype(), KForm::kRotated, 1000, HonestKernel::kFmaInOrder);
     const auto at0 =
         HonestPayload(m.chunk, m.rope, dtype(), KForm::kRotated, 0, HonestKernel::kNoFmaReversed);
     const AuditFinding f = Audit(m, Object(m, dtype(), KForm::kRotated, 1000, stored), at0);
@@ -163,10 +162,9 @@ TEST_P(AuditTest, SmallValuedPoisonIsCaught) {
     if (std::fabs(x) < largest / 256 && x != 0) SetElement(poisoned, dtype(), i, -2 * x), ++changed;
   }
   ASSERT_GT(changed, 0u);
-  const AuditFinding f =
-      Audit(m, Object(m, dtype(), KForm::kRotated, 0, poisoned),
-            HonestPayload(m.chunk, m.rope, dtype(), KForm::kRotated, 0,
-                          HonestKernel::kNoFmaReversed));
+  const AuditFinding f = Audit(
+      m, Object(m, dtype(), KForm::kRotated, 0, poisoned),
+      HonestPayload(m.chunk, m.rope, dtype(), KForm::kRotated, 0, HonestKernel::kNoFmaReversed));
   EXPECT_FALSE(f.match) << changed << " values changed";
   EXPECT_EQ(f.where, "layer 0 V");
   EXPECT_EQ(f.writer, "writer");

@@ -96,6 +96,18 @@ TEST_F(ControllerHandlerTest, AdminCommandsGoToTheNodesThatRegistered) {
   auto j = Document(out[2]);
   EXPECT_EQ(j["forwarded_to"], nlohmann::json::array({"a", "b"}));
   EXPECT_EQ(j["keys"], 1);
+
+  // A revocation goes to every node; one of them sweeps the shared tier.
+  Header revoke;
+  revoke.type = MsgType::kAdminRevoke;
+  revoke.fields["engine"] = std::string("bad");
+  out = Send("cli", revoke);
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0].header.type, MsgType::kRevoke);
+  EXPECT_EQ(FieldString(out[1].header.fields, "engine"), "bad");
+  EXPECT_EQ(FieldInt(out[0].header.fields, kSweepSharedField) +
+                FieldInt(out[1].header.fields, kSweepSharedField),
+            1);
 }
 
 // A locate reply for a full batch of widely replicated keys must decode
@@ -224,7 +236,8 @@ TEST_F(ControllerHandlerTest, AHostileReporterIsRateLimitedAndCountsNoHonestWrit
   Header report;
   report.type = MsgType::kAuditMismatch;
   report.keys = keys;
-  for (size_t i = 0; i < keys.size(); ++i) report.fields["checksum." + std::to_string(i)] = int64_t{7};
+  for (size_t i = 0; i < keys.size(); ++i)
+    report.fields["checksum." + std::to_string(i)] = int64_t{7};
   auto reply = Send("engine", report, &hostile).back().header;
   const auto burst = static_cast<int64_t>(AuditLedger::kBurst);
   EXPECT_EQ(reply.values, std::vector<int64_t>{burst});

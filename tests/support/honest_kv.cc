@@ -71,8 +71,7 @@ void SetElement(std::vector<uint8_t>& payload, DType dtype, size_t i, float v) {
     std::memcpy(payload.data() + i * 4, &v, 4);
     return;
   }
-  const uint16_t h =
-      dtype == DType::kBF16 ? device::math::F32ToBf16(v) : device::math::F32ToF16(v);
+  const uint16_t h = dtype == DType::kBF16 ? device::math::F32ToBf16(v) : device::math::F32ToF16(v);
   std::memcpy(payload.data() + i * 2, &h, 2);
 }
 
@@ -110,8 +109,8 @@ std::vector<uint8_t> HonestPayload(const HonestChunk& c, const device::RopePlan&
       for (uint32_t t = 0; t < c.tokens; ++t)
         for (uint32_t o = 0; o < out_dims; ++o)
           kv[plane * block + size_t{t} * out_dims + o] =
-              Dot(&w[(size_t{plane} * out_dims + o) * c.hidden], &h[size_t{t} * c.hidden],
-                  c.hidden, kernel);
+              Dot(&w[(size_t{plane} * out_dims + o) * c.hidden], &h[size_t{t} * c.hidden], c.hidden,
+                  kernel);
     const device::RopeSpec* spec = rope.ForLayer(layer);
     if (spec && k_form == KForm::kRotated) {
       const std::vector<double> inv_freq = spec->InverseFrequencies();
@@ -130,7 +129,8 @@ std::vector<uint8_t> HonestPayload(const HonestChunk& c, const device::RopePlan&
         }
       }
     }
-    for (size_t i = 0; i < 2 * block; ++i) SetElement(payload, dtype, size_t{layer} * 2 * block + i, kv[i]);
+    for (size_t i = 0; i < 2 * block; ++i)
+      SetElement(payload, dtype, size_t{layer} * 2 * block + i, kv[i]);
   }
   return payload;
 }

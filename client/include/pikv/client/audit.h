@@ -46,10 +46,10 @@ struct RecomputedForm {
 };
 
 struct AuditRule {
-  double element_steps = 4;   // per element, in steps of its own magnitude
-  double floor_steps = 2;     // per element, in steps of the block's RMS
-  double l2_steps = 2;        // per block, relative L2 in steps
-  double angle_ulps = 4;      // fp32 RoPE angle error per side, in 2^-24 of p * θ
+  double element_steps = 4;  // per element, in steps of its own magnitude
+  double floor_steps = 2;    // per element, in steps of the block's RMS
+  double l2_steps = 2;       // per block, relative L2 in steps
+  double angle_ulps = 4;     // fp32 RoPE angle error per side, in 2^-24 of p * θ
 };
 
 // Bits an honest recomputation agrees to: the dtype's mantissa (bf16 7,

@@ -48,7 +48,7 @@ class AuditLedger {
     kConfirmed,  // a second reporter's evidence: drop it, its writer counted
   };
   struct Report {
-    std::string reporter;   // an engine's name (or a trusted connection's)
+    std::string reporter;  // an engine's name (or a trusted connection's)
     ChunkKey key;
     uint64_t checksum = 0;  // 0: unknown (dropped, never confirmed)
     std::string writer;

@@ -93,6 +93,8 @@ struct NodeOptions {
   std::string tenant;
 };
 
+class RevocationSweeper;
+
 class NodeServer {
  public:
   static Result<std::unique_ptr<NodeServer>> Start(NodeOptions options);
@@ -108,15 +110,18 @@ class NodeServer {
 
  private:
   struct Loop;
-  NodeServer() = default;
+  NodeServer();
   void ServeLoop();
   Status StartZeroCopy();
   void ServeLoopOnce();
   void WorkerLoop(JobQueue& jobs, const char* replies, int index);
   // Decodes one request; returns the reply now, or nullopt if it was queued.
   std::optional<Message> Dispatch(std::vector<zmq::message_t>& frames);
-  // Drops what `engine` wrote, everywhere, and refuses it from now on.
-  void Revoke(const std::string& engine);
+  // Refuses `engine` from now on, and drops what it wrote from this node's
+  // tiers (and from Redis with `shared_tier`), once, off the caller's
+  // thread (RevocationSweeper).
+  void Revoke(const std::string& engine, bool shared_tier);
+  void Sweep(const std::string& engine, bool shared_tier);
   // What the node lets `sender` (SenderOf) see and write.
   Caller CallerOf(const CurvePeer* sender) const;
 
@@ -132,6 +137,7 @@ class NodeServer {
   // Engines refused: the keyring's `revoked` lines and `pikv admin revoke`.
   std::shared_ptr<Revocations> revoked_ = std::make_shared<Revocations>();
   std::atomic<uint64_t> revocations_{0}, revoked_objects_{0}, revoked_refused_{0};
+  std::unique_ptr<RevocationSweeper> sweeper_;  // uses storage_: stopped before it
   bool stopped_ = false;
 };
 

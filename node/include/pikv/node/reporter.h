@@ -67,8 +67,10 @@ struct ReporterOptions {
   // which NodeServer::Start checks); null: security off.
   std::shared_ptr<const CurveSecurity> security;
   // Told of each engine the controller revokes (kRevoke, and the revoked
-  // engines a register reply names); set by NodeServer::Start.
-  std::function<void(const std::string& engine)> on_revoke;
+  // engines a register reply names), and whether this node is the one to
+  // sweep the shared tier for it (kRevoke's sweep_shared); must return at
+  // once (the reporter's thread). Set by NodeServer::Start.
+  std::function<void(const std::string& engine, bool shared_tier)> on_revoke;
 };
 
 // The bounded event queue between the tiers and the reporter thread.

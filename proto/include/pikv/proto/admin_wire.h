@@ -70,7 +70,7 @@ inline constexpr char kDiskUsedBytes[] = "disk_used_bytes";
 inline constexpr char kAuditMismatches[] = "audit_mismatches";  // reports taken: keys dropped
 inline constexpr char kAuditReportsRefused[] = "audit_reports_refused";  // over a reporter's rate
 inline constexpr char kAuditConfirmed[] = "audit_confirmed";  // objects two reporters found wrong
-inline constexpr char kConfirmedByWriter[] = "confirmed_by_writer";  // {writer: count}
+inline constexpr char kConfirmedByWriter[] = "confirmed_by_writer";        // {writer: count}
 inline constexpr char kReportsByReporter[] = "audit_reports_by_reporter";  // {engine: count}
 inline constexpr char kRefusedByReporter[] = "audit_refused_by_reporter";  // {engine: count}
 

@@ -88,6 +88,8 @@ std::string_view MsgTypeName(MsgType t);
 // A register reply names at most this many revoked engines (fields
 // "revoked.<i>"), within WireLimits::max_fields.
 inline constexpr size_t kMaxRevokedInRegisterReply = 1024;
+// kRevoke: 1 for the one node that sweeps the shared tier (Redis) too.
+inline constexpr char kSweepSharedField[] = "sweep_shared";
 
 using FieldValue = std::variant<int64_t, std::string>;
 using Fields = std::map<std::string, FieldValue>;

@@ -98,13 +98,14 @@ class StorageManager {
   // touches disk or the network.
   std::vector<std::optional<SharedBuffer>> GetEachInCpu(std::span<const ChunkKey> keys,
                                                         const std::string* only_tenant = nullptr);
-  // Drops every object `writer` wrote from every tier, the shared one too
-  // (a revocation): what each tier dropped, and why Redis could not be searched.
+  // Drops every object `writer` wrote from every tier, the shared one with
+  // `shared_tier` (a revocation): what each tier dropped, and why Redis
+  // could not be searched.
   struct Dropped {
     uint64_t cpu = 0, disk = 0, remote = 0;
     Status remote_error;
   };
-  Dropped DropWrittenBy(std::string_view writer);
+  Dropped DropWrittenBy(std::string_view writer, bool shared_tier = true);
   // Who owns key's copy on this node (CPU, else disk); nullopt when neither
   // holds it. What the reporter tells the controller with each admit.
   std::optional<Owner> LocalOwner(const ChunkKey& key) const;
