@@ -21,9 +21,19 @@ class Admin:
         self.curve_keyring = (os.environ.get("PIKV_CURVE_KEYRING", "") if curve_keyring is None
                               else curve_keyring)
 
+        # One connection for every call: the leader it found is kept (a new
+        # one per call would find it again, a full timeout per dead endpoint).
+        self._connection = None
+
+    @property
+    def connection(self):
+        if self._connection is None:
+            self._connection = _pikv.AdminConnection(self.endpoint, self.timeout_ms,
+                                                     self.curve_key, self.curve_keyring)
+        return self._connection
+
     def _query(self, query, keys=(), fields=None):
-        return _pikv.admin_json(self.endpoint, self.timeout_ms, query, list(keys),
-                                self.curve_key, self.curve_keyring, fields or {})
+        return self.connection.json(query, list(keys), fields or {})
 
     def nodes(self) -> dict:
         return self._query(_pikv.AdminQuery.nodes)

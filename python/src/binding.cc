@@ -10,6 +10,7 @@
 
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <sstream>
 #include <stdexcept>
 
@@ -262,29 +263,49 @@ client::ClientOptions LoadOptions(const std::string& path,
   return Take(client::LoadClientOptions(path, nullptr, overrides));
 }
 
-py::object AdminJson(const std::string& endpoint, int timeout_ms, MsgType type,
-                     const std::vector<std::string>& keys, const std::string& curve_key,
-                     const std::string& curve_keyring,
-                     const std::map<std::string, std::string>& fields) {
-  std::optional<CurveClientKeys> curve;
-  if (auto security = Take(CurveSecurity::Load(curve_key, curve_keyring)))
-    curve = Take(security->ForController());
-  std::vector<ChunkKey> parsed;
-  for (const auto& k : keys) {
-    auto key = ChunkKey::FromHex(k);
-    if (!key) throw py::value_error("'" + k + "' is not a chunk key (32 hex digits)");
-    parsed.push_back(*key);
+// A controller connection for pikv.Admin: one AdminClient, so its finder
+// (the leader it last found) lasts across calls instead of being found
+// again each time. Calls are serialised (an AdminClient is one socket).
+class AdminConnection {
+ public:
+  AdminConnection(const std::string& endpoint, int timeout_ms, const std::string& curve_key,
+                  const std::string& curve_keyring) {
+    std::optional<CurveClientKeys> curve;
+    if (auto security = Take(CurveSecurity::Load(curve_key, curve_keyring)))
+      curve = Take(security->ForController());
+    admin_ = std::make_unique<rpc::AdminClient>(endpoint, std::chrono::milliseconds(timeout_ms),
+                                                std::move(curve));
   }
-  std::string text;
-  {
-    py::gil_scoped_release nogil;
-    rpc::AdminClient admin(endpoint, std::chrono::milliseconds(timeout_ms), curve);
+
+  py::object Json(MsgType type, const std::vector<std::string>& keys,
+                  const std::map<std::string, std::string>& fields) {
+    std::vector<ChunkKey> parsed;
+    for (const auto& k : keys) {
+      auto key = ChunkKey::FromHex(k);
+      if (!key) throw py::value_error("'" + k + "' is not a chunk key (32 hex digits)");
+      parsed.push_back(*key);
+    }
     Fields f;
     for (const auto& [name, value] : fields) f[name] = value;
-    text = Take(admin.Json(type, parsed, std::move(f)));
+    Result<std::string> text = Unavailable("not asked");
+    {
+      py::gil_scoped_release nogil;
+      std::lock_guard lock(mu_);
+      text = admin_->Json(type, parsed, std::move(f));
+    }
+    return py::module_::import("json").attr("loads")(Take(std::move(text)));
   }
-  return py::module_::import("json").attr("loads")(text);
-}
+
+  // The controller the last call went to ("" before any).
+  std::string Endpoint() {
+    std::lock_guard lock(mu_);
+    return admin_->endpoint();
+  }
+
+ private:
+  std::mutex mu_;
+  std::unique_ptr<rpc::AdminClient> admin_;
+};
 
 }  // namespace
 
@@ -524,10 +545,16 @@ PYBIND11_MODULE(_pikv, m) {
       .value("evict", MsgType::kAdminEvict)
       .value("clear", MsgType::kAdminClear)
       .value("revoke", MsgType::kAdminRevoke);
-  m.def("admin_json", &AdminJson, "endpoint"_a, "timeout_ms"_a, "query"_a,
-        "keys"_a = std::vector<std::string>{}, "curve_key"_a = "", "curve_keyring"_a = "",
-        "fields"_a = std::map<std::string, std::string>{},
-        "The controller's document for an admin query (over CURVE with a key and keyring)");
+  py::class_<AdminConnection>(m, "AdminConnection",
+                              "A connection to the controller (its leader found once, followed "
+                              "across failovers) for admin queries")
+      .def(py::init<const std::string&, int, const std::string&, const std::string&>(),
+           "endpoint"_a, "timeout_ms"_a, "curve_key"_a = "", "curve_keyring"_a = "")
+      .def("json", &AdminConnection::Json, "query"_a, "keys"_a = std::vector<std::string>{},
+           "fields"_a = std::map<std::string, std::string>{},
+           "The controller's document for an admin query (over CURVE with a key and keyring)")
+      .def_property_readonly("endpoint", &AdminConnection::Endpoint,
+                             "The controller the last call went to");
 }
 
 }  // namespace pikv::python

@@ -52,12 +52,17 @@ def test_admin_and_client_follow_the_leader_across_a_kill(ha_cluster):
     segments = [[1, 2, 3], [4, 5, 6], [7]]
     assert client.plan(segments).controller_answered
 
+    connection = admin.connection  # one controller connection for every call, kept
+    assert connection.endpoint == old_leader
+
     victim = next(c["pid"] for c in ha_cluster.controllers if c["endpoint"] == old_leader)
     os.kill(victim, signal.SIGKILL)
     t0 = time.monotonic()
     health = wait_for(lambda: (lambda h: h if h["leader"] != old_leader and h["nodes_alive"] == 2
                                else None)(admin.health()), 20, "a new leader with both nodes")
     print(f"new leader {health['leader']} with both nodes after {time.monotonic() - t0:.2f} s")
+    # The same connection found the new leader (its finder kept, not rebuilt per call).
+    assert admin.connection is connection and connection.endpoint == health["leader"]
     assert int(health["epoch"]) > old_epoch
     assert health["role"] == "leader"
     # The engine's client locates through the new leader.
