@@ -58,6 +58,14 @@ AuditStats AuditLedger::Stats() const {
   return stats_;
 }
 
+void AuditLedger::RestoreConfirmed(const std::map<std::string, uint64_t>& by_writer) {
+  MutexLock lock(mu_);
+  for (const auto& [writer, n] : by_writer) {
+    uint64_t& held = stats_.confirmed_by_writer[writer];
+    if (n > held) stats_.confirmed += n - held, held = n;
+  }
+}
+
 void AuditLedger::Clear() {
   MutexLock lock(mu_);
   buckets_.clear();

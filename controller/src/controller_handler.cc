@@ -94,6 +94,27 @@ bool ControllerHandler::Leading(Clock::time_point now) {
     identities_.clear();
     leaderships_++;
   }
+  return ReadTrust(static_cast<uint64_t>(epoch), now);
+}
+
+bool ControllerHandler::ReadTrust(uint64_t epoch, Clock::time_point now) {
+  if (!trust_ || trust_epoch_ == epoch) return true;
+  if (now < trust_retry_at_) return false;
+  auto record = trust_->Load();
+  if (!record.ok()) {
+    // Answering without the revocations would let a revoked engine in.
+    spdlog::error("controller: the trust record in etcd cannot be read ({}): not answering yet",
+                  record.status().ToString());
+    trust_retry_at_ = now + std::chrono::milliseconds(500);
+    return false;
+  }
+  for (const std::string& engine : record->revoked)
+    if (revoked_->Add(engine)) revocations_++;
+  state_.audits().RestoreConfirmed(record->confirmed);
+  trust_epoch_ = epoch;
+  spdlog::info("controller: trust record read: {} revoked engines, {} writers with confirmed "
+               "poisonings",
+               record->revoked.size(), record->confirmed.size());
   return true;
 }
 
@@ -156,6 +177,13 @@ void ControllerHandler::Apply(const std::string& identity, const CurvePeer* send
       if (h.type == MsgType::kAdminRevoke) {
         if (!IsIdentityName(engine)) {
           out = Reject(identity, &h, InvalidArgument("revoke names an engine"));
+          return;
+        }
+        // Recorded for the next leader before it takes effect.
+        if (Status s = trust_ ? trust_->Revoke(engine) : Status::Ok(); !s.ok()) {
+          out = Reject(identity, &h,
+                       Unavailable("the revocation could not be recorded in etcd (" +
+                                   s.ToString() + "): not revoked; try again"));
           return;
         }
         if (revoked_->Add(engine)) revocations_++;
@@ -316,6 +344,12 @@ void ControllerHandler::OnMismatch(const std::string& identity, const CurvePeer*
     const auto checksum =
         static_cast<uint64_t>(FieldInt(h.fields, admin::kMismatchChecksumPrefix + n));
     const auto verdict = state_.audits().Take({reporter, h.keys[i], checksum, writer}, now);
+    if (verdict == AuditLedger::Verdict::kConfirmed && trust_) {
+      const uint64_t count = state_.audits().Stats().confirmed_by_writer[writer];
+      if (Status s = trust_->Confirmed(writer, count); !s.ok())
+        spdlog::error("controller: {}'s confirmed count not recorded in etcd: {}", writer,
+                      s.ToString());
+    }
     if (verdict == AuditLedger::Verdict::kRefused) {
       spdlog::warn("controller: {} reports audit mismatches past its rate: {} kept", reporter,
                    h.keys[i].Hex());

@@ -95,6 +95,8 @@ Result<std::unique_ptr<ControllerServer>> ControllerServer::Start(ControllerOpti
     if (!election.ok()) return election.status();
     server->election_ = std::move(*election);
     server->handler_->Follow(server->election_.get());
+    server->handler_->KeepTrustIn(std::make_unique<TrustRecord>(
+        coord::EtcdClient(options.etcd, options.lease_ttl / 4), options.cluster));
   }
   server->loop_ = std::move(loop);
   server->loop_->thread = std::thread([self] { self->Run(); });

@@ -11,6 +11,12 @@ std::string MembersPrefix(const std::string& cluster) {
   return "pikv/" + cluster + "/controllers/";
 }
 
+std::string RevokedPrefix(const std::string& cluster) { return "pikv/" + cluster + "/revoked/"; }
+
+std::string ConfirmedPrefix(const std::string& cluster) {
+  return "pikv/" + cluster + "/confirmed/";
+}
+
 Status CheckClusterName(const std::string& cluster) {
   const bool ok =
       !cluster.empty() && cluster.size() <= 64 &&

@@ -49,7 +49,10 @@ class LeadershipTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!launch::EtcdCluster::Available()) GTEST_SKIP() << "etcd is not installed";
-    if (secure_) keys_.emplace(std::vector<std::string>{NodeId(0), NodeId(1)});
+    if (secure_) {
+      keys_.emplace(std::vector<std::string>{NodeId(0), NodeId(1)});
+      for (const char* engine : {"honest", "bad"}) keys_->AddEngine(engine, "acme");
+    }
     ASSERT_TRUE(etcd_.Start().ok());
     for (int i = 0; i < kControllers; ++i) {
       ports_[i] = testing::FreePort();
@@ -306,6 +309,30 @@ TEST_F(SecureLeadershipTest, KilledLeaderIsReplacedOverCurve) {
   EXPECT_EQ(f.wrong, 0u);
   EXPECT_LT(f.silent, kTtl + 1500ms);
   EXPECT_EQ(testing::AliveNodes(Spec(), AdminKeys()), kNodes);
+}
+
+// Revocations are kept in etcd and read by every new leader before it
+// answers: an engine revoked under one leader stays refused after a SIGKILL
+// of it (before, the new leader started without the revocation), and its
+// confirmed poisonings stay counted.
+TEST_F(SecureLeadershipTest, ARevokedEngineStaysRefusedAcrossALeaderKill) {
+  auto locate_as = [&](const std::string& engine) {
+    AdminClient as(Spec(), 1s, testing::DialKeys(keys_, engine));
+    return as.Locate({objects_[0][0].key}).status();
+  };
+  EXPECT_TRUE(locate_as("bad").ok());
+  auto revoked = AdminClient(Spec(), 2s, AdminKeys())
+                     .Json(MsgType::kAdminRevoke, {}, {{"engine", std::string("bad")}});
+  ASSERT_TRUE(revoked.ok()) << revoked.status().ToString();
+  // Refused: at the CURVE handshake (ZAP), so no answer at all, or by the
+  // handler when the connection predates the revocation.
+  EXPECT_FALSE(locate_as("bad").ok());
+  const Failover f = Fail(SIGKILL);
+  ASSERT_GE(LeaderIndex(), 0);
+  EXPECT_NE(LeaderIndex(), f.old_leader);
+  EXPECT_TRUE(locate_as("honest").ok()) << "the new leader answers";
+  const Status bad = locate_as("bad");
+  EXPECT_FALSE(bad.ok()) << "the new leader answered the revoked engine";
 }
 
 // The lease is checked on the clock of each message: a message taken up

@@ -57,6 +57,8 @@ class AuditLedger {
 
   AuditStats Stats() const;
   void Clear();
+  // Confirmed counts as a previous leader recorded them (TrustRecord).
+  void RestoreConfirmed(const std::map<std::string, uint64_t>& by_writer);
 
  private:
   struct Bucket {

@@ -21,12 +21,14 @@
 
 #include <atomic>
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "pikv/controller/cluster_state.h"
 #include "pikv/controller/leader_election.h"
+#include "pikv/controller/trust_record.h"
 #include "pikv/controller/views.h"
 #include "pikv/proto/curve.h"
 
@@ -51,6 +53,11 @@ class ControllerHandler {
   // (else every request gets kNotLeader naming the leader), and start each
   // leadership with an empty registry at its epoch. Null: run alone.
   void Follow(const LeaderElection* election) { election_ = election; }
+  // Where revocations and confirmed poisonings are kept for the next leader
+  // (etcd, with an election): a revocation is written there before it takes
+  // effect, and a new leadership reads it before it answers. Without one
+  // they live in this controller's memory.
+  void KeepTrustIn(std::unique_ptr<TrustRecord> record) { trust_ = std::move(record); }
   // Whether what Handle just returned may still go out: alone, or the lease
   // it was answered under still holds (checked again before sending).
   bool StillLeading() const;
@@ -84,6 +91,9 @@ class ControllerHandler {
   // slot 0 and for entries that do not parse (counted in bad_owners()).
   std::vector<OwnerId> ReportOwners(const Fields& fields);
   std::vector<Located> AllCopies(const Header& locate, const std::string* only_tenant) const;
+  // Reads the trust record for leadership `epoch` (revocations, confirmed
+  // counts); false while it cannot be read: the leadership does not answer.
+  bool ReadTrust(uint64_t epoch, Clock::time_point now);
   // kAuditMismatch: the reported keys of the reporter's tenant, taken as
   // evidence (AuditLedger: rate-limited per reporter, a writer counted once
   // a second reporter confirms the object), dropped on every node; the
@@ -104,6 +114,9 @@ class ControllerHandler {
   const std::shared_ptr<Revocations> revoked_ = std::make_shared<Revocations>();
   std::atomic<uint64_t> leaderships_{0}, step_downs_{0};
   std::atomic<uint64_t> revocations_{0};
+  std::unique_ptr<TrustRecord> trust_;
+  uint64_t trust_epoch_ = 0;                 // the leadership whose record was read
+  Clock::time_point trust_retry_at_{};       // a failed read is tried again from then
 };
 
 }  // namespace pikv::controller

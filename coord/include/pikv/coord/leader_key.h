@@ -1,8 +1,12 @@
-// What etcd holds for a pikv cluster, and nothing else: who leads, and which
-// controllers are up (docs/operations.md). Keys, by cluster name:
+// What etcd holds for a pikv cluster, and nothing else: who leads, which
+// controllers are up (docs/operations.md), and what trust depends on
+// (docs/security.md). Keys, by cluster name:
 //   pikv/<cluster>/leader                  the leader's endpoints; bound to its
 //                                          lease; epoch = its create revision
 //   pikv/<cluster>/controllers/<endpoint>  each controller, bound to its lease
+//   pikv/<cluster>/revoked/<engine>        a revoked engine (controller/trust_record.h)
+//   pikv/<cluster>/confirmed/<writer>      objects of a writer two engines' audits
+//                                          found wrong: a decimal count
 // Values are JSON: {"endpoint": ..., "http": ..., "epoch": ...}.
 #pragma once
 
@@ -22,6 +26,8 @@ struct ControllerInfo {
 
 std::string LeaderKey(const std::string& cluster);
 std::string MembersPrefix(const std::string& cluster);
+std::string RevokedPrefix(const std::string& cluster);
+std::string ConfirmedPrefix(const std::string& cluster);
 Status CheckClusterName(const std::string& cluster);
 
 std::string ControllerValue(const ControllerInfo& info);
