@@ -85,8 +85,8 @@ Alignment AlignmentFor(const ChunkHeader& h, const device::RopePlan& rope, Recom
   for (const RopeSpec& spec : rope.specs()) {
     if (recomputed_rotated && object_rotated) {
       a.any = form.start != h.virtual_start;
-      a.tables.push_back(
-          device::PureRotation(spec, static_cast<double>(form.start - h.virtual_start)));
+      a.tables.push_back(device::PureRotation(
+          spec, static_cast<double>(form.start) - static_cast<double>(h.virtual_start)));
       continue;
     }
     if (!recomputed_rotated && !object_rotated) continue;
@@ -95,23 +95,23 @@ Alignment AlignmentFor(const ChunkHeader& h, const device::RopePlan& rope, Recom
     a.rows = n;
     const int64_t at = recomputed_rotated ? form.start : h.virtual_start;
     for (uint32_t t = 0; t < n; ++t)
-      a.tables.push_back(device::Encoding(spec, static_cast<double>(at + t)));
+      a.tables.push_back(device::Encoding(spec, static_cast<double>(at) + t));
   }
   return a;
 }
 
 // Rotates every rotary pair of one layer's K block (tokens x heads x dim) in
-// place by the alignment's tables for `spec`.
-void Rotate(std::vector<double>& k, const ChunkHeader& h, const Alignment& a, int spec) {
-  const ChunkGeometry& g = h.geometry;
-  const bool neox = h.rope_style == RopeStyle::kNeox;
+// place by the alignment's tables for spec `index` (shaped as `spec`).
+void Rotate(std::vector<double>& k, const ChunkGeometry& g, const RopeSpec& spec,
+            const Alignment& a, int index) {
+  const bool neox = spec.style == RopeStyle::kNeox;
   for (uint32_t t = 0; t < g.num_tokens; ++t) {
-    const RotationTable& r = a.tables[spec * a.rows + (a.rows == 1 ? 0 : t)];
+    const RotationTable& r = a.tables[index * a.rows + (a.rows == 1 ? 0 : t)];
     for (uint32_t head = 0; head < g.num_kv_heads; ++head) {
-      double* v = k.data() + (size_t{t} * g.num_kv_heads + head) * g.head_dim + h.rope_offset;
-      for (uint32_t i = 0; i < h.rotary_dim / 2; ++i) {
+      double* v = k.data() + (size_t{t} * g.num_kv_heads + head) * g.head_dim + spec.rope_offset;
+      for (uint32_t i = 0; i < spec.rotary_dim / 2; ++i) {
         uint32_t first = 0, second = 0;
-        device::math::PairIndex(neox, h.rotary_dim, i, first, second);
+        device::math::PairIndex(neox, spec.rotary_dim, i, first, second);
         const double x = v[first], y = v[second], c = r.cos[i], s = r.sin[i];
         v[first] = x * c - y * s;
         v[second] = y * c + x * s;
@@ -122,23 +122,25 @@ void Rotate(std::vector<double>& k, const ChunkHeader& h, const Alignment& a, in
 
 // Per element of a K block: the magnitude that sets its tolerance (its
 // rotary pair's, else its own) and its RoPE angle error per unit magnitude.
-void RotaryMagnitudes(const std::vector<double>& k, const ChunkHeader& h, const Alignment& a,
-                      const RopeSpec& spec, double angle_ulps, std::vector<double>& magnitude,
+void RotaryMagnitudes(const std::vector<double>& k, const ChunkGeometry& g, const RopeSpec& spec,
+                      const Alignment& a, double angle_ulps, std::vector<double>& magnitude,
                       std::vector<double>& angle_error) {
-  const ChunkGeometry& g = h.geometry;
-  const bool neox = h.rope_style == RopeStyle::kNeox;
+  const bool neox = spec.style == RopeStyle::kNeox;
   const std::vector<double> inv_freq = spec.InverseFrequencies();
   for (uint32_t t = 0; t < g.num_tokens; ++t) {
     const double position = a.position_base + a.position_per_token * t;
     for (uint32_t head = 0; head < g.num_kv_heads; ++head) {
-      const size_t row = (size_t{t} * g.num_kv_heads + head) * g.head_dim + h.rope_offset;
-      for (uint32_t i = 0; i < h.rotary_dim / 2; ++i) {
+      const size_t row = (size_t{t} * g.num_kv_heads + head) * g.head_dim + spec.rope_offset;
+      for (uint32_t i = 0; i < spec.rotary_dim / 2; ++i) {
         uint32_t first = 0, second = 0;
-        device::math::PairIndex(neox, h.rotary_dim, i, first, second);
+        device::math::PairIndex(neox, spec.rotary_dim, i, first, second);
         const double m = std::hypot(k[row + first], k[row + second]);
-        const double e = angle_ulps * 0x1p-24 * position * inv_freq[i];
+        // A pair with a value not finite: each element by its own magnitude
+        // (Judge flags the one not finite).
+        if (!std::isfinite(m)) continue;
         magnitude[row + first] = magnitude[row + second] = m;
-        angle_error[row + first] = angle_error[row + second] = e;
+        angle_error[row + first] = angle_error[row + second] =
+            angle_ulps * 0x1p-24 * position * inv_freq[i];
       }
     }
   }
@@ -205,23 +207,35 @@ Result<AuditFinding> CompareWithRecomputed(std::span<const uint8_t> fetched,
   auto parsed = ParseChunkHeader(fetched);
   if (!parsed.ok()) return parsed.status();
   const ChunkHeader& h = *parsed;
-  if (h.rope_spec != rope.Signature())
-    return InvalidArgument("the object was encoded with RoPE '" + h.rope_spec +
-                           "': not comparable with a recomputation under '" + rope.Signature() +
-                           "'");
-  if (Status s = rope.Validate(h.geometry.num_layers); !s.ok()) return s;
   const std::span<const uint8_t> payload = ChunkPayload(fetched, h);
   if (payload.size() != recomputed.size()) {
     return InvalidArgument("the recomputed payload has " + std::to_string(recomputed.size()) +
                            " bytes; the object has " + std::to_string(payload.size()));
   }
+  AuditFinding f;
+  f.writer = h.writer.empty() ? std::string(kUnknownWriter) : h.writer;
+  f.checksum = h.payload_checksum;
+  // Judged only by the engine's own RoPE (the header's shape is the
+  // writer's word), at positions where fp32 RoPE still means something.
+  const RopeSpec& shape = rope.main();
+  if (h.rope_spec != rope.Signature() || !rope.Validate(h.geometry.num_layers).ok() ||
+      h.rope_style != shape.style || h.rotary_dim != shape.rotary_dim ||
+      h.rope_offset != shape.rope_offset || h.geometry.head_dim != shape.head_dim) {
+    f.comparable = false;
+    f.where = "the object's RoPE is not the engine's";
+  } else if (h.virtual_start < -kMaxAuditPosition || h.virtual_start > kMaxAuditPosition ||
+             form.start < -kMaxAuditPosition || form.start > kMaxAuditPosition) {
+    f.comparable = false;
+    f.where = "positions past " + std::to_string(kMaxAuditPosition);
+  }
+  if (!f.comparable) {
+    f.match = false;
+    return f;
+  }
   const ChunkGeometry& g = h.geometry;
   const uint32_t planes = g.kv_format == KvFormat::kMla ? 1 : 2;
   const size_t block = size_t{g.num_tokens} * g.num_kv_heads * g.head_dim;
   const Alignment align = AlignmentFor(h, rope, form);
-  AuditFinding f;
-  f.writer = h.writer.empty() ? std::string(kUnknownWriter) : h.writer;
-  f.checksum = h.payload_checksum;
   double worst_score = 0;
   for (uint32_t layer = 0; layer < g.num_layers; ++layer) {
     for (uint32_t plane = 0; plane < planes; ++plane) {
@@ -231,10 +245,11 @@ Result<AuditFinding> CompareWithRecomputed(std::span<const uint8_t> fetched,
       std::vector<double> magnitude(block), angle_error(block, 0.0);
       const int spec = rope.SpecIndex(layer);
       const bool rotary = plane == 0 && spec != device::RopePlan::kNoRope;
-      if (rotary && align.any) Rotate(align.rotate_fetched ? a : b, h, align, spec);
-      for (size_t i = 0; i < block; ++i) magnitude[i] = std::fabs(b[i]);
+      if (rotary && align.any)
+        Rotate(align.rotate_fetched ? a : b, g, rope.specs()[spec], align, spec);
+      for (size_t i = 0; i < block; ++i) magnitude[i] = std::isfinite(b[i]) ? std::fabs(b[i]) : 0;
       if (rotary)
-        RotaryMagnitudes(b, h, align, rope.specs()[spec], rule.angle_ulps, magnitude, angle_error);
+        RotaryMagnitudes(b, g, rope.specs()[spec], align, rule.angle_ulps, magnitude, angle_error);
       const BlockVerdict v = Judge(a, b, magnitude, angle_error, g.dtype, rule);
       if (std::max(v.worst, v.l2) > worst_score || f.where.empty()) {
         worst_score = std::max(v.worst, v.l2);

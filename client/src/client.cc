@@ -393,7 +393,8 @@ Result<Client::Audited> Client::Audit(const SharedBuffer& fetched, const ChunkPl
   if (!finding.ok()) return finding.status();
   stats_.audits++;
   Audited a{*finding, false};
-  if (a.finding.match) return a;
+  // Not comparable: not used, and nothing to report (no judgement was made).
+  if (a.finding.match || !a.finding.comparable) return a;
   stats_.audit_mismatches++;
   if (conn_->controller) {
     // The controller drops the key everywhere; if it cannot be told, the

@@ -112,9 +112,10 @@ bool ControllerHandler::ReadTrust(uint64_t epoch, Clock::time_point now) {
     if (revoked_->Add(engine)) revocations_++;
   state_.audits().RestoreConfirmed(record->confirmed);
   trust_epoch_ = epoch;
-  spdlog::info("controller: trust record read: {} revoked engines, {} writers with confirmed "
-               "poisonings",
-               record->revoked.size(), record->confirmed.size());
+  spdlog::info(
+      "controller: trust record read: {} revoked engines, {} writers with confirmed "
+      "poisonings",
+      record->revoked.size(), record->confirmed.size());
   return true;
 }
 
@@ -182,8 +183,8 @@ void ControllerHandler::Apply(const std::string& identity, const CurvePeer* send
         // Recorded for the next leader before it takes effect.
         if (Status s = trust_ ? trust_->Revoke(engine) : Status::Ok(); !s.ok()) {
           out = Reject(identity, &h,
-                       Unavailable("the revocation could not be recorded in etcd (" +
-                                   s.ToString() + "): not revoked; try again"));
+                       Unavailable("the revocation could not be recorded in etcd (" + s.ToString() +
+                                   "): not revoked; try again"));
           return;
         }
         if (revoked_->Add(engine)) revocations_++;
@@ -318,6 +319,33 @@ std::vector<Located> ControllerHandler::AllCopies(const Header& h,
   return all;
 }
 
+AuditLedger::Report ControllerHandler::ReportOf(const std::string& reporter,
+                                                const CurvePeer* sender, const Header& h,
+                                                size_t i) const {
+  AuditLedger::Report r;
+  r.reporter = reporter;
+  r.trusted = sender == nullptr;
+  r.key = h.keys[i];
+  Registry::Provenance p;
+  r.held = !state_.Locate(r.key, "", &p).empty();
+  const Owner* owner = FindOwner(p.owner);
+  const std::string n = std::to_string(i);
+  r.checksum = static_cast<uint64_t>(FieldInt(h.fields, admin::kMismatchChecksumPrefix + n));
+  // The writer: the registry's when one wrote every copy, else (several
+  // writers, an owner not known, a key already dropped) what the object
+  // the auditor fetched named.
+  r.writer = owner && !p.several_writers ? owner->writer
+                                         : FieldString(h.fields, admin::kMismatchWriterPrefix + n);
+  if (!IsIdentityName(r.writer)) r.writer = kUnknownWriter;
+  // The tenant the evidence is about: the object's as the registry knows
+  // it (an owner not known: none an engine has), else the reporter's.
+  if (r.held)
+    r.tenant = owner ? owner->tenant : std::string(kUnknownWriter);
+  else
+    r.tenant = sender ? sender->tenant : "";
+  return r;
+}
+
 void ControllerHandler::OnMismatch(const std::string& identity, const CurvePeer* sender,
                                    const Header& h, Clock::time_point now, Header& reply,
                                    std::vector<Outgoing>& out) {
@@ -329,39 +357,29 @@ void ControllerHandler::OnMismatch(const std::string& identity, const CurvePeer*
   drop.type = MsgType::kAdminEvict;  // forwarded as kDelete to every live node
   int64_t refused = 0;
   for (size_t i = 0; i < h.keys.size(); ++i) {
-    Registry::Provenance p;
-    const bool known = !state_.Locate(h.keys[i], "", &p).empty();
-    const Owner* owner = FindOwner(p.owner);
-    // Only keys the registry knows, of the reporter's own tenant: an engine
-    // cannot drop another tenant's objects by naming their keys.
-    if (!known || !TenantMaySee(engine ? &sender->tenant : nullptr, owner)) continue;
-    // The writer: the registry's when one wrote every copy, else what the
-    // object the auditor fetched named.
-    const std::string n = std::to_string(i);
-    std::string writer = owner ? owner->writer : std::string(kUnknownWriter);
-    const std::string named = FieldString(h.fields, admin::kMismatchWriterPrefix + n);
-    if ((p.several_writers || p.owner == kUnknownOwner) && IsIdentityName(named)) writer = named;
-    const auto checksum =
-        static_cast<uint64_t>(FieldInt(h.fields, admin::kMismatchChecksumPrefix + n));
-    const auto verdict = state_.audits().Take({reporter, h.keys[i], checksum, writer}, now);
-    if (verdict == AuditLedger::Verdict::kConfirmed && trust_) {
-      const uint64_t count = state_.audits().Stats().confirmed_by_writer[writer];
-      if (Status s = trust_->Confirmed(writer, count); !s.ok())
-        spdlog::error("controller: {}'s confirmed count not recorded in etcd: {}", writer,
-                      s.ToString());
-    }
+    const AuditLedger::Report r = ReportOf(reporter, sender, h, i);
+    // A held key of another tenant: an engine cannot drop another tenant's
+    // objects by naming their keys.
+    if (r.held && engine && r.tenant != sender->tenant) continue;
+    const auto verdict = state_.audits().Take(r, now);
+    if (verdict == AuditLedger::Verdict::kIgnored) continue;
     if (verdict == AuditLedger::Verdict::kRefused) {
       spdlog::warn("controller: {} reports audit mismatches past its rate: {} kept", reporter,
-                   h.keys[i].Hex());
+                   r.key.Hex());
       refused++;
       continue;
     }
-    spdlog::warn("controller: an audit by {} found {} (written by {}) wrong: dropped everywhere{}",
-                 reporter, h.keys[i].Hex(), writer,
-                 verdict == AuditLedger::Verdict::kConfirmed
-                     ? "; a second reporter confirms it, counted against " + writer
-                     : "");
-    drop.keys.push_back(h.keys[i]);
+    const bool confirmed = verdict == AuditLedger::Verdict::kConfirmed;
+    if (confirmed && trust_) {
+      const uint64_t count = state_.audits().Stats().confirmed_by_writer[r.writer];
+      if (Status s = trust_->Confirmed(r.writer, count); !s.ok())
+        spdlog::error("controller: {}'s confirmed count not recorded in etcd: {}", r.writer,
+                      s.ToString());
+    }
+    spdlog::warn("controller: an audit by {} found {} (written by {}) wrong{}{}", reporter,
+                 r.key.Hex(), r.writer, r.held ? ": dropped everywhere" : "",
+                 confirmed ? "; a second reporter confirms it, counted against " + r.writer : "");
+    if (r.held) drop.keys.push_back(r.key);
   }
   reply.values.push_back(static_cast<int64_t>(drop.keys.size()));
   reply.fields[admin::kMismatchRefused] = refused;

@@ -84,7 +84,7 @@ Engine::Answer Engine::Run(const client::ChunkedPrompt& prompt) {
       auto audited = client_.Audit(*objects[i], chunk, AsBytes(payload));
       a.audits++;
       if (audited.ok() && !audited->finding.match) {
-        a.audit_mismatches++;
+        if (audited->finding.comparable) a.audit_mismatches++;
         a.reused.back() = false;
         objects[i] = NotFound("the audit found the fetched object wrong");
         client_

@@ -278,8 +278,10 @@ Result<std::unique_ptr<NodeServer>> NodeServer::Start(NodeOptions options) {
 }
 
 NodeServer::NodeServer()
-    : sweeper_(std::make_unique<RevocationSweeper>(
-          [this](const std::string& engine, bool shared_tier) { Sweep(engine, shared_tier); })) {}
+    : sweeper_(
+          std::make_unique<RevocationSweeper>([this](const std::string& engine, bool shared_tier) {
+            return Sweep(engine, shared_tier);
+          })) {}
 
 NodeServer::~NodeServer() { Stop(); }
 
@@ -383,7 +385,7 @@ void NodeServer::Revoke(const std::string& engine, bool shared_tier) {
   sweeper_->Request(engine, shared_tier);
 }
 
-void NodeServer::Sweep(const std::string& engine, bool shared_tier) {
+bool NodeServer::Sweep(const std::string& engine, bool shared_tier) {
   const auto dropped = storage_->DropWrittenBy(engine, shared_tier);
   const uint64_t total = dropped.cpu + dropped.disk + dropped.remote;
   revoked_objects_ += total;
@@ -392,6 +394,7 @@ void NodeServer::Sweep(const std::string& engine, bool shared_tier) {
       options_.node_id, engine, total, dropped.cpu, dropped.disk, dropped.remote,
       shared_tier ? ": Redis swept" : ": this node's own copies; another node sweeps Redis",
       dropped.remote_error.ok() ? "" : "; Redis: " + dropped.remote_error.ToString());
+  return dropped.remote_error.ok();
 }
 
 Caller NodeServer::CallerOf(const CurvePeer* sender) const {

@@ -44,12 +44,17 @@ void RevocationSweeper::Run() {
     queue_.pop_front();
     busy_ = true;
     lock.unlock();
+    bool done = false;
     try {
-      sweep_(engine, shared);
+      done = sweep_(engine, shared);
     } catch (const std::exception& e) {  // no exception leaves the thread
       spdlog::error("revocation sweep of {} failed: {}", engine, e.what());
     }
     lock.lock();
+    if (!done) {  // asked again (a register reply, another revoke): swept again
+      local_.erase(engine);
+      if (shared) shared_.erase(engine);
+    }
     busy_ = false;
     cv_.notify_all();
   }

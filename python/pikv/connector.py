@@ -308,7 +308,11 @@ class ConnectorCore:
                 continue
             finding = self.client.audit(obj, chunk, self.recompute(segments[chunk.segment]))
             self.stats.audits += 1
-            if not finding["match"]:
+            if not finding["match"] and not finding["comparable"]:
+                objects[i] = None
+                log.warning("pikv audit: chunk %s not comparable (%s): not used", chunk.key,
+                            finding["where"])
+            elif not finding["match"]:
                 self.stats.audit_mismatches += 1
                 objects[i] = None
                 log.warning("pikv audit: chunk %s (written by %s) differs in %s by %.3g of "

@@ -253,9 +253,10 @@ py::dict Audit(client::Client& c, const SharedBuffer& object, const client::Chun
     audited = c.Audit(object, chunk, bytes, {pre_rope ? KForm::kPreRope : KForm::kRotated, start});
   }
   const client::Client::Audited a = Take(std::move(audited));
-  return py::dict("match"_a = a.finding.match, "worst"_a = a.finding.worst,
-                  "worst_l2"_a = a.finding.worst_l2, "where"_a = a.finding.where,
-                  "writer"_a = a.finding.writer, "reported"_a = a.reported);
+  return py::dict("match"_a = a.finding.match, "comparable"_a = a.finding.comparable,
+                  "worst"_a = a.finding.worst, "worst_l2"_a = a.finding.worst_l2,
+                  "where"_a = a.finding.where, "writer"_a = a.finding.writer,
+                  "reported"_a = a.reported);
 }
 
 client::ClientOptions LoadOptions(const std::string& path,
@@ -531,8 +532,8 @@ PYBIND11_MODULE(_pikv, m) {
            "[layer][k|v][token][head][dim] in the KV dtype, K rotated at positions start.. "
            "(the chunk alone: 0) or pre-RoPE), each brought to one form first; a mismatch is "
            "reported to the controller, which drops the chunk everywhere. Returns {match, "
-           "worst, worst_l2 (in units of their tolerances: above 1 is a mismatch), where, "
-           "writer, reported}")
+           "comparable (false: not judged, not reported, do not use it), worst, worst_l2 (in "
+           "units of their tolerances: above 1 is a mismatch), where, writer, reported}")
       .def("stats", [](const client::Client& c) { return StatsDict(c.Stats()); });
 
   py::enum_<MsgType>(m, "AdminQuery")

@@ -208,7 +208,9 @@ std::vector<TierMask> StorageManager::Exists(std::span<const ChunkKey> keys,
     // The owner's tenant comes from the object's first bytes (GETRANGE).
     auto owners = remote_->OwnersOf(remote_keys);
     for (size_t j = 0; j < owners.size(); ++j) {
-      if (Visible(owners[j], only_tenant)) out[ask_remote[j]] |= Bit(TierKind::kRemote);
+      // Not there (or not readable): a miss, not another tenant's object.
+      if (owners[j] && Visible(owners[j], only_tenant))
+        out[ask_remote[j]] |= Bit(TierKind::kRemote);
     }
     return out;
   }

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include "honest_kv.h"
@@ -177,14 +178,17 @@ TEST_P(AuditTest, OneSignFlipOrOneLayerShiftedIsCaught) {
   const auto at0 =
       HonestPayload(m.chunk, m.rope, dtype(), KForm::kRotated, 0, HonestKernel::kDoubleAccumulate);
   const size_t block = size_t{m.chunk.tokens} * m.chunk.kv_heads * m.chunk.head_dim;
-  // One K element of layer 1 negated (one whose value is not near zero).
-  auto flipped = honest;
-  size_t at = 3 * block;
-  while (std::fabs(Element(honest, dtype(), at)) < 0.05f) ++at;
-  SetElement(flipped, dtype(), at, -Element(honest, dtype(), at));
-  const AuditFinding f1 = Audit(m, Object(m, dtype(), KForm::kRotated, 1000, flipped), at0);
-  EXPECT_FALSE(f1.match);
-  EXPECT_EQ(f1.where, "layer 1 V");
+  // One element of layer 1's V, then of its K (rotated: judged after the
+  // re-rotation), negated (one whose value is not near zero).
+  for (const auto& [plane, where] : {std::pair{3, "layer 1 V"}, std::pair{2, "layer 1 K"}}) {
+    auto flipped = honest;
+    size_t at = plane * block;
+    while (std::fabs(Element(honest, dtype(), at)) < 0.05f) ++at;
+    SetElement(flipped, dtype(), at, -Element(honest, dtype(), at));
+    const AuditFinding f1 = Audit(m, Object(m, dtype(), KForm::kRotated, 1000, flipped), at0);
+    EXPECT_FALSE(f1.match) << where;
+    EXPECT_EQ(f1.where, where);
+  }
   // Layer 0's V shifted by 2 % of its RMS.
   auto shifted = honest;
   double sum = 0;
@@ -205,6 +209,10 @@ TEST_P(AuditTest, ValuesNotFiniteOnOneSideAreAMismatch) {
   EXPECT_TRUE(Audit(m, Object(m, dtype(), KForm::kRotated, 0, poisoned), poisoned).match);
 }
 
+// What the object's header says of its RoPE is the writer's word: a shape
+// other than the engine's (which would pair other elements, or read past
+// the rotation tables), or positions so far that fp32 RoPE allows anything,
+// is not judged: not comparable, not a match (not used), nothing reported.
 TEST_P(AuditTest, AnotherRopeOrAnotherSizeIsNotComparable) {
   const Model m = SmallModel();
   const auto honest =
@@ -212,12 +220,29 @@ TEST_P(AuditTest, AnotherRopeOrAnotherSizeIsNotComparable) {
   const auto object = Object(m, dtype(), KForm::kRotated, 0, honest);
   device::RopeSpec other = m.rope.main();
   other.theta = 500000;
-  EXPECT_EQ(CompareWithRecomputed(object, honest, other).status().code(),
-            ErrorCode::kInvalidArgument);
+  auto another = CompareWithRecomputed(object, honest, other);
+  ASSERT_TRUE(another.ok());
+  EXPECT_FALSE(another->comparable);
+  EXPECT_FALSE(another->match);
   EXPECT_EQ(CompareWithRecomputed(object, std::span(honest).first(honest.size() - 2), m.rope)
                 .status()
                 .code(),
             ErrorCode::kInvalidArgument);
+  // A header claiming another rotary width or pairing, same signature.
+  for (const auto& change : std::vector<std::function<void(ChunkHeader&)>>{
+           [](ChunkHeader& h) { h.rotary_dim = 32; },
+           [](ChunkHeader& h) { h.rope_style = RopeStyle::kGptj; },
+           [](ChunkHeader& h) { h.virtual_start = int64_t{1} << 40; },
+           [](ChunkHeader& h) { h.virtual_start = INT64_MIN; }}) {
+    auto h = *ParseChunkHeader(object);
+    change(h);
+    auto forged = BuildChunkObject(h, ChunkPayload(object, *ParseChunkHeader(object)));
+    ASSERT_TRUE(forged.ok()) << forged.status().ToString();
+    auto f = CompareWithRecomputed(*forged, honest, m.rope);
+    ASSERT_TRUE(f.ok());
+    EXPECT_FALSE(f->comparable) << f->where << " vs " << h.virtual_start;
+    EXPECT_FALSE(f->match);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, AuditTest,

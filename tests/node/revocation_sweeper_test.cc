@@ -27,6 +27,7 @@ TEST(RevocationSweeperTest, EachEngineIsSweptOnceOffTheCallersThreadAndTheShared
     released.wait();  // a slow sweep (a SCAN of Redis)
     std::lock_guard lock(mu);
     swept.emplace_back(engine, shared);
+    return true;
   });
   // Requests return at once, though the first sweep is still running.
   const auto t0 = std::chrono::steady_clock::now();
@@ -45,16 +46,23 @@ TEST(RevocationSweeperTest, EachEngineIsSweptOnceOffTheCallersThreadAndTheShared
                        {"bad", false}, {"bad", true}, {"worse", true}}));
 }
 
-TEST(RevocationSweeperTest, ASweepThatThrowsLeavesTheSweeperWorking) {
+TEST(RevocationSweeperTest, ASweepThatFailsOrThrowsIsDoneAgainWhenAskedAgain) {
   std::atomic<int> runs{0};
   RevocationSweeper sweeper([&](const std::string& engine, bool) {
     runs++;
     if (engine == "throws") throw std::runtime_error("Redis went away");
+    return engine != "fails";
   });
   sweeper.Request("throws", true);
+  sweeper.Request("fails", true);
   sweeper.Request("next", true);
   sweeper.WaitIdle();
-  EXPECT_EQ(runs, 2);
+  EXPECT_EQ(runs, 3);
+  EXPECT_TRUE(sweeper.Request("throws", true));
+  EXPECT_TRUE(sweeper.Request("fails", true));
+  EXPECT_FALSE(sweeper.Request("next", true));
+  sweeper.WaitIdle();
+  EXPECT_EQ(runs, 5);
 }
 
 }  // namespace

@@ -9,9 +9,9 @@
 // Like with like. The recomputation's K is at its own positions and form
 // (RecomputedForm: rotated at 0.. by default, as an engine computes a chunk
 // alone), the object's at its own (rotated at virtual_start.., or pre-RoPE).
-// One side is brought to the other's form in fp32 before anything is
-// compared: the fetched K re-rotated (or encoded) to the recomputation's
-// positions, or a pre-RoPE recomputation encoded at the object's.
+// One side is brought to the other's form (in double, by the engine's own
+// RoPE plan and float cos/sin tables) before anything is compared: the fetched K re-rotated (or
+// encoded) to the recomputation's positions, or a pre-RoPE recomputation encoded at the object's.
 //
 // The rule (AuditRule), per (layer, K|V) block, in units of the dtype's step
 // (ulp; for f32 the agreement honest f32 kernels keep, far coarser):
@@ -57,7 +57,15 @@ struct AuditRule {
 // or not) differ far above f32's own rounding.
 int AuditBits(DType dtype);
 
+// Objects at positions past this are not judged (fp32 RoPE angles there are
+// off by radians: K could not be told from noise).
+inline constexpr int64_t kMaxAuditPosition = int64_t{1} << 24;
+
 struct AuditFinding {
+  // False: the pair cannot be judged (the object's RoPE shape is not the
+  // engine's, or its positions are past kMaxAuditPosition); match is then
+  // false too (do not use it) and nothing is reported.
+  bool comparable = true;
   bool match = true;
   double worst = 0;       // the largest element difference, in units of its tolerance
   double worst_l2 = 0;    // the largest block relative L2, in units of its bound
@@ -66,10 +74,10 @@ struct AuditFinding {
   uint64_t checksum = 0;  // the fetched object's payload checksum (names the object)
 };
 
-// Compares a fetched chunk object (checked by the caller as the chunk's,
-// RoPE included) with `recomputed`: the payload [layer][k|v][token][head]
-// [dim] in the object's dtype, K in `form`. InvalidArgument if the sizes
-// differ or the object's RoPE is not `rope`'s (the pair is not comparable).
+// Compares a fetched chunk object (checked by the caller as the chunk's)
+// with `recomputed`: the payload [layer][k|v][token][head][dim] in the
+// object's dtype, K in `form`. InvalidArgument if the object does not parse
+// or the sizes differ.
 Result<AuditFinding> CompareWithRecomputed(std::span<const uint8_t> fetched,
                                            std::span<const uint8_t> recomputed,
                                            const device::RopePlan& rope, RecomputedForm form = {},

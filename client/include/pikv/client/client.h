@@ -220,7 +220,8 @@ class Client {
   // (rotated at 0.. by default; CompareWithRecomputed brings the two to one
   // form). A mismatch is reported to the controller, which drops the key on
   // every node (then an honest store of it lands); `reported` says whether
-  // that report was taken.
+  // that report was taken. A finding not comparable is not a match (do not
+  // use the object) and is not reported.
   struct Audited {
     AuditFinding finding;
     bool reported = false;

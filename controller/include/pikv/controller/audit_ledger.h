@@ -2,15 +2,18 @@
 // verdicts.
 //
 // A report names a key, the payload checksum of the object the engine
-// fetched (which object it judged) and the writer that object names. A
-// report taken drops the key cluster-wide at once (it costs a recompute);
-// its writer is counted as a poisoner only when a second, different
-// reporter reports the same object (key and checksum): one hostile or
-// broken engine cannot get honest writers counted. Each reporter may file
-// kBurst reports at once and kPerMinute more per minute after (a token
-// bucket); reports past that are refused (the key stays) and counted
-// against the reporter. Every table is bounded: names past kMaxNames are
-// counted as "other", objects past kMaxPending forget the oldest.
+// fetched (which object it judged) and its writer. A report of a key the
+// registry holds drops it cluster-wide at once (it costs a recompute); the
+// writer is counted as a poisoner only when a second, different reporter
+// reports the same object (key, checksum and writer), within the first
+// report's tenant, even after the key was dropped: one hostile or broken
+// engine cannot get honest writers counted, nor choose whom a second
+// report counts. Each reporter may file kBurst reports at once and
+// kPerMinute more per minute after (a token bucket); reports past that are
+// refused (the key stays) and counted against the reporter. Every table is
+// bounded: names past kMaxNames are counted as "other" (reporters whose
+// bucket is full again are forgotten to make room), objects past
+// kMaxPending forget the oldest.
 // Thread-safety: all methods are safe to call concurrently.
 #pragma once
 
@@ -19,6 +22,7 @@
 #include <deque>
 #include <map>
 #include <string>
+#include <tuple>
 
 #include "pikv/common/mutex.h"
 #include "pikv/proto/chunk_key.h"
@@ -44,11 +48,15 @@ class AuditLedger {
 
   enum class Verdict {
     kRefused,    // over the reporter's rate: do not drop
+    kIgnored,    // a key not held, and no earlier report to confirm
     kDropped,    // evidence: drop the key
     kConfirmed,  // a second reporter's evidence: drop it, its writer counted
   };
   struct Report {
     std::string reporter;  // an engine's name (or a trusted connection's)
+    bool trusted = false;  // a trusted connection: any tenant
+    std::string tenant;    // held: the object's; not held: the reporter's
+    bool held = true;      // the registry holds the key
     ChunkKey key;
     uint64_t checksum = 0;  // 0: unknown (dropped, never confirmed)
     std::string writer;
@@ -66,17 +74,18 @@ class AuditLedger {
     Clock::time_point at;
   };
   struct Object {
-    std::string writer, first_reporter;
+    std::string tenant, first_reporter;
     bool confirmed = false;
   };
+  using ObjectId = std::tuple<ChunkKey, uint64_t, std::string>;  // key, checksum, writer
   // Names past kMaxNames distinct ones count as "other".
   static void Count(std::map<std::string, uint64_t>& by_name, const std::string& name);
   bool Allow(const std::string& reporter, Clock::time_point now) PIKV_REQUIRES(mu_);
 
   mutable Mutex mu_;
   std::map<std::string, Bucket> buckets_ PIKV_GUARDED_BY(mu_);
-  std::map<std::pair<ChunkKey, uint64_t>, Object> objects_ PIKV_GUARDED_BY(mu_);
-  std::deque<std::pair<ChunkKey, uint64_t>> order_ PIKV_GUARDED_BY(mu_);  // oldest first
+  std::map<ObjectId, Object> objects_ PIKV_GUARDED_BY(mu_);
+  std::deque<ObjectId> order_ PIKV_GUARDED_BY(mu_);  // oldest first
   AuditStats stats_ PIKV_GUARDED_BY(mu_);
 };
 

@@ -94,6 +94,9 @@ class ControllerHandler {
   // Reads the trust record for leadership `epoch` (revocations, confirmed
   // counts); false while it cannot be read: the leadership does not answer.
   bool ReadTrust(uint64_t epoch, Clock::time_point now);
+  // Key i of a kAuditMismatch as the ledger takes it.
+  AuditLedger::Report ReportOf(const std::string& reporter, const CurvePeer* sender,
+                               const Header& h, size_t i) const;
   // kAuditMismatch: the reported keys of the reporter's tenant, taken as
   // evidence (AuditLedger: rate-limited per reporter, a writer counted once
   // a second reporter confirms the object), dropped on every node; the
@@ -115,8 +118,8 @@ class ControllerHandler {
   std::atomic<uint64_t> leaderships_{0}, step_downs_{0};
   std::atomic<uint64_t> revocations_{0};
   std::unique_ptr<TrustRecord> trust_;
-  uint64_t trust_epoch_ = 0;                 // the leadership whose record was read
-  Clock::time_point trust_retry_at_{};       // a failed read is tried again from then
+  uint64_t trust_epoch_ = 0;            // the leadership whose record was read
+  Clock::time_point trust_retry_at_{};  // a failed read is tried again from then
 };
 
 }  // namespace pikv::controller

@@ -121,7 +121,7 @@ class NodeServer {
   // tiers (and from Redis with `shared_tier`), once, off the caller's
   // thread (RevocationSweeper).
   void Revoke(const std::string& engine, bool shared_tier);
-  void Sweep(const std::string& engine, bool shared_tier);
+  bool Sweep(const std::string& engine, bool shared_tier);
   // What the node lets `sender` (SenderOf) see and write.
   Caller CallerOf(const CurvePeer* sender) const;
 

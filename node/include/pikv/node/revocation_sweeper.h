@@ -21,15 +21,17 @@ namespace pikv::node {
 class RevocationSweeper {
  public:
   // Drops `engine`'s objects from this node's tiers, and from the shared
-  // tier when `shared_tier`. Runs on the sweeper's thread; must not throw.
-  using Sweep = std::function<void(const std::string& engine, bool shared_tier)>;
+  // tier when `shared_tier`; false when it could not finish (Redis could not
+  // be searched): a later request of it sweeps again. Runs on the sweeper's
+  // thread.
+  using Sweep = std::function<bool(const std::string& engine, bool shared_tier)>;
   explicit RevocationSweeper(Sweep sweep);
   ~RevocationSweeper();  // ends after the sweep under way; queued ones are dropped
   RevocationSweeper(const RevocationSweeper&) = delete;
   RevocationSweeper& operator=(const RevocationSweeper&) = delete;
 
-  // Queues a sweep of `engine` unless one was queued before (for the
-  // shared tier: unless one with it was). Whether one was queued.
+  // Queues a sweep of `engine` unless one was queued before and did not
+  // fail (for the shared tier: one with it). Whether one was queued.
   bool Request(const std::string& engine, bool shared_tier);
   // Until every queued sweep has run (tests).
   void WaitIdle();
