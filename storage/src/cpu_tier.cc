@@ -91,14 +91,15 @@ Result<std::shared_ptr<CpuTier::Block>> CpuTier::AllocateLocked(uint64_t bytes,
 
 Result<SharedBuffer> CpuTier::InsertAndHold(const ChunkKey& key, std::shared_ptr<Block> block,
                                             uint64_t size, std::vector<TierEvent>& events) {
+  // The owner, for the admit's event: read before the lock (the object is
+  // written by now), interned in the process-wide owner table.
+  const OwnerId owner = ReadOwnerId({block->data(), std::min<uint64_t>(size, kOwnerPrefixBytes)});
   MutexLock lock(mu_);
   if (!index_.contains(key)) {  // a concurrent writer of the same key may have won
     lru_.push_front(key);
     index_.emplace(key, Entry{std::move(block), size, 0, lru_.begin()});
     counters_->admits++;
-    const auto& held = index_.at(key).block;
-    events.push_back({TierKind::kCpu, EventKind::kAdmit, key, size,
-                      ReadOwnerId({held->data(), std::min<uint64_t>(size, kOwnerPrefixBytes)})});
+    events.push_back({TierKind::kCpu, EventKind::kAdmit, key, size, owner});
   }
   return HoldLocked(key);
 }
