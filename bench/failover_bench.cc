@@ -62,9 +62,10 @@ class Cluster {
     }
   }
   void StartController(int i) {
-    controllers_[i] = pikv::testing::StartController({"--endpoint", Endpoint(i), "--http",
-                                                      "127.0.0.1:0", "--etcd", etcd_.endpoints(),
-                                                      "--lease-ttl", ttl_, "--log-level", "error"});
+    std::vector<std::string> args = {"--endpoint",  Endpoint(i), "--http",      "127.0.0.1:0",
+                                     "--lease-ttl", ttl_,        "--log-level", "error"};
+    for (const auto& a : etcd_.ControllerArgs()) args.push_back(a);
+    controllers_[i] = pikv::testing::StartController(args);
   }
   void Signal(int i, int sig) { controllers_[i].process->Signal(sig); }
   void Kill(int i) {
@@ -84,7 +85,7 @@ class Cluster {
     return -1;
   }
   std::string Endpoint(int i) const { return "tcp://127.0.0.1:" + std::to_string(ports_[i]); }
-  std::string Spec() const { return "etcd://" + etcd_.endpoints(); }
+  std::string Spec() const { return etcd_.Spec(); }
   const std::string& node(int i) const { return nodes_[i].tcp; }
   pikv::launch::EtcdCluster& etcd() { return etcd_; }
 

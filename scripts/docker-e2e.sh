@@ -426,7 +426,7 @@ wait_healthy() {
 
 admin() {  # pikv admin inside node1's container, with the admin key, the leader found by etcd
   timeout 30 "$DOCKER" exec -e PIKV_CURVE_KEY=/var/lib/pikv/keys/admin \
-    -e PIKV_CURVE_KEYRING=/var/lib/pikv/keys/keyring -e PIKV_CONTROLLER=etcd://etcd:2379 \
+    -e PIKV_CURVE_KEYRING=/var/lib/pikv/keys/keyring -e PIKV_CONTROLLER='etcd://etcd:2379?tls=/var/lib/pikv/keys/etcd' \
     "$(cid node1)" pikv admin "$@"
 }
 # Until `admin nodes` lists node1..3 alive (node WANT_NEW: with an incarnation

@@ -22,7 +22,7 @@ build=(
   build-essential cmake ninja-build ccache pkg-config git
   libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libhiredis-dev librocksdb-dev
   libxxhash-dev libspdlog-dev libfmt-dev libyaml-cpp-dev libcli11-dev
-  libcpp-httplib-dev nlohmann-json3-dev
+  libcpp-httplib-dev nlohmann-json3-dev libcurl4-openssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-dev pybind11-dev
 )
@@ -36,7 +36,7 @@ test=(
 # beyond the base system's, by their Debian 12 package names.
 runtime=(
   libzmq5 libhiredis0.14 librocksdb7.8 libxxhash0 libspdlog1.10 libfmt9
-  libyaml-cpp0.7 curl
+  libyaml-cpp0.7 libcurl4 curl openssl
 )
 
 print=0

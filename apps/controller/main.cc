@@ -29,6 +29,9 @@ int main(int argc, char** argv) {
   config.Declare("etcd", K::kString, "",
                  "etcd members (host:port,...) that elect the leader among standbys (empty: run "
                  "alone)");
+  config.Declare("etcd-tls", K::kString, "",
+                 "Directory of etcd's CA and pikv's client certificate (ca.crt, client.crt, "
+                 "client.key: pikv etcd-certs); etcd is then reached over https (empty: http)");
   config.Declare("cluster", K::kString, "pikv", "Cluster name: the etcd keys pikv/<cluster>/...");
   config.Declare("lease-ttl", K::kDuration, "3s",
                  "Leader lease (whole seconds, 2-60): failover takes about this long");
@@ -58,7 +61,7 @@ int main(int argc, char** argv) {
   options.http = config.String("http");
   options.lifecycle = {config.Duration("suspect-after"), config.Duration("dead-after")};
   if (!config.String("etcd").empty()) {
-    auto etcd = pikv::coord::EtcdClient::ParseEndpoints(config.String("etcd"));
+    auto etcd = pikv::coord::EtcdAccess::Parse(config.String("etcd"), config.String("etcd-tls"));
     if (!etcd.ok()) {
       std::cerr << "pikv-controller: " << etcd.status().message() << "\n";
       return 2;

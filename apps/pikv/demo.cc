@@ -156,7 +156,7 @@ int RunCluster(const DemoOptions& o) {
     std::cout << "export PIKV_CURVE_KEY=" << cluster.key_dir()
               << "/admin PIKV_CURVE_KEYRING=" << cluster.key_dir() << "/keyring\n";
   }
-  std::cout << "try: pikv admin nodes --controller " << cluster.controller_spec()
+  std::cout << "try: pikv admin nodes --controller '" << cluster.controller_spec() << "'"
             << "\nCtrl-C stops it" << std::endl;
   WaitForStopSignal(stop);
   return 0;

@@ -9,6 +9,7 @@
 
 #include "cli_tables.h"
 #include "demo.h"
+#include "key_commands.h"
 #include "model_info.h"
 #include "pikv/common/text_table.h"
 #include "pikv/common/units.h"
@@ -75,18 +76,7 @@ int main(int argc, char** argv) {
   model_info->add_option("--dtype", model_info_options.dtype,
                          "KV dtype (f32, f16, bf16) instead of the config's torch_dtype");
   model_info->add_flag("--json", model_info_options.json, "Print JSON");
-  std::string key_prefix;
-  CLI::App* keygen = app.add_subcommand(
-      "keygen", "Write a new CurveZMQ key pair: PREFIX.key (secret, mode 0600) and PREFIX.pub");
-  keygen->add_option("prefix", key_prefix, "Path of the files, without .key / .pub")->required();
-  std::string keyring_dir;
-  std::vector<std::string> keyring_nodes;
-  CLI::App* keyring = app.add_subcommand(
-      "keyring",
-      "Write a new cluster's key pairs (controller, admin, engine, node-<id>) and its "
-      "keyring into DIR");
-  keyring->add_option("dir", keyring_dir, "An existing directory")->required();
-  keyring->add_option("node-ids", keyring_nodes, "The nodes' ids")->required();
+  pikv::cli::KeyCommands key_commands(app);
   const char* env_key = std::getenv("PIKV_CURVE_KEY");
   const char* env_keyring = std::getenv("PIKV_CURVE_KEYRING");
   std::string curve_key = env_key ? env_key : "", curve_keyring = env_keyring ? env_keyring : "";
@@ -141,26 +131,7 @@ int main(int argc, char** argv) {
   if (demo->parsed()) return pikv::cli::RunDemo(demo_options);
   if (cluster->parsed()) return pikv::cli::RunCluster(demo_options);
   if (model_info->parsed()) return pikv::cli::RunModelInfo(model_info_options);
-  if (keygen->parsed()) {
-    auto keys = pikv::NewCurveKeyPair();
-    pikv::Status s = keys.ok() ? pikv::WriteCurveKeyPair(*keys, key_prefix) : keys.status();
-    if (!s.ok()) {
-      std::cerr << "pikv keygen: " << s.ToString() << "\n";
-      return 1;
-    }
-    std::cout << "wrote " << key_prefix << ".key and " << key_prefix << ".pub\n"
-              << "public key: " << keys->public_key << "\n";
-    return 0;
-  }
-
-  if (keyring->parsed()) {
-    if (pikv::Status s = pikv::WriteClusterKeys(keyring_dir, keyring_nodes); !s.ok()) {
-      std::cerr << "pikv keyring: " << s.ToString() << "\n";
-      return 1;
-    }
-    std::cout << "wrote " << keyring_dir << "/keyring and the key pairs it lists\n";
-    return 0;
-  }
+  if (auto status = key_commands.Run()) return *status;
 
   auto wait = pikv::ParseDuration(timeout);
   if (!wait.ok()) {

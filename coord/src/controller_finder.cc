@@ -11,20 +11,34 @@ bool DialsTcp(const std::string& spec) {
   return spec.rfind("tcp://", 0) == 0 || spec.rfind("etcd://", 0) == 0;
 }
 
+namespace {
+// How often a known leader is checked against etcd: a new leadership is
+// seen within this, before any caller has to fail over.
+constexpr auto kRecheck = std::chrono::seconds(1);
+constexpr auto kEtcdTimeout = std::chrono::milliseconds(250);
+}  // namespace
+
 Result<std::shared_ptr<ControllerFinder>> ControllerFinder::Parse(
     const std::string& spec, std::chrono::milliseconds reread) {
   std::shared_ptr<ControllerFinder> f(new ControllerFinder());
   f->spec_ = spec;
   f->reread_ = reread;
   if (spec.rfind("etcd://", 0) == 0) {
-    std::string rest = spec.substr(7);
+    std::string rest = spec.substr(7), tls_dir;
+    if (const size_t query = rest.find('?'); query != std::string::npos) {
+      if (rest.compare(query + 1, 4, "tls=") != 0 || query + 5 == rest.size())
+        return InvalidArgument("etcd spec: the only option is ?tls=DIR, in '" + spec + "'");
+      tls_dir = rest.substr(query + 5);
+      rest.resize(query);
+    }
     const size_t slash = rest.find('/');
     f->cluster_ = slash == std::string::npos ? "pikv" : rest.substr(slash + 1);
     if (slash != std::string::npos) rest.resize(slash);
     if (Status s = CheckClusterName(f->cluster_); !s.ok()) return s;
-    auto endpoints = EtcdClient::ParseEndpoints(rest);
-    if (!endpoints.ok()) return endpoints.status();
-    f->etcd_ = std::move(*endpoints);
+    auto access = EtcdAccess::Parse(rest, tls_dir);
+    if (!access.ok()) return access.status();
+    f->etcd_ = std::move(*access);
+    f->refresher_ = std::thread([raw = f.get()] { raw->Refresh(); });
     return f;
   }
   for (size_t pos = 0; pos <= spec.size();) {
@@ -38,37 +52,53 @@ Result<std::shared_ptr<ControllerFinder>> ControllerFinder::Parse(
   return f;
 }
 
-std::string ControllerFinder::ReadEtcd() {
-  std::vector<std::string> members;
+ControllerFinder::~ControllerFinder() {
   {
     std::lock_guard lock(mu_);
-    if (!current_.empty()) return current_;
-    const auto now = std::chrono::steady_clock::now();
-    if (now - read_at_ < reread_) return {};
-    read_at_ = now;
+    stop_ = true;
+  }
+  changed_.notify_all();
+  if (refresher_.joinable()) refresher_.join();
+}
+
+void ControllerFinder::Refresh() {
+  std::unique_lock lock(mu_);
+  for (size_t read = 0; !stop_; ++read) {
     // Each read starts at the next member: one cut off from etcd's quorum
     // (still answering from its stale copy) is not asked first forever.
-    members = etcd_;
-    std::rotate(members.begin(), members.begin() + first_member_ % members.size(), members.end());
-    first_member_++;
+    EtcdAccess members = etcd_;
+    std::rotate(members.endpoints.begin(),
+                members.endpoints.begin() + read % members.endpoints.size(),
+                members.endpoints.end());
+    lock.unlock();
+    // A hint is enough (a stale one is corrected by kNotLeader): a
+    // serializable read, answered while etcd elects its own leader.
+    ControllerInfo leader;
+    auto kv = EtcdClient(std::move(members), kEtcdTimeout).Get(LeaderKey(cluster_), true);
+    if (kv.ok() && kv->has_value()) {
+      if (auto info = LeaderFromKv(**kv); info.ok()) leader = *info;
+    }
+    lock.lock();
+    // etcd has the last word when nobody is known, or on a newer leadership.
+    if (!leader.endpoint.empty() && (current_.empty() || leader.epoch > max_epoch_)) {
+      current_ = leader.endpoint;
+      changed_.notify_all();
+    }
+    max_epoch_ = std::max(max_epoch_, leader.epoch);
+    const bool known = !current_.empty();
+    changed_.wait_for(lock, known ? std::chrono::milliseconds(kRecheck) : reread_,
+                      [&] { return stop_ || (known && current_.empty()); });
   }
-  // A hint is enough (a stale one is corrected by kNotLeader): a
-  // serializable read, answered while etcd elects its own leader.
-  EtcdClient etcd(members, std::chrono::milliseconds(250));
-  auto kv = etcd.Get(LeaderKey(cluster_), /*serializable=*/true);
-  coord::ControllerInfo leader;
-  if (kv.ok() && kv->has_value()) {
-    if (auto info = LeaderFromKv(**kv); info.ok()) leader = *info;
-  }
-  std::lock_guard lock(mu_);
-  if (current_.empty()) current_ = leader.endpoint;  // etcd has the last word on epochs
-  max_epoch_ = std::max(max_epoch_, leader.epoch);
-  return current_;
 }
 
 std::string ControllerFinder::Current() {
-  if (!etcd_.empty()) return ReadEtcd();
   std::lock_guard lock(mu_);
+  return current_;
+}
+
+std::string ControllerFinder::Await(std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock lock(mu_);
+  changed_.wait_until(lock, deadline, [&] { return stop_ || !current_.empty(); });
   return current_;
 }
 
@@ -96,6 +126,7 @@ void ControllerFinder::Failed(const std::string& endpoint) {
   if (endpoint != current_) return;  // someone moved on already
   if (!etcd_.empty()) {
     current_.clear();
+    changed_.notify_all();  // the refresher reads etcd now
     return;
   }
   current_ = listed_[next_];

@@ -104,42 +104,97 @@ json PutOp(const std::string& key, const std::string& value, int64_t lease) {
 
 }  // namespace
 
-EtcdClient::EtcdClient(std::vector<std::string> endpoints, std::chrono::milliseconds timeout)
-    : endpoints_(std::move(endpoints)), timeout_(timeout) {}
+namespace {
 
-Result<std::vector<std::string>> EtcdClient::ParseEndpoints(std::string_view list) {
-  std::vector<std::string> out;
+enum class Scheme { kAny, kHttp, kHttps };
+
+// One "[scheme://]host:port[/]" entry: host:port, or an error.
+Result<std::string> HostPort(std::string_view e, Scheme& scheme) {
+  Scheme said = Scheme::kAny;
+  if (e.substr(0, 7) == "http://") {
+    said = Scheme::kHttp;
+    e.remove_prefix(7);
+  } else if (e.substr(0, 8) == "https://") {
+    said = Scheme::kHttps;
+    e.remove_prefix(8);
+  }
+  if (said != Scheme::kAny) {
+    if (scheme != Scheme::kAny && scheme != said)
+      return InvalidArgument("etcd endpoints mix http and https");
+    scheme = said;
+  }
+  if (!e.empty() && e.back() == '/') e.remove_suffix(1);
+  const size_t colon = e.rfind(':');
+  int port = 0;
+  const std::string_view host = colon == std::string_view::npos ? e : e.substr(0, colon);
+  const bool bracketed = host.size() > 2 && host.front() == '[' && host.back() == ']';
+  const bool host_ok = !host.empty() && host.find_first_of("/@ ?#") == std::string_view::npos &&
+                       (bracketed || host.find_first_of("[]:") == std::string_view::npos);
+  if (colon == std::string_view::npos || !host_ok ||
+      std::from_chars(e.data() + colon + 1, e.data() + e.size(), port).ec != std::errc() ||
+      port <= 0 || port > 65535 || std::to_string(port) != e.substr(colon + 1)) {
+    return InvalidArgument("etcd endpoint is not host:port: '" + std::string(e) + "'");
+  }
+  return std::string(e);
+}
+
+}  // namespace
+
+Result<EtcdAccess> EtcdAccess::Parse(std::string_view list, const std::string& tls_dir) {
+  EtcdAccess access;
+  Scheme scheme = Scheme::kAny;
   for (size_t pos = 0; pos <= list.size();) {
     const size_t end = std::min(list.find(',', pos), list.size());
-    std::string_view e = list.substr(pos, end - pos);
+    auto e = HostPort(list.substr(pos, end - pos), scheme);
+    if (!e.ok()) return e.status();
+    access.endpoints.push_back(std::move(*e));
     pos = end + 1;
-    if (e.substr(0, 7) == "http://") e.remove_prefix(7);
-    if (!e.empty() && e.back() == '/') e.remove_suffix(1);
-    const size_t colon = e.rfind(':');
-    int port = 0;
-    if (colon == std::string_view::npos || colon == 0 ||
-        std::from_chars(e.data() + colon + 1, e.data() + e.size(), port).ec != std::errc() ||
-        port <= 0 || port > 65535 || e.find_first_of("/@ ") != std::string_view::npos) {
-      return InvalidArgument("etcd endpoint is not host:port: '" + std::string(e) + "'");
-    }
-    out.emplace_back(e);
   }
-  return out;
+  if (tls_dir.empty() && scheme == Scheme::kHttps)
+    return InvalidArgument("etcd over https needs its TLS files (etcd-tls)");
+  if (!tls_dir.empty()) {
+    if (scheme == Scheme::kHttp)
+      return InvalidArgument("etcd endpoints say http but TLS files are given");
+    access.tls = TlsFiles::InDir(tls_dir);
+    if (Status s = access.tls.Check(); !s.ok()) return s;
+  }
+  return access;
+}
+
+std::string EtcdAccess::Url(size_t member, const std::string& path) const {
+  return (tls.enabled() ? "https://" : "http://") + endpoints[member] + path;
+}
+
+EtcdClient::EtcdClient(EtcdAccess access, std::chrono::milliseconds timeout)
+    : access_(std::move(access)), timeout_(timeout), http_(access_.tls) {}
+
+Result<std::vector<std::string>> EtcdClient::ParseEndpoints(std::string_view list) {
+  auto access = EtcdAccess::Parse(list);
+  if (!access.ok()) return access.status();
+  return std::move(access->endpoints);
 }
 
 Result<std::string> EtcdClient::Call(const std::string& path, const std::string& body) {
+  using std::chrono::milliseconds;
+  const size_t n = access_.endpoints.size();
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
   Status last = Unavailable("etcd: no endpoints");
-  for (size_t tried = 0; tried < endpoints_.size(); ++tried) {
-    const size_t i = (preferred_ + tried) % endpoints_.size();
-    auto r = Post(endpoints_[i], path, body, timeout_);
+  for (size_t tried = 0; tried < n; ++tried) {
+    const auto left =
+        std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0)
+      return Timeout("etcd: no answer within " + std::to_string(timeout_.count()) + " ms (" +
+                     last.message() + ")");
+    const size_t i = (preferred_ + tried) % n;
+    // A member that hangs (paused, cut off) leaves time for the others.
+    auto r = http_.Post(access_.Url(i, path), body, tried + 1 == n ? left : left / 2);
     if (r.ok() && r->status == 200) {
       preferred_ = i;
       return std::move(r->body);
     }
-    last = r.ok()
-               ? Unavailable("etcd " + endpoints_[i] + path + ": HTTP " +
-                             std::to_string(r->status) + " " + r->body.substr(0, 200))
-               : Status(r.status().code(), "etcd " + endpoints_[i] + ": " + r.status().message());
+    last = r.ok() ? Unavailable("etcd " + access_.Url(i, path) + ": HTTP " +
+                                std::to_string(r->status) + " " + r->body.substr(0, 200))
+                  : Status(r.status().code(), "etcd " + r.status().message());
   }
   return last;
 }

@@ -5,10 +5,11 @@
 
 #include "pikv/coord/etcd_client.h"
 #include "pikv/launch/daemons.h"
+#include "pikv/launch/etcd_certs.h"
 
 namespace pikv::launch {
 
-EtcdCluster::EtcdCluster(int members) {
+EtcdCluster::EtcdCluster(int members, bool tls) : tls_(tls) {
   for (int i = 0; i < members; ++i) {
     where_.push_back({"127.0.0.1", {}});
     client_ports_.push_back(FreePort());
@@ -17,14 +18,16 @@ EtcdCluster::EtcdCluster(int members) {
   members_.resize(members);
 }
 
-EtcdCluster::EtcdCluster(std::vector<EtcdMember> members) : where_(std::move(members)) {
+EtcdCluster::EtcdCluster(std::vector<EtcdMember> members, bool tls)
+    : tls_(tls), where_(std::move(members)) {
   client_ports_.assign(where_.size(), 2379);
   peer_ports_.assign(where_.size(), 2380);
   members_.resize(where_.size());
 }
 
 std::string EtcdCluster::Url(int i, bool peer) const {
-  return "http://" + where_[i].ip + ":" + std::to_string(peer ? peer_ports_[i] : client_ports_[i]);
+  return (tls_ && !peer ? "https://" : "http://") + where_[i].ip + ":" +
+         std::to_string(peer ? peer_ports_[i] : client_ports_[i]);
 }
 
 EtcdCluster::~EtcdCluster() {
@@ -43,37 +46,63 @@ std::string EtcdCluster::endpoints() const {
   return out;
 }
 
+std::string EtcdCluster::tls_dir() const { return tls_ ? dir_.str() + "/tls" : ""; }
+
+std::vector<std::string> EtcdCluster::ControllerArgs() const {
+  std::vector<std::string> args = {"--etcd", endpoints()};
+  if (tls_) args.insert(args.end(), {"--etcd-tls", tls_dir()});
+  return args;
+}
+
+std::string EtcdCluster::Spec(const std::string& cluster) const {
+  return "etcd://" + endpoints() + (cluster.empty() ? "" : "/" + cluster) +
+         (tls_ ? "?tls=" + tls_dir() : "");
+}
+
+coord::EtcdAccess EtcdCluster::access() const {
+  coord::EtcdAccess access;
+  for (int i = 0; i < size(); ++i) access.endpoints.push_back(member(i));
+  if (tls_) access.tls = coord::TlsFiles::InDir(tls_dir());
+  return access;
+}
+
 std::vector<std::string> EtcdCluster::Args(int i) const {
   std::string initial;
   for (int m = 0; m < size(); ++m)
     initial += (m ? "," : "") + ("m" + std::to_string(m)) + "=" + Url(m, true);
   const std::string name = "m" + std::to_string(i);
-  return {"--name",
-          name,
-          "--data-dir",
-          dir_.str() + "/" + name,
-          "--listen-client-urls",
-          Url(i, false),
-          "--advertise-client-urls",
-          Url(i, false),
-          "--listen-peer-urls",
-          Url(i, true),
-          "--initial-advertise-peer-urls",
-          Url(i, true),
-          "--initial-cluster",
-          initial,
-          "--initial-cluster-token",
-          "pikv-test",
-          "--initial-cluster-state",
-          "new",
-          "--heartbeat-interval",
-          "100",
-          "--election-timeout",
-          "1000",
-          "--logger",
-          "zap",
-          "--log-outputs",
-          dir_.str() + "/" + name + ".log"};
+  std::vector<std::string> args = {"--name",
+                                   name,
+                                   "--data-dir",
+                                   dir_.str() + "/" + name,
+                                   "--listen-client-urls",
+                                   Url(i, false),
+                                   "--advertise-client-urls",
+                                   Url(i, false),
+                                   "--listen-peer-urls",
+                                   Url(i, true),
+                                   "--initial-advertise-peer-urls",
+                                   Url(i, true),
+                                   "--initial-cluster",
+                                   initial,
+                                   "--initial-cluster-token",
+                                   "pikv-test",
+                                   "--initial-cluster-state",
+                                   "new",
+                                   "--heartbeat-interval",
+                                   "100",
+                                   "--election-timeout",
+                                   "1000",
+                                   "--logger",
+                                   "zap",
+                                   "--log-outputs",
+                                   dir_.str() + "/" + name + ".log"};
+  if (tls_) {
+    const std::string tls = tls_dir();
+    args.insert(args.end(), {"--cert-file", tls + "/server.crt", "--key-file", tls + "/server.key",
+                             "--client-cert-auth", "--trusted-ca-file", tls + "/ca.crt"});
+  }
+  return args;
 }
 
 Status EtcdCluster::StartMember(int i) {
@@ -96,13 +125,16 @@ Status EtcdCluster::StartMember(int i) {
 }
 
 Status EtcdCluster::Start() {
+  if (tls_) {
+    std::vector<std::string> names = {"localhost"};
+    for (const auto& w : where_) names.push_back(w.ip);
+    if (Status s = WriteEtcdCerts(tls_dir(), names); !s.ok()) return s;
+  }
   for (int i = 0; i < size(); ++i) {
     if (Status s = StartMember(i); !s.ok()) return s;
   }
   // Ready when a write commits (a quorum has elected an etcd leader).
-  auto parsed = coord::EtcdClient::ParseEndpoints(endpoints());
-  if (!parsed.ok()) return parsed.status();
-  coord::EtcdClient client(*parsed, std::chrono::milliseconds(500));
+  coord::EtcdClient client(access(), std::chrono::milliseconds(500));
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (std::chrono::steady_clock::now() < deadline) {
     if (client.Put("pikv-test/ready", "1", 0).ok()) return Status::Ok();

@@ -19,7 +19,7 @@ LocalCluster::~LocalCluster() {
 }
 
 std::string LocalCluster::controller_spec() const {
-  if (etcd_) return "etcd://" + etcd_->endpoints();
+  if (etcd_) return etcd_->Spec();
   return controllers_.empty() ? std::string() : controllers_.front().endpoint;
 }
 
@@ -66,7 +66,7 @@ Status LocalCluster::StartAll(const LocalClusterOptions& o) {
   if (o.controllers > 1) {
     etcd_ = std::make_unique<EtcdCluster>(3);
     if (Status s = etcd_->Start(); !s.ok()) return s;
-    controller_args.insert(controller_args.end(), {"--etcd", etcd_->endpoints()});
+    for (const auto& a : etcd_->ControllerArgs()) controller_args.push_back(a);
   }
   for (int c = 0; c < o.controllers; ++c) {
     auto controller = StartController(*controller_bin, controller_args);

@@ -32,7 +32,10 @@ Result<Message> AdminClient::Call(const Message& request) {
   for (int attempt = 0; attempt < listed + 2; ++attempt) {
     const auto left =
         std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
-    const std::string endpoint = finder_->Current();
+    // Only a client that never reached a controller waits for the finder
+    // to name one; later, none known is an answer at once (the caller
+    // degrades: an engine recomputes rather than waits for a failover).
+    const std::string endpoint = answered_ ? finder_->Current() : finder_->Await(deadline);
     if (left.count() <= 0 || endpoint.empty()) break;
     if (!rpc_ || rpc_->endpoint() != endpoint)
       rpc_ = std::make_unique<RpcClient>(endpoint, WireLimits{}, curve_);
@@ -54,6 +57,7 @@ Result<Message> AdminClient::Call(const Message& request) {
       continue;
     }
     confirmed_ = reply.ok();
+    answered_ = answered_ || reply.ok();
     return reply;
   }
   return last;

@@ -78,14 +78,14 @@ class LeadershipTest : public ::testing::Test {
   }
 
   void StartControllerProcess(int i) {
-    controllers_[i] = testing::StartController(
-        testing::WithKeys(keys_, "controller",
-                          {"--endpoint", Endpoint(i), "--http", "127.0.0.1:0", "--etcd",
-                           etcd_.endpoints(), "--lease-ttl", "2s", "--suspect-after", "600ms",
-                           "--dead-after", "1500ms", "--log-level", "warn"}));
+    std::vector<std::string> args = {"--endpoint",   Endpoint(i), "--http",          "127.0.0.1:0",
+                                     "--lease-ttl",  "2s",        "--suspect-after", "600ms",
+                                     "--dead-after", "1500ms",    "--log-level",     "warn"};
+    for (const auto& a : etcd_.ControllerArgs()) args.push_back(a);
+    controllers_[i] = testing::StartController(testing::WithKeys(keys_, "controller", args));
   }
   std::string Endpoint(int i) const { return "tcp://127.0.0.1:" + std::to_string(ports_[i]); }
-  std::string Spec() const { return "etcd://" + etcd_.endpoints(); }
+  std::string Spec() const { return etcd_.Spec(); }
   std::string List() const {
     std::string out;
     for (int i = 0; i < kControllers; ++i) out += (i ? "," : "") + Endpoint(i);
@@ -203,7 +203,7 @@ TEST_F(LeadershipTest, OneLeadsAndStandbysNameIt) {
   EXPECT_TRUE(WaitFor([&] { return Health(leader)["standbys"].size() == 2; }, 3s));
   const json h = Health(leader);
   EXPECT_EQ(h["lease_ttl_ms"], 2000);
-  coord::EtcdClient etcd(*coord::EtcdClient::ParseEndpoints(etcd_.endpoints()), 1s);
+  coord::EtcdClient etcd(etcd_.access(), 1s);
   auto key = etcd.Get(coord::LeaderKey("pikv"));
   ASSERT_TRUE(key.ok() && key->has_value());
   EXPECT_EQ(h["epoch"], std::to_string((*key)->create_revision));
@@ -347,7 +347,7 @@ TEST(LeaseClock, AMessageTakenUpAfterTheLeaseEndsIsNotAnsweredAsLeader) {
   launch::EtcdCluster etcd(1);
   ASSERT_TRUE(etcd.Start().ok());
   ElectionOptions options;
-  options.etcd = *coord::EtcdClient::ParseEndpoints(etcd.endpoints());
+  options.etcd = etcd.access();
   options.ttl = 2s;
   options.endpoint = "tcp://127.0.0.1:1";
   auto election = LeaderElection::Start(options);

@@ -14,25 +14,38 @@
 #include "pikv/coord/http_post.h"
 #include "pikv/coord/leader_key.h"
 #include "pikv/launch/etcd.h"
+#include "pikv/launch/etcd_certs.h"
 
 namespace pikv::coord {
 namespace {
 
 using namespace std::chrono_literals;
 
-// An HTTP server on loopback that reads one request per connection and
-// writes `answer` (then closes; or stays silent when answer is empty).
+// An HTTP server on loopback (IPv4, or IPv6's ::1) that reads one request
+// per connection and writes `answer` (then closes; or stays silent when
+// answer is empty).
 class CannedServer {
  public:
-  explicit CannedServer(std::string answer) : answer_(std::move(answer)) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
-    socklen_t len = sizeof a;
-    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
-    port_ = ntohs(a.sin_port);
+  explicit CannedServer(std::string answer, bool ipv6 = false)
+      : answer_(std::move(answer)), ipv6_(ipv6) {
+    fd_ = ::socket(ipv6 ? AF_INET6 : AF_INET, SOCK_STREAM, 0);
+    if (ipv6) {
+      sockaddr_in6 a{};
+      a.sin6_family = AF_INET6;
+      a.sin6_addr = in6addr_loopback;
+      ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
+      socklen_t len = sizeof a;
+      ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+      port_ = ntohs(a.sin6_port);
+    } else {
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
+      socklen_t len = sizeof a;
+      ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+      port_ = ntohs(a.sin_port);
+    }
     ::listen(fd_, 8);
     thread_ = std::thread([this] {
       while (!stop_) {
@@ -55,10 +68,12 @@ class CannedServer {
     ::close(fd_);
     thread_.join();
   }
-  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  std::string address() const { return (ipv6_ ? "[::1]:" : "127.0.0.1:") + std::to_string(port_); }
+  std::string url() const { return "http://" + address() + "/"; }
 
  private:
   std::string answer_;
+  bool ipv6_ = false;
   int fd_ = -1, port_ = 0;
   std::atomic<bool> stop_{false};
   std::thread thread_;
@@ -70,28 +85,36 @@ std::string Http(const std::string& body, const std::string& status = "200 OK") 
          "\r\n\r\n" + body;
 }
 
-TEST(HttpPost, DecodesChunkedBodies) {
-  EXPECT_EQ(*DecodeChunked("3\r\nabc\r\n2;x=y\r\nde\r\n0\r\n\r\n"), "abcde");
-  EXPECT_FALSE(DecodeChunked("3\r\nab").ok());                // cut short
-  EXPECT_FALSE(DecodeChunked("zz\r\nabc\r\n0\r\n").ok());     // not a size
-  EXPECT_FALSE(DecodeChunked("3\r\nabcX\r\n0\r\n").ok());     // no CRLF after the data
-  EXPECT_FALSE(DecodeChunked("fffffffffff\r\nab\r\n").ok());  // over the response limit
-}
-
-TEST(HttpPost, ReadsChunkedAnswersAndTimesOut) {
+TEST(HttpClient, ReadsAnswersOverIpv4AndIpv6AndKeepsOneDeadline) {
+  HttpClient http;
   CannedServer chunked(
       "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{\"a\":\r\n2\r\n1}\r\n0\r\n\r\n");
-  auto r = Post(chunked.address(), "/", "{}", 1s);
+  auto r = http.Post(chunked.url(), "{}", 1s);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->status, 200);
   EXPECT_EQ(r->body, "{\"a\":1}");
+  CannedServer v6(Http("{}"), /*ipv6=*/true);
+  auto r6 = http.Post(v6.url(), "{}", 1s);
+  ASSERT_TRUE(r6.ok()) << r6.status().ToString();
+  EXPECT_EQ(r6->body, "{}");
   CannedServer silent("");
   const auto t0 = std::chrono::steady_clock::now();
-  EXPECT_EQ(Post(silent.address(), "/", "{}", 300ms).code(), ErrorCode::kTimeout);
+  EXPECT_EQ(http.Post(silent.url(), "{}", 300ms).code(), ErrorCode::kTimeout);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);
   CannedServer garbage("SSH-2.0-OpenSSH\r\n\r\n");
-  EXPECT_EQ(Post(garbage.address(), "/", "{}", 1s).code(), ErrorCode::kProtocol);
-  EXPECT_FALSE(Post("127.0.0.1:1", "/", "{}", 300ms).ok());  // nobody listening
-  EXPECT_EQ(Post("no-port", "/", "{}", 300ms).code(), ErrorCode::kInvalidArgument);
+  EXPECT_FALSE(http.Post(garbage.url(), "{}", 1s).ok());
+  EXPECT_FALSE(http.Post("http://127.0.0.1:1/", "{}", 300ms).ok());  // nobody listening
+  EXPECT_FALSE(http.Post("file:///etc/passwd", "{}", 300ms).ok());   // http(s) only
+  CannedServer huge(Http(std::string(kMaxResponseBytes + 1, 'x')));
+  EXPECT_EQ(http.Post(huge.url(), "{}", 2s).code(), ErrorCode::kTooLarge);
+}
+
+TEST(HttpClient, RefusesAnHttpsServerItCannotVerify) {
+  // A plaintext server named by https: the TLS handshake fails, in time.
+  CannedServer plain(Http("{}"));
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_FALSE(HttpClient().Post("https://" + plain.address() + "/", "{}", 500ms).ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 1500ms);
 }
 
 TEST(EtcdClient, HostileAnswersAreErrorsNotThrows) {
@@ -119,17 +142,22 @@ TEST(EtcdClient, HostileAnswersAreErrorsNotThrows) {
 }
 
 TEST(EtcdClient, ParsesEndpoints) {
-  EXPECT_EQ(*EtcdClient::ParseEndpoints("a:2379,http://b:2380/"),
-            (std::vector<std::string>{"a:2379", "b:2380"}));
-  for (const char* bad : {"", "a", "a:0", "a:99999", ":2379", "a:2379,", "u@a:1", "a:1/x"})
+  EXPECT_EQ(*EtcdClient::ParseEndpoints("a:2379,http://b:2380/,[::1]:2379"),
+            (std::vector<std::string>{"a:2379", "b:2380", "[::1]:2379"}));
+  for (const char* bad : {"", "a", "a:0", "a:99999", ":2379", "a:2379,", "u@a:1", "a:1/x",
+                          "::1:2379", "[::1]", "a:+1", "a:1?x", "http://a:1,https://b:1"})
     EXPECT_FALSE(EtcdClient::ParseEndpoints(bad).ok()) << bad;
+  // https needs TLS files; TLS files need https (or no scheme), and must be readable.
+  EXPECT_FALSE(EtcdAccess::Parse("https://a:1").ok());
+  EXPECT_FALSE(EtcdAccess::Parse("http://a:1", "/nonexistent").ok());
+  EXPECT_FALSE(EtcdAccess::Parse("a:1", "/nonexistent").ok());
 }
 
 TEST(EtcdClient, AgainstARealEtcd) {
   if (!launch::EtcdCluster::Available()) GTEST_SKIP() << "etcd is not installed";
   launch::EtcdCluster cluster(1);
   ASSERT_TRUE(cluster.Start().ok());
-  EtcdClient etcd(*EtcdClient::ParseEndpoints(cluster.endpoints()), 1s);
+  EtcdClient etcd(cluster.access(), 1s);
   auto lease = etcd.GrantLease(5);
   ASSERT_TRUE(lease.ok()) << lease.status().ToString();
   auto won = etcd.CreateIfAbsent("pikv/t/leader", "v1", *lease);
@@ -151,8 +179,21 @@ TEST(EtcdClient, AgainstARealEtcd) {
   EXPECT_FALSE(etcd.Get("pikv/t/leader")->has_value());
   EXPECT_EQ(*etcd.KeepAlive(*lease), 0);  // unknown: expired
   // A dead member first in the list: the next one answers.
-  EtcdClient two({"127.0.0.1:1", cluster.member(0)}, 500ms);
-  EXPECT_TRUE(two.Get("x").ok());
+  auto two = cluster.access();
+  two.endpoints.insert(two.endpoints.begin(), "127.0.0.1:1");
+  EXPECT_TRUE(EtcdClient(two, 500ms).Get("x").ok());
+  // Over TLS, etcd refuses a client without a certificate, or one another CA signed.
+  auto anonymous = cluster.access();
+  anonymous.tls.cert = anonymous.tls.key = "";
+  EXPECT_FALSE(EtcdClient(anonymous, 500ms).Get("x").ok());
+  launch::TempDir other;
+  ASSERT_TRUE(launch::WriteEtcdCerts(other.str(), {"localhost"}).ok());
+  auto stranger = cluster.access();
+  stranger.tls = TlsFiles::InDir(other.str());
+  EXPECT_FALSE(EtcdClient(stranger, 500ms).Get("x").ok());
+  auto plaintext = cluster.access();
+  plaintext.tls = {};
+  EXPECT_FALSE(EtcdClient(plaintext, 500ms).Get("x").ok());
 }
 
 TEST(ControllerFinder, MovesAlongAListAndFollowsRedirects) {
@@ -199,10 +240,36 @@ TEST(ControllerFinder, AnEtcdSpecWithNoLeaderNamesNone) {
   CannedServer named(Http(R"({"kvs":[{"key":"eA==","create_revision":"9","value":")" +
                           std::string("eyJlbmRwb2ludCI6InRjcDovL2w6MSJ9") + R"("}]})"));
   auto g = *ControllerFinder::Parse("etcd://" + named.address());
-  EXPECT_EQ(g->Current(), "tcp://l:1");  // {"endpoint":"tcp://l:1"}
+  const auto soon = std::chrono::steady_clock::now() + 2s;
+  EXPECT_EQ(g->Await(soon), "tcp://l:1");  // {"endpoint":"tcp://l:1"}
   g->Failed("tcp://l:1");
-  std::this_thread::sleep_for(150ms);  // past the re-read interval
-  EXPECT_EQ(g->Current(), "tcp://l:1");
+  EXPECT_EQ(g->Await(soon), "tcp://l:1");  // read again at once
+}
+
+TEST(ControllerFinder, NeverWaitsOnEtcdInCurrent) {
+  // etcd that never answers: the finder's own thread waits, callers do not.
+  CannedServer silent("");
+  auto f = *ControllerFinder::Parse("etcd://" + silent.address());
+  for (int i = 0; i < 20; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(f->Current(), "");
+    f->Failed("");
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 50ms);
+    std::this_thread::sleep_for(10ms);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(f->Await(t0 + 200ms), "");
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 400ms);
+}
+
+TEST(ControllerFinder, ParsesTlsOptions) {
+  EXPECT_FALSE(ControllerFinder::Parse("etcd://h:2379?tls=/nonexistent").ok());  // unreadable
+  EXPECT_FALSE(ControllerFinder::Parse("etcd://h:2379?tls=").ok());
+  EXPECT_FALSE(ControllerFinder::Parse("etcd://h:2379?insecure=1").ok());
+  EXPECT_FALSE(ControllerFinder::Parse("etcd://https://h:2379").ok());  // https needs tls=
+  launch::TempDir certs;
+  ASSERT_TRUE(launch::WriteEtcdCerts(certs.str(), {"localhost"}).ok());
+  EXPECT_TRUE(ControllerFinder::Parse("etcd://h:2379,[::1]:2379/c1?tls=" + certs.str()).ok());
 }
 
 }  // namespace

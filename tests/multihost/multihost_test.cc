@@ -625,12 +625,12 @@ class MultiHostLeadershipTest : public ::testing::TestWithParam<bool> {
     ASSERT_TRUE(etcd_->Start().ok());
     for (int c = 0; c < 2; ++c) {
       ctl_ip_[c] = topo_.AddHost(Ctl(c), 11 + c);
-      controllers_[c] = testing::StartController(
-          testing::WithKeys(keys_, "controller",
-                            {"--endpoint", Controller(c), "--http", "", "--etcd",
-                             etcd_->endpoints(), "--lease-ttl", "2s", "--suspect-after", "600ms",
-                             "--dead-after", "1500ms", "--log-level", "error"}),
-          topo_.Exec(Ctl(c)));
+      std::vector<std::string> args = {"--endpoint",   Controller(c), "--http",          "",
+                                       "--lease-ttl",  "2s",          "--suspect-after", "600ms",
+                                       "--dead-after", "1500ms",      "--log-level",     "error"};
+      for (const auto& a : etcd_->ControllerArgs()) args.push_back(a);
+      controllers_[c] = testing::StartController(testing::WithKeys(keys_, "controller", args),
+                                                 topo_.Exec(Ctl(c)));
     }
     for (int i = 0; i < 2; ++i) {
       const std::string id = "h" + std::to_string(i + 1);
@@ -639,8 +639,8 @@ class MultiHostLeadershipTest : public ::testing::TestWithParam<bool> {
           testing::WithKeys(
               keys_, "node-" + id,
               {"--endpoint", "tcp://" + node_ip_[i] + ":7400", "--data-dir", dirs_[i].str(),
-               "--node-id", id, "--host", id, "--controller", "etcd://" + etcd_->endpoints(),
-               "--heartbeat-interval", "200ms", "--log-level", "error"}),
+               "--node-id", id, "--host", id, "--controller", etcd_->Spec(), "--heartbeat-interval",
+               "200ms", "--log-level", "error"}),
           topo_.Exec(id));
     }
     object_ = testing::MakeObject(9, 64 << 10);
@@ -657,7 +657,7 @@ class MultiHostLeadershipTest : public ::testing::TestWithParam<bool> {
   }
   static std::string Ctl(int c) { return "c" + std::to_string(c + 1); }
   std::string Controller(int c) const { return "tcp://" + ctl_ip_[c] + ":7300"; }
-  std::string Spec() const { return "etcd://" + etcd_->endpoints(); }
+  std::string Spec() const { return etcd_->Spec(); }
   std::set<std::string> Holders() {
     return testing::Holders(Spec(), object_.key, testing::DialKeys(keys_, "admin"));
   }

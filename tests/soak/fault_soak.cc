@@ -80,9 +80,7 @@ class Soak {
 
  private:
   // What nodes and the soak dial: the one controller, or the leader by etcd.
-  std::string ControllerEndpoint() const {
-    return etcd_ ? "etcd://" + etcd_->endpoints() : Endpoint(0);
-  }
+  std::string ControllerEndpoint() const { return etcd_ ? etcd_->Spec() : Endpoint(0); }
   std::string Endpoint(size_t c) const {
     return "tcp://127.0.0.1:" + std::to_string(controller_ports_[c]);
   }
@@ -92,7 +90,10 @@ class Soak {
     std::vector<std::string> args = {"--endpoint",      Endpoint(c), "--http",       "",
                                      "--suspect-after", "600ms",     "--dead-after", "1500ms",
                                      "--log-level",     "error"};
-    if (etcd_) args.insert(args.end(), {"--etcd", etcd_->endpoints(), "--lease-ttl", "2s"});
+    if (etcd_) {
+      for (const auto& a : etcd_->ControllerArgs()) args.push_back(a);
+      args.insert(args.end(), {"--lease-ttl", "2s"});
+    }
     controllers_[c] = testing::StartController(args);
   }
   // The controller that answers as leader (0 when running alone).

@@ -32,9 +32,9 @@ struct ControllerOptions {
   WireLimits limits;
   // CURVE on a tcp endpoint (proto/curve.h); null: security off.
   std::shared_ptr<const CurveSecurity> security;
-  // Standbys (docs/operations.md): the etcd members (host:port) holding the
-  // leadership of `cluster`; empty: this controller runs alone.
-  std::vector<std::string> etcd;
+  // Standbys (docs/operations.md): the etcd members holding the leadership
+  // of `cluster`, and how to reach them; empty: this controller runs alone.
+  coord::EtcdAccess etcd;
   std::string cluster = "pikv";
   std::chrono::milliseconds lease_ttl{3000};
   // The endpoint and HTTP address others reach this controller at (default:

@@ -35,7 +35,7 @@ using coord::ControllerInfo;
 using Clock = std::chrono::steady_clock;
 
 struct ElectionOptions {
-  std::vector<std::string> etcd;        // host:port each
+  coord::EtcdAccess etcd;
   std::string cluster = "pikv";         // [A-Za-z0-9_.-], at most 64
   std::chrono::milliseconds ttl{3000};  // whole seconds, 2-60 (etcd leases count seconds)
   std::string endpoint;                 // this controller's endpoint, as others dial it

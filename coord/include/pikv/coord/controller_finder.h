@@ -3,25 +3,35 @@
 // Python package). A spec is
 //   tcp://h:7300                       one controller (nothing to follow)
 //   tcp://a:7300,tcp://b:7300,...      any of these; standbys name the leader
-//   etcd://h1:2379,h2:2379[/cluster]   the leader as etcd names it (cluster
-//                                      default "pikv")
-// Current() is the endpoint to use now. A caller reports what happened:
-// Redirect(leader) when a controller answered kNotLeader (naming the leader,
-// or nobody), Failed(endpoint) when it did not answer; the finder then moves
-// on (the next listed controller, or etcd read again, at most every
-// `reread` so a leaderless cluster is not hammered).
-// Thread-safety: every method from any thread; etcd is read outside the lock.
+//   etcd://h1:2379,h2:2379[/cluster][?tls=DIR]
+//                                      the leader as etcd names it (cluster
+//                                      default "pikv"); over mutual TLS with
+//                                      the certificates in DIR (ca.crt,
+//                                      client.crt, client.key)
+// Current() is the endpoint to use now; it never waits on the network. A
+// caller reports what happened: Redirect(leader) when a controller answered
+// kNotLeader (naming the leader, or nobody), Failed(endpoint) when it did
+// not answer; the finder then moves on (the next listed controller, or etcd
+// read again). etcd is read by the finder's own thread: at once when the
+// leader is not known (at most every `reread`, so a leaderless cluster is
+// not hammered), and every second otherwise, so a new leader is known
+// before anyone has to ask. Await() waits (without I/O of its own) for that
+// thread to name one.
+// Thread-safety: every method from any thread.
 #pragma once
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "pikv/common/status.h"
+#include "pikv/coord/etcd_client.h"
 
 namespace pikv::coord {
 
@@ -33,10 +43,14 @@ class ControllerFinder {
  public:
   static Result<std::shared_ptr<ControllerFinder>> Parse(
       const std::string& spec, std::chrono::milliseconds reread = std::chrono::milliseconds(100));
+  ~ControllerFinder();
 
   // The controller to use now; empty while none is known (etcd names no
   // leader, or cannot be read).
   std::string Current();
+  // Current(), or when none is known yet, the first the finder learns
+  // before `deadline` (empty if none).
+  std::string Await(std::chrono::steady_clock::time_point deadline);
   // `epoch`: the leader's, as the redirecting controller knows it (0:
   // unknown); a redirect to an older leadership than one seen is ignored.
   void Redirect(const std::string& leader, int64_t epoch = 0);
@@ -49,20 +63,21 @@ class ControllerFinder {
 
  private:
   ControllerFinder() = default;
-  std::string ReadEtcd();
+  void Refresh();  // the etcd thread
 
   std::string spec_;
   std::vector<std::string> listed_;  // tcp/ipc endpoints of a list spec
-  std::vector<std::string> etcd_;    // host:port of an etcd spec
+  EtcdAccess etcd_;                  // of an etcd spec
   std::string cluster_;
   std::chrono::milliseconds reread_{100};
   std::mutex mu_;
-  std::string current_;  // guarded by mu_
-  size_t next_ = 0;      // guarded by mu_: the listed endpoint to try after current_
-  std::chrono::steady_clock::time_point read_at_{};  // guarded by mu_: last etcd read
-  size_t first_member_ = 0;                          // guarded by mu_: etcd member asked first
-  int64_t max_epoch_ = 0;                            // guarded by mu_: newest leader epoch seen
+  std::condition_variable changed_;  // current_ named, stop_, or a reread asked for
+  std::string current_;              // guarded by mu_
+  size_t next_ = 0;                  // guarded by mu_: the listed endpoint to try after current_
+  int64_t max_epoch_ = 0;            // guarded by mu_: newest leader epoch seen
+  bool stop_ = false;                // guarded by mu_
   std::atomic<bool> redirected_{false};
+  std::thread refresher_;  // etcd specs only
 };
 
 }  // namespace pikv::coord

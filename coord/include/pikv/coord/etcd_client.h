@@ -1,8 +1,10 @@
 // EtcdClient: the few etcd v3 calls pikv's leadership needs, over etcd's
 // JSON gateway (POST /v3/..., keys and values base64, int64 as strings), so
-// no gRPC stack is linked. Each call tries the endpoints in turn, starting
-// with the last one that answered, within one deadline per endpoint; an
-// answer that is not the JSON etcd sends is an error, never a throw.
+// no gRPC stack is linked; over https with a client certificate when the
+// access names TLS files (docs/security.md). Each call tries the endpoints
+// in turn, starting with the last one that answered, all within one
+// deadline (an endpoint that is not the last gets half of what is left);
+// an answer that is not the JSON etcd sends is an error, never a throw.
 // Not thread-safe: one per thread.
 #pragma once
 
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "pikv/common/status.h"
+#include "pikv/coord/http_post.h"
 
 namespace pikv::coord {
 
@@ -24,10 +27,26 @@ struct EtcdKv {
   int64_t lease = 0;
 };
 
+// How to reach etcd: its members, and TLS (mutual) or not.
+struct EtcdAccess {
+  std::vector<std::string> endpoints;  // host:port each; an IPv6 host in brackets
+  TlsFiles tls;                        // empty: plaintext http
+
+  bool empty() const { return endpoints.empty(); }
+  // "h1:2379,https://[::1]:2379" and the directory of `pikv etcd-certs`'
+  // files (empty: none). An error when the list is empty, an entry is not
+  // host:port, https is asked for without TLS files or http with them, or
+  // a TLS file cannot be read.
+  static Result<EtcdAccess> Parse(std::string_view list, const std::string& tls_dir = {});
+  std::string Url(size_t member, const std::string& path) const;
+};
+
 class EtcdClient {
  public:
-  // endpoints: host:port each.
-  EtcdClient(std::vector<std::string> endpoints, std::chrono::milliseconds timeout);
+  EtcdClient(EtcdAccess access, std::chrono::milliseconds timeout);
+  // Plaintext, for tests and tools: host:port each.
+  EtcdClient(std::vector<std::string> endpoints, std::chrono::milliseconds timeout)
+      : EtcdClient(EtcdAccess{std::move(endpoints), {}}, timeout) {}
 
   // "h1:2379,http://h2:2379" -> {"h1:2379", "h2:2379"}; an error when empty
   // or any entry is not host:port.
@@ -51,15 +70,16 @@ class EtcdClient {
   // Every key under `prefix`, at most `limit`.
   Result<std::vector<EtcdKv>> List(const std::string& prefix, int64_t limit = 1000);
 
-  const std::vector<std::string>& endpoints() const { return endpoints_; }
+  const std::vector<std::string>& endpoints() const { return access_.endpoints; }
 
  private:
   // The response body of POST `path` with a JSON body, from the first
   // endpoint that answers 200.
   Result<std::string> Call(const std::string& path, const std::string& body);
 
-  std::vector<std::string> endpoints_;
+  EtcdAccess access_;
   std::chrono::milliseconds timeout_;
+  HttpClient http_;
   size_t preferred_ = 0;
 };
 

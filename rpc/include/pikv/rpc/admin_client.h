@@ -64,6 +64,7 @@ class AdminClient {
   std::optional<CurveClientKeys> curve_;
   std::unique_ptr<RpcClient> rpc_;  // to the controller last used
   bool confirmed_ = false;          // it answered the last call as leader
+  bool answered_ = false;           // a controller has answered once
   std::chrono::milliseconds timeout_;
 };
 
