@@ -132,7 +132,8 @@ Header ControllerHandler::NotLeader(const Header& request, Clock::time_point now
 
 void ControllerHandler::Stamp(Header& h) const {
   h.fields[kEpochField] = std::to_string(state_.epoch());
-  if (election_.load()) h.fields[kElectedField] = int64_t{1};
+  if (const LeaderElection* e = election_.load())
+    h.fields[kElectedField] = static_cast<int64_t>(e->options().ttl.count());
 }
 
 void ControllerHandler::Apply(const std::string& identity, const CurvePeer* sender, const Header& h,

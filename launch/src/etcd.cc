@@ -1,6 +1,7 @@
 #include "pikv/launch/etcd.h"
 
 #include <csignal>
+#include <filesystem>
 #include <thread>
 
 #include "pikv/coord/etcd_client.h"
@@ -133,6 +134,23 @@ Status EtcdCluster::Start() {
   for (int i = 0; i < size(); ++i) {
     if (Status s = StartMember(i); !s.ok()) return s;
   }
+  return WaitReady();
+}
+
+Status EtcdCluster::Wipe() {
+  for (int i = 0; i < size(); ++i) Kill(i);
+  for (int i = 0; i < size(); ++i) {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_.path() / ("m" + std::to_string(i)), ec);
+    if (ec) return IoError("cannot remove etcd member " + std::to_string(i) + "'s data");
+  }
+  for (int i = 0; i < size(); ++i) {
+    if (Status s = StartMember(i); !s.ok()) return s;
+  }
+  return WaitReady();
+}
+
+Status EtcdCluster::WaitReady() {
   // Ready when a write commits (a quorum has elected an etcd leader).
   coord::EtcdClient client(access(), std::chrono::milliseconds(500));
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);

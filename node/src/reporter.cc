@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <charconv>
 #include <map>
+#include <optional>
 #include <random>
 
 #include "pikv/proto/location.h"
@@ -297,19 +298,45 @@ class Reporter::Loop {
   }
 
   // Whether a message from the controller speaks for a leadership this node
-  // may follow: not one older than an elected epoch already seen.
+  // may follow: not one older than an elected epoch already seen, unless
+  // etcd's history was rewound (proto/message.h).
   bool Current(const Header& h, bool adopting) {
-    if (FieldInt(h.fields, kElectedField) == 0) return true;
+    const int64_t ttl_ms = FieldInt(h.fields, kElectedField);
+    if (ttl_ms == 0) return true;
     const std::string text = FieldString(h.fields, kEpochField);
     int64_t epoch = 0;
-    if (std::from_chars(text.data(), text.data() + text.size(), epoch).ec != std::errc() ||
-        epoch < max_elected_) {
+    if (std::from_chars(text.data(), text.data() + text.size(), epoch).ec != std::errc()) {
+      spdlog::warn("reporter: ignored {} with epoch '{}'", MsgTypeName(h.type), text);
+      return false;
+    }
+    if (epoch < max_elected_ && !(adopting && Rewound(epoch, ttl_ms))) {
       spdlog::warn("reporter: ignored {} from a deposed leader (epoch {}, newest seen {})",
                    MsgTypeName(h.type), text, max_elected_);
       return false;
     }
-    if (adopting) max_elected_ = epoch;
+    if (adopting) {
+      if (epoch < max_elected_) {
+        spdlog::warn(
+            "reporter: {} has claimed epoch {} (below {}) for two leases: etcd's history "
+            "was rewound (wiped or restored); following it",
+            connected_, epoch, max_elected_);
+      }
+      max_elected_ = epoch;
+      lower_claim_.reset();
+    }
     return true;
+  }
+
+  // Whether the controller followed has claimed this lower epoch for two of
+  // its lease TTLs (at most a minute each), which no deposed leader does.
+  bool Rewound(int64_t epoch, int64_t ttl_ms) {
+    const auto now = Clock::now();
+    if (!lower_claim_ || lower_claim_->endpoint != connected_ || lower_claim_->epoch != epoch) {
+      lower_claim_ = LowerClaim{connected_, epoch, now};
+      return false;
+    }
+    const auto lease = std::chrono::milliseconds(std::clamp<int64_t>(ttl_ms, 1, 60'000));
+    return now - lower_claim_->since >= 2 * lease;
   }
 
   void OnMessage(const Header& h) {
@@ -411,10 +438,16 @@ class Reporter::Loop {
   std::string connected_;  // the controller socket_ dials
   std::vector<zmq::message_t> frames_;
   std::vector<storage::TierEvent> batch_;
-  std::string epoch_;                             // of the controller this node registered with
-  int64_t max_elected_ = 0;                       // the newest elected epoch seen
-  uint64_t seq_ = 0;                              // last event batch sent in this incarnation
-  bool inventory_owed_ = false;                   // a send failed: send the whole inventory again
+  std::string epoch_;        // of the controller this node registered with
+  int64_t max_elected_ = 0;  // the newest elected epoch seen
+  struct LowerClaim {
+    std::string endpoint;
+    int64_t epoch = 0;
+    Clock::time_point since;
+  };
+  std::optional<LowerClaim> lower_claim_;  // the first refused register reply of a lower epoch
+  uint64_t seq_ = 0;                       // last event batch sent in this incarnation
+  bool inventory_owed_ = false;            // a send failed: send the whole inventory again
   Clock::time_point register_at_ = Clock::now();  // max() once registered
   Clock::time_point first_event_at_ = Clock::time_point::max();
   Clock::time_point last_heard_ = Clock::now(), next_ask_{};

@@ -268,6 +268,28 @@ TEST_F(LeadershipTest, LosingEtcdMembersOneAtATimeKeepsTheLeader) {
   }
 }
 
+// etcd wiped: its revisions, so the epochs, start again from 1. Nodes that
+// saw a higher epoch must not ignore the new leader forever.
+TEST_F(LeadershipTest, AWipedEtcdDoesNotStrandTheNodes) {
+  coord::EtcdClient etcd(etcd_.access(), 1s);
+  for (int i = 0; i < 40; ++i) ASSERT_TRUE(etcd.Put("pikv-test/filler", std::to_string(i), 0).ok());
+  Fail(SIGKILL);  // a leadership elected past revision 40
+  const int leader = LeaderIndex();
+  ASSERT_GE(leader, 0);
+  const int64_t before = std::stoll(Epoch(leader));
+  ASSERT_GT(before, 40);
+  ASSERT_TRUE(etcd_.Wipe().ok());
+  auto lower_epoch_leads = [&] {
+    const int l = LeaderIndex();
+    const std::string e = l >= 0 ? Epoch(l) : "";
+    return !e.empty() && std::stoll(e) < before;
+  };
+  ASSERT_TRUE(WaitFor(lower_epoch_leads, 15s)) << "no leader elected on the wiped etcd";
+  // Two lease TTLs (2 s each) of the lower claim, then the nodes follow.
+  EXPECT_TRUE(WaitFor([&] { return RegistryWhole(); }, 20s))
+      << "the nodes never followed the leader of the wiped etcd";
+}
+
 TEST_F(LeadershipTest, AllControllersDownThenOneBack) {
   for (auto& c : controllers_) c.process->Signal(SIGKILL);
   for (auto& c : controllers_) {

@@ -33,6 +33,9 @@ class EtcdCluster {
   // Starts every member; ready when the cluster answers a write.
   Status Start();
   Status StartMember(int i);
+  // Every member killed and started again with no data (its certificates
+  // kept): etcd as a new cluster, its revisions from 1. Ready as Start.
+  Status Wipe();
   void Kill(int i);   // SIGKILL
   void Pause(int i);  // SIGSTOP
   void Resume(int i);
@@ -50,6 +53,7 @@ class EtcdCluster {
 
  private:
   std::vector<std::string> Args(int i) const;
+  Status WaitReady();
   std::string Url(int i, bool peer) const;
   TempDir dir_;
   bool tls_ = true;

@@ -23,7 +23,9 @@
 //     its inventory, as after a restart. An elected controller's epoch
 //     orders leaderships: replies and commands from an epoch older than one
 //     already seen, or from another epoch than the one registered with, are
-//     ignored (a deposed leader cannot command this node).
+//     ignored (a deposed leader cannot command this node), unless the
+//     leader it follows keeps claiming the lower epoch for two lease TTLs:
+//     then etcd was wiped or restored, and it follows (proto/message.h).
 // Inventory parts hold at most WireLimits::max_batch keys, what the
 // controller decodes; a part that cannot be sent makes the whole inventory
 // go again at the next heartbeat.

@@ -173,8 +173,12 @@ Result<StreamedHits> DecodeStreamedHits(const Header& reply, size_t keys, const 
 // leader (the leader's endpoint, empty when it knows none) and leader_epoch.
 // Every reply and command a controller sends a node carries its epoch
 // (decimal, as a string); an elected leader's (its etcd key's create
-// revision) also carries elected = 1, and a node ignores an elected epoch
-// lower than the highest it has seen: a deposed leader cannot command it.
+// revision) also carries elected = its lease TTL in ms (> 0), and a node
+// ignores an elected epoch lower than the highest it has seen: a deposed
+// leader cannot command it. A deposed leader stops claiming within its
+// lease, so a lower epoch that the leader a node follows keeps claiming for
+// two TTLs means etcd's history was rewound (wiped, or restored from a
+// snapshot): the node then follows it.
 inline constexpr char kLeaderField[] = "leader";
 inline constexpr char kLeaderEpochField[] = "leader_epoch";
 inline constexpr char kEpochField[] = "epoch";
