@@ -10,7 +10,10 @@
 // Per fault: time without locate answers (from the fault), time until the
 // registry equals every node's own `exists` (after locate answered again),
 // wrong locations served (a location naming a node that does not hold the
-// key: must be 0), data operations failed.
+// key: must be 0), data operations failed, P2P pulls among them (goal 0:
+// during a failover a node pulls from where the controller last said).
+// Security is on (CURVE, etcd over mutual TLS); an engine revoked before
+// the first fault must stay refused after every one (goal: 0 lost).
 //
 //   build/bin/failover_bench [--kills 20] [--stops 5] [--members 3] [--all-down 3]
 #include <CLI/CLI.hpp>
@@ -49,23 +52,41 @@ double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 class Cluster {
  public:
   explicit Cluster(const std::string& ttl) : ttl_(ttl) {
+    keys_.AddEngine("revoked", "acme");  // revoked before the first fault
     if (!etcd_.Start().ok()) throw std::runtime_error("etcd did not start");
     for (int i = 0; i < kControllers; ++i) {
       ports_[i] = pikv::testing::FreePort();
       StartController(i);
     }
     for (int i = 0; i < kNodes; ++i) {
-      nodes_[i] = pikv::testing::StartNode(
-          {"--endpoint", "tcp://127.0.0.1:*", "--data-dir", dirs_[i].str(), "--node-id",
-           "n" + std::to_string(i), "--host", "host-" + std::to_string(i), "--controller", Spec(),
-           "--redis", redis_.address(), "--cpu-capacity", "256MiB", "--log-level", "error"});
+      nodes_[i] = pikv::testing::StartNode(keys_.With(
+          "node-" + NodeId(i),
+          {"--endpoint", "tcp://127.0.0.1:*", "--data-dir", dirs_[i].str(), "--node-id", NodeId(i),
+           "--host", "host-" + std::to_string(i), "--controller", Spec(), "--redis",
+           redis_.address(), "--cpu-capacity", "256MiB", "--log-level", "error"}));
     }
+  }
+  static std::string NodeId(int i) { return "n" + std::to_string(i); }
+  // Clients with the admin key (or engine `as`'s): the controller's leader, and node i.
+  std::unique_ptr<AdminClient> Admin(std::chrono::milliseconds timeout,
+                                     const std::string& as = "admin") const {
+    return std::make_unique<AdminClient>(Spec(), timeout, keys_.Dial(as));
+  }
+  std::unique_ptr<NodeClient> Node(int i, std::chrono::milliseconds timeout) const {
+    return std::make_unique<NodeClient>(node(i), timeout, pikv::WireLimits{},
+                                        keys_.Dial("admin", NodeId(i)));
+  }
+  int NodeIndex(const std::string& tcp) const {
+    for (int i = 0; i < kNodes; ++i) {
+      if (node(i) == tcp) return i;
+    }
+    return -1;
   }
   void StartController(int i) {
     std::vector<std::string> args = {"--endpoint",  Endpoint(i), "--http",      "127.0.0.1:0",
                                      "--lease-ttl", ttl_,        "--log-level", "error"};
     for (const auto& a : etcd_.ControllerArgs()) args.push_back(a);
-    controllers_[i] = pikv::testing::StartController(args);
+    controllers_[i] = pikv::testing::StartController(keys_.With("controller", args));
   }
   void Signal(int i, int sig) { controllers_[i].process->Signal(sig); }
   void Kill(int i) {
@@ -76,7 +97,8 @@ class Cluster {
   }
   // Controller i's role as it answers for itself ("" when silent).
   std::string Role(int i) const {
-    return controllers_[i].process ? pikv::testing::ControllerRole(Endpoint(i)) : "";
+    return controllers_[i].process ? pikv::testing::ControllerRole(Endpoint(i), keys_.Dial("admin"))
+                                   : "";
   }
   int Leader() const {
     for (int i = 0; i < kControllers; ++i) {
@@ -91,6 +113,7 @@ class Cluster {
 
  private:
   std::string ttl_;
+  pikv::testing::TestKeys keys_{{NodeId(0), NodeId(1), NodeId(2)}};
   pikv::launch::EtcdCluster etcd_{3};
   pikv::testing::RedisServer redis_;
   int ports_[kControllers] = {};
@@ -150,15 +173,13 @@ bool RegistryHolds(Cluster& c, const std::vector<ChunkKey>& keys, uint64_t& wron
   std::vector<std::set<ChunkKey>> held(kNodes);
   for (int i = 0; i < kNodes; ++i) {
     index[c.node(i)] = i;
-    NodeClient n(c.node(i), 2s);
-    auto mask = n.Exists(keys);
+    auto mask = c.Node(i, 2s)->Exists(keys);
     if (!mask.ok()) return false;
     for (size_t k = 0; k < keys.size(); ++k) {
       if ((*mask)[k] & 3) held[i].insert(keys[k]);
     }
   }
-  AdminClient admin(c.Spec(), 300ms);
-  auto located = admin.Locate(keys);
+  auto located = c.Admin(300ms)->Locate(keys);
   if (!located.ok()) return false;
   bool whole = true;
   for (size_t k = 0; k < keys.size(); ++k) {
@@ -173,8 +194,7 @@ bool RegistryHolds(Cluster& c, const std::vector<ChunkKey>& keys, uint64_t& wron
       if (!held[it->second].count(keys[k])) {
         // Not held when asked before the locate: wrong unless it arrived
         // since (a P2P pull of the load), so ask the node again, after.
-        NodeClient n(c.node(it->second), 2s);
-        auto mask = n.Exists({&keys[k], 1});
+        auto mask = c.Node(it->second, 2s)->Exists({&keys[k], 1});
         if (mask.ok() && ((*mask)[0] & 3) == 0) wrong++;
         whole = false;
         continue;
@@ -194,12 +214,12 @@ struct Counters {
 
 // Locate every 100 ms, each answer checked against the nodes it names.
 void LocateLoop(Cluster& c, const Truth& truth, Counters& n, const std::atomic<bool>& stop) {
-  AdminClient admin(c.Spec(), 200ms);
+  auto admin = c.Admin(200ms);
   std::map<std::string, std::unique_ptr<NodeClient>> holders;
   while (!stop) {
     auto keys = truth.All();
     if (keys.size() > 256) keys.resize(256);
-    auto located = admin.Locate(keys);
+    auto located = admin->Locate(keys);
     n.locates++;
     if (!located.ok()) {
       n.locate_failed++;
@@ -212,7 +232,12 @@ void LocateLoop(Cluster& c, const Truth& truth, Counters& n, const std::atomic<b
       }
       for (const auto& [tcp, named_keys] : named) {
         auto& holder = holders[tcp];
-        if (!holder) holder = std::make_unique<NodeClient>(tcp, 1s);
+        const int i = c.NodeIndex(tcp);
+        if (i < 0) {
+          n.wrong += named_keys.size();  // a node that is not the cluster's
+          continue;
+        }
+        if (!holder) holder = c.Node(i, 1s);
         auto mask = holder->Exists(named_keys);
         if (!mask.ok()) continue;
         for (uint8_t m : *mask) n.wrong += (m & 3) == 0;
@@ -225,7 +250,7 @@ void LocateLoop(Cluster& c, const Truth& truth, Counters& n, const std::atomic<b
 // GET, PUT and P2P pull round the nodes, every byte verified.
 void DataLoop(Cluster& c, Truth& truth, Counters& n, const std::atomic<bool>& stop) {
   std::vector<std::unique_ptr<NodeClient>> nodes;
-  for (int i = 0; i < kNodes; ++i) nodes.push_back(std::make_unique<NodeClient>(c.node(i), 2s));
+  for (int i = 0; i < kNodes; ++i) nodes.push_back(c.Node(i, 2s));
   for (uint64_t r = 1'000'000; !stop; ++r) {
     const int i = static_cast<int>(r % kNodes), j = static_cast<int>((r + 1) % kNodes);
     if (auto pick = truth.Pick(i, r)) {  // GET where it was put
@@ -250,6 +275,7 @@ void DataLoop(Cluster& c, Truth& truth, Counters& n, const std::atomic<bool>& st
         n.pull_failed++;
       else if (!Same(*(*pulled)[0], pick->second))
         n.corrupt++;
+      (void)nodes[j]->Delete({&pick->first, 1});  // the next pull of it crosses the network again
     }
     std::this_thread::sleep_for(50ms);
   }
@@ -263,11 +289,11 @@ struct Sample {
 // After `fault`: how long until locate answers, then until the registry is whole.
 Sample Measure(Cluster& c, const Truth& truth, const std::function<void()>& fault) {
   Sample s;
-  AdminClient admin(c.Spec(), 100ms);
+  auto admin = c.Admin(100ms);
   const auto t0 = Clock::now();
   fault();
   const auto probe = truth.All().front();
-  while (!admin.Locate({probe}).ok() && Clock::now() - t0 < 30s) std::this_thread::sleep_for(10ms);
+  while (!admin->Locate({probe}).ok() && Clock::now() - t0 < 30s) std::this_thread::sleep_for(10ms);
   const auto answered = Clock::now();
   s.silent = Seconds(answered - t0);
   while (!RegistryWhole(c, truth, s.wrong) && Clock::now() - t0 < 60s)
@@ -311,31 +337,48 @@ int main(int argc, char** argv) {
   Cluster c(ttl);
   Truth truth;
   for (int i = 0; i < kNodes; ++i) {
-    NodeClient n(c.node(i), 5s);
+    auto n = c.Node(i, 5s);
     for (int k = 0; k < 200; ++k) {
       auto o = pikv::testing::MakeObject(1000 * i + k, 4 << 10);
-      auto r = n.Put({&o.key, 1}, {&o.bytes, 1});
+      auto r = n->Put({&o.key, 1}, {&o.bytes, 1});
       if (r.ok() && (*r)[0].ok()) truth.Add(i, std::move(o));
     }
   }
   Settle(c, truth);
+  // Revoked once; every new leader must go on refusing it.
+  auto revoked = c.Admin(2s)->Json(pikv::MsgType::kAdminRevoke, {}, {{"engine", "revoked"}});
+  if (!revoked.ok()) {
+    std::cerr << "failover_bench: revoke: " << revoked.status().ToString() << "\n";
+    return 1;
+  }
+  const ChunkKey probe = truth.All().front();
+  uint64_t revocation_checks = 0, revocations_lost = 0;
+  auto check_revoked = [&] {
+    revocation_checks++;
+    if (c.Admin(1s, "revoked")->Locate({probe}).ok()) revocations_lost++;
+  };
+  check_revoked();
   Counters counters;
   std::atomic<bool> stop{false};
   std::thread locator([&] { LocateLoop(c, truth, counters, stop); });
   std::thread data([&] { DataLoop(c, truth, counters, stop); });
+  std::this_thread::sleep_for(2s);  // the load in its stride before the first fault
 
   std::map<std::string, std::vector<Sample>> samples;
-  std::map<std::string, uint64_t> failed_ops;
+  std::map<std::string, uint64_t> failed_ops, failed_pulls;
   auto run = [&](const std::string& name, int times, const std::function<void()>& fault,
                  const std::function<void()>& recover) {
     for (int t = 0; t < times; ++t) {
       const uint64_t failed_before =
           counters.get_failed + counters.put_failed + counters.pull_failed;
+      const uint64_t pulls_failed_before = counters.pull_failed;
       samples[name].push_back(Measure(c, truth, fault));
       failed_ops[name] +=
           counters.get_failed + counters.put_failed + counters.pull_failed - failed_before;
+      failed_pulls[name] += counters.pull_failed - pulls_failed_before;
       recover();
       Settle(c, truth);
+      check_revoked();
       std::cerr << name << " " << t + 1 << "/" << times << ": no locate for "
                 << Fixed(samples[name].back().silent, 2) << " s, whole "
                 << Fixed(samples[name].back().whole_after, 2) << " s later\n";
@@ -374,9 +417,18 @@ int main(int argc, char** argv) {
   locator.join();
   data.join();
 
+  // What the nodes say of their pulls: objects fetched from a peer, and
+  // pulls planned on remembered locations while no controller answered.
+  int64_t pulled_objects = 0, pulls_from_memory = 0;
+  for (int i = 0; i < kNodes; ++i) {
+    if (auto stats = c.Node(i, 2s)->Stats(); stats.ok()) {
+      pulled_objects += pikv::FieldInt(*stats, "p2p.pulled_objects");
+      pulls_from_memory += pikv::FieldInt(*stats, "p2p.pulls_from_memory");
+    }
+  }
   pikv::bench::Table table({"fault", "runs", "no locate: median s", "max s",
                             "registry whole after: median s", "max s", "wrong locations",
-                            "ops failed"});
+                            "ops failed", "pulls failed"});
   pikv::bench::JsonLine line;
   uint64_t wrong_total = counters.wrong;
   for (const auto& [name, list] : samples) {
@@ -391,25 +443,34 @@ int main(int argc, char** argv) {
     table.Add({name, std::to_string(list.size()), Fixed(Median(silent), 2),
                Fixed(pikv::bench::Quantile(silent, 1), 2), Fixed(Median(whole), 2),
                Fixed(pikv::bench::Quantile(whole, 1), 2), std::to_string(wrong),
-               std::to_string(failed_ops[name])});
+               std::to_string(failed_ops[name]), std::to_string(failed_pulls[name])});
     line.Add(name + "_no_locate_median_s", Median(silent));
     line.Add(name + "_no_locate_max_s", pikv::bench::Quantile(silent, 1));
     line.Add(name + "_whole_after_median_s", Median(whole));
     line.Add(name + "_whole_after_max_s", pikv::bench::Quantile(whole, 1));
     line.Add(name + "_ops_failed", failed_ops[name]);
+    line.Add(name + "_pulls_failed", failed_pulls[name]);
   }
   table.Print();
   std::cout << "\nload: " << counters.locates << " locates (" << counters.locate_failed
             << " unanswered), " << counters.gets << " gets (" << counters.get_failed << " failed), "
             << counters.puts << " puts (" << counters.put_failed << " failed), " << counters.pulls
             << " P2P pulls (" << counters.pull_failed << " failed), " << counters.corrupt
-            << " corrupt, " << wrong_total << " wrong locations\n";
+            << " corrupt, " << wrong_total << " wrong locations\n"
+            << "nodes: " << pulled_objects << " objects pulled from peers, " << pulls_from_memory
+            << " pulls on remembered locations (no controller)\n"
+            << "revocation: engine 'revoked' checked after every fault: " << revocations_lost
+            << " of " << revocation_checks << " checks found it answered\n";
   line.Add("lease_ttl_s", std::stod(ttl));
   line.Add("wrong_locations", wrong_total);
   line.Add("corrupt_bytes", counters.corrupt);
   line.Add("pulls_failed", counters.pull_failed);
   line.Add("gets_failed", counters.get_failed);
   line.Add("puts_failed", counters.put_failed);
+  line.Add("pulled_objects", pulled_objects);
+  line.Add("pulls_from_memory", pulls_from_memory);
+  line.Add("revocation_checks", revocation_checks);
+  line.Add("revocations_lost", revocations_lost);
   std::cout << line.str() << "\n";
-  return wrong_total == 0 && counters.corrupt == 0 ? 0 : 1;
+  return wrong_total == 0 && counters.corrupt == 0 && revocations_lost == 0 ? 0 : 1;
 }

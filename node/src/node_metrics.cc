@@ -56,6 +56,9 @@ std::string NodeMetricsText(const RequestHandler& handler, storage::StorageManag
   w.Sample("pikv_node_p2p_pulled_objects_total", "", c.pulled_objects);
   w.Family("pikv_node_p2p_pull_failures_total", "counter", "Pulls whose peer did not answer.");
   w.Sample("pikv_node_p2p_pull_failures_total", "", c.pull_failures);
+  w.Family("pikv_node_p2p_pulls_from_memory_total", "counter",
+           "Pulls planned on the last locations seen while no controller answered.");
+  w.Sample("pikv_node_p2p_pulls_from_memory_total", "", c.pulls_from_memory);
 
   w.Family("pikv_node_p2p_pulled_streamed_total", "counter",
            "Objects pulled from peers in bounded frames.");

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 
@@ -95,6 +96,113 @@ Result<std::vector<std::vector<LocatedCopy>>> Puller::Locate(const std::vector<C
   return last;
 }
 
+std::vector<std::vector<Puller::Source>> Puller::Sources(const Header& request,
+                                                         Clock::time_point deadline,
+                                                         std::string& why_none) {
+  const std::vector<ChunkKey>& keys = request.keys;
+  // Where the controller says the keys are; while none answers (a failover),
+  // where it last said.
+  // The controller gets half the deadline (a dead leader must leave time
+  // for the peers), and is not asked again for kLocateBackoff after it
+  // failed to answer.
+  std::vector<std::vector<LocatedCopy>> copies;
+  const auto now = Clock::now();
+  Result<std::vector<std::vector<LocatedCopy>>> located =
+      Unavailable("no answer from the controller a moment ago");
+  if (now.time_since_epoch().count() >= skip_locate_until_.load()) {
+    located = Locate(keys, now + Left(deadline) / 2);
+    if (!located.ok())
+      skip_locate_until_ = (Clock::now() + kLocateBackoff).time_since_epoch().count();
+  }
+  if (located.ok()) {
+    memory_.Remember(keys, *located);
+    copies = std::move(*located);
+    // A key the controller names no peer's copy of (a new leader whose
+    // registry the nodes are still filling, or a copy gone since the client
+    // located it): where it was last seen, or the peers seen last.
+    std::vector<size_t> unnamed;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (std::none_of(copies[i].begin(), copies[i].end(), [&](const LocatedCopy& c) {
+            return c.tier != TierKind::kRemote && c.node_id != node_id_;
+          }))
+        unnamed.push_back(i);
+    }
+    if (!unnamed.empty()) {
+      std::vector<ChunkKey> ask;
+      for (size_t i : unnamed) ask.push_back(keys[i]);
+      auto recalled = memory_.Recall(ask);
+      for (size_t j = 0; j < unnamed.size(); ++j) copies[unnamed[j]] = std::move(recalled[j]);
+    }
+  } else {
+    copies = memory_.Recall(keys);
+    why_none = "controller: " + located.status().ToString();
+    if (std::all_of(copies.begin(), copies.end(), [](const auto& c) { return c.empty(); }))
+      return std::vector<std::vector<Source>>(keys.size());
+    from_memory_++;
+    spdlog::debug("pull: {}; asking where it last named", why_none);
+  }
+  // Never this node, never the shared tier (the node reads Redis itself on
+  // a get); with security on, only peers whose key the keyring lists (CURVE
+  // then proves they are who the controller says). The preferred peer first.
+  const std::string preferred = FieldString(request.fields, "from");
+  std::vector<std::vector<Source>> sources(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    for (const LocatedCopy& c : copies[i]) {
+      if (c.tier == TierKind::kRemote || c.node_id == node_id_) continue;
+      if (!ParseTcpEndpoint(c.tcp).ok()) continue;
+      if (options_.security && !options_.security->keyring.NodeKey(c.node_id)) continue;
+      sources[i].push_back({c.tcp, c.node_id});
+    }
+    auto first = std::find_if(sources[i].begin(), sources[i].end(),
+                              [&](const Source& s) { return s.tcp == preferred; });
+    if (first != sources[i].end()) std::rotate(sources[i].begin(), first, first + 1);
+    if (sources[i].size() > kMaxSourcesPerKey) sources[i].resize(kMaxSourcesPerKey);
+  }
+  return sources;
+}
+
+Status Puller::FetchFrom(const Source& peer_node, const std::vector<size_t>& idx,
+                         const Header& request, Clock::time_point deadline,
+                         std::vector<SharedBuffer>& objects) {
+  std::optional<CurveClientKeys> curve;
+  if (options_.security) {
+    auto keys = options_.security->ForNode(peer_node.node_id);
+    if (!keys.ok()) return keys.status();
+    curve = std::move(*keys);
+  }
+  auto peer = pool_.Acquire(peer_node.tcp, curve);
+  Message get;
+  get.header.type = MsgType::kGet;
+  for (size_t i : idx) get.header.keys.push_back(request.keys[i]);
+  if (options_.stream_frame_bytes > 0)
+    get.header.fields[kStreamFrameField] = static_cast<int64_t>(options_.stream_frame_bytes);
+  const std::vector<ChunkKey> keys = get.header.keys;
+  auto answer = peer->Call(std::move(get), Left(deadline));
+  if (answer.ok() && answer->header.status == ErrorCode::kOk &&
+      answer->header.fields.contains(kStreamFrameField)) {
+    std::vector<bool> admitted(idx.size(), false);
+    const bool whole = ReceiveStream(*peer, answer->header, keys, admitted, deadline);
+    if (!whole) peer.Discard();  // the rest of the stream would still arrive on it
+    for (size_t j = 0; j < idx.size(); ++j) {
+      if (!admitted[j]) continue;
+      if (auto held = storage_.cpu().Get(keys[j]); held.ok()) objects[idx[j]] = std::move(*held);
+    }
+    return whole ? Status::Ok() : Unavailable("streamed reply broken off");
+  }
+  auto got = rpc::ObjectsFromReply(std::move(answer), idx.size());
+  if (!got.ok()) {
+    peer.Discard();  // reconnect next time
+    return got.status();
+  }
+  for (size_t j = 0; j < idx.size(); ++j) {
+    Result<SharedBuffer>& r = (*got)[j];
+    if (!r.ok()) continue;
+    // Put verifies size, checksum and key before admitting; a bad copy is a miss.
+    if (storage_.Put(request.keys[idx[j]], *r).ok()) objects[idx[j]] = std::move(*r);
+  }
+  return Status::Ok();
+}
+
 Message Puller::Pull(const Header& request, Clock::time_point deadline) {
   const size_t n = request.keys.size();
   Message reply;
@@ -106,80 +214,40 @@ Message Puller::Pull(const Header& request, Clock::time_point deadline) {
     reply.header.reason = why;
     spdlog::debug("pull: {}", why);
   };
-
-  // 1. Where are the keys? Only the controller's answer names peers.
-  auto located = Locate(request.keys, deadline);
-  if (!located.ok()) {
-    fail("controller: " + located.status().ToString());
-    return reply;
-  }
-  std::vector<std::vector<LocatedCopy>> copies = std::move(*located);
-
-  // 2. One source per key: the preferred peer if it holds the key, else the
-  // cheapest node that does; never this node, never the shared tier (the
-  // node reads Redis itself on a get). With security on, only peers whose
-  // key the keyring lists (CURVE then proves they are who the controller
-  // says).
-  const std::string preferred = FieldString(request.fields, "from");
-  std::map<std::string, std::vector<size_t>> by_peer;
-  std::map<std::string, CurveClientKeys> peer_keys;  // by endpoint, when secure
-  for (size_t i = 0; i < n; ++i) {
-    const LocatedCopy* pick = nullptr;
-    for (const LocatedCopy& c : copies[i]) {
-      if (c.tier == TierKind::kRemote || c.node_id == node_id_) continue;
-      if (!ParseTcpEndpoint(c.tcp).ok()) continue;
-      if (options_.security && !options_.security->keyring.NodeKey(c.node_id)) continue;
-      if (!pick || c.tcp == preferred) pick = &c;
-      if (c.tcp == preferred) break;
-    }
-    if (!pick) continue;
-    by_peer[pick->tcp].push_back(i);
-    if (options_.security) peer_keys[pick->tcp] = *options_.security->ForNode(pick->node_id);
-  }
-
-  // 3. Fetch from each peer, verify and admit.
+  // What this node's CPU tier holds already (pulled a moment ago) is served
+  // from here.
   std::vector<SharedBuffer> objects(n);
-  for (const auto& [endpoint, idx] : by_peer) {
-    if (Left(deadline).count() == 0) {
-      fail("deadline passed");
-      break;
-    }
-    std::optional<CurveClientKeys> curve;
-    if (auto it = peer_keys.find(endpoint); it != peer_keys.end()) curve = it->second;
-    auto peer = pool_.Acquire(endpoint, curve);
-    Message get;
-    get.header.type = MsgType::kGet;
-    for (size_t i : idx) get.header.keys.push_back(request.keys[i]);
-    if (options_.stream_frame_bytes > 0)
-      get.header.fields[kStreamFrameField] = static_cast<int64_t>(options_.stream_frame_bytes);
-    const std::vector<ChunkKey> keys = get.header.keys;
-    auto answer = peer->Call(std::move(get), Left(deadline));
-    if (answer.ok() && answer->header.status == ErrorCode::kOk &&
-        answer->header.fields.contains(kStreamFrameField)) {
-      std::vector<bool> admitted(idx.size(), false);
-      if (!ReceiveStream(*peer, answer->header, keys, admitted, deadline)) {
-        peer.Discard();  // the rest of the stream would still arrive on it
-        fail("peer " + endpoint + ": streamed reply broken off");
+  bool all_here = true;
+  for (size_t i = 0; i < n; ++i) {
+    if (auto held = storage_.cpu().Get(request.keys[i]); held.ok()) objects[i] = std::move(*held);
+    all_here = all_here && !objects[i].empty();
+  }
+  std::string why_none;
+  const std::vector<std::vector<Source>> sources =
+      all_here ? std::vector<std::vector<Source>>(n) : Sources(request, deadline, why_none);
+  // Round r asks each key still missing of its r-th source, one request per
+  // peer: a dead or stale peer costs a round, not the key.
+  bool asked = false;
+  for (size_t round = 0; round < kMaxSourcesPerKey && Left(deadline).count() > 0; ++round) {
+    std::map<std::string, std::pair<Source, std::vector<size_t>>> by_peer;
+    for (size_t i = 0; i < n; ++i) {
+      if (objects[i].empty() && round < sources[i].size()) {
+        auto& [peer, idx] = by_peer[sources[i][round].tcp];
+        peer = sources[i][round];
+        idx.push_back(i);
       }
-      for (size_t j = 0; j < idx.size(); ++j) {
-        if (!admitted[j]) continue;
-        if (auto held = storage_.cpu().Get(keys[j]); held.ok()) objects[idx[j]] = std::move(*held);
+    }
+    for (const auto& [endpoint, job] : by_peer) {
+      if (Left(deadline).count() == 0) {
+        fail("deadline passed");
+        break;
       }
-      continue;
-    }
-    auto got = rpc::ObjectsFromReply(std::move(answer), idx.size());
-    if (!got.ok()) {
-      peer.Discard();  // reconnect next time
-      fail("peer " + endpoint + ": " + got.status().ToString());
-      continue;
-    }
-    for (size_t j = 0; j < idx.size(); ++j) {
-      Result<SharedBuffer>& r = (*got)[j];
-      if (!r.ok()) continue;
-      // Put verifies size, checksum and key before admitting; a bad copy is a miss.
-      if (storage_.Put(request.keys[idx[j]], *r).ok()) objects[idx[j]] = std::move(*r);
+      asked = true;
+      if (Status s = FetchFrom(job.first, job.second, request, deadline, objects); !s.ok())
+        fail("peer " + endpoint + ": " + s.ToString());
     }
   }
+  if (!asked && !why_none.empty()) fail(why_none);
   // A local client on the zero-copy channel reads what was admitted in place.
   const bool admit_only = FieldInt(request.fields, "admit_only", 0) != 0;
   for (size_t i = 0; i < n; ++i) {

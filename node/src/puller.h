@@ -4,7 +4,11 @@
 // (fields["from"]). Which peers may be asked is never taken from the request:
 // the puller asks the controller where the keys are (kLocate) and fetches
 // each key from a node that holds it in CPU or disk: the preferred one when
-// the controller lists it, otherwise the cheapest; never this node itself.
+// the controller lists it, otherwise the cheapest, then the next (at most
+// kMaxSourcesPerKey); never this node itself. While no controller answers
+// (a failover), and for a key it names no copy of (a new leader's registry
+// still filling), the locations it last gave are used, or for a key never
+// located the peers it named last (LocationMemory).
 // Objects are admitted here through StorageManager::Put (size, checksum and
 // key verified) and returned like a get; with fields["admit_only"] only the
 // per-key outcome is returned (a local client then reads the objects in
@@ -22,6 +26,7 @@
 #include <string>
 
 #include "peer_pool.h"
+#include "pikv/node/location_memory.h"
 #include "pikv/node/request_handler.h"
 #include "pikv/proto/locate_reply.h"
 #include "pikv/proto/message.h"
@@ -33,19 +38,33 @@ class Puller {
  public:
   using Clock = std::chrono::steady_clock;
   struct Counters {
-    uint64_t objects = 0;   // pulled and admitted
-    uint64_t failures = 0;  // controller or peer did not answer
-    uint64_t streamed = 0;  // objects received in bounded frames
+    uint64_t objects = 0;      // pulled and admitted
+    uint64_t failures = 0;     // controller or peer did not answer
+    uint64_t streamed = 0;     // objects received in bounded frames
+    uint64_t from_memory = 0;  // pulls planned on remembered locations (no controller)
   };
+  static constexpr size_t kMaxSourcesPerKey = 3;
+  static constexpr std::chrono::milliseconds kLocateBackoff{250};
 
   Puller(storage::StorageManager& storage, std::string node_id, PullOptions options);
 
   // The reply to a validated pull request (keys within limits). Per-key
   // values are kOk (one payload frame each) or kNotFound.
   Message Pull(const Header& request, Clock::time_point deadline);
-  Counters counters() const { return {objects_, failures_, streamed_objects_}; }
+  Counters counters() const { return {objects_, failures_, streamed_objects_, from_memory_}; }
 
  private:
+  struct Source {
+    std::string tcp, node_id;
+  };
+  // Per key, the nodes to ask in turn; all empty (and `why_none` set) when
+  // no controller answered and nothing is remembered.
+  std::vector<std::vector<Source>> Sources(const Header& request, Clock::time_point deadline,
+                                           std::string& why_none);
+  // Asks `peer` for the request's keys `idx` and admits what it sends
+  // (verified) into `objects`; an error when the peer did not answer whole.
+  Status FetchFrom(const Source& peer, const std::vector<size_t>& idx, const Header& request,
+                   Clock::time_point deadline, std::vector<SharedBuffer>& objects);
   // Where `keys` are, from the leader controller.
   Result<std::vector<std::vector<LocatedCopy>>> Locate(const std::vector<ChunkKey>& keys,
                                                        Clock::time_point deadline);
@@ -59,7 +78,9 @@ class Puller {
   const std::string node_id_;
   const PullOptions options_;
   PeerPool pool_;
-  std::atomic<uint64_t> objects_{0}, failures_{0}, streamed_objects_{0};
+  LocationMemory memory_;
+  std::atomic<uint64_t> objects_{0}, failures_{0}, streamed_objects_{0}, from_memory_{0};
+  std::atomic<Clock::rep> skip_locate_until_{0};  // steady-clock ticks
 };
 
 }  // namespace pikv::node

@@ -267,6 +267,7 @@ NodeCounters RequestHandler::Counters() const {
     c.pulled_objects = puller_->counters().objects;
     c.pull_failures = puller_->counters().failures;
     c.pulled_streamed = puller_->counters().streamed;
+    c.pulls_from_memory = puller_->counters().from_memory;
   }
   c.malformed = malformed_;
   c.too_large = too_large_;
@@ -295,6 +296,7 @@ Fields RequestHandler::StatsFields() const {
   put("requests.streamed", c.streamed);
   put("p2p.pulled_objects", c.pulled_objects);
   put("p2p.pull_failures", c.pull_failures);
+  put("p2p.pulls_from_memory", c.pulls_from_memory);
   put("p2p.pulled_streamed", c.pulled_streamed);
   put("errors.malformed", c.malformed);
   put("errors.too_large", c.too_large);

@@ -230,6 +230,28 @@ TEST_F(LeadershipTest, KilledLeaderIsReplacedWithTheRegistryWhole) {
   EXPECT_EQ(testing::AliveNodes(Spec(), AdminKeys()), kNodes);
 }
 
+// P2P pulls while no controller answers: where it last said, or the peers
+// it last named; what arrives is verified as always.
+TEST_F(LeadershipTest, PullsWithNoControllerUseTheLastLocationsSeen) {
+  NodeClient a(nodes_[0].tcp, 5s);
+  const testing::TestObject& known = objects_[1][0];
+  const testing::TestObject& never_located = objects_[1][1];
+  auto first = a.Pull({&known.key, 1}, "", 3s);  // located: remembered
+  ASSERT_TRUE(first.ok() && (*first)[0].ok());
+  ASSERT_TRUE(a.Delete({&known.key, 1}).ok());  // so the next pull must fetch again
+  for (auto& c : controllers_) {
+    if (c.process) c.process->Signal(SIGKILL);
+  }
+  for (const testing::TestObject* o : {&known, &never_located}) {
+    auto pulled = a.Pull({&o->key, 1}, "", 2s);
+    ASSERT_TRUE(pulled.ok()) << pulled.status().ToString();
+    ASSERT_TRUE((*pulled)[0].ok()) << "no pull without a controller";
+    const SharedBuffer& got = *(*pulled)[0];
+    EXPECT_TRUE(got.size() == o->bytes.size() &&
+                std::equal(got.data(), got.data() + got.size(), o->bytes.data()));
+  }
+}
+
 TEST_F(LeadershipTest, PausedLeaderLosesItsLeaseAndStaysDeposed) {
   const Failover f = Fail(SIGSTOP);
   EXPECT_EQ(f.wrong, 0u);

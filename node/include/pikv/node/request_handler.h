@@ -25,12 +25,13 @@ struct NodeCounters {
   uint64_t gets = 0, puts = 0, exists = 0, deletes = 0, pins = 0, unpins = 0, stats = 0, pings = 0;
   uint64_t clears = 0;
   uint64_t pulls = 0, pulled_objects = 0, pull_failures = 0, pulled_streamed = 0;
-  uint64_t streamed = 0;      // get replies sent in bounded frames
-  uint64_t malformed = 0;     // undecodable headers or frames
-  uint64_t too_large = 0;     // over a wire limit
-  uint64_t unsupported = 0;   // unknown type or version
-  uint64_t bad_requests = 0;  // decodable but inconsistent (e.g. key/payload count)
-  uint64_t busy = 0;          // answered kRetry (e.g. too many pulls in flight)
+  uint64_t pulls_from_memory = 0;  // planned on the last locations seen (no controller)
+  uint64_t streamed = 0;           // get replies sent in bounded frames
+  uint64_t malformed = 0;          // undecodable headers or frames
+  uint64_t too_large = 0;          // over a wire limit
+  uint64_t unsupported = 0;        // unknown type or version
+  uint64_t bad_requests = 0;       // decodable but inconsistent (e.g. key/payload count)
+  uint64_t busy = 0;               // answered kRetry (e.g. too many pulls in flight)
   uint64_t bytes_in = 0, bytes_out = 0;
 };
 

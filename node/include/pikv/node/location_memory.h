@@ -1,0 +1,49 @@
+// LocationMemory: the last copies the controller named for keys this node
+// pulled, and the peers it named most recently, so that pulls go on while no
+// controller answers (a failover, etcd without quorum). A remembered
+// location may be stale: the peer then answers "not found", and whatever a
+// peer sends is verified on arrival as always (StorageManager::Put). Only
+// what the controller said is remembered: a pull request never adds a peer.
+// Bounded: at most `max_keys` keys, least recently remembered dropped first.
+// Thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <list>
+#include <mutex>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "pikv/proto/chunk_key.h"
+#include "pikv/proto/locate_reply.h"
+
+namespace pikv::node {
+
+class LocationMemory {
+ public:
+  static constexpr size_t kMaxPeers = 4;
+  explicit LocationMemory(size_t max_keys = 16384) : max_keys_(max_keys) {}
+
+  // The controller's answer for `keys`; a key it names no node copy of
+  // keeps what was remembered.
+  void Remember(std::span<const ChunkKey> keys,
+                const std::vector<std::vector<LocatedCopy>>& copies);
+  // Per key: its remembered copies, or for a key never located the peers
+  // named most recently (newest first); empty when nothing was ever located.
+  std::vector<std::vector<LocatedCopy>> Recall(std::span<const ChunkKey> keys) const;
+  size_t size() const;
+
+ private:
+  struct Entry {
+    std::vector<LocatedCopy> copies;
+    std::list<ChunkKey>::iterator age;
+  };
+  const size_t max_keys_;
+  mutable std::mutex mu_;
+  std::list<ChunkKey> ages_;                    // guarded by mu_: newest first
+  std::unordered_map<ChunkKey, Entry> by_key_;  // guarded by mu_
+  std::vector<LocatedCopy> peers_;              // guarded by mu_: newest first, distinct node ids
+};
+
+}  // namespace pikv::node
