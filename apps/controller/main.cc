@@ -33,6 +33,10 @@ int main(int argc, char** argv) {
                  "Directory of etcd's CA and pikv's client certificate (ca.crt, client.crt, "
                  "client.key: pikv etcd-certs); etcd is then reached over https (empty: http)");
   config.Declare("cluster", K::kString, "pikv", "Cluster name: the etcd keys pikv/<cluster>/...");
+  config.Declare("trust-file", K::kString, "",
+                 "Without etcd: the file keeping revocations and confirmed audit counts across "
+                 "restarts, replaced atomically (empty: memory only; with etcd they are kept "
+                 "there)");
   config.Declare("lease-ttl", K::kDuration, "3s",
                  "Leader lease (whole seconds, 2-60): failover takes about this long");
   config.Declare("advertise", K::kString, "",
@@ -69,6 +73,12 @@ int main(int argc, char** argv) {
     options.etcd = std::move(*etcd);
   }
   options.cluster = config.String("cluster");
+  options.trust_file = config.String("trust-file");
+  if (!options.trust_file.empty() && !options.etcd.empty()) {
+    std::cerr << "pikv-controller: trust-file is for a controller without etcd (with etcd the "
+                 "record is kept there)\n";
+    return 2;
+  }
   options.lease_ttl = config.Duration("lease-ttl");
   options.advertise = config.String("advertise");
   options.advertise_http = config.String("advertise-http");

@@ -75,7 +75,7 @@ bool ControllerHandler::StillLeading() const {
 
 bool ControllerHandler::Leading(Clock::time_point now) {
   const LeaderElection* election = election_.load();
-  if (!election) return true;
+  if (!election) return ReadTrust(state_.epoch(), now);  // alone: its trust file, once
   const int64_t epoch = election->LeaderEpoch(now);
   if (epoch == 0) {
     if (state_.epoch() != 0) {
@@ -103,8 +103,8 @@ bool ControllerHandler::ReadTrust(uint64_t epoch, Clock::time_point now) {
   auto record = trust_->Load();
   if (!record.ok()) {
     // Answering without the revocations would let a revoked engine in.
-    spdlog::error("controller: the trust record in etcd cannot be read ({}): not answering yet",
-                  record.status().ToString());
+    spdlog::error("controller: the trust record in {} cannot be read ({}): not answering yet",
+                  trust_->where(), record.status().ToString());
     trust_retry_at_ = now + std::chrono::milliseconds(500);
     return false;
   }
@@ -120,7 +120,12 @@ bool ControllerHandler::ReadTrust(uint64_t epoch, Clock::time_point now) {
 }
 
 Header ControllerHandler::NotLeader(const Header& request, Clock::time_point now) const {
-  const ElectionView view = election_.load()->View(now);
+  const LeaderElection* election = election_.load();
+  if (!election)  // alone, and its trust file could not be read (logged)
+    return ReplyTo(request, ErrorCode::kUnavailable,
+                   "the controller cannot read its trust record (" + trust_->where() +
+                       "): not answering until it can");
+  const ElectionView view = election->View(now);
   Header reply =
       ReplyTo(request, ErrorCode::kNotLeader,
               view.current.endpoint.empty() ? "no leader elected yet"
@@ -184,8 +189,8 @@ void ControllerHandler::Apply(const std::string& identity, const CurvePeer* send
         // Recorded for the next leader before it takes effect.
         if (Status s = trust_ ? trust_->Revoke(engine) : Status::Ok(); !s.ok()) {
           out = Reject(identity, &h,
-                       Unavailable("the revocation could not be recorded in etcd (" + s.ToString() +
-                                   "): not revoked; try again"));
+                       Unavailable("the revocation could not be recorded in " + trust_->where() +
+                                   " (" + s.ToString() + "): not revoked; try again"));
           return;
         }
         if (revoked_->Add(engine)) revocations_++;
@@ -374,8 +379,8 @@ void ControllerHandler::OnMismatch(const std::string& identity, const CurvePeer*
     if (confirmed && trust_) {
       const uint64_t count = state_.audits().Stats().confirmed_by_writer[r.writer];
       if (Status s = trust_->Confirmed(r.writer, count); !s.ok())
-        spdlog::error("controller: {}'s confirmed count not recorded in etcd: {}", r.writer,
-                      s.ToString());
+        spdlog::error("controller: {}'s confirmed count not recorded in {}: {}", r.writer,
+                      trust_->where(), s.ToString());
     }
     spdlog::warn("controller: an audit by {} found {} (written by {}) wrong{}{}", reporter,
                  r.key.Hex(), r.writer, r.held ? ": dropped everywhere" : "",

@@ -95,8 +95,10 @@ Result<std::unique_ptr<ControllerServer>> ControllerServer::Start(ControllerOpti
     if (!election.ok()) return election.status();
     server->election_ = std::move(*election);
     server->handler_->Follow(server->election_.get());
-    server->handler_->KeepTrustIn(std::make_unique<TrustRecord>(
+    server->handler_->KeepTrustIn(std::make_unique<EtcdTrustRecord>(
         coord::EtcdClient(options.etcd, options.lease_ttl / 4), options.cluster));
+  } else if (!options.trust_file.empty()) {
+    server->handler_->KeepTrustIn(std::make_unique<FileTrustRecord>(options.trust_file));
   }
   server->loop_ = std::move(loop);
   server->loop_->thread = std::thread([self] { self->Run(); });

@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include <csignal>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
@@ -377,6 +378,45 @@ TEST_F(SecureLeadershipTest, ARevokedEngineStaysRefusedAcrossALeaderKill) {
   EXPECT_TRUE(locate_as("honest").ok()) << "the new leader answers";
   const Status bad = locate_as("bad");
   EXPECT_FALSE(bad.ok()) << "the new leader answered the revoked engine";
+}
+
+// A controller without etcd keeps its revocations in its trust file: a
+// revoked engine stays refused across a SIGKILL and restart. A trust file
+// that cannot be read keeps the controller from answering, not from living.
+TEST(LoneControllerTrust, ARevokedEngineStaysRefusedAcrossARestart) {
+  testing::TestKeys keys({"node-a"});
+  for (const char* engine : {"honest", "bad"}) keys.AddEngine(engine, "acme");
+  testing::TempDir dir;
+  const std::string endpoint = "tcp://127.0.0.1:" + std::to_string(testing::FreePort());
+  const std::string trust_file = dir.str() + "/trust.json";
+  auto start = [&] {
+    return testing::StartController(
+        keys.With("controller", {"--endpoint", endpoint, "--http", "", "--trust-file", trust_file,
+                                 "--log-level", "error"}));
+  };
+  const ChunkKey key{1, 2};
+  auto locate_as = [&](const std::string& engine) {
+    return AdminClient(endpoint, 1s, keys.Dial(engine)).Locate({key}).status();
+  };
+  auto controller = start();
+  EXPECT_TRUE(locate_as("bad").ok());
+  auto revoked = AdminClient(endpoint, 2s, keys.Dial("admin"))
+                     .Json(MsgType::kAdminRevoke, {}, {{"engine", std::string("bad")}});
+  ASSERT_TRUE(revoked.ok()) << revoked.status().ToString();
+  EXPECT_FALSE(locate_as("bad").ok());
+  controller.process->Signal(SIGKILL);
+  controller.process->Wait(5s);
+  controller = start();
+  EXPECT_TRUE(locate_as("honest").ok()) << "the restarted controller answers";
+  EXPECT_FALSE(locate_as("bad").ok()) << "the restarted controller answered the revoked engine";
+  // A damaged record: no answers (not even to honest engines), and no crash.
+  controller.process->Signal(SIGKILL);
+  controller.process->Wait(5s);
+  { std::ofstream(trust_file) << "{\"revoked\": [tru"; }
+  controller = start();
+  const Status honest = locate_as("honest");
+  EXPECT_EQ(honest.code(), ErrorCode::kUnavailable) << honest.ToString();
+  EXPECT_TRUE(controller.process->Running());
 }
 
 // The lease is checked on the clock of each message: a message taken up

@@ -37,6 +37,9 @@ struct ControllerOptions {
   coord::EtcdAccess etcd;
   std::string cluster = "pikv";
   std::chrono::milliseconds lease_ttl{3000};
+  // Without etcd: the file keeping revocations and confirmed audit counts
+  // across restarts (FileTrustRecord); empty: memory only.
+  std::string trust_file;
   // The endpoint and HTTP address others reach this controller at (default:
   // as bound; a wildcard address must be given here).
   std::string advertise;
