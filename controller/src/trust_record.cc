@@ -90,7 +90,9 @@ Status EtcdTrustRecord::Confirmed(const std::string& writer, uint64_t count) {
 Result<TrustRecord::Loaded> FileTrustRecord::Load() {
   using nlohmann::json;
   std::error_code ec;
-  if (!std::filesystem::exists(path_, ec)) {
+  const bool exists = std::filesystem::exists(path_, ec);
+  if (ec) return IoError("cannot look for " + path_ + ": " + ec.message());
+  if (!exists) {  // the first start
     current_ = {};
     return current_;
   }
@@ -104,8 +106,7 @@ Result<TrustRecord::Loaded> FileTrustRecord::Load() {
   Loaded out;
   if (auto r = doc.find("revoked"); r != doc.end() && r->is_array()) {
     for (const json& e : *r) {
-      if (e.is_string() && IsIdentityName(e.get<std::string>()) &&
-          out.revoked.size() < static_cast<size_t>(kMaxEntries))
+      if (e.is_string() && IsIdentityName(e.get<std::string>()))
         out.revoked.push_back(e.get<std::string>());
       else
         spdlog::warn("controller: {}: a revoked entry that names no engine: skipped", path_);
@@ -113,8 +114,7 @@ Result<TrustRecord::Loaded> FileTrustRecord::Load() {
   }
   if (auto c = doc.find("confirmed"); c != doc.end() && c->is_object()) {
     for (const auto& [writer, n] : c->items()) {
-      if (IsIdentityName(writer) && n.is_number_unsigned() &&
-          out.confirmed.size() < static_cast<size_t>(kMaxEntries))
+      if (IsIdentityName(writer) && n.is_number_unsigned())
         out.confirmed[writer] = n.get<uint64_t>();
       else
         spdlog::warn("controller: {}: a confirmed entry that is not a writer's count: skipped",
@@ -131,15 +131,14 @@ Status FileTrustRecord::Write(const Loaded& record) {
   if (Status s = WriteSynced(tmp, doc.dump(1) + "\n"); !s.ok()) return s;
   if (::rename(tmp.c_str(), path_.c_str()) != 0)
     return IoError("rename " + tmp + ": " + std::strerror(errno));
+  current_ = record;  // in place now, whether or not the rename is durable yet
   // The rename itself made durable: sync the directory.
   const std::string dir = std::filesystem::path(path_).parent_path().string();
   const int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
-  current_ = record;
-  return Status::Ok();
+  const bool synced = fd >= 0 && ::fsync(fd) == 0;
+  const std::string why = std::strerror(errno);
+  if (fd >= 0) ::close(fd);
+  return synced ? Status::Ok() : IoError("fsync the directory of " + path_ + ": " + why);
 }
 
 Status FileTrustRecord::Revoke(const std::string& engine) {

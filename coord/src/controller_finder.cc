@@ -62,19 +62,17 @@ ControllerFinder::~ControllerFinder() {
 }
 
 void ControllerFinder::Refresh() {
+  EtcdClient etcd(etcd_, kEtcdTimeout);  // one, so its connections are kept
   std::unique_lock lock(mu_);
-  for (size_t read = 0; !stop_; ++read) {
-    // Each read starts at the next member: one cut off from etcd's quorum
-    // (still answering from its stale copy) is not asked first forever.
-    EtcdAccess members = etcd_;
-    std::rotate(members.endpoints.begin(),
-                members.endpoints.begin() + read % members.endpoints.size(),
-                members.endpoints.end());
+  while (!stop_) {
     lock.unlock();
-    // A hint is enough (a stale one is corrected by kNotLeader): a
+    // Each read starts at the next member: one cut off from etcd's quorum
+    // (still answering from its stale copy) is not asked first forever. A
+    // hint is enough (a stale one is corrected by kNotLeader): a
     // serializable read, answered while etcd elects its own leader.
+    etcd.StartAtNextMember();
     ControllerInfo leader;
-    auto kv = EtcdClient(std::move(members), kEtcdTimeout).Get(LeaderKey(cluster_), true);
+    auto kv = etcd.Get(LeaderKey(cluster_), true);
     if (kv.ok() && kv->has_value()) {
       if (auto info = LeaderFromKv(**kv); info.ok()) leader = *info;
     }

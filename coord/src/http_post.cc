@@ -89,9 +89,12 @@ Result<ClientResponse> HttpClient::Post(const std::string& url, const std::strin
   curl_easy_setopt(curl, CURLOPT_WRITEDATA, &sink);
   curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, detail);
   if (tls_.enabled()) {
+    // Only our CA: the system's CA directory (libcurl's built-in default,
+    // back after every reset) must not vouch for an etcd.
     curl_easy_setopt(curl, CURLOPT_CAINFO, tls_.ca.c_str());
-    curl_easy_setopt(curl, CURLOPT_SSLCERT, tls_.cert.c_str());
-    curl_easy_setopt(curl, CURLOPT_SSLKEY, tls_.key.c_str());
+    curl_easy_setopt(curl, CURLOPT_CAPATH, nullptr);
+    if (!tls_.cert.empty()) curl_easy_setopt(curl, CURLOPT_SSLCERT, tls_.cert.c_str());
+    if (!tls_.key.empty()) curl_easy_setopt(curl, CURLOPT_SSLKEY, tls_.key.c_str());
   }
   const CURLcode code = curl_easy_perform(curl);
   curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, nullptr);  // `detail` is about to go

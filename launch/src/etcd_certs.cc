@@ -32,7 +32,15 @@ std::string Config(const std::vector<std::string>& names) {
 
 // One key pair and certificate: self-signed (the CA) or signed by the CA.
 Status MakeCert(const fs::path& dir, const std::string& name, const std::string& subject) {
-  if (fs::exists(dir / (name + ".crt")) && fs::exists(dir / (name + ".key"))) return Status::Ok();
+  std::error_code ec;
+  // A certificate already there is kept; the CA's key may have been taken
+  // off the host once the others were made.
+  if (fs::exists(dir / (name + ".crt"), ec) &&
+      (name == "ca" || fs::exists(dir / (name + ".key"), ec)))
+    return Status::Ok();
+  if (name != "ca" && !fs::exists(dir / "ca.key", ec))
+    return InvalidArgument("making " + name + ".crt needs the CA's key, " +
+                           (dir / "ca.key").string());
   std::vector<std::string> args = {"req",
                                    "-x509",
                                    "-config",
@@ -66,8 +74,8 @@ Status MakeCert(const fs::path& dir, const std::string& name, const std::string&
   } catch (const std::exception& e) {
     return IoError(std::string("openssl: ") + e.what());
   }
-  fs::permissions(dir / (name + ".key"), fs::perms::owner_read | fs::perms::owner_write);
-  return Status::Ok();
+  fs::permissions(dir / (name + ".key"), fs::perms::owner_read | fs::perms::owner_write, ec);
+  return ec ? IoError("chmod " + name + ".key: " + ec.message()) : Status::Ok();
 }
 
 }  // namespace

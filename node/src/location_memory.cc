@@ -31,12 +31,16 @@ void LocationMemory::Remember(std::span<const ChunkKey> keys,
   }
 }
 
-std::vector<std::vector<LocatedCopy>> LocationMemory::Recall(std::span<const ChunkKey> keys) const {
+std::vector<std::vector<LocatedCopy>> LocationMemory::Recall(std::span<const ChunkKey> keys,
+                                                             bool peers_for_unknown) const {
   std::lock_guard lock(mu_);
   std::vector<std::vector<LocatedCopy>> out(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) {
     auto it = by_key_.find(keys[i]);
-    out[i] = it != by_key_.end() ? it->second.copies : peers_;
+    if (it != by_key_.end())
+      out[i] = it->second.copies;
+    else if (peers_for_unknown)
+      out[i] = peers_;
   }
   return out;
 }

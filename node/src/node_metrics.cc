@@ -54,7 +54,8 @@ std::string NodeMetricsText(const RequestHandler& handler, storage::StorageManag
   w.Family("pikv_node_p2p_pulled_objects_total", "counter",
            "Objects pulled from peers and admitted here.");
   w.Sample("pikv_node_p2p_pulled_objects_total", "", c.pulled_objects);
-  w.Family("pikv_node_p2p_pull_failures_total", "counter", "Pulls whose peer did not answer.");
+  w.Family("pikv_node_p2p_pull_failures_total", "counter",
+           "Asks of the controller or a peer, within pulls, that were not answered.");
   w.Sample("pikv_node_p2p_pull_failures_total", "", c.pull_failures);
   w.Family("pikv_node_p2p_pulls_from_memory_total", "counter",
            "Pulls planned on the last locations seen while no controller answered.");

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <set>
 
 #include "pikv/proto/chunk_object.h"
 #include "pikv/proto/endpoint.h"
@@ -119,7 +120,8 @@ std::vector<std::vector<Puller::Source>> Puller::Sources(const Header& request,
     copies = std::move(*located);
     // A key the controller names no peer's copy of (a new leader whose
     // registry the nodes are still filling, or a copy gone since the client
-    // located it): where it was last seen, or the peers seen last.
+    // located it): where it was last seen, if it was (never a broadcast to
+    // the peers seen last: the controller answered).
     std::vector<size_t> unnamed;
     for (size_t i = 0; i < keys.size(); ++i) {
       if (std::none_of(copies[i].begin(), copies[i].end(), [&](const LocatedCopy& c) {
@@ -130,7 +132,7 @@ std::vector<std::vector<Puller::Source>> Puller::Sources(const Header& request,
     if (!unnamed.empty()) {
       std::vector<ChunkKey> ask;
       for (size_t i : unnamed) ask.push_back(keys[i]);
-      auto recalled = memory_.Recall(ask);
+      auto recalled = memory_.Recall(ask, /*peers_for_unknown=*/false);
       for (size_t j = 0; j < unnamed.size(); ++j) copies[unnamed[j]] = std::move(recalled[j]);
     }
   } else {
@@ -214,28 +216,25 @@ Message Puller::Pull(const Header& request, Clock::time_point deadline) {
     reply.header.reason = why;
     spdlog::debug("pull: {}", why);
   };
-  // What this node's CPU tier holds already (pulled a moment ago) is served
-  // from here.
-  std::vector<SharedBuffer> objects(n);
-  bool all_here = true;
-  for (size_t i = 0; i < n; ++i) {
-    if (auto held = storage_.cpu().Get(request.keys[i]); held.ok()) objects[i] = std::move(*held);
-    all_here = all_here && !objects[i].empty();
-  }
   std::string why_none;
-  const std::vector<std::vector<Source>> sources =
-      all_here ? std::vector<std::vector<Source>>(n) : Sources(request, deadline, why_none);
+  const std::vector<std::vector<Source>> sources = Sources(request, deadline, why_none);
+  std::vector<SharedBuffer> objects(n);
   // Round r asks each key still missing of its r-th source, one request per
-  // peer: a dead or stale peer costs a round, not the key.
+  // peer: a dead, hung or stale peer costs a round, not the key. A call gets
+  // the time left shared by the rounds some key may still need; a peer that
+  // failed is not asked again.
   bool asked = false;
+  std::set<std::string> failed;
   for (size_t round = 0; round < kMaxSourcesPerKey && Left(deadline).count() > 0; ++round) {
     std::map<std::string, std::pair<Source, std::vector<size_t>>> by_peer;
+    size_t rounds_left = 1;
     for (size_t i = 0; i < n; ++i) {
-      if (objects[i].empty() && round < sources[i].size()) {
-        auto& [peer, idx] = by_peer[sources[i][round].tcp];
-        peer = sources[i][round];
-        idx.push_back(i);
-      }
+      if (!objects[i].empty() || round >= sources[i].size()) continue;
+      rounds_left = std::max(rounds_left, sources[i].size() - round);
+      if (failed.count(sources[i][round].tcp)) continue;
+      auto& [peer, idx] = by_peer[sources[i][round].tcp];
+      peer = sources[i][round];
+      idx.push_back(i);
     }
     for (const auto& [endpoint, job] : by_peer) {
       if (Left(deadline).count() == 0) {
@@ -243,8 +242,11 @@ Message Puller::Pull(const Header& request, Clock::time_point deadline) {
         break;
       }
       asked = true;
-      if (Status s = FetchFrom(job.first, job.second, request, deadline, objects); !s.ok())
+      const auto call_deadline = Clock::now() + Left(deadline) / rounds_left;
+      if (Status s = FetchFrom(job.first, job.second, request, call_deadline, objects); !s.ok()) {
+        failed.insert(endpoint);
         fail("peer " + endpoint + ": " + s.ToString());
+      }
     }
   }
   if (!asked && !why_none.empty()) fail(why_none);

@@ -327,17 +327,22 @@ class Reporter::Loop {
     return true;
   }
 
-  // Whether the controller followed has claimed this lower epoch for two of
-  // its lease TTLs (at most a minute each), which no deposed leader does.
+  // Whether the controller followed has claimed this lower epoch without a
+  // break for two of its lease TTLs, which no deposed leader does. A
+  // controller that does not say its TTL (elected = 1) is never followed so.
   bool Rewound(int64_t epoch, int64_t ttl_ms) {
+    if (ttl_ms < kMinLeaseMs) return false;
+    const auto lease = std::chrono::milliseconds(std::min<int64_t>(ttl_ms, kMaxLeaseMs));
     const auto now = Clock::now();
-    if (!lower_claim_ || lower_claim_->endpoint != connected_ || lower_claim_->epoch != epoch) {
-      lower_claim_ = LowerClaim{connected_, epoch, now};
+    if (!lower_claim_ || lower_claim_->endpoint != connected_ || lower_claim_->epoch != epoch ||
+        now - lower_claim_->last > lease) {
+      lower_claim_ = LowerClaim{connected_, epoch, now, now};
       return false;
     }
-    const auto lease = std::chrono::milliseconds(std::clamp<int64_t>(ttl_ms, 1, 60'000));
+    lower_claim_->last = now;
     return now - lower_claim_->since >= 2 * lease;
   }
+  static constexpr int64_t kMinLeaseMs = 2000, kMaxLeaseMs = 60'000;  // leader_election.h
 
   void OnMessage(const Header& h) {
     last_heard_ = Clock::now();
@@ -443,7 +448,7 @@ class Reporter::Loop {
   struct LowerClaim {
     std::string endpoint;
     int64_t epoch = 0;
-    Clock::time_point since;
+    Clock::time_point since, last;
   };
   std::optional<LowerClaim> lower_claim_;  // the first refused register reply of a lower epoch
   uint64_t seq_ = 0;                       // last event batch sent in this incarnation

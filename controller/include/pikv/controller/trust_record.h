@@ -56,7 +56,8 @@ class EtcdTrustRecord final : public TrustRecord {
 // {"revoked": ["engine", ...], "confirmed": {"writer": count, ...}}: a
 // missing file is an empty record (the first start); each change writes the
 // whole record to <path>.tmp, syncs it and renames it over <path>, so a
-// crash leaves the old record or the new one, never half of one.
+// crash leaves the old record or the new one, never half of one. Bounded by
+// the file's size (1 MiB), not by kMaxEntries: nothing read is dropped.
 class FileTrustRecord final : public TrustRecord {
  public:
   explicit FileTrustRecord(std::string path) : path_(std::move(path)) {}

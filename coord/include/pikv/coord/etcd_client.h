@@ -71,6 +71,8 @@ class EtcdClient {
   Result<std::vector<EtcdKv>> List(const std::string& prefix, int64_t limit = 1000);
 
   const std::vector<std::string>& endpoints() const { return access_.endpoints; }
+  // The next call starts at the member after the one that answered last.
+  void StartAtNextMember() { preferred_ = (preferred_ + 1) % access_.endpoints.size(); }
 
  private:
   // The response body of POST `path` with a JSON body, from the first

@@ -29,9 +29,10 @@ class LocationMemory {
   // keeps what was remembered.
   void Remember(std::span<const ChunkKey> keys,
                 const std::vector<std::vector<LocatedCopy>>& copies);
-  // Per key: its remembered copies, or for a key never located the peers
-  // named most recently (newest first); empty when nothing was ever located.
-  std::vector<std::vector<LocatedCopy>> Recall(std::span<const ChunkKey> keys) const;
+  // Per key: its remembered copies, or for a key never located (when
+  // `peers_for_unknown`) the peers named most recently, newest first.
+  std::vector<std::vector<LocatedCopy>> Recall(std::span<const ChunkKey> keys,
+                                               bool peers_for_unknown = true) const;
   size_t size() const;
 
  private:
