@@ -56,6 +56,7 @@ ClusterState::ClusterState(Options options, uint64_t epoch) : options_(options),
 }
 
 void ClusterState::Reset(uint64_t epoch) {
+  started_.store(Clock::now().time_since_epoch().count(), std::memory_order_release);
   MutexLock lock(mu_);
   for (size_t i = 0; i < nodes_.size(); ++i) registry_.RemoveNode(static_cast<uint16_t>(i));
   nodes_.assign(1, Node{});  // index 0: the shared remote tier

@@ -159,6 +159,7 @@ void ControllerHandler::Apply(const std::string& identity, const CurvePeer* send
       const bool engine = sender && sender->role == Role::kEngine;
       const auto located = AllCopies(h, engine ? &sender->tenant : nullptr);
       AnswerLocate(located, reply);
+      if (state_.Filling(now)) reply.fields[kRegistryFillingField] = int64_t{1};
       if (FieldInt(h.fields, admin::kJsonField)) document = LocateJson(h.keys, located);
       break;
     }

@@ -63,7 +63,8 @@ Puller::Puller(storage::StorageManager& storage, std::string node_id, PullOption
       pool_(options_.max_idle_connections) {}
 
 Result<std::vector<std::vector<LocatedCopy>>> Puller::Locate(const std::vector<ChunkKey>& keys,
-                                                             Clock::time_point deadline) {
+                                                             Clock::time_point deadline,
+                                                             bool& filling) {
   std::optional<CurveClientKeys> curve;
   if (options_.security) {
     auto dial = options_.security->ForController();
@@ -92,6 +93,7 @@ Result<std::vector<std::vector<LocatedCopy>>> Puller::Locate(const std::vector<C
     }
     auto decoded = DecodeLocateReply(answer->header, keys.size());
     if (!decoded.ok()) controller.Discard();
+    filling = FieldInt(answer->header.fields, kRegistryFillingField) != 0;
     return decoded;
   }
   return last;
@@ -107,21 +109,23 @@ std::vector<std::vector<Puller::Source>> Puller::Sources(const Header& request,
   // for the peers), and is not asked again for kLocateBackoff after it
   // failed to answer.
   std::vector<std::vector<LocatedCopy>> copies;
+  bool filling = false;
   const auto now = Clock::now();
   Result<std::vector<std::vector<LocatedCopy>>> located =
       Unavailable("no answer from the controller a moment ago");
   if (now.time_since_epoch().count() >= skip_locate_until_.load()) {
-    located = Locate(keys, now + Left(deadline) / 2);
+    located = Locate(keys, now + Left(deadline) / 2, filling);
     if (!located.ok())
       skip_locate_until_ = (Clock::now() + kLocateBackoff).time_since_epoch().count();
   }
   if (located.ok()) {
     memory_.Remember(keys, *located);
     copies = std::move(*located);
-    // A key the controller names no peer's copy of (a new leader whose
-    // registry the nodes are still filling, or a copy gone since the client
-    // located it): where it was last seen, if it was (never a broadcast to
-    // the peers seen last: the controller answered).
+    // A key the controller names no peer's copy of (a copy gone since the
+    // client located it, or a registry the nodes are still filling): where
+    // it was last seen; while the registry is filling, also a key never
+    // located here, from the peers seen last (a settled registry's "none"
+    // is taken at its word: no broadcast).
     std::vector<size_t> unnamed;
     for (size_t i = 0; i < keys.size(); ++i) {
       if (std::none_of(copies[i].begin(), copies[i].end(), [&](const LocatedCopy& c) {
@@ -132,7 +136,7 @@ std::vector<std::vector<Puller::Source>> Puller::Sources(const Header& request,
     if (!unnamed.empty()) {
       std::vector<ChunkKey> ask;
       for (size_t i : unnamed) ask.push_back(keys[i]);
-      auto recalled = memory_.Recall(ask, /*peers_for_unknown=*/false);
+      auto recalled = memory_.Recall(ask, /*peers_for_unknown=*/filling);
       for (size_t j = 0; j < unnamed.size(); ++j) copies[unnamed[j]] = std::move(recalled[j]);
     }
   } else {

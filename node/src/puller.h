@@ -6,9 +6,10 @@
 // each key from a node that holds it in CPU or disk: the preferred one when
 // the controller lists it, otherwise the cheapest, then the next (at most
 // kMaxSourcesPerKey); never this node itself. While no controller answers
-// (a failover), and for a key it names no copy of (a new leader's registry
-// still filling), the locations it last gave are used, or for a key never
-// located the peers it named last (LocationMemory).
+// (a failover), the locations it last gave are used, or for a key never
+// located the peers it named last (LocationMemory); so too for a key it
+// names no copy of while its registry is filling (a new leadership), and
+// for other keys it names no copy of, where it last named them.
 // Objects are admitted here through StorageManager::Put (size, checksum and
 // key verified) and returned like a get; with fields["admit_only"] only the
 // per-key outcome is returned (a local client then reads the objects in
@@ -66,8 +67,9 @@ class Puller {
   Status FetchFrom(const Source& peer, const std::vector<size_t>& idx, const Header& request,
                    Clock::time_point deadline, std::vector<SharedBuffer>& objects);
   // Where `keys` are, from the leader controller.
+  // `filling`: the registry may not know every copy yet (message.h).
   Result<std::vector<std::vector<LocatedCopy>>> Locate(const std::vector<ChunkKey>& keys,
-                                                       Clock::time_point deadline);
+                                                       Clock::time_point deadline, bool& filling);
   // Receives a streamed reply's hits into reserved arena space and commits
   // each (admitted[i] for keys[i]); false when the stream broke off or is
   // malformed.

@@ -51,6 +51,21 @@ class ClusterStateTest : public ::testing::Test {
   }
 };
 
+// A registry the nodes may still be filling says so, for one suspect_after
+// from its start or reset (a new leadership).
+TEST(ClusterStateFilling, LastsOneSuspectIntervalFromEachReset) {
+  ClusterState::Options options;
+  options.suspect_after = std::chrono::milliseconds(500);
+  ClusterState state(options, 1);
+  const auto t0 = Clock::now();
+  EXPECT_TRUE(state.Filling(t0));
+  EXPECT_FALSE(state.Filling(t0 + std::chrono::milliseconds(600)));
+  state.Reset(2);
+  const auto t1 = Clock::now();
+  EXPECT_TRUE(state.Filling(t1 + std::chrono::milliseconds(100)));
+  EXPECT_FALSE(state.Filling(t1 + std::chrono::milliseconds(600)));
+}
+
 TEST_F(ClusterStateTest, EventsApplyInOrderAndDuplicatesAreIgnored) {
   ASSERT_TRUE(state_.Register(Reg("a", 1), now_).ok());
   Inventory("a", 1, 0, {});

@@ -102,6 +102,13 @@ class ClusterState {
   ClusterState(Options options, uint64_t epoch);
 
   uint64_t epoch() const { return epoch_.load(std::memory_order_acquire); }
+  // Whether the nodes may still be reporting to this registry: less than
+  // `suspect_after` (within which every live node heartbeats) since it
+  // started or was reset. A key it names no copy of may be held anyway.
+  bool Filling(Clock::time_point now) const {
+    return now.time_since_epoch().count() - started_.load(std::memory_order_acquire) <
+           Clock::duration(options_.suspect_after).count();
+  }
   // Forgets every node and location and starts `epoch` (a controller that
   // became leader, or stopped being one: the nodes report to it afresh).
   void Reset(uint64_t epoch);
@@ -176,6 +183,7 @@ class ClusterState {
 
   const Options options_;
   std::atomic<uint64_t> epoch_;
+  std::atomic<Clock::rep> started_{0};  // steady-clock ticks of the last Reset
   mutable Mutex mu_;
   std::vector<Node> nodes_ PIKV_GUARDED_BY(mu_);  // by index; index 0 is the shared tier
   std::map<std::string, uint16_t> ids_ PIKV_GUARDED_BY(mu_);

@@ -183,6 +183,11 @@ inline constexpr char kLeaderField[] = "leader";
 inline constexpr char kLeaderEpochField[] = "leader_epoch";
 inline constexpr char kEpochField[] = "epoch";
 inline constexpr char kElectedField[] = "elected";
+// A locate reply from a registry the nodes may still be filling (a new
+// leadership, a restart: ClusterState::Filling): filling = 1. A key it
+// names no copy of may be held anyway; a node pulling it asks where the
+// key, or the peers, were last seen (node/src/puller.h).
+inline constexpr char kRegistryFillingField[] = "filling";
 
 // A reply to `request` with the same type and id and no payload.
 Header ReplyTo(const Header& request, ErrorCode status = ErrorCode::kOk, std::string reason = {});
