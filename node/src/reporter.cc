@@ -421,7 +421,17 @@ class Reporter::Loop {
   }
 
   void OnHeartbeatReply(const Header& h) {
-    if (!Current(h, /*adopting=*/false)) return;
+    if (!Current(h, /*adopting=*/false)) {
+      // The controller followed now speaks for an older leadership than one
+      // seen (it lost its lease, or etcd's history was rewound and it won
+      // again): register again, where the finder points, so that a rewound
+      // history is recognised (Rewound) rather than ignored forever.
+      if (r_.registered_) {
+        r_.registered_ = false;
+        register_at_ = Clock::now() + Jitter();
+      }
+      return;
+    }
     if (h.status == ErrorCode::kOk && FieldInt(h.fields, "resync") != 0 && r_.registered_)
       SendInventory();
     const std::string epoch = FieldString(h.fields, kEpochField);
