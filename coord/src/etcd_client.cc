@@ -179,19 +179,23 @@ Result<std::string> EtcdClient::Call(const std::string& path, const std::string&
   const size_t n = access_.endpoints.size();
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
   Status last = Unavailable("etcd: no endpoints");
+  const size_t first = preferred_;
   for (size_t tried = 0; tried < n; ++tried) {
     const auto left =
         std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0)
       return Timeout("etcd: no answer within " + std::to_string(timeout_.count()) + " ms (" +
                      last.message() + ")");
-    const size_t i = (preferred_ + tried) % n;
-    // A member that hangs (paused, cut off) leaves time for the others.
-    auto r = http_.Post(access_.Url(i, path), body, tried + 1 == n ? left : left / 2);
+    const size_t i = (first + tried) % n;
+    // A member that is down fails at once and the next one is asked; one
+    // that hangs (paused, cut off) may take what is left of this call, and
+    // the next call starts past it.
+    auto r = http_.Post(access_.Url(i, path), body, left);
     if (r.ok() && r->status == 200) {
       preferred_ = i;
       return std::move(r->body);
     }
+    if (!r.ok() && r.status().code() == ErrorCode::kTimeout) preferred_ = (i + 1) % n;
     last = r.ok() ? Unavailable("etcd " + access_.Url(i, path) + ": HTTP " +
                                 std::to_string(r->status) + " " + r->body.substr(0, 200))
                   : Status(r.status().code(), "etcd " + r.status().message());

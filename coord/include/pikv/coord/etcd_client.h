@@ -3,7 +3,7 @@
 // no gRPC stack is linked; over https with a client certificate when the
 // access names TLS files (docs/security.md). Each call tries the endpoints
 // in turn, starting with the last one that answered, all within one
-// deadline (an endpoint that is not the last gets half of what is left);
+// deadline (a member that hung is asked last by the next call);
 // an answer that is not the JSON etcd sends is an error, never a throw.
 // Not thread-safe: one per thread.
 #pragma once
