@@ -1,0 +1,213 @@
+// peer_data_client: one client process of bench/peers, for the systems
+// driven from C++ (a pikv-node over its wire, redis-server over hiredis).
+// bench/peers/mooncake_client.py is its twin for Mooncake Store; both take
+// the same flags and print the same JSON, so peers_bench.py can run, time
+// and pin every system's clients alike.
+//
+//   peer_data_client --system pikv|redis --endpoint E --op load|put|get
+//       --size BYTES --objects K [--first I] [--batch B] [--seconds S] [--sync]
+//
+// Object i of a run is MakeObject(i, size) for every client and system: a
+// sealed pikv object of `size` bytes (Redis stores the same bytes under the
+// key's hex). `load` stores objects 0..K-1 once, untimed; `put` cycles
+// through them from `first` (K is chosen larger than the server's memory, so
+// each put really stores); `get` reads random ones of them, B per call. The
+// last line is {"ok", "failed", "bytes", "seconds", "cpu_seconds",
+// "latencies_us": [...]}; a failed operation adds no bytes. cpu_seconds is
+// this process's (all its threads') over the timed loop alone. --sync: print
+// "ready" once set up and start the clock on a line from stdin, so a run's
+// clients start together and set-up is outside the servers' CPU account.
+#include <hiredis/hiredis.h>
+#include <malloc.h>
+#include <sys/resource.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <iostream>
+#include <memory>
+#include <random>
+#include <sstream>
+
+#include "pikv/rpc/node_client.h"
+#include "test_support.h"
+
+namespace pikv::bench {
+namespace {
+
+using testing::MakeObject;
+using testing::TestObject;
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+  std::string system, endpoint, op;
+  uint64_t size = 1 << 20;
+  size_t objects = 8, first = 0, batch = 1;
+  double seconds = 1;
+  bool sync = false;
+};
+
+double CpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+// One call of `batch` objects; true when every object went (or came back
+// whole).
+class Store {
+ public:
+  virtual ~Store() = default;
+  virtual bool Put(std::span<const TestObject* const> objects) = 0;
+  virtual bool Get(std::span<const TestObject* const> objects) = 0;
+};
+
+class PikvStore : public Store {
+ public:
+  explicit PikvStore(const std::string& endpoint) : node_(endpoint, std::chrono::seconds(60)) {}
+  bool Put(std::span<const TestObject* const> objects) override {
+    std::vector<ChunkKey> keys;
+    std::vector<SharedBuffer> bytes;
+    for (const TestObject* o : objects) keys.push_back(o->key), bytes.push_back(o->bytes);
+    auto r = node_.Put(keys, bytes);
+    if (!r.ok()) return false;
+    for (const Status& s : *r)
+      if (!s.ok()) return false;
+    return true;
+  }
+  bool Get(std::span<const TestObject* const> objects) override {
+    std::vector<ChunkKey> keys;
+    for (const TestObject* o : objects) keys.push_back(o->key);
+    auto r = node_.Get(keys);
+    if (!r.ok()) return false;
+    for (size_t i = 0; i < objects.size(); ++i)
+      if (!(*r)[i].ok() || (*r)[i]->size() != objects[i]->bytes.size()) return false;
+    return true;
+  }
+
+ private:
+  rpc::NodeClient node_;
+};
+
+// Redis as its own fastest client would use it: SET per object (pipelined
+// in a batch), GET or MGET.
+class RedisStore : public Store {
+ public:
+  explicit RedisStore(const std::string& endpoint) {
+    const auto colon = endpoint.rfind(':');
+    c_.reset(colon == std::string::npos ? redisConnectUnix(endpoint.c_str())
+                                        : redisConnect(endpoint.substr(0, colon).c_str(),
+                                                       std::stoi(endpoint.substr(colon + 1))));
+    if (!c_ || c_->err) throw std::runtime_error("cannot connect to redis at " + endpoint);
+  }
+  bool Put(std::span<const TestObject* const> objects) override {
+    for (const TestObject* o : objects) {
+      const std::string key = o->key.Hex();
+      redisAppendCommand(c_.get(), "SET %b %b", key.data(), key.size(), o->bytes.data(),
+                         o->bytes.size());
+    }
+    bool ok = true;
+    for (size_t i = 0; i < objects.size(); ++i) {
+      redisReply* r = nullptr;
+      if (redisGetReply(c_.get(), reinterpret_cast<void**>(&r)) != REDIS_OK || !r) return false;
+      ok = ok && r->type == REDIS_REPLY_STATUS;
+      freeReplyObject(r);
+    }
+    return ok;
+  }
+  bool Get(std::span<const TestObject* const> objects) override {
+    std::vector<std::string> keys = {"MGET"};
+    for (const TestObject* o : objects) keys.push_back(o->key.Hex());
+    std::vector<const char*> argv;
+    std::vector<size_t> lens;
+    for (const auto& k : keys) argv.push_back(k.data()), lens.push_back(k.size());
+    auto* r = static_cast<redisReply*>(
+        redisCommandArgv(c_.get(), static_cast<int>(argv.size()), argv.data(), lens.data()));
+    bool ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == objects.size();
+    for (size_t i = 0; ok && i < objects.size(); ++i)
+      ok = r->element[i]->type == REDIS_REPLY_STRING &&
+           static_cast<size_t>(r->element[i]->len) == objects[i]->bytes.size();
+    if (r) freeReplyObject(r);
+    return ok;
+  }
+
+ private:
+  std::unique_ptr<redisContext, decltype(&redisFree)> c_{nullptr, redisFree};
+};
+
+int Run(const Options& o) {
+  // Keep large receive buffers in the heap, as pikv-node does: no system's
+  // figures include mmap and page-fault churn on the client.
+  mallopt(M_MMAP_THRESHOLD, 1 << 30);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  std::unique_ptr<Store> store;
+  if (o.system == "pikv")
+    store = std::make_unique<PikvStore>(o.endpoint);
+  else
+    store = std::make_unique<RedisStore>(o.endpoint);
+  std::vector<TestObject> objects;
+  for (size_t i = 0; i < o.objects; ++i) objects.push_back(MakeObject(i, o.size));
+
+  uint64_t ok = 0, failed = 0, bytes = 0;
+  std::vector<double> latencies_us;
+  std::mt19937_64 rng(o.first + 1);
+  std::vector<const TestObject*> call(o.batch);
+  size_t next = o.first;
+  if (o.sync) {
+    std::cout << "ready" << std::endl;
+    std::string go;
+    std::getline(std::cin, go);
+  }
+  const double cpu_start = CpuSeconds();
+  const auto start = Clock::now();
+  const auto end = start + std::chrono::duration<double>(o.seconds);
+  const bool load = o.op == "load";
+  while (load ? next < o.first + o.objects : Clock::now() < end || ok + failed == 0) {
+    for (auto& obj : call) obj = &objects[(o.op == "get" ? rng() : next++) % objects.size()];
+    const auto t0 = Clock::now();
+    const bool done = o.op == "get" ? store->Get(call) : store->Put(call);
+    latencies_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+    if (!done) {
+      failed += call.size();
+      continue;
+    }
+    ok += call.size();
+    for (const TestObject* obj : call) bytes += obj->bytes.size();
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  const double cpu_seconds = CpuSeconds() - cpu_start;
+  std::ostringstream json;
+  json << R"({"ok": )" << ok << R"(, "failed": )" << failed << R"(, "bytes": )" << bytes
+       << R"(, "seconds": )" << seconds << R"(, "cpu_seconds": )" << cpu_seconds
+       << R"(, "latencies_us": [)";
+  for (size_t i = 0; i < latencies_us.size(); ++i)
+    json << (i ? ", " : "") << static_cast<uint64_t>(latencies_us[i]);
+  std::cout << json.str() << "]}" << std::endl;
+  return failed == 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace pikv::bench
+
+int main(int argc, char** argv) {
+  CLI::App app{"One client of bench/peers for pikv-node or redis-server"};
+  pikv::bench::Options o;
+  app.add_option("--system", o.system)->required()->check(CLI::IsMember({"pikv", "redis"}));
+  app.add_option("--endpoint", o.endpoint,
+                 "pikv: tcp:// or ipc://; redis: host:port or a unix path")
+      ->required();
+  app.add_option("--op", o.op)->required()->check(CLI::IsMember({"load", "put", "get"}));
+  app.add_option("--size", o.size, "Bytes per object")->check(CLI::Range(4096ull, 1ull << 30));
+  app.add_option("--objects", o.objects, "Objects in the run's key space")
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--first", o.first, "Where this client's put stream starts");
+  app.add_option("--batch", o.batch, "Objects per call")->check(CLI::Range(1, 1024));
+  app.add_option("--seconds", o.seconds, "Timed seconds (put, get)");
+  app.add_flag("--sync", o.sync, "Print ready, start on a line from stdin");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    return pikv::bench::Run(o);
+  } catch (const std::exception& e) {
+    std::cerr << "peer_data_client: " << e.what() << "\n";
+    return 2;
+  }
+}

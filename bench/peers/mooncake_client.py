@@ -1,0 +1,119 @@
+"""One client process of bench/peers for Mooncake Store: the twin of
+peer_data_client (same flags, same JSON line), or, with --hold, the process
+that lends the store its memory segment (a separate process, so a client's
+get crosses the transport as a pikv get does, instead of a local copy).
+
+  mooncake_client.py --master H:P --op load|put|get --size B --objects K
+      [--first I] [--batch B] [--seconds S] [--into] [--sync]
+  mooncake_client.py --master H:P --hold SEGMENT_BYTES
+
+--into reads with get_into / batch_get_into into a buffer registered with
+the transfer engine (Mooncake's zero-copy read); without it, get/get_batch
+return bytes. Puts use put_from / batch_put_from from a registered buffer.
+"""
+import argparse
+import ctypes
+import json
+import random
+import signal
+import sys
+import time
+
+from mooncake.store import MooncakeDistributedStore
+
+
+def setup(master, segment, local_buffer):
+    store = MooncakeDistributedStore()
+    rc = store.setup("127.0.0.1", "P2PHANDSHAKE", segment, local_buffer, "tcp", "", master)
+    if rc != 0:
+        sys.exit(f"mooncake_client: setup against {master} returned {rc}")
+    return store
+
+
+def hold(args):
+    store = setup(args.master, args.hold, 0)
+    print("holding", flush=True)
+    signal.sigwait([signal.SIGTERM, signal.SIGINT])
+    store.close()
+
+
+def run(args):
+    size, batch = args.size, args.batch
+    # One registered region: every object of the key space (object i is
+    # `size` bytes starting with i), then `batch` receive slots.
+    region = ctypes.create_string_buffer((args.objects + batch) * size)
+    base = ctypes.addressof(region)
+    # put() copies through the client's local buffer; it must hold a call.
+    store = setup(args.master, 0, max(64 << 20, 2 * batch * size))
+    if store.register_buffer(base, len(region)) != 0:
+        sys.exit("mooncake_client: register_buffer failed")
+    for i in range(args.objects):
+        region[i * size:i * size + 8] = i.to_bytes(8, "little")
+    keys = [f"obj-{size}-{i}" for i in range(args.objects)]
+    slots = [base + (args.objects + j) * size for j in range(batch)]
+
+    if args.sync:
+        print("ready", flush=True)
+        sys.stdin.readline()
+    cpu_start = time.process_time()
+    rng = random.Random(args.first + 1)
+    ok = failed = nbytes = 0
+    latencies = []
+    nxt = args.first
+    start = time.perf_counter()
+    end = start + args.seconds
+    while (nxt < args.first + args.objects) if args.op == "load" else \
+            (time.perf_counter() < end or ok + failed == 0):
+        if args.op == "get":
+            idx = [rng.randrange(args.objects) for _ in range(batch)]
+        else:
+            idx = [(nxt + j) % args.objects for j in range(batch)]
+            nxt += batch
+        names = [keys[i] for i in idx]
+        t0 = time.perf_counter()
+        if args.op != "get":
+            rcs = store.batch_put_from(names, [base + i * size for i in idx], [size] * batch)
+            done = all(rc == 0 for rc in rcs)
+        elif args.into:
+            got = store.batch_get_into(names, slots, [size] * batch)
+            done = all(n == size for n in got)
+        elif batch == 1:
+            done = len(store.get(names[0])) == size
+        else:
+            done = all(len(v) == size for v in store.get_batch(names))
+        latencies.append(int((time.perf_counter() - t0) * 1e6))
+        if done:
+            ok += batch
+            nbytes += batch * size
+        else:
+            failed += batch
+    seconds = time.perf_counter() - start
+    cpu_seconds = time.process_time() - cpu_start
+    print(json.dumps({"ok": ok, "failed": failed, "bytes": nbytes, "seconds": seconds,
+                      "cpu_seconds": cpu_seconds,
+                      "latencies_us": latencies}), flush=True)
+    store.close()
+    return 0 if failed == 0 else 1
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--master", required=True)
+    p.add_argument("--hold", type=int, help="lend a segment of this many bytes and wait")
+    p.add_argument("--op", choices=["load", "put", "get"])
+    p.add_argument("--size", type=int, default=1 << 20)
+    p.add_argument("--objects", type=int, default=8)
+    p.add_argument("--first", type=int, default=0)
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--seconds", type=float, default=1.0)
+    p.add_argument("--into", action="store_true")
+    p.add_argument("--sync", action="store_true", help="print ready, start on a stdin line")
+    args = p.parse_args()
+    if args.hold:
+        hold(args)
+        return 0
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,349 @@
+"""pikv beside its peers on one machine: the data plane (issue 35, workload 1).
+
+Starts, for each object size, a pikv-node (CPU tier), redis-server, and a
+Mooncake Store (mooncake_master and a process lending it a segment), each
+given the same memory and pinned to the same server cores; then runs every
+cell (operation, clients, batch) for every system, the systems interleaved
+round by round so machine noise hits them alike. Each client is a separate
+process on the client cores (peer_data_client for pikv and Redis,
+mooncake_client.py for Mooncake); they set up, then start together.
+
+Per cell and system it reports GB/s (successful bytes over the slowest
+client's time, median round), p50/p99 of one call (all rounds), and
+CPU-seconds per GiB moved, summed over every process: the clients' timed
+loops and the servers' (master and segment holder for Mooncake) over the
+same span. A cell with any failed operation reports no throughput.
+
+  bench/peers/run.sh [--sizes 1MiB,32MiB,512MiB] [--rounds 3] [--seconds 1]
+                     [--smoke]
+"""
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+MiB = 1 << 20
+HERE = os.path.dirname(os.path.abspath(__file__))
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def cpu_seconds(pid):
+    """utime + stime of a whole process (every thread) so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def quantile(values, q):
+    if not values:
+        return 0.0
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))]
+
+
+def parse_size(text):
+    units = {"kib": 1 << 10, "mib": MiB, "gib": 1 << 30}
+    t = text.strip().lower()
+    for suffix, mult in units.items():
+        if t.endswith(suffix):
+            return int(float(t[:-len(suffix)]) * mult)
+    return int(t)
+
+
+def size_name(size):
+    return f"{size // MiB}mib" if size >= MiB else f"{size >> 10}kib"
+
+
+class Server:
+    """A started process, pinned, stopped on close."""
+
+    def __init__(self, argv, cpus, log, ready=None, env=None, timeout=30):
+        self.log = log
+        self.proc = subprocess.Popen(["taskset", "-c", cpus] + argv, stdout=subprocess.PIPE,
+                                     stderr=open(log, "w"), text=True, env=env,
+                                     start_new_session=True)
+        if ready:
+            deadline = time.time() + timeout
+            for line in self.proc.stdout:
+                if ready in line:
+                    break
+                if time.time() > deadline:
+                    break
+            else:
+                raise RuntimeError(f"{argv[0]} exited before it was ready; see {log}")
+
+    def cpu(self):
+        return cpu_seconds(self.proc.pid)
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def wait_port(port, timeout=30):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on {port}")
+
+
+class System:
+    """One system under test: its servers, and how to start one client."""
+
+    def __init__(self, name, servers, client_argv):
+        self.name = name
+        self.servers = servers
+        self.client_argv = client_argv  # (op, size, objects, first, batch, seconds) -> argv
+
+    def server_cpu(self):
+        return sum(s.cpu() for s in self.servers)
+
+    def close(self):
+        for s in reversed(self.servers):
+            s.close()
+
+
+def start_systems(args, capacity, work):
+    """Every system, each holding `capacity` bytes, on the server cores."""
+    cpus = args.server_cpus
+    systems = []
+    node_port = free_port()
+    node = Server([f"{args.bin_dir}/pikv-node", "--endpoint", f"tcp://127.0.0.1:{node_port}",
+                   "--data-dir", f"{work}/node", "--disk", "false", "--prefault", "true",
+                   "--cpu-capacity", str(capacity), "--controller", "", "--log-level", "warn"],
+                  cpus, f"{work}/node.log", ready="vm ready")
+    client = f"{args.bin_dir}/peer_data_client"
+
+    def cpp_client(system, endpoint):
+        return lambda op, size, objects, first, batch, seconds, into=False: [
+            client, "--system", system, "--endpoint", endpoint, "--op", op, "--size", str(size),
+            "--objects", str(objects), "--first", str(first), "--batch", str(batch),
+            "--seconds", str(seconds), "--sync"]
+
+    systems.append(System("pikv", [node], cpp_client("pikv", f"tcp://127.0.0.1:{node_port}")))
+
+    redis_port = free_port()
+    redis = Server([args.redis_server, "--port", str(redis_port), "--bind", "127.0.0.1",
+                    "--save", "", "--appendonly", "no", "--maxmemory", str(capacity),
+                    "--maxmemory-policy", "allkeys-lru", "--proto-max-bulk-len", "2gb",
+                    "--client-query-buffer-limit", "2gb", "--dir", work], cpus,
+                   f"{work}/redis.log")
+    wait_port(redis_port)
+    systems.append(System("redis", [redis], cpp_client("redis", f"127.0.0.1:{redis_port}")))
+
+    master_port = free_port()
+    master = Server([args.mooncake_master, f"--rpc_port={master_port}",
+                     "--enable_metric_reporting=false", "--rpc_thread_num=2"],
+                    cpus, f"{work}/mooncake_master.log")
+    wait_port(master_port)
+    master_addr = f"127.0.0.1:{master_port}"
+    mc = [args.peers_python, f"{HERE}/mooncake_client.py", "--master", master_addr]
+    holder = Server(mc + ["--hold", str(capacity)], cpus, f"{work}/mooncake_holder.log",
+                    ready="holding")
+
+    def mc_client(get_into):
+        def argv(op, size, objects, first, batch, seconds):
+            a = mc + ["--op", op, "--size", str(size), "--objects", str(objects), "--first",
+                      str(first), "--batch", str(batch), "--seconds", str(seconds), "--sync"]
+            return a + (["--into"] if get_into else [])
+        return argv
+
+    systems.append(System("mooncake", [master, holder], mc_client(False)))
+    systems.append(System("mooncake_into", [master, holder], mc_client(True)))
+    return systems
+
+
+def run_clients(args, system, op, size, objects, batch, clients, seconds):
+    """One timed run of `clients` processes; the merged result."""
+    procs = []
+    for c in range(clients):
+        argv = system.client_argv(op, size, objects, c * objects // max(clients, 1), batch,
+                                  seconds)
+        procs.append(subprocess.Popen(["taskset", "-c", args.client_cpus] + argv,
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      stderr=subprocess.DEVNULL, text=True))
+    for p in procs:  # every client set up (objects made, connected)
+        line = p.stdout.readline()
+        if line.strip() != "ready":
+            for q in procs:
+                q.kill()
+            raise RuntimeError(f"{system.name} client did not start ({line!r})")
+    server_cpu = system.server_cpu()
+    for p in procs:
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    results = []
+    for p in procs:
+        out, _ = p.communicate(timeout=seconds * 10 + 600)
+        last = out.strip().splitlines()[-1] if out.strip() else "{}"
+        results.append(json.loads(last) if last.startswith("{") else {})
+    server_cpu = system.server_cpu() - server_cpu
+    merged = {"ok": 0, "failed": 0, "bytes": 0, "seconds": 0.0, "cpu": server_cpu,
+              "latencies_us": []}
+    for r in results:
+        if not r:
+            merged["failed"] += 1
+            continue
+        merged["ok"] += r["ok"]
+        merged["failed"] += r["failed"]
+        merged["bytes"] += r["bytes"]
+        merged["seconds"] = max(merged["seconds"], r["seconds"])
+        merged["cpu"] += r["cpu_seconds"]
+        merged["latencies_us"] += r["latencies_us"]
+    return merged
+
+
+def load(args, systems, size, objects):
+    """Stores objects 0..objects-1 in every system, untimed."""
+    seen = set()
+    for s in systems:
+        if id(s.servers[0]) in seen:
+            continue
+        seen.add(id(s.servers[0]))
+        r = run_clients(args, s, "load", size, objects, 1, 1, 0)
+        if r["failed"] or r["ok"] < objects:
+            raise RuntimeError(f"{s.name}: loading {objects} objects of {size} failed: {r}")
+
+
+def cells_for(size, args):
+    """(op, clients, batch) cells measured for objects of `size`."""
+    cells = []
+    for op in ("put", "get"):
+        for clients in args.clients:
+            if size * args.objects_factor * clients > args.client_memory:
+                continue
+            cells.append((op, clients, 1))
+        if size * 32 <= 64 * MiB and not args.smoke:
+            cells.append((op, 1, 32))
+    return cells
+
+
+def measure(args, work):
+    rows = {}  # (size, op, clients, batch, system) -> figures
+    for size in args.sizes:
+        capacity = max(args.capacity, 3 * size)
+        put_objects = max(8, 2 * capacity // size)      # more than the servers hold
+        get_objects = max(1, min(256, capacity // (2 * size)))  # all resident
+        systems = start_systems(args, capacity, work)
+        try:
+            for op, clients, batch in cells_for(size, args):
+                objects = put_objects if op == "put" else get_objects
+                if op == "get":  # a put cell before evicted part of the get set
+                    load(args, systems, size, get_objects)
+                per_round = {}
+                for _ in range(args.rounds):
+                    for s in systems:
+                        if op == "put" and s.name == "mooncake_into":
+                            continue  # the same put as "mooncake"
+                        per_round.setdefault(s.name, []).append(
+                            run_clients(args, s, op, size, objects, batch, clients,
+                                        args.seconds))
+                for name, runs in per_round.items():
+                    failed = sum(r["failed"] for r in runs)
+                    gbps = [r["bytes"] / r["seconds"] / 1e9 for r in runs if r["seconds"] > 0]
+                    moved = sum(r["bytes"] for r in runs)
+                    lat = [x for r in runs for x in r["latencies_us"]]
+                    rows[(size, op, clients, batch, name)] = {
+                        "gbps": 0.0 if failed else statistics.median(gbps),
+                        "p50_us": quantile(lat, 0.5), "p99_us": quantile(lat, 0.99),
+                        "cpu_s_per_gib": sum(r["cpu"] for r in runs) / (moved / (1 << 30))
+                        if moved else 0.0,
+                        "failed": failed}
+                    if failed:
+                        print(f"{name} {op} {size_name(size)} c{clients} b{batch}: "
+                              f"{failed} failed", file=sys.stderr)
+        finally:
+            for s in systems:
+                s.close()
+    return rows
+
+
+def report(rows, args):
+    header = ("size", "op", "clients", "batch", "system", "GB/s", "p50 ms", "p99 ms",
+              "CPU s/GiB", "vs pikv")
+    table = [header]
+    figures = {"bench": "peers_data_plane", "rounds": args.rounds,
+               "seconds_per_cell": args.seconds}
+    errors = 0
+    for (size, op, clients, batch, name), r in rows.items():
+        base = rows.get((size, op, clients, batch, "pikv"))
+        vs = (r["gbps"] / base["gbps"]) if base and base["gbps"] and not r["failed"] else 0
+        table.append((size_name(size), op, str(clients), str(batch), name,
+                      "FAILED" if r["failed"] else f"{r['gbps']:.2f}",
+                      f"{r['p50_us'] / 1000:.2f}", f"{r['p99_us'] / 1000:.2f}",
+                      f"{r['cpu_s_per_gib']:.2f}", f"{vs:.2f}x"))
+        cell = f"{name}_{op}_{size_name(size)}_c{clients}_b{batch}"
+        figures[cell + "_gbps"] = round(r["gbps"], 3)
+        figures[cell + "_p99_ms"] = round(r["p99_us"] / 1000, 3)
+        figures[cell + "_cpu_s_per_gib"] = round(r["cpu_s_per_gib"], 3)
+        if name != "pikv" and base and r["gbps"]:
+            figures[f"pikv_vs_{name}_{op}_{size_name(size)}_c{clients}_b{batch}"] = round(
+                base["gbps"] / r["gbps"], 3)
+        errors += r["failed"]
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    for i, row in enumerate(table):
+        print("  ".join(c.rjust(w) if j >= 5 else c.ljust(w)
+                        for j, (c, w) in enumerate(zip(row, widths))))
+        if i == 0:
+            print("  ".join("-" * w for w in widths))
+    figures["errors"] = errors
+    print(json.dumps(figures))
+    return errors
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--bin-dir", required=True, help="pikv's build/bin")
+    p.add_argument("--peers-python", required=True, help="the peers' virtualenv's python")
+    p.add_argument("--mooncake-master", required=True)
+    p.add_argument("--redis-server", default=shutil.which("redis-server") or "redis-server")
+    p.add_argument("--sizes", default="1MiB,32MiB,512MiB")
+    p.add_argument("--clients", default="1,4")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--seconds", type=float, default=1.0)
+    p.add_argument("--capacity", default="256MiB", help="memory each system holds (at least "
+                   "3 objects)")
+    p.add_argument("--client-memory", default="4GiB",
+                   help="skip cells whose clients would hold more objects than this")
+    p.add_argument("--server-cpus", default="0")
+    p.add_argument("--client-cpus", default="1")
+    p.add_argument("--smoke", action="store_true", help="one small object per system, briefly")
+    args = p.parse_args()
+    if args.smoke:
+        args.sizes, args.clients, args.rounds, args.seconds = "1MiB", "1", 1, 0.2
+    args.sizes = [parse_size(s) for s in args.sizes.split(",")]
+    args.clients = [int(c) for c in args.clients.split(",")]
+    args.capacity = parse_size(args.capacity)
+    args.client_memory = parse_size(args.client_memory)
+    args.objects_factor = 6  # a put client's pool is ~2x the servers' 3-object minimum
+    work = tempfile.mkdtemp(prefix="pikv-peers-")
+    try:
+        rows = measure(args, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 1 if report(rows, args) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

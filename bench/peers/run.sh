@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# pikv beside its peers, on this machine (docs/benchmarks.md, "Beside the
+# peers"): installs the peers into their own virtualenv (pinned in
+# bench/peers/requirements.txt, made once under ~/.cache/pikv and reused),
+# builds what pikv's side needs, and runs bench/peers/peers_bench.py; its
+# flags pass through (--smoke: one small object per system, for CI).
+#   bash bench/peers/run.sh [--sizes 1MiB,32MiB,512MiB] [--rounds 3] [--smoke]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+build_dir="${PIKV_BUILD_DIR:-build}"
+
+# Mooncake's wheel carries its libraries but libibverbs and libnuma (ldd).
+bash scripts/install-deps.sh build test >/dev/null
+need=()
+for pkg in libibverbs1 libnuma1 util-linux; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
+done
+if ((${#need[@]})); then
+  SUDO=$([ "$(id -u)" = 0 ] || echo sudo)
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+python="${PYTHON:-python3}"
+key=$( (cat bench/peers/requirements.txt; "$python" -VV) | sha256sum | cut -c1-12)
+venv="${PIKV_PEERS_VENV:-$HOME/.cache/pikv/peers-$key}"
+if [ ! -f "$venv/.complete" ]; then
+  echo "peers: making $venv (Mooncake Store)"
+  rm -rf "$venv"
+  "$python" -m venv "$venv"
+  "$venv/bin/pip" install -q --upgrade pip
+  "$venv/bin/pip" install -q --no-deps -r bench/peers/requirements.txt
+  "$venv/bin/python" -c "from mooncake.store import MooncakeDistributedStore" # fails here
+  touch "$venv/.complete"
+fi
+
+if [ ! -f "$build_dir/build.ninja" ]; then
+  PIKV_BUILD_DIR="$build_dir" bash scripts/build.sh >/dev/null
+fi
+CCACHE_BASEDIR="$PWD" cmake --build "$build_dir" --target pikv-node peer_data_client >/dev/null
+
+echo "peers: $("$venv/bin/pip" list 2>/dev/null | grep -i '^mooncake' | tr -s ' '), $(redis-server --version | cut -d' ' -f3)"
+exec "$venv/bin/python" bench/peers/peers_bench.py --bin-dir "$build_dir/bin" \
+  --peers-python "$venv/bin/python" --mooncake-master "$venv/bin/mooncake_master" "$@"
