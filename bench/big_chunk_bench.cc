@@ -29,6 +29,8 @@
 // prefault off, the default (faulting in the background, stores from the
 // first moment), and the default once faulted in (the reference). Prints a
 // table, then one JSON line.
+#include <hiredis/hiredis.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstring>
@@ -36,6 +38,7 @@
 #include <thread>
 #include <zmq.hpp>
 
+#include "../storage/src/resp_io.h"
 #include "bench_util.h"
 #include "filled_cache.h"
 #include "pikv/client/client.h"
@@ -113,9 +116,85 @@ void WaitFaultedIn(const std::string& node, uint64_t arena_bytes) {
   throw std::runtime_error("the arena of " + node + " was not faulted in within 2 minutes");
 }
 
+// The object's bytes SET and then GET on the same redis-server, in the
+// remote tier's parts, by two bare clients with no manifest and no check:
+// hiredis (each part's reply copied into place, as a hiredis user must) and
+// the ceiling, one writev per part and each reply read straight into place
+// (storage/src/resp_io.h, which the tier itself uses).
+struct RawRedis {
+  double hiredis_put_ms = 0, hiredis_get_ms = 0, bare_put_ms = 0, bare_get_ms = 0;
+};
+
+RawRedis RawRedisMs(const std::string& host, int port, const SharedBuffer& object,
+                    uint64_t part_bytes) {
+  redisContext* c = redisConnect(host.c_str(), port);
+  if (!c || c->err) throw std::runtime_error("cannot connect to redis");
+  std::unique_ptr<redisContext, decltype(&redisFree)> owned(c, redisFree);
+  std::vector<uint8_t> into(object.size(), 1);
+  const uint64_t parts = (object.size() + part_bytes - 1) / part_bytes;
+  auto part = [&](uint64_t i) {
+    const uint64_t at = i * part_bytes;
+    return std::pair<uint64_t, uint64_t>{at, std::min(part_bytes, object.size() - at)};
+  };
+  auto name = [](uint64_t i) { return "raw:" + std::to_string(i); };
+  RawRedis r;
+  auto t0 = Clock::now();
+  for (uint64_t i = 0; i < parts; ++i) {
+    const auto [at, n] = part(i);
+    const std::string k = name(i);
+    auto* reply = static_cast<redisReply*>(
+        redisCommand(c, "SET %b %b", k.data(), k.size(), object.data() + at, n));
+    if (!reply || reply->type != REDIS_REPLY_STATUS) throw std::runtime_error("raw SET failed");
+    freeReplyObject(reply);
+  }
+  r.hiredis_put_ms = Ms(t0);
+  t0 = Clock::now();
+  for (uint64_t i = 0; i < parts; ++i) {
+    const auto [at, n] = part(i);
+    const std::string k = name(i);
+    auto* reply = static_cast<redisReply*>(redisCommand(c, "GET %b", k.data(), k.size()));
+    if (!reply || reply->type != REDIS_REPLY_STRING || static_cast<uint64_t>(reply->len) != n)
+      throw std::runtime_error("raw GET failed");
+    std::memcpy(into.data() + at, reply->str, n);
+    freeReplyObject(reply);
+  }
+  r.hiredis_get_ms = Ms(t0);
+  t0 = Clock::now();
+  for (uint64_t i = 0; i < parts; ++i) {
+    const auto [at, n] = part(i);
+    const std::string k = name(i);
+    const std::string_view set[] = {
+        "SET", k, {reinterpret_cast<const char*>(object.data()) + at, n}};
+    if (!storage::resp::WriteCommand(c->fd, set).ok()) throw std::runtime_error("bare SET failed");
+  }
+  storage::resp::Reader replies(c->fd);
+  for (uint64_t i = 0; i < parts; ++i) {
+    auto reply = replies.ReadStatus();
+    if (!reply.ok() || reply->kind != storage::resp::BulkReply::Kind::kStatus)
+      throw std::runtime_error("bare SET failed");
+  }
+  r.bare_put_ms = Ms(t0);
+  t0 = Clock::now();
+  for (uint64_t i = 0; i < parts; ++i) {
+    const std::string k = name(i);
+    const std::string_view get[] = {"GET", k};
+    if (!storage::resp::WriteCommand(c->fd, get).ok()) throw std::runtime_error("bare GET failed");
+  }
+  for (uint64_t i = 0; i < parts; ++i) {
+    const auto [at, n] = part(i);
+    auto reply = replies.ReadBulk(n, {into.data() + at, n});
+    if (!reply.ok() || reply->kind != storage::resp::BulkReply::Kind::kValue)
+      throw std::runtime_error("bare GET failed");
+  }
+  r.bare_get_ms = Ms(t0);
+  for (uint64_t i = 0; i < parts; ++i) freeReplyObject(redisCommand(c, "DEL %s", name(i).c_str()));
+  return r;
+}
+
 struct Figures {
   double memcpy_ms, zmq_ms, store_ms, fetch_ms, remap_ms, hit_ms, pull_ms, redis_put_ms,
       redis_get_ms;
+  RawRedis raw_redis;
   double tcp_put_ms[2], tcp_get_ms[2];  // [0] whole, [1] in frames
   uint64_t bytes;
 };
@@ -201,6 +280,7 @@ Figures Measure(uint32_t tokens, int repeats, const client::ClientOptions& a,
   storage::RemoteTierOptions ro = *parsed;
   ro.io_timeout = std::chrono::seconds(30);
   storage::RemoteTier tier(ro, nullptr);
+  std::vector<RawRedis> raw;
   for (int r = 0; r < repeats; ++r) {
     auto t0 = Clock::now();
     if (!tier.Put(key, object).ok()) throw std::runtime_error("redis put failed");
@@ -209,7 +289,15 @@ Figures Measure(uint32_t tokens, int repeats, const client::ClientOptions& a,
     if (!tier.Get(key).ok()) throw std::runtime_error("redis get failed");
     rget.push_back(Ms(t0));
     (void)tier.Remove(key);
+    raw.push_back(RawRedisMs(ro.host, ro.port, object, ro.part_bytes));
   }
+  auto median_of = [&](double RawRedis::*field) {
+    std::vector<double> v;
+    for (const auto& r : raw) v.push_back(r.*field);
+    return Median(v);
+  };
+  f.raw_redis = {median_of(&RawRedis::hiredis_put_ms), median_of(&RawRedis::hiredis_get_ms),
+                 median_of(&RawRedis::bare_put_ms), median_of(&RawRedis::bare_get_ms)};
   // A remote client keeps its connection (and its staging buffers).
   std::vector<double> tcp_put[2], tcp_get[2];
   rpc::NodeClient remote[2] = {rpc::NodeClient(node_a_tcp, std::chrono::seconds(60)),
@@ -399,6 +487,10 @@ int Run(int repeats, const std::vector<uint32_t>& sizes, uint64_t stream_frame, 
     row("P2P pull through node B", f.pull_ms);
     row("redis put (parts)", f.redis_put_ms);
     row("redis get (parts)", f.redis_get_ms);
+    row("raw redis SET, same parts: hiredis", f.raw_redis.hiredis_put_ms);
+    row("raw redis GET, same parts: hiredis", f.raw_redis.hiredis_get_ms);
+    row("raw redis SET, same parts: bare writev", f.raw_redis.bare_put_ms);
+    row("raw redis GET, same parts: bare, into place", f.raw_redis.bare_get_ms);
     row("tcp put, whole (remote client)", f.tcp_put_ms[0]);
     row("tcp put, in frames", f.tcp_put_ms[1]);
     row("tcp get, whole (remote client)", f.tcp_get_ms[0]);
@@ -411,6 +503,10 @@ int Run(int repeats, const std::vector<uint32_t>& sizes, uint64_t stream_frame, 
     json.Add("pull_" + k + "_gbps", gb / (f.pull_ms / 1e3));
     json.Add("pull_" + k + "_vs_zmq_stream", f.zmq_ms / f.pull_ms);
     json.Add("redis_round_trip_" + k + "_ms", f.redis_put_ms + f.redis_get_ms);
+    json.Add("redis_put_" + k + "_vs_raw_bare", f.raw_redis.bare_put_ms / f.redis_put_ms);
+    json.Add("redis_get_" + k + "_vs_raw_bare", f.raw_redis.bare_get_ms / f.redis_get_ms);
+    json.Add("redis_put_" + k + "_vs_raw_hiredis", f.raw_redis.hiredis_put_ms / f.redis_put_ms);
+    json.Add("redis_get_" + k + "_vs_raw_hiredis", f.raw_redis.hiredis_get_ms / f.redis_get_ms);
     json.Add("tcp_put_" + k + "_framed_gbps", gb / (f.tcp_put_ms[1] / 1e3));
     json.Add("tcp_get_" + k + "_framed_gbps", gb / (f.tcp_get_ms[1] / 1e3));
     json.Add("tcp_put_" + k + "_framed_vs_whole", f.tcp_put_ms[0] / f.tcp_put_ms[1]);

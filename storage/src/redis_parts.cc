@@ -28,7 +28,8 @@ std::string EncodeManifest(const PartsManifest& m) {
 }
 
 std::optional<PartsManifest> ParseManifest(std::string_view value) {
-  if (value.size() > 128 || value.substr(0, kPartsMagic.size()) != kPartsMagic) return std::nullopt;
+  if (value.size() > kMaxManifestBytes || value.substr(0, kPartsMagic.size()) != kPartsMagic)
+    return std::nullopt;
   value.remove_prefix(kPartsMagic.size());
   PartsManifest m;
   uint64_t parts = 0;

@@ -24,6 +24,7 @@ struct PartsManifest {
 inline constexpr std::string_view kPartsMagic = "PIKVPART";
 inline constexpr uint64_t kMaxPartedObjectBytes = 1ull << 40;
 inline constexpr uint32_t kMaxParts = 1u << 16;
+inline constexpr size_t kMaxManifestBytes = 128;
 
 std::string EncodeManifest(const PartsManifest& m);
 // nullopt unless `value` is a well-formed manifest whose counts agree.

@@ -9,6 +9,7 @@
 
 #include "pikv/proto/chunk_object.h"
 #include "redis_parts.h"
+#include "resp_io.h"
 #include "tier_internal.h"
 
 namespace pikv::storage {
@@ -191,7 +192,6 @@ std::vector<Status> RemoteTier::PutMany(std::span<const ChunkKey> keys,
   names.reserve(keys.size());
   for (const auto& k : keys) names.push_back(RedisKey(k));
   const std::string ttl = std::to_string(options_.ttl_seconds);
-  std::vector<std::vector<std::string_view>> cmds;
   std::vector<size_t> whole;  // indices stored as one value; the rest as parts
   std::vector<Status> out(keys.size());
   std::vector<TierEvent> events;
@@ -206,28 +206,25 @@ std::vector<Status> RemoteTier::PutMany(std::span<const ChunkKey> keys,
       continue;
     }
     whole.push_back(i);
-    std::string_view value(reinterpret_cast<const char*>(objects[i].data()), objects[i].size());
-    if (options_.ttl_seconds > 0) {
-      cmds.push_back({"SET", names[i], value, "EX", ttl});
-    } else {
-      cmds.push_back({"SET", names[i], value});
+  }
+  std::vector<resp::BulkReply> replies;
+  Status sent = whole.empty() ? Status::Ok() : Exchange(whole.size(), [&](int fd) {
+    for (size_t i : whole) {
+      const std::string_view value(reinterpret_cast<const char*>(objects[i].data()),
+                                   objects[i].size());
+      const std::string_view set[] = {"SET", names[i], value, "EX", ttl};
+      if (Status s = resp::WriteCommand(fd, {set, options_.ttl_seconds > 0 ? 5u : 3u}); !s.ok())
+        return s;
     }
-  }
-  auto replies =
-      cmds.empty()
-          ? Result<std::vector<std::shared_ptr<Reply>>>(std::vector<std::shared_ptr<Reply>>{})
-          : Pipeline(cmds);
-  if (!replies.ok()) {
-    for (size_t i : whole) out[i] = replies.status();
-    Emit(events);
-    return out;
-  }
+    return ReadStatuses(fd, whole.size(), replies);
+  });
   for (size_t w = 0; w < whole.size(); ++w) {
     const size_t i = whole[w];
-    const redisReply* r = (*replies)[w]->r;
-    if (r->type == REDIS_REPLY_ERROR) {
+    if (!sent.ok()) {
+      out[i] = sent;
+    } else if (replies[w].kind != resp::BulkReply::Kind::kStatus) {
       counters_->errors++;
-      out[i] = IoError(std::string("Redis SET: ") + r->str);
+      out[i] = IoError("Redis SET: " + replies[w].line);
     } else {
       counters_->admits++;
       events.push_back({TierKind::kRemote, EventKind::kAdmit, keys[i], objects[i].size(),
@@ -237,6 +234,36 @@ std::vector<Status> RemoteTier::PutMany(std::span<const ChunkKey> keys,
   if (!events.empty()) RefreshServerMemory();
   Emit(events);
   return out;
+}
+
+Status RemoteTier::ReadStatuses(int fd, size_t n, std::vector<resp::BulkReply>& out) {
+  resp::Reader reader(fd);
+  for (size_t i = 0; i < n; ++i) {
+    auto r = reader.ReadStatus();
+    if (!r.ok()) return r.status();
+    out.push_back(std::move(*r));
+  }
+  return reader.empty() ? Status::Ok() : ProtocolError("Redis sent more than was asked");
+}
+
+Status RemoteTier::Exchange(size_t ops, const std::function<Status(int fd)>& io) {
+  std::lock_guard lock(mu_);
+  const auto now = CircuitBreaker::Clock::now();
+  if (!breaker_.Allow(now)) {
+    counters_->rejects += ops;
+    return Unavailable("Redis circuit open");
+  }
+  Status s = ConnectLocked();
+  if (s.ok()) s = io(ctx_->fd);
+  if (!s.ok()) {
+    counters_->errors++;
+    DisconnectLocked();
+    breaker_.OnFailure(now);
+    spdlog::warn("remote tier: {}", s.ToString());
+    return Unavailable(s.message());
+  }
+  breaker_.OnSuccess();
+  return s;
 }
 
 void RemoteTier::RefreshServerMemory() {
@@ -268,17 +295,22 @@ Status RemoteTier::PutParts(const ChunkKey& key, const SharedBuffer& object) {
     counters_->errors++;
     return s;
   };
-  // One part per round trip: hiredis formats each command into its own
-  // buffer, so a pipeline of every part would hold the object twice.
-  for (uint32_t i = 0; i < m.parts; ++i) {
-    part_keys.push_back(PartKey(name, m, i));
-    const uint64_t offset = uint64_t{i} * m.part_bytes;
-    std::string_view slice(reinterpret_cast<const char*>(object.data()) + offset,
-                           std::min<uint64_t>(m.part_bytes, m.size - offset));
-    auto r = Pipeline({{"SET", part_keys.back(), slice, "EX", orphan_ttl}});
-    if (!r.ok()) return fail(r.status());
-    if ((*r)[0]->r->type == REDIS_REPLY_ERROR)
-      return fail(IoError(std::string("Redis SET part: ") + (*r)[0]->r->str));
+  for (uint32_t i = 0; i < m.parts; ++i) part_keys.push_back(PartKey(name, m, i));
+  // Every part in one pipeline, each written from the object's own memory.
+  std::vector<resp::BulkReply> replies;
+  Status sent = Exchange(m.parts, [&](int fd) {
+    for (uint32_t i = 0; i < m.parts; ++i) {
+      const uint64_t offset = uint64_t{i} * m.part_bytes;
+      const std::string_view slice(reinterpret_cast<const char*>(object.data()) + offset,
+                                   std::min<uint64_t>(m.part_bytes, m.size - offset));
+      const std::string_view set[] = {"SET", part_keys[i], slice, "EX", orphan_ttl};
+      if (Status s = resp::WriteCommand(fd, set); !s.ok()) return s;
+    }
+    return ReadStatuses(fd, m.parts, replies);
+  });
+  if (!sent.ok()) return fail(sent);
+  for (const auto& r : replies) {
+    if (r.kind != resp::BulkReply::Kind::kStatus) return fail(IoError("Redis SET part: " + r.line));
   }
   // The manifest and the parts' final expiry, atomically.
   const std::string manifest = EncodeManifest(m), ttl = std::to_string(options_.ttl_seconds);
@@ -297,56 +329,89 @@ Status RemoteTier::PutParts(const ChunkKey& key, const SharedBuffer& object) {
   return Status::Ok();
 }
 
-Result<SharedBuffer> RemoteTier::GetParts(const std::string& name, std::string_view value) {
-  auto m = ParseManifest(value);
+Status RemoteTier::ReadParts(int fd, const std::string& name, std::string_view manifest,
+                             SharedBuffer& object) {
+  auto m = ParseManifest(manifest);
   if (!m) return Corruption("malformed parts manifest");
-  auto bytes = std::make_shared<std::vector<uint8_t>>(m->size);
+  SharedBuffer whole_object = resp::AllocateValue(m->size);
+  if (whole_object.empty()) return IoError("no memory for a parted object");
+  auto* bytes = const_cast<uint8_t*>(whole_object.data());
+  for (uint32_t i = 0; i < m->parts; ++i) {
+    const std::string part = PartKey(name, *m, i);
+    const std::string_view get[] = {"GET", part};
+    if (Status s = resp::WriteCommand(fd, get); !s.ok()) return s;
+  }
+  // Each part straight into its place in the object.
+  resp::Reader reader(fd);
+  bool whole = true;
   for (uint32_t i = 0; i < m->parts; ++i) {
     const uint64_t offset = uint64_t{i} * m->part_bytes;
     const uint64_t want = std::min<uint64_t>(m->part_bytes, m->size - offset);
-    const std::string part = PartKey(name, *m, i);
-    auto r = Pipeline({{"GET", part}});
+    auto r = reader.ReadBulk(want, {bytes + offset, want});
     if (!r.ok()) return r.status();
-    const redisReply* reply = (*r)[0]->r;
-    if (reply->type != REDIS_REPLY_STRING || static_cast<uint64_t>(reply->len) != want)
-      return Corruption("part " + std::to_string(i) + " of " + std::to_string(m->parts) +
-                        " is missing or short");
-    std::memcpy(bytes->data() + offset, reply->str, want);
+    whole = whole && r->kind == resp::BulkReply::Kind::kValue;
   }
-  return SharedBuffer(bytes->data(), bytes->size(), bytes);
+  if (!reader.empty()) return ProtocolError("Redis sent more than was asked");
+  object = whole ? std::move(whole_object) : SharedBuffer();
+  return Status::Ok();
 }
 
 std::vector<Result<SharedBuffer>> RemoteTier::GetMany(std::span<const ChunkKey> keys) {
-  auto replies = PerKey("GET", keys);
+  std::vector<std::string> names;
+  names.reserve(keys.size());
+  for (const auto& k : keys) names.push_back(RedisKey(k));
+  // What each key's GET found: a value (an object, or a parted object read
+  // whole), nil, or something else, said in `why`.
+  std::vector<resp::BulkReply> replies;
+  std::vector<std::string> why(keys.size());
+  Status got = Exchange(keys.size(), [&](int fd) {
+    for (const auto& n : names) {
+      const std::string_view get[] = {"GET", n};
+      if (Status s = resp::WriteCommand(fd, get); !s.ok()) return s;
+    }
+    resp::Reader reader(fd);
+    for (size_t i = 0; i < keys.size(); ++i) {
+      auto r = reader.ReadBulk(options_.part_bytes);
+      if (!r.ok()) return r.status();
+      replies.push_back(std::move(*r));
+    }
+    if (!reader.empty()) return ProtocolError("Redis sent more than was asked");
+    for (size_t i = 0; i < keys.size(); ++i) {  // parted objects, once every reply is in
+      SharedBuffer& v = replies[i].value;
+      const std::string_view value(reinterpret_cast<const char*>(v.data()), v.size());
+      if (replies[i].kind != resp::BulkReply::Kind::kValue || !value.starts_with(kPartsMagic))
+        continue;
+      SharedBuffer object;
+      Status s = ReadParts(fd, names[i], value, object);
+      if (s.code() != ErrorCode::kCorruption && !s.ok()) return s;  // the connection failed
+      why[i] = s.ok() ? (object.empty() ? "incomplete parts" : "") : s.message();
+      v = object;
+    }
+    return Status::Ok();
+  });
   std::vector<Result<SharedBuffer>> out;
-  if (!replies.ok()) {
+  if (!got.ok()) {
     counters_->misses += keys.size();
-    for (size_t i = 0; i < keys.size(); ++i) out.emplace_back(replies.status());
+    for (size_t i = 0; i < keys.size(); ++i) out.emplace_back(got);
     return out;
   }
   std::vector<ChunkKey> corrupt;
   for (size_t i = 0; i < keys.size(); ++i) {
-    std::shared_ptr<Reply> reply = (*replies)[i];
-    const redisReply* r = reply->r;
-    if (r->type != REDIS_REPLY_STRING) {
+    const resp::BulkReply& r = replies[i];
+    if (r.kind == resp::BulkReply::Kind::kNil) {
       counters_->misses++;
-      out.emplace_back(r->type == REDIS_REPLY_NIL ? NotFound() : IoError("unexpected Redis reply"));
+      out.emplace_back(NotFound());
       continue;
     }
-    SharedBuffer buf(reinterpret_cast<const uint8_t*>(r->str), r->len, reply);
-    const std::string_view value(r->str, r->len);
-    if (value.substr(0, kPartsMagic.size()) == kPartsMagic) {
-      auto whole = GetParts(RedisKey(keys[i]), value);
-      if (!whole.ok() && whole.code() != ErrorCode::kCorruption) {  // the connection failed
-        counters_->misses++;
-        out.emplace_back(whole.status());
-        continue;
-      }
-      buf = whole.ok() ? *whole : SharedBuffer();
+    if (r.kind == resp::BulkReply::Kind::kError || r.kind == resp::BulkReply::Kind::kStatus) {
+      counters_->misses++;
+      out.emplace_back(IoError("unexpected Redis reply: " + r.line));
+      continue;
     }
-    if (Status s =
-            buf.empty() ? Corruption("incomplete parts") : VerifyChunkObject(buf.span(), &keys[i]);
-        !s.ok()) {
+    Status s = r.kind == resp::BulkReply::Kind::kTooLarge ? Corruption("value over part_bytes")
+               : !why[i].empty()                          ? Corruption(why[i])
+                                 : VerifyChunkObject(r.value.span(), &keys[i]);
+    if (!s.ok()) {
       counters_->corruptions++;
       counters_->misses++;
       spdlog::warn("remote tier: corrupt object {} deleted: {}", keys[i].Hex(), s.ToString());
@@ -355,7 +420,7 @@ std::vector<Result<SharedBuffer>> RemoteTier::GetMany(std::span<const ChunkKey> 
       continue;
     }
     counters_->hits++;
-    out.emplace_back(std::move(buf));
+    out.emplace_back(r.value);
   }
   for (const auto& k : corrupt) Remove(k).IgnoreError();
   return out;
@@ -459,7 +524,8 @@ Status RemoteTier::Remove(const ChunkKey& key) {
   // A parted object's manifest names its parts: they go with it.
   const std::string name = RedisKey(key);
   std::vector<std::string> doomed = {name};
-  auto current = PerKey("GET", {&key, 1});
+  // A manifest is short: its first bytes say whether this is one.
+  auto current = Pipeline({{"GETRANGE", name, "0", std::to_string(kMaxManifestBytes - 1)}});
   if (!current.ok()) return current.status();
   if (const redisReply* v = (*current)[0]->r; v->type == REDIS_REPLY_STRING) {
     if (auto m = ParseManifest({v->str, v->len})) {

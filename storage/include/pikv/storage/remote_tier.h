@@ -6,8 +6,9 @@
 // `part_bytes` (Redis refuses values over its bulk limit, 512 MB by default)
 // are stored as parts behind a manifest that becomes visible only when every
 // part is written (src/redis_parts.h). Batched calls are
-// pipelined: one round trip for N keys. Every I/O has a timeout; on failure
-// the connection is dropped and re-established on a later call, with the
+// pipelined: one round trip for N keys. Values travel straight between the
+// socket and their memory (src/resp_io.h); hiredis carries the small commands. Every I/O has a
+// timeout; on failure the connection is dropped and re-established on a later call, with the
 // breaker's backoff in between, so a dead Redis costs callers nothing but a
 // kUnavailable. Redis's own eviction (maxmemory) is invisible here: only
 // admits and our own deletes are reported.
@@ -21,6 +22,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -33,6 +35,10 @@
 struct redisContext;
 
 namespace pikv::storage {
+
+namespace resp {
+struct BulkReply;
+}
 
 struct RemoteTierOptions {
   std::string host = "127.0.0.1";
@@ -92,9 +98,17 @@ class RemoteTier final : public Tier {
   // One pipelined `verb <redis key>` per key.
   Result<std::vector<std::shared_ptr<Reply>>> PerKey(std::string_view verb,
                                                      std::span<const ChunkKey> keys);
+  // Runs `io` on the connection's socket, under the lock and the breaker as
+  // Pipeline does; a failed `io` drops the connection.
+  Status Exchange(size_t ops, const std::function<Status(int fd)>& io);
+  // The status replies of `n` commands written before.
+  static Status ReadStatuses(int fd, size_t n, std::vector<resp::BulkReply>& out);
   Status PutParts(const ChunkKey& key, const SharedBuffer& object);
-  // The object behind a manifest, or a miss (a missing or short part).
-  Result<SharedBuffer> GetParts(const std::string& name, std::string_view manifest);
+  // The object behind a manifest into `object`, left empty when a part is
+  // missing or short; kCorruption for a malformed manifest, another error
+  // when the connection failed. Runs inside an Exchange.
+  Status ReadParts(int fd, const std::string& name, std::string_view manifest,
+                   SharedBuffer& object);
   Status ConnectLocked();
   void DisconnectLocked();
   void Emit(const std::vector<TierEvent>& events);
