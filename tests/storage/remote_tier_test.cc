@@ -238,6 +238,39 @@ TEST_F(RemoteTierPartsTest, AnObjectOverTheServersBulkLimitIsStoredAsPartsAndRea
   EXPECT_EQ(Keys(tier->RedisKey(o.key) + "*"), 0u) << "the parts go with the manifest";
 }
 
+// Values past the size whose memory is mapped up front, whole and in parts
+// whose last is short, with a batch of small ones pipelined behind: each
+// comes back byte for byte, and a value of the wrong size is a miss.
+TEST_F(RemoteTierPartsTest, LargeValuesComeBackExactlyWholeAndInParts) {
+  auto big = MakeObject(31, 20 << 20);
+  for (uint64_t part_bytes : {uint64_t{64} << 20, uint64_t{7} << 20}) {
+    SCOPED_TRACE(part_bytes);
+    auto tier = Parted(part_bytes);
+    std::vector<testing::TestObject> objects = {big, MakeObject(32, 4096), MakeObject(33, 8192)};
+    std::vector<ChunkKey> keys;
+    std::vector<SharedBuffer> bytes;
+    for (const auto& o : objects) keys.push_back(o.key), bytes.push_back(o.bytes);
+    for (const Status& s : tier->PutMany(keys, bytes)) ASSERT_TRUE(s.ok()) << s.ToString();
+    auto got = tier->GetMany(keys);
+    for (size_t i = 0; i < objects.size(); ++i) {
+      ASSERT_TRUE(got[i].ok()) << i << ": " << got[i].status().ToString();
+      ASSERT_EQ(got[i]->size(), objects[i].bytes.size());
+      EXPECT_EQ(std::memcmp(got[i]->data(), objects[i].bytes.data(), got[i]->size()), 0) << i;
+    }
+    ASSERT_TRUE(tier->Remove(big.key).ok());
+  }
+  // A part of the wrong length (rewritten behind the tier's back) is a miss.
+  auto tier = Parted(7 << 20);
+  ASSERT_TRUE(tier->Put(big.key, big.bytes).ok());
+  redisReply* manifest = Raw({"GET", tier->RedisKey(big.key)});
+  auto m = ParseManifest({manifest->str, manifest->len});
+  freeReplyObject(manifest);
+  ASSERT_TRUE(m.has_value());
+  freeReplyObject(Raw({"SET", PartKey(tier->RedisKey(big.key), *m, 1), "short"}));
+  EXPECT_FALSE(tier->Get(big.key).ok());
+  EXPECT_FALSE(tier->Contains(big.key)) << "the broken object is deleted";
+}
+
 TEST_F(RemoteTierPartsTest, PartsTakeTheTiersExpiry) {
   auto tier = Parted(1 << 20, 100);
   auto o = MakeObject(22, 3 << 20);
