@@ -6,6 +6,7 @@ get crosses the transport as a pikv get does, instead of a local copy).
   mooncake_client.py --master H:P --op load|put|get --size B --objects K
       [--first I] [--batch B] [--seconds S] [--into] [--sync]
   mooncake_client.py --master H:P --hold SEGMENT_BYTES
+  mooncake_client.py --master H:P --op clear
 
 --into reads with get_into / batch_get_into into a buffer registered with
 the transfer engine (Mooncake's zero-copy read); without it, get/get_batch
@@ -100,7 +101,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--master", required=True)
     p.add_argument("--hold", type=int, help="lend a segment of this many bytes and wait")
-    p.add_argument("--op", choices=["load", "put", "get"])
+    p.add_argument("--op", choices=["load", "put", "get", "clear"])
     p.add_argument("--size", type=int, default=1 << 20)
     p.add_argument("--objects", type=int, default=8)
     p.add_argument("--first", type=int, default=0)
@@ -111,6 +112,11 @@ def main():
     args = p.parse_args()
     if args.hold:
         hold(args)
+        return 0
+    if args.op == "clear":  # every object gone (Mooncake evicts in the background)
+        store = setup(args.master, 0, 16 << 20)
+        store.remove_all()
+        store.close()
         return 0
     return run(args)
 

@@ -98,6 +98,15 @@ class Server:
                 self.proc.wait()
 
 
+def redis_flushall(port):
+    """Redis evicts by sampling (approximate LRU), so a get set loaded after a
+    put cell can lose its own keys; it starts empty instead."""
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        s.sendall(b"*1\r\n$8\r\nFLUSHALL\r\n")
+        if not s.recv(64).startswith(b"+OK"):
+            raise RuntimeError("redis FLUSHALL failed")
+
+
 def wait_port(port, timeout=30):
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -111,10 +120,12 @@ def wait_port(port, timeout=30):
 class System:
     """One system under test: its servers, and how to start one client."""
 
-    def __init__(self, name, servers, client_argv):
+    def __init__(self, name, servers, client_argv, env=None):
         self.name = name
         self.servers = servers
+        self.env = env  # the clients' environment (None: this one)
         self.client_argv = client_argv  # (op, size, objects, first, batch, seconds) -> argv
+        self.flush = lambda: None  # empties the store before a get set is loaded
 
     def server_cpu(self):
         return sum(s.cpu() for s in self.servers)
@@ -151,16 +162,18 @@ def start_systems(args, capacity, work):
                    f"{work}/redis.log")
     wait_port(redis_port)
     systems.append(System("redis", [redis], cpp_client("redis", f"127.0.0.1:{redis_port}")))
+    systems[-1].flush = lambda: redis_flushall(redis_port)
 
+    env = dict(os.environ, **dict(kv.split("=", 1) for kv in args.mooncake_env))
     master_port = free_port()
     master = Server([args.mooncake_master, f"--rpc_port={master_port}",
                      "--enable_metric_reporting=false", "--rpc_thread_num=2"],
-                    cpus, f"{work}/mooncake_master.log")
+                    cpus, f"{work}/mooncake_master.log", env=env)
     wait_port(master_port)
     master_addr = f"127.0.0.1:{master_port}"
     mc = [args.peers_python, f"{HERE}/mooncake_client.py", "--master", master_addr]
     holder = Server(mc + ["--hold", str(capacity)], cpus, f"{work}/mooncake_holder.log",
-                    ready="holding")
+                    ready="holding", env=env)
 
     def mc_client(get_into):
         def argv(op, size, objects, first, batch, seconds):
@@ -169,8 +182,13 @@ def start_systems(args, capacity, work):
             return a + (["--into"] if get_into else [])
         return argv
 
-    systems.append(System("mooncake", [master, holder], mc_client(False)))
-    systems.append(System("mooncake_into", [master, holder], mc_client(True)))
+    def mc_clear():
+        subprocess.run(mc + ["--op", "clear"], check=True, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, env=env, timeout=60)
+
+    systems.append(System("mooncake", [master, holder], mc_client(False), env))
+    systems[-1].flush = mc_clear
+    systems.append(System("mooncake_into", [master, holder], mc_client(True), env))
     return systems
 
 
@@ -182,7 +200,7 @@ def run_clients(args, system, op, size, objects, batch, clients, seconds):
                                   seconds)
         procs.append(subprocess.Popen(["taskset", "-c", args.client_cpus] + argv,
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                      stderr=subprocess.DEVNULL, text=True))
+                                      stderr=subprocess.DEVNULL, text=True, env=system.env))
     for p in procs:  # every client set up (objects made, connected)
         line = p.stdout.readline()
         if line.strip() != "ready":
@@ -221,6 +239,7 @@ def load(args, systems, size, objects):
         if id(s.servers[0]) in seen:
             continue
         seen.add(id(s.servers[0]))
+        s.flush()
         r = run_clients(args, s, "load", size, objects, 1, 1, 0)
         if r["failed"] or r["ok"] < objects:
             raise RuntimeError(f"{s.name}: loading {objects} objects of {size} failed: {r}")
@@ -244,8 +263,10 @@ def measure(args, work):
     for size in args.sizes:
         capacity = max(args.capacity, 3 * size)
         put_objects = max(8, 2 * capacity // size)      # more than the servers hold
-        get_objects = max(1, min(256, capacity // (2 * size)))  # all resident
-        systems = start_systems(args, capacity, work)
+        # All resident, with room for Redis's reply buffers (it counts them
+        # against maxmemory and evicts keys for them).
+        get_objects = max(1, min(256, capacity // (4 * size)))
+        systems = [s for s in start_systems(args, capacity, work) if s.name in args.systems]
         try:
             for op, clients, batch in cells_for(size, args):
                 objects = put_objects if op == "put" else get_objects
@@ -326,6 +347,10 @@ def main():
                    "3 objects)")
     p.add_argument("--client-memory", default="4GiB",
                    help="skip cells whose clients would hold more objects than this")
+    p.add_argument("--mooncake-env", nargs="*", default=[],
+                   help="KEY=VALUE for every Mooncake process (its transport's settings; "
+                   "MC_TCP_SLICE_SIZE 64 KiB, 1 MiB and 4 MiB measured alike here)")
+    p.add_argument("--systems", default="pikv,redis,mooncake,mooncake_into")
     p.add_argument("--server-cpus", default="0")
     p.add_argument("--client-cpus", default="1")
     p.add_argument("--smoke", action="store_true", help="one small object per system, briefly")
@@ -335,6 +360,7 @@ def main():
     args.sizes = [parse_size(s) for s in args.sizes.split(",")]
     args.clients = [int(c) for c in args.clients.split(",")]
     args.capacity = parse_size(args.capacity)
+    args.systems = args.systems.split(",")
     args.client_memory = parse_size(args.client_memory)
     args.objects_factor = 6  # a put client's pool is ~2x the servers' 3-object minimum
     work = tempfile.mkdtemp(prefix="pikv-peers-")
