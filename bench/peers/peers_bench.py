@@ -68,10 +68,12 @@ def size_name(size):
 
 
 class Server:
-    """A started process, pinned, stopped on close."""
+    """A started process, pinned, stopped on close (or by stop_all)."""
+    running = []
 
     def __init__(self, argv, cpus, log, ready=None, env=None, timeout=30):
         self.log = log
+        Server.running.append(self)
         self.proc = subprocess.Popen(["taskset", "-c", cpus] + argv, stdout=subprocess.PIPE,
                                      stderr=open(log, "w"), text=True, env=env,
                                      start_new_session=True)
@@ -87,6 +89,11 @@ class Server:
 
     def cpu(self):
         return cpu_seconds(self.proc.pid)
+
+    @staticmethod
+    def stop_all():
+        while Server.running:
+            Server.running.pop().close()
 
     def close(self):
         if self.proc.poll() is None:
@@ -130,10 +137,6 @@ class System:
     def server_cpu(self):
         return sum(s.cpu() for s in self.servers)
 
-    def close(self):
-        for s in reversed(self.servers):
-            s.close()
-
 
 def start_systems(args, capacity, work):
     """Every system, each holding `capacity` bytes, on the server cores."""
@@ -167,7 +170,8 @@ def start_systems(args, capacity, work):
     env = dict(os.environ, **dict(kv.split("=", 1) for kv in args.mooncake_env))
     master_port = free_port()
     master = Server([args.mooncake_master, f"--rpc_port={master_port}",
-                     "--enable_metric_reporting=false", "--rpc_thread_num=2"],
+                     f"--metrics_port={free_port()}", "--enable_metric_reporting=false",
+                     "--rpc_thread_num=2"],
                     cpus, f"{work}/mooncake_master.log", env=env)
     wait_port(master_port)
     master_addr = f"127.0.0.1:{master_port}"
@@ -266,8 +270,8 @@ def measure(args, work):
         # All resident, with room for Redis's reply buffers (it counts them
         # against maxmemory and evicts keys for them).
         get_objects = max(1, min(256, capacity // (4 * size)))
-        systems = [s for s in start_systems(args, capacity, work) if s.name in args.systems]
         try:
+            systems = [s for s in start_systems(args, capacity, work) if s.name in args.systems]
             for op, clients, batch in cells_for(size, args):
                 objects = put_objects if op == "put" else get_objects
                 if op == "get":  # a put cell before evicted part of the get set
@@ -294,9 +298,8 @@ def measure(args, work):
                     if failed:
                         print(f"{name} {op} {size_name(size)} c{clients} b{batch}: "
                               f"{failed} failed", file=sys.stderr)
-        finally:
-            for s in systems:
-                s.close()
+        finally:  # every server started, whether its system was measured or not
+            Server.stop_all()
     return rows
 
 
@@ -363,6 +366,8 @@ def main():
     args.systems = args.systems.split(",")
     args.client_memory = parse_size(args.client_memory)
     args.objects_factor = 6  # a put client's pool is ~2x the servers' 3-object minimum
+    # Stopped from outside: the servers (each in its own session) go too.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     work = tempfile.mkdtemp(prefix="pikv-peers-")
     try:
         rows = measure(args, work)
