@@ -148,9 +148,10 @@ TEST(ObjectSizesTest, EverySizeIsByteIdenticalThroughEveryPath) {
   auto streamed = node_b.Stats();
   ASSERT_TRUE(streamed.ok());
   EXPECT_EQ(FieldInt(*streamed, "p2p.pulled_streamed", 0), int64_t(sizes.size()));
-  const auto over_a_frame =
-      std::count_if(sizes.begin(), sizes.end(), [](size_t s) { return s > (1 << 20); });
-  EXPECT_EQ(FieldInt(*streamed, "streamed_puts.completed", 0), over_a_frame);
+  const auto streamed_puts = std::count_if(sizes.begin(), sizes.end(), [](size_t s) {
+    return s > rpc::NodeClient::kStreamedPutFrames * (1 << 20);
+  });
+  EXPECT_EQ(FieldInt(*streamed, "streamed_puts.completed", 0), streamed_puts);
 }
 
 }  // namespace
