@@ -113,6 +113,18 @@ TEST_F(RespIoTest, MalformedRepliesAreErrorsNeverValues) {
   }
 }
 
+// A length no value can have is not read through (its +2 would wrap, and a
+// reader that skipped that many bytes would lose step): the connection goes.
+TEST_F(RespIoTest, ABulkLengthPastAnyValueIsAProtocolError) {
+  for (const std::string bad : {"$18446744073709551615\r\n+OK\r\n", "$1099511627777\r\n+OK\r\n"}) {
+    SCOPED_TRACE(bad);
+    TearDown();
+    SetUp();
+    Send(bad);
+    EXPECT_EQ(Reader(fds_[0]).ReadBulk(1 << 20).code(), ErrorCode::kProtocol);
+  }
+}
+
 TEST_F(RespIoTest, AReplyCutShortOrNeverEndingIsAnErrorNotAHang) {
   Send("$10\r\nabc");
   ClosePeer();
