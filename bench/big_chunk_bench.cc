@@ -105,7 +105,8 @@ double MemcpyMs(const std::vector<uint8_t>& src, std::vector<uint8_t>& dst, int 
 // baseline: its destination is as cold).
 double MemcpyFreshMs(const std::vector<uint8_t>& src) {
   auto t0 = Clock::now();
-  void* fresh = mmap(nullptr, src.size(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* fresh =
+      mmap(nullptr, src.size(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (fresh == MAP_FAILED) throw std::runtime_error("mmap failed");
   std::memcpy(fresh, src.data(), src.size());
   const double ms = Ms(t0);

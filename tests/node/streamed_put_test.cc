@@ -91,8 +91,8 @@ class RawStreamer {
 TEST_F(StreamedPutTest, ObjectsCrossInFramesAndReadBackIdentical) {
   auto client = Client();
   std::vector<TestObject> objects;
-  for (size_t size : {size_t{100} << 10, (size_t{3} << 20) + 17, (size_t{5} << 20) + 17,
-                      size_t{40} << 20})
+  for (size_t size :
+       {size_t{100} << 10, (size_t{3} << 20) + 17, (size_t{5} << 20) + 17, size_t{40} << 20})
     objects.push_back(MakeObject(size, size));
   for (const auto& o : objects) {
     auto put = client->Put({&o.key, 1}, {&o.bytes, 1});
