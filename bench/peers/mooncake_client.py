@@ -4,7 +4,7 @@ that lends the store its memory segment (a separate process, so a client's
 get crosses the transport as a pikv get does, instead of a local copy).
 
   mooncake_client.py --master H:P --op load|put|get --size B --objects K
-      [--first I] [--batch B] [--seconds S] [--into] [--sync]
+      [--first I] [--batch B] [--seconds S] [--seed N] [--into] [--sync]
   mooncake_client.py --master H:P --hold SEGMENT_BYTES
   mooncake_client.py --master H:P --op clear
 
@@ -50,7 +50,7 @@ def run(args):
         sys.exit("mooncake_client: register_buffer failed")
     for i in range(args.objects):
         region[i * size:i * size + 8] = i.to_bytes(8, "little")
-    keys = [f"obj-{size}-{i}" for i in range(args.objects)]
+    keys = [f"obj-{args.seed}-{size}-{i}" for i in range(args.objects)]
     slots = [base + (args.objects + j) * size for j in range(batch)]
 
     if args.sync:
@@ -105,6 +105,7 @@ def main():
     p.add_argument("--size", type=int, default=1 << 20)
     p.add_argument("--objects", type=int, default=8)
     p.add_argument("--first", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="which key space (objects differ by seed)")
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--seconds", type=float, default=1.0)
     p.add_argument("--into", action="store_true")

@@ -27,6 +27,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 MiB = 1 << 20
@@ -72,28 +73,36 @@ class Server:
     running = []
 
     def __init__(self, argv, cpus, log, ready=None, env=None, timeout=30):
+        """Waits for a line containing `ready` on its stdout (when given); its
+        output, that line's too, goes on into `log` from a thread."""
         self.log = log
-        Server.running.append(self)
+        log_file = open(log, "w")
         self.proc = subprocess.Popen(["taskset", "-c", cpus] + argv, stdout=subprocess.PIPE,
-                                     stderr=open(log, "w"), text=True, env=env,
+                                     stderr=log_file, text=True, env=env,
                                      start_new_session=True)
-        if ready:
-            deadline = time.time() + timeout
+        Server.running.append(self)
+        seen = threading.Event()
+
+        def drain():  # a server never blocks on a full pipe
             for line in self.proc.stdout:
-                if ready in line:
-                    break
-                if time.time() > deadline:
-                    break
-            else:
-                raise RuntimeError(f"{argv[0]} exited before it was ready; see {log}")
+                log_file.write(line)
+                if ready and ready in line:
+                    seen.set()
+        threading.Thread(target=drain, daemon=True).start()
+        if ready and not seen.wait(timeout):
+            raise RuntimeError(f"{argv[0]} did not say '{ready}' in {timeout} s; see {log}")
 
     def cpu(self):
         return cpu_seconds(self.proc.pid)
 
     @staticmethod
     def stop_all():
-        while Server.running:
-            Server.running.pop().close()
+        for server in reversed(Server.running):
+            try:
+                server.close()
+            except Exception as e:  # the others are still stopped
+                print(f"stopping {server.log}: {e}", file=sys.stderr)
+        Server.running.clear()
 
     def close(self):
         if self.proc.poll() is None:
@@ -131,7 +140,8 @@ class System:
         self.name = name
         self.servers = servers
         self.env = env  # the clients' environment (None: this one)
-        self.client_argv = client_argv  # (op, size, objects, first, batch, seconds) -> argv
+        # (op, size, objects, first, batch, seconds, seed) -> argv
+        self.client_argv = client_argv
         self.flush = lambda: None  # empties the store before a get set is loaded
 
     def server_cpu(self):
@@ -145,15 +155,16 @@ def start_systems(args, capacity, work):
     node_port = free_port()
     node = Server([f"{args.bin_dir}/pikv-node", "--endpoint", f"tcp://127.0.0.1:{node_port}",
                    "--data-dir", f"{work}/node", "--disk", "false", "--prefault", "true",
-                   "--cpu-capacity", str(capacity), "--controller", "", "--log-level", "warn"],
-                  cpus, f"{work}/node.log", ready="vm ready")
+                   "--cpu-capacity", str(capacity), "--controller", "", "--node-id", "peers",
+                   "--log-level", "warn"],
+                  cpus, f"{work}/node.log", ready="pikv-node peers ready")
     client = f"{args.bin_dir}/peer_data_client"
 
     def cpp_client(system, endpoint):
-        return lambda op, size, objects, first, batch, seconds, into=False: [
+        return lambda op, size, objects, first, batch, seconds, seed: [
             client, "--system", system, "--endpoint", endpoint, "--op", op, "--size", str(size),
             "--objects", str(objects), "--first", str(first), "--batch", str(batch),
-            "--seconds", str(seconds), "--sync"]
+            "--seconds", str(seconds), "--seed", str(seed), "--sync"]
 
     systems.append(System("pikv", [node], cpp_client("pikv", f"tcp://127.0.0.1:{node_port}")))
 
@@ -180,9 +191,10 @@ def start_systems(args, capacity, work):
                     ready="holding", env=env)
 
     def mc_client(get_into):
-        def argv(op, size, objects, first, batch, seconds):
+        def argv(op, size, objects, first, batch, seconds, seed):
             a = mc + ["--op", op, "--size", str(size), "--objects", str(objects), "--first",
-                      str(first), "--batch", str(batch), "--seconds", str(seconds), "--sync"]
+                      str(first), "--batch", str(batch), "--seconds", str(seconds), "--seed",
+                      str(seed), "--sync"]
             return a + (["--into"] if get_into else [])
         return argv
 
@@ -196,31 +208,36 @@ def start_systems(args, capacity, work):
     return systems
 
 
-def run_clients(args, system, op, size, objects, batch, clients, seconds):
-    """One timed run of `clients` processes; the merged result."""
+def run_clients(args, system, op, size, objects, batch, clients, seconds, seed=0):
+    """One timed run of `clients` processes; the merged result. No client
+    outlives it, whatever happens."""
     procs = []
-    for c in range(clients):
-        argv = system.client_argv(op, size, objects, c * objects // max(clients, 1), batch,
-                                  seconds)
-        procs.append(subprocess.Popen(["taskset", "-c", args.client_cpus] + argv,
-                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                      stderr=subprocess.DEVNULL, text=True, env=system.env))
-    for p in procs:  # every client set up (objects made, connected)
-        line = p.stdout.readline()
-        if line.strip() != "ready":
-            for q in procs:
-                q.kill()
-            raise RuntimeError(f"{system.name} client did not start ({line!r})")
-    server_cpu = system.server_cpu()
-    for p in procs:
-        p.stdin.write("go\n")
-        p.stdin.flush()
-    results = []
-    for p in procs:
-        out, _ = p.communicate(timeout=seconds * 10 + 600)
-        last = out.strip().splitlines()[-1] if out.strip() else "{}"
-        results.append(json.loads(last) if last.startswith("{") else {})
-    server_cpu = system.server_cpu() - server_cpu
+    try:
+        for c in range(clients):
+            argv = system.client_argv(op, size, objects, c * objects // max(clients, 1), batch,
+                                      seconds, seed)
+            procs.append(subprocess.Popen(["taskset", "-c", args.client_cpus] + argv,
+                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                          stderr=subprocess.DEVNULL, text=True, env=system.env))
+        for p in procs:  # every client set up (objects made, connected)
+            line = p.stdout.readline()
+            if line.strip() != "ready":
+                raise RuntimeError(f"{system.name} client did not start ({line!r})")
+        server_cpu = system.server_cpu()
+        for p in procs:
+            p.stdin.write("go\n")
+            p.stdin.flush()
+        results = []
+        for p in procs:
+            out, _ = p.communicate(timeout=seconds * 10 + 600)
+            last = out.strip().splitlines()[-1] if out.strip() else "{}"
+            results.append(json.loads(last) if last.startswith("{") else {})
+        server_cpu = system.server_cpu() - server_cpu
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
     merged = {"ok": 0, "failed": 0, "bytes": 0, "seconds": 0.0, "cpu": server_cpu,
               "latencies_us": []}
     for r in results:
@@ -249,12 +266,14 @@ def load(args, systems, size, objects):
             raise RuntimeError(f"{s.name}: loading {objects} objects of {size} failed: {r}")
 
 
-def cells_for(size, args):
-    """(op, clients, batch) cells measured for objects of `size`."""
+def cells_for(size, args, put_objects):
+    """(op, clients, batch) cells measured for objects of `size`: those whose
+    clients hold at most --client-memory of objects (a put client holds its
+    whole key space)."""
     cells = []
     for op in ("put", "get"):
         for clients in args.clients:
-            if size * args.objects_factor * clients > args.client_memory:
+            if op == "put" and clients * (put_objects + 1) * size > args.client_memory:
                 continue
             cells.append((op, clients, 1))
         if size * 32 <= 64 * MiB and not args.smoke:
@@ -272,18 +291,22 @@ def measure(args, work):
         get_objects = max(1, min(256, capacity // (4 * size)))
         try:
             systems = [s for s in start_systems(args, capacity, work) if s.name in args.systems]
-            for op, clients, batch in cells_for(size, args):
+            for op, clients, batch in cells_for(size, args, put_objects):
                 objects = put_objects if op == "put" else get_objects
                 if op == "get":  # a put cell before evicted part of the get set
                     load(args, systems, size, get_objects)
                 per_round = {}
-                for _ in range(args.rounds):
+                for round_ in range(args.rounds):
                     for s in systems:
                         if op == "put" and s.name == "mooncake_into":
                             continue  # the same put as "mooncake"
+                        # Each put round a key space of its own: no put finds
+                        # its key stored by an earlier round (a store that
+                        # has it answers without moving the bytes).
+                        seed = 1 + round_ if op == "put" else 0
                         per_round.setdefault(s.name, []).append(
                             run_clients(args, s, op, size, objects, batch, clients,
-                                        args.seconds))
+                                        args.seconds, seed))
                 for name, runs in per_round.items():
                     failed = sum(r["failed"] for r in runs)
                     gbps = [r["bytes"] / r["seconds"] / 1e9 for r in runs if r["seconds"] > 0]
@@ -348,8 +371,8 @@ def main():
     p.add_argument("--seconds", type=float, default=1.0)
     p.add_argument("--capacity", default="256MiB", help="memory each system holds (at least "
                    "3 objects)")
-    p.add_argument("--client-memory", default="4GiB",
-                   help="skip cells whose clients would hold more objects than this")
+    p.add_argument("--client-memory", default="6GiB",
+                   help="skip put cells whose clients would hold more objects than this")
     p.add_argument("--mooncake-env", nargs="*", default=[],
                    help="KEY=VALUE for every Mooncake process (its transport's settings; "
                    "MC_TCP_SLICE_SIZE 64 KiB, 1 MiB and 4 MiB measured alike here)")
@@ -365,7 +388,6 @@ def main():
     args.capacity = parse_size(args.capacity)
     args.systems = args.systems.split(",")
     args.client_memory = parse_size(args.client_memory)
-    args.objects_factor = 6  # a put client's pool is ~2x the servers' 3-object minimum
     # Stopped from outside: the servers (each in its own session) go too.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     work = tempfile.mkdtemp(prefix="pikv-peers-")

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "pikv/proto/chunk_object.h"
+#include "pikv/proto/message.h"
 #include "redis_parts.h"
 #include "resp_io.h"
 #include "tier_internal.h"
@@ -287,11 +288,12 @@ Status RemoteTier::PutParts(const ChunkKey& key, const SharedBuffer& object) {
   m.parts = static_cast<uint32_t>(parts);
   const std::string orphan_ttl = std::to_string(options_.orphan_ttl_seconds);
   std::vector<std::string> part_keys;
+  bool sent_any = false;  // no part to delete before one went out
   auto fail = [&](Status s) {
     // Best effort: whatever was written would expire anyway.
     std::vector<std::vector<std::string_view>> dels;
     for (const auto& k : part_keys) dels.push_back({"DEL", k});
-    if (!dels.empty()) (void)Pipeline(dels);
+    if (sent_any && !dels.empty()) (void)Pipeline(dels);
     counters_->errors++;
     return s;
   };
@@ -299,6 +301,7 @@ Status RemoteTier::PutParts(const ChunkKey& key, const SharedBuffer& object) {
   // Every part in one pipeline, each written from the object's own memory.
   std::vector<resp::BulkReply> replies;
   Status sent = Exchange(m.parts, [&](int fd) {
+    sent_any = true;
     for (uint32_t i = 0; i < m.parts; ++i) {
       const uint64_t offset = uint64_t{i} * m.part_bytes;
       const std::string_view slice(reinterpret_cast<const char*>(object.data()) + offset,
@@ -330,29 +333,46 @@ Status RemoteTier::PutParts(const ChunkKey& key, const SharedBuffer& object) {
 }
 
 Status RemoteTier::ReadParts(int fd, const std::string& name, std::string_view manifest,
-                             SharedBuffer& object) {
+                             SharedBuffer& object, Status& key_status) {
   auto m = ParseManifest(manifest);
-  if (!m) return Corruption("malformed parts manifest");
+  // The size is Redis's word: no more memory is taken than one object may
+  // have (the wire's limit on a payload).
+  if (!m || m->size > WireLimits{}.max_payload_bytes) {
+    key_status =
+        Corruption(m ? "parts manifest past the object size limit" : "malformed parts manifest");
+    return Status::Ok();
+  }
   SharedBuffer whole_object = resp::AllocateValue(m->size);
-  if (whole_object.empty()) return IoError("no memory for a parted object");
+  if (whole_object.empty()) {
+    key_status = IoError("no memory for a parted object");
+    return Status::Ok();
+  }
   auto* bytes = const_cast<uint8_t*>(whole_object.data());
-  for (uint32_t i = 0; i < m->parts; ++i) {
+  auto ask = [&](uint32_t i) {
     const std::string part = PartKey(name, *m, i);
     const std::string_view get[] = {"GET", part};
-    if (Status s = resp::WriteCommand(fd, get); !s.ok()) return s;
-  }
-  // Each part straight into its place in the object.
+    return resp::WriteCommand(fd, get);
+  };
+  // Two parts in flight: Redis holds a reply in memory it counts against
+  // maxmemory, so a whole object's worth would evict others.
+  constexpr uint32_t kWindow = 2;
+  for (uint32_t i = 0; i < std::min(kWindow, m->parts); ++i)
+    if (Status s = ask(i); !s.ok()) return s;
   resp::Reader reader(fd);
-  bool whole = true;
   for (uint32_t i = 0; i < m->parts; ++i) {
     const uint64_t offset = uint64_t{i} * m->part_bytes;
     const uint64_t want = std::min<uint64_t>(m->part_bytes, m->size - offset);
-    auto r = reader.ReadBulk(want, {bytes + offset, want});
+    auto r = reader.ReadBulk(want, {bytes + offset, want});  // straight into place
     if (!r.ok()) return r.status();
-    whole = whole && r->kind == resp::BulkReply::Kind::kValue;
+    if (i + kWindow < m->parts)
+      if (Status s = ask(i + kWindow); !s.ok()) return s;
+    if (!key_status.ok() || r->kind == resp::BulkReply::Kind::kValue) continue;
+    key_status = r->kind == resp::BulkReply::Kind::kError
+                     ? IoError("Redis refused a part: " + r->line)  // a miss, kept
+                     : Corruption("incomplete parts");
   }
   if (!reader.empty()) return ProtocolError("Redis sent more than was asked");
-  object = whole ? std::move(whole_object) : SharedBuffer();
+  if (key_status.ok()) object = std::move(whole_object);
   return Status::Ok();
 }
 
@@ -361,9 +381,10 @@ std::vector<Result<SharedBuffer>> RemoteTier::GetMany(std::span<const ChunkKey> 
   names.reserve(keys.size());
   for (const auto& k : keys) names.push_back(RedisKey(k));
   // What each key's GET found: a value (an object, or a parted object read
-  // whole), nil, or something else, said in `why`.
+  // whole), nil, or something else; for a parted object, what reading its
+  // parts came to (a connection lost there fails it and those after it).
   std::vector<resp::BulkReply> replies;
-  std::vector<std::string> why(keys.size());
+  std::vector<Status> parts(keys.size());
   Status got = Exchange(keys.size(), [&](int fd) {
     for (const auto& n : names) {
       const std::string_view get[] = {"GET", n};
@@ -371,7 +392,7 @@ std::vector<Result<SharedBuffer>> RemoteTier::GetMany(std::span<const ChunkKey> 
     }
     resp::Reader reader(fd);
     for (size_t i = 0; i < keys.size(); ++i) {
-      auto r = reader.ReadBulk(options_.part_bytes);
+      auto r = reader.ReadBulk(WireLimits{}.max_payload_bytes);
       if (!r.ok()) return r.status();
       replies.push_back(std::move(*r));
     }
@@ -382,15 +403,16 @@ std::vector<Result<SharedBuffer>> RemoteTier::GetMany(std::span<const ChunkKey> 
       if (replies[i].kind != resp::BulkReply::Kind::kValue || !value.starts_with(kPartsMagic))
         continue;
       SharedBuffer object;
-      Status s = ReadParts(fd, names[i], value, object);
-      if (s.code() != ErrorCode::kCorruption && !s.ok()) return s;  // the connection failed
-      why[i] = s.ok() ? (object.empty() ? "incomplete parts" : "") : s.message();
+      if (Status s = ReadParts(fd, names[i], value, object, parts[i]); !s.ok()) {
+        for (size_t j = i; j < keys.size(); ++j) parts[j] = s;
+        return s;
+      }
       v = object;
     }
     return Status::Ok();
   });
   std::vector<Result<SharedBuffer>> out;
-  if (!got.ok()) {
+  if (!got.ok() && replies.size() < keys.size()) {  // no key's reply was read whole
     counters_->misses += keys.size();
     for (size_t i = 0; i < keys.size(); ++i) out.emplace_back(got);
     return out;
@@ -408,9 +430,14 @@ std::vector<Result<SharedBuffer>> RemoteTier::GetMany(std::span<const ChunkKey> 
       out.emplace_back(IoError("unexpected Redis reply: " + r.line));
       continue;
     }
-    Status s = r.kind == resp::BulkReply::Kind::kTooLarge ? Corruption("value over part_bytes")
-               : !why[i].empty()                          ? Corruption(why[i])
-                                 : VerifyChunkObject(r.value.span(), &keys[i]);
+    if (!parts[i].ok() && parts[i].code() != ErrorCode::kCorruption) {
+      counters_->misses++;  // not the object's fault: kept
+      out.emplace_back(parts[i]);
+      continue;
+    }
+    Status s = r.kind == resp::BulkReply::Kind::kTooLarge ? Corruption("value past the size limit")
+               : !parts[i].ok()                           ? parts[i]
+                                : VerifyChunkObject(r.value.span(), &keys[i]);
     if (!s.ok()) {
       counters_->corruptions++;
       counters_->misses++;

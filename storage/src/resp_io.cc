@@ -34,8 +34,12 @@ Status SocketError(const char* what) {
 
 SharedBuffer AllocateValue(uint64_t size) {
   if (size < kPopulatedBytes) {
-    std::shared_ptr<uint8_t[]> bytes = std::make_shared_for_overwrite<uint8_t[]>(size);
-    return SharedBuffer(bytes.get(), size, bytes);
+    try {
+      std::shared_ptr<uint8_t[]> bytes = std::make_shared_for_overwrite<uint8_t[]>(size);
+      return SharedBuffer(bytes.get(), size, bytes);
+    } catch (const std::bad_alloc&) {
+      return {};
+    }
   }
   void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
                  -1, 0);

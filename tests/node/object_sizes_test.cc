@@ -149,7 +149,7 @@ TEST(ObjectSizesTest, EverySizeIsByteIdenticalThroughEveryPath) {
   ASSERT_TRUE(streamed.ok());
   EXPECT_EQ(FieldInt(*streamed, "p2p.pulled_streamed", 0), int64_t(sizes.size()));
   const auto streamed_puts = std::count_if(sizes.begin(), sizes.end(), [](size_t s) {
-    return s > rpc::NodeClient::kStreamedPutFrames * (1 << 20);
+    return s > std::max<uint64_t>(1 << 20, rpc::NodeClient::kWholePutBytes);
   });
   EXPECT_EQ(FieldInt(*streamed, "streamed_puts.completed", 0), streamed_puts);
 }

@@ -102,9 +102,9 @@ TEST_F(StreamedPutTest, ObjectsCrossInFramesAndReadBackIdentical) {
     ASSERT_EQ((*got)[0]->size(), o.bytes.size());
     EXPECT_EQ(std::memcmp((*got)[0]->data(), o.bytes.data(), o.bytes.size()), 0);
   }
-  // Up to kStreamedPutFrames frames a put goes whole (a stream costs a round
-  // trip more); past it, in frames.
-  static_assert(rpc::NodeClient::kStreamedPutFrames * kFrame < (size_t{5} << 20));
+  // Up to kWholePutBytes a put goes whole (a stream costs a round trip
+  // more); past it, in frames.
+  static_assert(rpc::NodeClient::kWholePutBytes < (size_t{5} << 20));
   EXPECT_EQ(Stat("streamed_puts.completed"), 2) << "the 100 KiB and 3 MiB objects went whole";
   EXPECT_EQ(Stat("requests.streamed"), 4) << "every get was answered in frames";
   // A whole-object client reads what was streamed in, and the reverse.

@@ -104,11 +104,12 @@ class RemoteTier final : public Tier {
   // The status replies of `n` commands written before.
   static Status ReadStatuses(int fd, size_t n, std::vector<resp::BulkReply>& out);
   Status PutParts(const ChunkKey& key, const SharedBuffer& object);
-  // The object behind a manifest into `object`, left empty when a part is
-  // missing or short; kCorruption for a malformed manifest, another error
-  // when the connection failed. Runs inside an Exchange.
-  Status ReadParts(int fd, const std::string& name, std::string_view manifest,
-                   SharedBuffer& object);
+  // The object behind a manifest into `object`; `key_status` says why not
+  // (kCorruption: a malformed manifest, a part missing or short; another
+  // error: a part refused, no memory: the object is kept). An error return
+  // is the connection's. Runs inside an Exchange.
+  Status ReadParts(int fd, const std::string& name, std::string_view manifest, SharedBuffer& object,
+                   Status& key_status);
   Status ConnectLocked();
   void DisconnectLocked();
   void Emit(const std::vector<TierEvent>& events);
