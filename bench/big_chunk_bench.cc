@@ -133,7 +133,7 @@ void WaitFaultedIn(const std::string& node, uint64_t arena_bytes) {
 // The object's bytes SET and then GET on the same redis-server, in the
 // remote tier's parts, by two bare clients with no manifest and no check:
 // hiredis (each part's reply copied into place, as a hiredis user must) and
-// the ceiling, one writev per part and each reply read straight into place
+// the least a client can do: one writev per part and each reply read straight into place
 // (storage/src/resp_io.h, which the tier itself uses).
 struct RawRedis {
   double hiredis_put_ms = 0, hiredis_get_ms = 0, bare_put_ms = 0, bare_get_ms = 0;

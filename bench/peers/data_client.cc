@@ -14,7 +14,7 @@
 // through them from `first` (K is chosen larger than the server's memory, so
 // each put really stores); `get` reads random ones of them, B per call. The
 // last line is {"ok", "failed", "bytes", "seconds", "cpu_seconds",
-// "latencies_us": [...]}; a failed operation adds no bytes. cpu_seconds is
+// "latencies_us": [...]}; a failed call adds no bytes and no latency. cpu_seconds is
 // this process's (all its threads') over the timed loop alone. --sync: print
 // "ready" once set up and start the clock on a line from stdin, so a run's
 // clients start together and set-up is outside the servers' CPU account.
@@ -178,11 +178,11 @@ int Run(const Options& o) {
     for (auto& obj : call) obj = &objects[(o.op == "get" ? rng() : next++) % objects.size()];
     const auto t0 = Clock::now();
     const bool done = o.op == "get" ? store->Get(call) : store->Put(call);
-    latencies_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
     if (!done) {
       failed += call.size();
       continue;
     }
+    latencies_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
     ok += call.size();
     for (const TestObject* obj : call) bytes += obj->bytes.size();
   }

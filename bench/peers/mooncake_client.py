@@ -82,8 +82,8 @@ def run(args):
             done = len(store.get(names[0])) == size
         else:
             done = all(len(v) == size for v in store.get_batch(names))
-        latencies.append(int((time.perf_counter() - t0) * 1e6))
-        if done:
+        if done:  # a failed call adds no bytes and no latency
+            latencies.append(int((time.perf_counter() - t0) * 1e6))
             ok += batch
             nbytes += batch * size
         else:

@@ -9,7 +9,7 @@ process on the client cores (peer_data_client for pikv and Redis,
 mooncake_client.py for Mooncake); they set up, then start together.
 
 Per cell and system it reports GB/s (successful bytes over the slowest
-client's time, median round), p50/p99 of one call (all rounds), and
+client's time, median round), p50/p99 of one successful call (all rounds), and
 CPU-seconds per GiB moved, summed over every process: the clients' timed
 loops and the servers' (master and segment holder for Mooncake) over the
 same span. A cell with any failed operation reports no throughput.
