@@ -53,6 +53,11 @@ def run(args):
     keys = [f"obj-{args.seed}-{size}-{i}" for i in range(args.objects)]
     slots = [base + (args.objects + j) * size for j in range(batch)]
 
+    if args.op == "get":  # one untimed, as peer_data_client does
+        if args.into:
+            store.batch_get_into(keys[:1] * batch, slots, [size] * batch)
+        else:
+            store.get_batch(keys[:1] * batch)
     if args.sync:
         print("ready", flush=True)
         sys.stdin.readline()
