@@ -128,15 +128,8 @@ CircuitBreaker::State RemoteTier::breaker_state() const {
 
 Result<std::vector<std::shared_ptr<RemoteTier::Reply>>> RemoteTier::Pipeline(
     const std::vector<std::vector<std::string_view>>& commands) {
-  std::lock_guard lock(mu_);
-  const auto now = CircuitBreaker::Clock::now();
-  if (!breaker_.Allow(now)) {
-    counters_->rejects += commands.size();
-    return Unavailable("Redis circuit open");
-  }
-  Status s = ConnectLocked();
   std::vector<std::shared_ptr<Reply>> replies;
-  if (s.ok()) {
+  Status s = Exchange(commands.size(), [&](int) {  // through hiredis, on ctx_ (locked)
     std::vector<const char*> argv;
     std::vector<size_t> lens;
     for (const auto& cmd : commands) {
@@ -147,28 +140,18 @@ Result<std::vector<std::shared_ptr<RemoteTier::Reply>>> RemoteTier::Pipeline(
         lens.push_back(part.size());
       }
       if (redisAppendCommandArgv(ctx_, static_cast<int>(argv.size()), argv.data(), lens.data()) !=
-          REDIS_OK) {
-        s = IoError(std::string("Redis append: ") + ctx_->errstr);
-        break;
-      }
+          REDIS_OK)
+        return IoError(std::string("Redis append: ") + ctx_->errstr);
     }
-    for (size_t i = 0; s.ok() && i < commands.size(); ++i) {
+    for (size_t i = 0; i < commands.size(); ++i) {
       void* raw = nullptr;
-      if (redisGetReply(ctx_, &raw) != REDIS_OK || raw == nullptr) {
-        s = IoError(std::string("Redis: ") + (ctx_->errstr[0] ? ctx_->errstr : "no reply"));
-        break;
-      }
+      if (redisGetReply(ctx_, &raw) != REDIS_OK || raw == nullptr)
+        return IoError(std::string("Redis: ") + (ctx_->errstr[0] ? ctx_->errstr : "no reply"));
       replies.push_back(std::make_shared<Reply>(static_cast<redisReply*>(raw)));
     }
-  }
-  if (!s.ok()) {
-    counters_->errors++;
-    DisconnectLocked();
-    breaker_.OnFailure(now);
-    spdlog::warn("remote tier: {}", s.ToString());
-    return Unavailable(s.message());
-  }
-  breaker_.OnSuccess();
+    return Status::Ok();
+  });
+  if (!s.ok()) return s;
   return replies;
 }
 

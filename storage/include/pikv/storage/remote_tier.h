@@ -98,8 +98,9 @@ class RemoteTier final : public Tier {
   // One pipelined `verb <redis key>` per key.
   Result<std::vector<std::shared_ptr<Reply>>> PerKey(std::string_view verb,
                                                      std::span<const ChunkKey> keys);
-  // Runs `io` on the connection's socket, under the lock and the breaker as
-  // Pipeline does; a failed `io` drops the connection.
+  // Runs `io` on the connection's socket (ctx_ held for it: Pipeline goes
+  // through hiredis, the values' path through resp_io), under the lock and
+  // the breaker; a failed `io` drops the connection.
   Status Exchange(size_t ops, const std::function<Status(int fd)>& io);
   // The status replies of `n` commands written before.
   static Status ReadStatuses(int fd, size_t n, std::vector<resp::BulkReply>& out);
