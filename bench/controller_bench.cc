@@ -30,6 +30,7 @@
 #include "pikv/controller/registry.h"
 #include "pikv/proto/zmq_frames.h"
 #include "pikv/rpc/admin_client.h"
+#include "sim_node.h"
 #include "test_support.h"
 
 namespace pikv::bench {
@@ -38,13 +39,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using controller::Registry;
 using pikv::Location;
-
-ChunkKey Key(uint64_t i) {
-  // Distinct, well-spread keys without hashing cost in the timed loops.
-  uint64_t a = i * 0x9e3779b97f4a7c15ULL + 0x632be59bd9b4e019ULL;
-  uint64_t b = (i ^ (i >> 29)) * 0xbf58476d1ce4e5b9ULL + 1;
-  return {a ^ (a >> 31), b ^ (b >> 27)};
-}
 
 uint64_t ResidentBytes() {
   std::ifstream f("/proc/self/statm");
@@ -95,7 +89,7 @@ RegistryFigures BenchRegistry(uint64_t keys, uint64_t ops) {
   auto loc_of = [](uint64_t i) {
     return Location{static_cast<uint16_t>(1 + i % 64), TierKind::kCpu};
   };
-  for (uint64_t i = 0; i < keys; ++i) reg->Admit(Key(i), loc_of(i));
+  for (uint64_t i = 0; i < keys; ++i) reg->Admit(SpreadKey(i), loc_of(i));
   const uint64_t rss1 = ResidentBytes();
   f.bytes_per_entry_rss = static_cast<double>(rss1 - rss0) / reg->locations();
   f.bytes_per_entry_tables = static_cast<double>(reg->MemoryBytes()) / reg->locations();
@@ -106,8 +100,8 @@ RegistryFigures BenchRegistry(uint64_t keys, uint64_t ops) {
   auto t0 = Clock::now();
   for (uint64_t n = 0; n < ops / 2; ++n) {
     uint64_t i = picks[n & (picks.size() - 1)];
-    reg->Evict(Key(i), loc_of(i));
-    reg->Admit(Key(i), loc_of(i));
+    reg->Evict(SpreadKey(i), loc_of(i));
+    reg->Admit(SpreadKey(i), loc_of(i));
   }
   f.admit_evict_ops = (ops / 2 * 2) / Seconds(Clock::now() - t0);
 
@@ -116,7 +110,7 @@ RegistryFigures BenchRegistry(uint64_t keys, uint64_t ops) {
   t0 = Clock::now();
   for (uint64_t n = 0; n < ops; ++n) {
     out.clear();
-    reg->Locate(Key(picks[n & (picks.size() - 1)]), out);
+    reg->Locate(SpreadKey(picks[n & (picks.size() - 1)]), out);
     found += out.size();
   }
   f.locate_ops = ops / Seconds(Clock::now() - t0);
@@ -125,19 +119,6 @@ RegistryFigures BenchRegistry(uint64_t keys, uint64_t ops) {
 }
 
 // ---- 2. Events over the wire -------------------------------------------------------
-Header Batch(const std::string& node_id, int64_t incarnation, uint64_t seq, uint64_t first_key,
-             size_t n) {
-  Header h;
-  h.type = MsgType::kEvents;
-  h.fields = {
-      {"node_id", node_id}, {"incarnation", incarnation}, {"seq", static_cast<int64_t>(seq)}};
-  for (size_t i = 0; i < n; ++i) {
-    h.keys.push_back(Key(first_key + i));
-    h.values.push_back(EncodeEvent(TierKind::kCpu, true));
-  }
-  return h;
-}
-
 // The admin's keys to dial the controller, when `keys` (security on).
 std::optional<CurveClientKeys> AdminKeys(const testing::TestKeys* security) {
   if (!security) return std::nullopt;
@@ -162,8 +143,8 @@ double SendEvents(const std::string& endpoint, int senders, int batches, size_t 
   for (int s = 0; s < senders; ++s) {
     ids.push_back("sim-" + std::to_string(s));
     for (int b = 0; b < batches; ++b) {
-      encoded[s].push_back(
-          EncodeHeader(Batch(ids[s], incarnation, b + 1, (uint64_t(s) << 40) + b * batch, batch)));
+      encoded[s].push_back(EncodeHeader(
+          AdmitBatch(ids[s], incarnation, b + 1, (uint64_t(s) << 40) + b * batch, batch)));
     }
   }
   std::vector<std::unique_ptr<zmq::socket_t>> socks;
@@ -172,22 +153,8 @@ double SendEvents(const std::string& endpoint, int senders, int batches, size_t 
     socks.back()->set(zmq::sockopt::linger, 0);
     if (security) DialCurve(socks.back()->handle(), security->Dial("node-" + ids[s]));
     socks.back()->connect(endpoint);
-    if (to_controller) {  // register and send an empty inventory, as a node does
-      Header reg;
-      reg.type = MsgType::kRegister;
-      reg.fields = {
-          {"node_id", ids[s]}, {"incarnation", incarnation}, {"host", std::string("bench")}};
-      std::vector<zmq::message_t> none;
-      SendMessage(*socks.back(), none, reg, {});
-      std::vector<zmq::message_t> reply;
-      RecvFrames(*socks.back(), reply);
-      Header inv;
-      inv.type = MsgType::kInventory;
-      inv.fields = {{"node_id", ids[s]},
-                    {"incarnation", incarnation},
-                    {"seq", int64_t{0}},
-                    {"final", int64_t{1}}};
-      SendMessage(*socks.back(), none, inv, {});
+    if (to_controller && !RegisterSimulatedNode(*socks.back(), ids[s], incarnation)) {
+      std::cerr << "the controller did not answer " << ids[s] << "'s registration\n";
     }
   }
   const int64_t before = to_controller ? EventsApplied(endpoint, security) : 0;
@@ -226,7 +193,7 @@ std::vector<double> LocateLatencies(const std::string& endpoint, uint64_t key_sp
   std::vector<double> ms;
   std::vector<ChunkKey> keys(32);
   for (int c = 0; c < calls; ++c) {
-    for (auto& k : keys) k = Key((uint64_t(rng() % 8) << 40) + rng() % key_space);
+    for (auto& k : keys) k = SpreadKey((uint64_t(rng() % 8) << 40) + rng() % key_space);
     auto t0 = Clock::now();
     auto r = admin.Locate(keys, "bench");
     ms.push_back(Seconds(Clock::now() - t0) * 1e3);
@@ -244,7 +211,7 @@ std::vector<double> ZmqRoundTrips(const std::string& endpoint, int calls) {
   s.connect(endpoint);
   Header h;
   h.type = MsgType::kLocate;
-  h.keys.assign(32, Key(1));
+  h.keys.assign(32, SpreadKey(1));
   std::string req = "Q" + EncodeHeader(h);  // same request size as a locate
   std::vector<double> ms;
   for (int c = 0; c < calls; ++c) {

@@ -20,16 +20,15 @@
 // clients start together and set-up is outside the servers' CPU account.
 #include <hiredis/hiredis.h>
 #include <malloc.h>
-#include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <iostream>
 #include <memory>
 #include <random>
-#include <sstream>
 
 #include "../../storage/src/resp_io.h"
+#include "client_result.h"
 #include "pikv/rpc/node_client.h"
 #include "test_support.h"
 
@@ -48,12 +47,6 @@ struct Options {
   double seconds = 1;
   bool sync = false;
 };
-
-double CpuSeconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
-}
 
 // One call of `batch` objects; true when every object went (or came back
 // whole).
@@ -160,8 +153,7 @@ int Run(const Options& o) {
   for (size_t i = 0; i < o.objects; ++i)
     objects.push_back(MakeObject(o.seed * 1000003 + i, o.size));
 
-  uint64_t ok = 0, failed = 0, bytes = 0;
-  std::vector<double> latencies_us;
+  ClientResult r;
   std::mt19937_64 rng(o.first + 1);
   std::vector<const TestObject*> call(o.batch);
   size_t next = o.first;
@@ -172,37 +164,27 @@ int Run(const Options& o) {
     for (auto& obj : call) obj = &objects[0];
     (void)store->Get(call);
   }
-  if (o.sync) {
-    std::cout << "ready" << std::endl;
-    std::string go;
-    std::getline(std::cin, go);
-  }
+  if (o.sync) WaitForGo();
   const double cpu_start = CpuSeconds();
   const auto start = Clock::now();
   const auto end = start + std::chrono::duration<double>(o.seconds);
   const bool load = o.op == "load";
-  while (load ? next < o.first + o.objects : Clock::now() < end || ok + failed == 0) {
+  while (load ? next < o.first + o.objects : Clock::now() < end || r.ok + r.failed == 0) {
     for (auto& obj : call) obj = &objects[(o.op == "get" ? rng() : next++) % objects.size()];
     const auto t0 = Clock::now();
     const bool done = o.op == "get" ? store->Get(call) : store->Put(call);
     if (!done) {
-      failed += call.size();
+      r.failed += call.size();
       continue;
     }
-    latencies_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
-    ok += call.size();
-    for (const TestObject* obj : call) bytes += obj->bytes.size();
+    r.latencies_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+    r.ok += call.size();
+    for (const TestObject* obj : call) r.bytes += obj->bytes.size();
   }
-  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  const double cpu_seconds = CpuSeconds() - cpu_start;
-  std::ostringstream json;
-  json << R"({"ok": )" << ok << R"(, "failed": )" << failed << R"(, "bytes": )" << bytes
-       << R"(, "seconds": )" << seconds << R"(, "cpu_seconds": )" << cpu_seconds
-       << R"(, "latencies_us": [)";
-  for (size_t i = 0; i < latencies_us.size(); ++i)
-    json << (i ? ", " : "") << static_cast<uint64_t>(latencies_us[i]);
-  std::cout << json.str() << "]}" << std::endl;
-  return failed == 0 ? 0 : 1;
+  r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  r.cpu_seconds = CpuSeconds() - cpu_start;
+  r.Print();
+  return r.failed == 0 ? 0 : 1;
 }
 
 }  // namespace

@@ -7,6 +7,13 @@ get crosses the transport as a pikv get does, instead of a local copy).
       [--first I] [--batch B] [--seconds S] [--seed N] [--into] [--sync]
   mooncake_client.py --master H:P --hold SEGMENT_BYTES
   mooncake_client.py --master H:P --op clear
+  mooncake_client.py --master H:P --op fill-keys|exist|replicas --objects N
+      [--batch 32] [--seconds S] [--sync]
+
+fill-keys stores N objects of 64 bytes (a registry of N keys, for the
+lookup workload: peer_lookup_client's twin); exist asks batch_is_exist of
+--batch random ones of them per call, replicas batch_get_replica_desc (where
+each is, as pikv's locate answers).
 
 --into reads with get_into / batch_get_into into a buffer registered with
 the transfer engine (Mooncake's zero-copy read); without it, get/get_batch
@@ -36,6 +43,67 @@ def hold(args):
     print("holding", flush=True)
     signal.sigwait([signal.SIGTERM, signal.SIGINT])
     store.close()
+
+
+LOOKUP_OBJECT = 64  # bytes of each object of the lookup registry
+
+
+def lookup_key(i):
+    """A 128-bit content hash's hex, as the peers' keys are (LMCache's too)."""
+    return format((i * 0x9E3779B97F4A7C15 + 0x632BE59BD9B4E019) % (1 << 128), "032x")
+
+
+def fill_keys(args):
+    store = setup(args.master, 0, 64 << 20)
+    batch = 1024
+    region = ctypes.create_string_buffer(batch * LOOKUP_OBJECT)
+    base = ctypes.addressof(region)
+    if store.register_buffer(base, len(region)) != 0:
+        sys.exit("mooncake_client: register_buffer failed")
+    start = time.perf_counter()
+    for first in range(0, args.objects, batch):
+        names = [lookup_key(i) for i in range(first, min(args.objects, first + batch))]
+        rcs = store.batch_put_from(names, [base + j * LOOKUP_OBJECT for j in range(len(names))],
+                                   [LOOKUP_OBJECT] * len(names))
+        if any(rc != 0 for rc in rcs):
+            sys.exit(f"mooncake_client: filling keys {first}..: {rcs[:4]}")
+    print(json.dumps({"ok": args.objects, "failed": 0, "bytes": 0,
+                      "seconds": time.perf_counter() - start, "cpu_seconds": 0,
+                      "latencies_us": []}), flush=True)
+    store.close()
+    return 0
+
+
+def query_keys(args):
+    store = setup(args.master, 0, 16 << 20)
+    rng = random.Random()
+
+    def call():
+        names = [lookup_key(rng.randrange(args.objects)) for _ in range(args.batch)]
+        if args.op == "exist":
+            return all(x == 1 for x in store.batch_is_exist(names))
+        return all(len(store.batch_get_replica_desc(names).get(n, [])) > 0 for n in names)
+    call()  # the connection made, untimed
+    if args.sync:
+        print("ready", flush=True)
+        sys.stdin.readline()
+    ok = failed = 0
+    latencies = []
+    cpu_start = time.process_time()
+    start = time.perf_counter()
+    while time.perf_counter() - start < args.seconds or ok + failed == 0:
+        t0 = time.perf_counter()
+        if call():
+            latencies.append(int((time.perf_counter() - t0) * 1e6))
+            ok += args.batch
+        else:
+            failed += args.batch
+    print(json.dumps({"ok": ok, "failed": failed, "bytes": 0,
+                      "seconds": time.perf_counter() - start,
+                      "cpu_seconds": time.process_time() - cpu_start,
+                      "latencies_us": latencies}), flush=True)
+    store.close()
+    return 0 if failed == 0 else 1
 
 
 def run(args):
@@ -106,9 +174,9 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--master", required=True)
     p.add_argument("--hold", type=int, help="lend a segment of this many bytes and wait")
-    p.add_argument("--op", choices=["load", "put", "get", "clear"])
+    p.add_argument("--op", choices=["load", "put", "get", "clear", "fill-keys", "exist", "replicas"])
     p.add_argument("--size", type=int, default=1 << 20)
-    p.add_argument("--objects", type=int, default=8)
+    p.add_argument("--objects", type=int, default=8, help="objects (keys) in the run's key space")
     p.add_argument("--first", type=int, default=0)
     p.add_argument("--seed", type=int, default=0, help="which key space (objects differ by seed)")
     p.add_argument("--batch", type=int, default=1)
@@ -124,6 +192,10 @@ def main():
         store.remove_all()
         store.close()
         return 0
+    if args.op == "fill-keys":
+        return fill_keys(args)
+    if args.op in ("exist", "replicas"):
+        return query_keys(args)
     return run(args)
 
 

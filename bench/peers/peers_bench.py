@@ -1,4 +1,7 @@
-"""pikv beside its peers on one machine: the data plane (issue 35, workload 1).
+"""pikv beside its peers on one machine (issue 35): the data plane (workload
+1) and lookup (workload 3).
+
+Data plane:
 
 Starts, for each object size, a pikv-node (CPU tier), redis-server, and a
 Mooncake Store (mooncake_master and a process lending it a segment), each
@@ -14,8 +17,16 @@ CPU-seconds per GiB moved, summed over every process: the clients' timed
 loops and the servers' (master and segment holder for Mooncake) over the
 same span. A cell with any failed operation reports no throughput.
 
-  bench/peers/run.sh [--sizes 1MiB,32MiB,512MiB] [--rounds 3] [--seconds 1]
-                     [--smoke]
+Lookup: a registry of --lookup-keys keys (pikv: a pikv-controller told of
+them by a simulated node's admit events; Mooncake: its master, the keys
+stored as 64-byte objects in the holder's segment); one client asks where
+32 random keys are, call after call: pikv's locate, Mooncake's
+batch_is_exist and batch_get_replica_desc. It reports calls/s, p50/p99 of a
+call, CPU-microseconds per call (client and servers) and the registry's
+resident bytes per key (its RSS growth while filled over the keys).
+
+  bench/peers/run.sh [--workloads data,lookup] [--sizes 1MiB,32MiB,512MiB]
+                     [--rounds 3] [--seconds 1] [--lookup-keys 1000000] [--smoke]
 """
 import argparse
 import json
@@ -46,6 +57,14 @@ def cpu_seconds(pid):
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def resident_bytes(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
 
 
 def quantile(values, q):
@@ -148,6 +167,26 @@ class System:
         return sum(s.cpu() for s in self.servers)
 
 
+def start_mooncake(args, work, segment):
+    """A Mooncake Store on the server cores: its master and a process lending
+    it a segment of `segment` bytes. Returns both servers, the argv prefix
+    of a mooncake_client.py client of it, and the environment of its
+    processes."""
+    cpus = args.server_cpus
+    env = dict(os.environ, **dict(kv.split("=", 1) for kv in args.mooncake_env))
+    master_port = free_port()
+    master = Server([args.mooncake_master, f"--rpc_port={master_port}",
+                     f"--metrics_port={free_port()}", "--enable_metric_reporting=false",
+                     "--rpc_thread_num=2"],
+                    cpus, f"{work}/mooncake_master.log", env=env)
+    wait_port(master_port)
+    mc = [args.peers_python, f"{HERE}/mooncake_client.py", "--master",
+          f"127.0.0.1:{master_port}"]
+    holder = Server(mc + ["--hold", str(segment)], cpus, f"{work}/mooncake_holder.log",
+                    ready="holding", env=env)
+    return master, holder, mc, env
+
+
 def start_systems(args, capacity, work):
     """Every system, each holding `capacity` bytes, on the server cores."""
     cpus = args.server_cpus
@@ -178,17 +217,7 @@ def start_systems(args, capacity, work):
     systems.append(System("redis", [redis], cpp_client("redis", f"127.0.0.1:{redis_port}")))
     systems[-1].flush = lambda: redis_flushall(redis_port)
 
-    env = dict(os.environ, **dict(kv.split("=", 1) for kv in args.mooncake_env))
-    master_port = free_port()
-    master = Server([args.mooncake_master, f"--rpc_port={master_port}",
-                     f"--metrics_port={free_port()}", "--enable_metric_reporting=false",
-                     "--rpc_thread_num=2"],
-                    cpus, f"{work}/mooncake_master.log", env=env)
-    wait_port(master_port)
-    master_addr = f"127.0.0.1:{master_port}"
-    mc = [args.peers_python, f"{HERE}/mooncake_client.py", "--master", master_addr]
-    holder = Server(mc + ["--hold", str(capacity)], cpus, f"{work}/mooncake_holder.log",
-                    ready="holding", env=env)
+    master, holder, mc, env = start_mooncake(args, work, capacity)
 
     def mc_client(get_into):
         def argv(op, size, objects, first, batch, seconds, seed):
@@ -281,7 +310,7 @@ def cells_for(size, args, put_objects):
     return cells
 
 
-def measure(args, work):
+def measure_data_plane(args, work):
     rows = {}  # (size, op, clients, batch, system) -> figures
     for size in args.sizes:
         capacity = max(args.capacity, 3 * size)
@@ -326,12 +355,114 @@ def measure(args, work):
     return rows
 
 
-def report(rows, args):
-    header = ("size", "op", "clients", "batch", "system", "GB/s", "p50 ms", "p99 ms",
-              "CPU s/GiB", "vs pikv")
-    table = [header]
-    figures = {"bench": "peers_data_plane", "rounds": args.rounds,
-               "seconds_per_cell": args.seconds}
+def fill_registry(args, system, registry, argv):
+    """Runs `argv` (a client that fills `registry`'s process with
+    --lookup-keys keys); returns (resident bytes per key, fill seconds)."""
+    before = resident_bytes(registry.proc.pid)
+    out = subprocess.run(["taskset", "-c", args.client_cpus] + argv, check=True, text=True,
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=system.env,
+                         timeout=1800).stdout
+    result = json.loads(out.strip().splitlines()[-1])
+    if result["ok"] != args.lookup_keys:
+        raise RuntimeError(f"{system.name}: filled {result['ok']} of {args.lookup_keys} keys")
+    return (resident_bytes(registry.proc.pid) - before) / args.lookup_keys, result["seconds"]
+
+
+def start_registries(args, work):
+    """pikv's controller and Mooncake's master, each filled with
+    --lookup-keys keys. Returns the query systems and, per registry, its
+    (resident bytes per key, fill seconds)."""
+    n, cpus = args.lookup_keys, args.server_cpus
+    port = free_port()
+    endpoint = f"tcp://127.0.0.1:{port}"
+    # The simulated node never heartbeats: it stays alive for the run.
+    controller = Server([f"{args.bin_dir}/pikv-controller", "--endpoint", endpoint, "--http", "",
+                         "--suspect-after", "30m", "--dead-after", "60m", "--log-level", "warn"],
+                        cpus, f"{work}/controller.log")
+    wait_port(port)
+    client = f"{args.bin_dir}/peer_lookup_client"
+    pikv = System("pikv", [controller], lambda op, size, objects, first, batch, seconds, seed: [
+        client, "--endpoint", endpoint, "--op", "locate", "--keys", str(objects), "--batch",
+        str(batch), "--seconds", str(seconds), "--sync"])
+    filled = {"pikv": fill_registry(args, pikv, controller, [
+        client, "--endpoint", endpoint, "--op", "fill", "--keys", str(n)])}
+
+    # Its objects' bytes live in the holder's segment, not in the master.
+    master, holder, mc, env = start_mooncake(args, work, max(256 * MiB, n * 256))
+
+    def mc_query(query):
+        return lambda op, size, objects, first, batch, seconds, seed: mc + [
+            "--op", query, "--objects", str(objects), "--batch", str(batch), "--seconds",
+            str(seconds), "--sync"]
+    exist = System("mooncake_exist", [master, holder], mc_query("exist"), env)
+    filled["mooncake"] = fill_registry(args, exist, master,
+                                       mc + ["--op", "fill-keys", "--objects", str(n)])
+    replicas = System("mooncake_replicas", [master, holder], mc_query("replicas"), env)
+    return [pikv, exist, replicas], filled
+
+
+def measure_lookup(args, work):
+    """Per query system: calls/s (median round), p50/p99 of a call, CPU-us
+    per call; and per registry its bytes per key and fill time."""
+    rows = {}
+    try:
+        systems, filled = start_registries(args, work)
+        per_round = {}
+        for _ in range(args.rounds):
+            for s in systems:
+                per_round.setdefault(s.name, []).append(run_clients(
+                    args, s, "locate", 0, args.lookup_keys, 32, 1, args.seconds))
+        for name, runs in per_round.items():
+            calls = [r["ok"] / 32 / r["seconds"] for r in runs if r["seconds"] > 0]
+            lat = [x for r in runs for x in r["latencies_us"]]
+            all_calls = sum((r["ok"] + r["failed"]) / 32 for r in runs)
+            bytes_per_key, fill_seconds = filled[name.split("_")[0]]
+            rows[name] = {"calls_per_s": statistics.median(calls),
+                          "p50_us": quantile(lat, 0.5), "p99_us": quantile(lat, 0.99),
+                          "cpu_us_per_call": sum(r["cpu"] for r in runs) * 1e6 / all_calls,
+                          "bytes_per_key": bytes_per_key, "fill_s": fill_seconds,
+                          "failed": sum(r["failed"] for r in runs)}
+    finally:
+        Server.stop_all()
+    return rows
+
+
+def report_lookup(rows, args, figures):
+    """Prints the lookup table, adds its figures; returns its errors."""
+    table = [(("system", "calls/s", "p50 us", "p99 us", "CPU us/call", "bytes/key", "fill s",
+               "p50 vs pikv"), 1)]
+    base = rows.get("pikv")
+    errors = 0
+    for name, r in rows.items():
+        vs = r["p50_us"] / base["p50_us"] if base and base["p50_us"] else 0
+        table.append((name, "FAILED" if r["failed"] else f"{r['calls_per_s']:.0f}",
+                      f"{r['p50_us']:.0f}", f"{r['p99_us']:.0f}", f"{r['cpu_us_per_call']:.0f}",
+                      f"{r['bytes_per_key']:.0f}", f"{r['fill_s']:.1f}", f"{vs:.2f}x"))
+        for key in ("calls_per_s", "p50_us", "p99_us", "cpu_us_per_call", "bytes_per_key"):
+            figures[f"lookup_{name}_{key}"] = round(r[key], 1)
+        errors += r["failed"]
+    print(f"Lookup: 32 random keys of {args.lookup_keys} per call, one client")
+    print_table(table)
+    return errors
+
+
+def print_table(table):
+    """Rows of strings; the first is the header. Figures (from column
+    `first_figure` on) are right-aligned."""
+    header, first_figure = table[0]
+    widths = [max(len(row[i]) for row in [header] + table[1:]) for i in range(len(header))]
+    for i, row in enumerate([header] + table[1:]):
+        print("  ".join(c.rjust(w) if j >= first_figure else c.ljust(w)
+                        for j, (c, w) in enumerate(zip(row, widths))))
+        if i == 0:
+            print("  ".join("-" * w for w in widths))
+    print()
+
+
+def report_data_plane(rows, figures):
+    """Prints the data plane's table, adds its figures; returns its errors."""
+    table = [(("size", "op", "clients", "batch", "system", "GB/s", "p50 ms", "p99 ms",
+               "CPU s/GiB", "vs pikv"), 5)]
     errors = 0
     for (size, op, clients, batch, name), r in rows.items():
         base = rows.get((size, op, clients, batch, "pikv"))
@@ -348,16 +479,9 @@ def report(rows, args):
             figures[f"pikv_vs_{name}_{op}_{size_name(size)}_c{clients}_b{batch}"] = round(
                 base["gbps"] / r["gbps"], 3)
         errors += r["failed"]
-    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
-    for i, row in enumerate(table):
-        print("  ".join(c.rjust(w) if j >= 5 else c.ljust(w)
-                        for j, (c, w) in enumerate(zip(row, widths))))
-        if i == 0:
-            print("  ".join("-" * w for w in widths))
-    figures["errors"] = errors
-    print(json.dumps(figures))
+    print("Data plane")
+    print_table(table)
     return errors
-
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -379,23 +503,35 @@ def main():
     p.add_argument("--systems", default="pikv,redis,mooncake,mooncake_into")
     p.add_argument("--server-cpus", default="0")
     p.add_argument("--client-cpus", default="1")
+    p.add_argument("--workloads", default="data,lookup")
+    p.add_argument("--lookup-keys", type=int, default=1_000_000, help="keys in each registry "
+                   "(lookup)")
     p.add_argument("--smoke", action="store_true", help="one small object per system, briefly")
     args = p.parse_args()
     if args.smoke:
         args.sizes, args.clients, args.rounds, args.seconds = "1MiB", "1", 1, 0.2
+        args.lookup_keys = 10_000
     args.sizes = [parse_size(s) for s in args.sizes.split(",")]
     args.clients = [int(c) for c in args.clients.split(",")]
     args.capacity = parse_size(args.capacity)
     args.systems = args.systems.split(",")
     args.client_memory = parse_size(args.client_memory)
+    args.workloads = args.workloads.split(",")
     # Stopped from outside: the servers (each in its own session) go too.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     work = tempfile.mkdtemp(prefix="pikv-peers-")
+    figures = {"bench": "peers", "rounds": args.rounds, "seconds_per_cell": args.seconds}
+    errors = 0
     try:
-        rows = measure(args, work)
+        if "data" in args.workloads:
+            errors += report_data_plane(measure_data_plane(args, work), figures)
+        if "lookup" in args.workloads:
+            errors += report_lookup(measure_lookup(args, work), args, figures)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    return 1 if report(rows, args) else 0
+    figures["errors"] = errors
+    print(json.dumps(figures))
+    return 1 if errors else 0
 
 
 if __name__ == "__main__":
