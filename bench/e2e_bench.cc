@@ -9,20 +9,59 @@
 // remote tier, computed), prompt tokens computed vs total, the hit path's time
 // (plan + fetch + remap) per reused token as a fraction of the model's compute
 // time per computed token, and the exactness of sampled answers against a
-// from-scratch forward pass. Prints a table, then one JSON line.
+// from-scratch forward pass. Beside pikv's reuse, what a prefix cache would
+// give on the same trace (PrefixReuse). Prints a table, then one JSON line.
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <iostream>
 #include <random>
+#include <unordered_set>
 
 #include "bench_util.h"
 #include "pikv/engine/demo_engine.h"
+#include "pikv/proto/checksum.h"
 #include "test_support.h"
 
 namespace pikv::bench {
 namespace {
 
 using Tokens = std::vector<int32_t>;
+
+// The tokens a prefix cache computes on the same prompts: each prompt's
+// tokens hashed in blocks of `block` tokens, each block's key chained on
+// the key before it, so a block is found only after the same whole prefix.
+// This is the key scheme of vLLM's prefix caching (16-token blocks, what
+// Mooncake Store keeps behind vLLM) and of LMCache (256-token chunks). The
+// cache is shared by both engines and never evicts (the peers' best case);
+// a prompt reuses its longest cached run of whole blocks and computes the
+// rest, at least its last token (an engine needs that token's logits).
+class PrefixReuse {
+ public:
+  explicit PrefixReuse(size_t block) : block_(block) {}
+
+  void Add(const client::ChunkedPrompt& prompt) {
+    Tokens tokens;
+    for (const auto& s : prompt.segments) tokens.insert(tokens.end(), s.begin(), s.end());
+    uint64_t key = 0;
+    size_t reused = 0;
+    bool hit = true;
+    for (size_t b = 0; (b + 1) * block_ <= tokens.size(); ++b) {
+      const auto* run = reinterpret_cast<const uint8_t*>(tokens.data() + b * block_);
+      const uint64_t block_key = Xxh3({run, block_ * sizeof(int32_t)});
+      key = block_key ^ (key * 0x9e3779b97f4a7c15ULL + 0x632be59bd9b4e019ULL);
+      hit = hit && cached_.count(key);
+      if (hit) reused = (b + 1) * block_;
+      cached_.insert(key);
+    }
+    total += tokens.size();
+    computed += tokens.size() - std::min(reused, tokens.size() - 1);
+  }
+  uint64_t total = 0, computed = 0;
+
+ private:
+  size_t block_;
+  std::unordered_set<uint64_t> cached_;
+};
 
 int Run(int prompts, int docs, uint64_t seed, int check_every) {
   const engine::ModelConfig cfg = engine::DemoModelConfig();
@@ -49,12 +88,15 @@ int Run(int prompts, int docs, uint64_t seed, int check_every) {
   engine::RagTrace trace(cfg.vocab, docs, seed);
 
   engine::Tally tally;
+  PrefixReuse prefix16(16), prefix256(256);
   double worst_error = 0;
   int checked = 0;
   for (int p = 0; p < prompts; ++p) {
     const client::ChunkedPrompt prompt = trace.Next();
     auto answer = engines[p % 2].Run(prompt);
     tally.Add(prompt, answer);
+    prefix16.Add(prompt);
+    prefix256.Add(prompt);
     if (check_every > 0 && p % check_every == check_every - 1) {
       auto scratch = engine::ScratchLogits(model, prompt);
       for (size_t i = 0; i < scratch.size(); ++i) {
@@ -80,6 +122,12 @@ int Run(int prompts, int docs, uint64_t seed, int check_every) {
   t.Add({"prompt tokens computed / total",
          std::to_string(tokens_computed) + " / " + std::to_string(tokens_total) + " (" +
              Fixed(100.0 * tokens_computed / tokens_total, 1) + " %)"});
+  for (const auto* prefix : {&prefix16, &prefix256}) {
+    t.Add(
+        {"  by a prefix cache, " + std::to_string(prefix == &prefix16 ? 16 : 256) + "-token blocks",
+         std::to_string(prefix->computed) + " / " + std::to_string(prefix->total) + " (" +
+             Fixed(100.0 * prefix->computed / prefix->total, 1) + " %)"});
+  }
   t.Add({"hit path per reused token (plan+fetch+remap)", Fixed(hit_us_per_token, 2) + " us"});
   t.Add({"model compute per computed token", Fixed(compute_us_per_token, 2) + " us"});
   t.Add({"hit path / compute per token", Fixed(hit_us_per_token / compute_us_per_token, 4)});
@@ -97,6 +145,8 @@ int Run(int prompts, int docs, uint64_t seed, int check_every) {
   j.Add("tokens_computed", double(tokens_computed));
   j.Add("tokens_total", double(tokens_total));
   j.Add("computed_fraction", double(tokens_computed) / tokens_total);
+  j.Add("prefix16_computed_fraction", double(prefix16.computed) / prefix16.total);
+  j.Add("prefix256_computed_fraction", double(prefix256.computed) / prefix256.total);
   j.Add("hit_path_us_per_token", hit_us_per_token);
   j.Add("compute_us_per_token", compute_us_per_token);
   j.Add("hit_path_vs_compute_per_token", hit_us_per_token / compute_us_per_token);

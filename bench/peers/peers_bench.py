@@ -1,5 +1,5 @@
 """pikv beside its peers on one machine (issue 35): the data plane (workload
-1) and lookup (workload 3).
+1), lookup (workload 3) and reuse semantics (workload 6).
 
 Data plane:
 
@@ -25,7 +25,13 @@ batch_is_exist and batch_get_replica_desc. It reports calls/s, p50/p99 of a
 call, CPU-microseconds per call (client and servers) and the registry's
 resident bytes per key (its RSS growth while filled over the keys).
 
-  bench/peers/run.sh [--workloads data,lookup] [--sizes 1MiB,32MiB,512MiB]
+Reuse semantics: build/bin/e2e_bench's RAG trace (a random-weight model, two
+engines on two pikv-nodes): the share of prompt tokens computed by a full
+prefill, by a prefix cache (the peers' key scheme: chained block hashes, 16
+tokens as vLLM and Mooncake behind it, 256 as LMCache; shared, never
+evicting) and by pikv's position-independent chunks (the isolated mask).
+
+  bench/peers/run.sh [--workloads data,lookup,reuse] [--sizes 1MiB,32MiB,512MiB]
                      [--rounds 3] [--seconds 1] [--lookup-keys 1000000] [--smoke]
 """
 import argparse
@@ -446,6 +452,33 @@ def report_lookup(rows, args, figures):
     return errors
 
 
+def reuse(args, figures):
+    """Runs e2e_bench's trace; prints the share of prompt tokens each scheme
+    computes, adds its figures; returns its errors."""
+    done = subprocess.run([f"{args.bin_dir}/e2e_bench", "--prompts", str(args.prompts)],
+                          text=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                          timeout=1800)
+    e2e = json.loads(done.stdout.strip().splitlines()[-1])
+    total = e2e["tokens_total"]
+    schemes = [("full", "full prefill", "", 1.0),
+               ("prefix16", "prefix cache, 16-token blocks", "vLLM; Mooncake Store behind it",
+                e2e["prefix16_computed_fraction"]),
+               ("prefix256", "prefix cache, 256-token chunks", "LMCache",
+                e2e["prefix256_computed_fraction"]),
+               ("pikv", "position-independent chunks", "pikv (isolated mask)",
+                e2e["computed_fraction"])]
+    table = [(("scheme", "whose", "tokens computed", "share", "vs pikv"), 2)]
+    for key, name, whose, fraction in schemes:
+        table.append((name, whose, f"{fraction * total:.0f}", f"{100 * fraction:.1f} %",
+                      f"{fraction / e2e['computed_fraction']:.2f}x"))
+        figures[f"reuse_{key}_computed_fraction"] = round(fraction, 4)
+    print(f"Reuse: prompt tokens computed over {args.prompts} RAG prompts "
+          f"({total:.0f} tokens; answers checked: max |logit error| "
+          f"{e2e['max_logit_error']:.1e})")
+    print_table(table)
+    return done.returncode
+
+
 def print_table(table):
     """Rows of strings; the first is the header. Figures (from column
     `first_figure` on) are right-aligned."""
@@ -503,14 +536,15 @@ def main():
     p.add_argument("--systems", default="pikv,redis,mooncake,mooncake_into")
     p.add_argument("--server-cpus", default="0")
     p.add_argument("--client-cpus", default="1")
-    p.add_argument("--workloads", default="data,lookup")
+    p.add_argument("--workloads", default="data,lookup,reuse")
+    p.add_argument("--prompts", type=int, default=200, help="prompts in the RAG trace (reuse)")
     p.add_argument("--lookup-keys", type=int, default=1_000_000, help="keys in each registry "
                    "(lookup)")
     p.add_argument("--smoke", action="store_true", help="one small object per system, briefly")
     args = p.parse_args()
     if args.smoke:
         args.sizes, args.clients, args.rounds, args.seconds = "1MiB", "1", 1, 0.2
-        args.lookup_keys = 10_000
+        args.lookup_keys, args.prompts = 10_000, 10
     args.sizes = [parse_size(s) for s in args.sizes.split(",")]
     args.clients = [int(c) for c in args.clients.split(",")]
     args.capacity = parse_size(args.capacity)
@@ -527,6 +561,8 @@ def main():
             errors += report_data_plane(measure_data_plane(args, work), figures)
         if "lookup" in args.workloads:
             errors += report_lookup(measure_lookup(args, work), args, figures)
+        if "reuse" in args.workloads:
+            errors += reuse(args, figures)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     figures["errors"] = errors

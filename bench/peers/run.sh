@@ -37,7 +37,7 @@ fi
 if [ ! -f "$build_dir/build.ninja" ]; then
   PIKV_BUILD_DIR="$build_dir" bash scripts/build.sh >/dev/null
 fi
-CCACHE_BASEDIR="$PWD" cmake --build "$build_dir" --target pikv-node pikv-controller peer_data_client peer_lookup_client >/dev/null
+CCACHE_BASEDIR="$PWD" cmake --build "$build_dir" --target pikv-node pikv-controller peer_data_client peer_lookup_client e2e_bench >/dev/null
 
 echo "peers: $("$venv/bin/pip" list 2>/dev/null | grep -i '^mooncake' | tr -s ' '), $(redis-server --version | cut -d' ' -f3)"
 exec "$venv/bin/python" bench/peers/peers_bench.py --bin-dir "$build_dir/bin" \
