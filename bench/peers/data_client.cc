@@ -4,9 +4,14 @@
 // the same flags and print the same JSON, so peers_bench.py can run, time
 // and pin every system's clients alike.
 //
-//   peer_data_client --system pikv|redis --endpoint E --op load|put|get
+//   peer_data_client --system pikv|pikv-pull|redis --endpoint E --op load|put|get
 //       --size BYTES --objects K [--first I] [--batch B] [--seconds S]
-//       [--seed N] [--sync]
+//       [--seed N] [--from PEER] [--sync]
+//
+// pikv-pull: a get is a P2P pull by the node at E from its peer at --from
+// (NodeClient::PullHere: the node fetches the objects into its CPU tier,
+// where an engine beside it reads them in place); after each call, untimed,
+// the node deletes them, so the next pull crosses again.
 //
 // Object i of a run is MakeObject(seed * 1000003 + i, size) for every
 // client and system: a sealed pikv object of `size` bytes (Redis stores the
@@ -40,7 +45,7 @@ using testing::TestObject;
 using Clock = std::chrono::steady_clock;
 
 struct Options {
-  std::string system, endpoint, op;
+  std::string system, endpoint, op, from;
   uint64_t size = 1 << 20;
   size_t objects = 8, first = 0, batch = 1;
   uint64_t seed = 0;
@@ -55,6 +60,8 @@ class Store {
   virtual ~Store() = default;
   virtual bool Put(std::span<const TestObject* const> objects) = 0;
   virtual bool Get(std::span<const TestObject* const> objects) = 0;
+  // Undoes what a Get left behind, outside the timed span.
+  virtual void AfterGet(std::span<const TestObject* const> /*objects*/) {}
 };
 
 class PikvStore : public Store {
@@ -86,6 +93,32 @@ class PikvStore : public Store {
 
  private:
   rpc::NodeClient node_;
+};
+
+class PikvPullStore : public Store {
+ public:
+  PikvPullStore(const std::string& endpoint, std::string from)
+      : node_(endpoint, std::chrono::seconds(60)), from_(std::move(from)) {}
+  bool Put(std::span<const TestObject* const>) override { return false; }
+  bool Get(std::span<const TestObject* const> objects) override {
+    auto r = node_.PullHere(Keys(objects), from_, std::chrono::seconds(60));
+    if (!r.ok()) return false;
+    for (const Status& s : *r)
+      if (!s.ok()) return false;
+    return true;
+  }
+  void AfterGet(std::span<const TestObject* const> objects) override {
+    (void)node_.Delete(Keys(objects));
+  }
+
+ private:
+  static std::vector<ChunkKey> Keys(std::span<const TestObject* const> objects) {
+    std::vector<ChunkKey> keys;
+    for (const TestObject* o : objects) keys.push_back(o->key);
+    return keys;
+  }
+  rpc::NodeClient node_;
+  std::string from_;
 };
 
 // Redis through the least a client can do: each command written from the
@@ -147,6 +180,8 @@ int Run(const Options& o) {
   std::unique_ptr<Store> store;
   if (o.system == "pikv")
     store = std::make_unique<PikvStore>(o.endpoint);
+  else if (o.system == "pikv-pull")
+    store = std::make_unique<PikvPullStore>(o.endpoint, o.from);
   else
     store = std::make_unique<RedisStore>(o.endpoint);
   std::vector<TestObject> objects;
@@ -163,13 +198,15 @@ int Run(const Options& o) {
   if (o.op == "get") {
     for (auto& obj : call) obj = &objects[0];
     (void)store->Get(call);
+    store->AfterGet(call);
   }
   if (o.sync) WaitForGo();
   const double cpu_start = CpuSeconds();
   const auto start = Clock::now();
   const auto end = start + std::chrono::duration<double>(o.seconds);
   const bool load = o.op == "load";
-  while (load ? next < o.first + o.objects : Clock::now() < end || r.ok + r.failed == 0) {
+  Clock::duration untimed{};
+  while (load ? next < o.first + o.objects : Clock::now() - untimed < end || r.ok + r.failed == 0) {
     for (auto& obj : call) obj = &objects[(o.op == "get" ? rng() : next++) % objects.size()];
     const auto t0 = Clock::now();
     const bool done = o.op == "get" ? store->Get(call) : store->Put(call);
@@ -180,8 +217,11 @@ int Run(const Options& o) {
     r.latencies_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
     r.ok += call.size();
     for (const TestObject* obj : call) r.bytes += obj->bytes.size();
+    const auto undo = Clock::now();
+    if (o.op == "get") store->AfterGet(call);
+    untimed += Clock::now() - undo;
   }
-  r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  r.seconds = std::chrono::duration<double>(Clock::now() - start - untimed).count();
   r.cpu_seconds = CpuSeconds() - cpu_start;
   r.Print();
   return r.failed == 0 ? 0 : 1;
@@ -193,7 +233,7 @@ int Run(const Options& o) {
 int main(int argc, char** argv) {
   CLI::App app{"One client of bench/peers for pikv-node or redis-server"};
   pikv::bench::Options o;
-  app.add_option("--system", o.system)->required()->check(CLI::IsMember({"pikv", "redis"}));
+  app.add_option("--system", o.system)->required()->check(CLI::IsMember({"pikv", "pikv-pull", "redis"}));
   app.add_option("--endpoint", o.endpoint,
                  "pikv: tcp:// or ipc://; redis: host:port or a unix path")
       ->required();
@@ -205,6 +245,7 @@ int main(int argc, char** argv) {
   app.add_option("--batch", o.batch, "Objects per call")->check(CLI::Range(1, 1024));
   app.add_option("--seconds", o.seconds, "Timed seconds (put, get)");
   app.add_option("--seed", o.seed, "Which key space (objects differ by seed)");
+  app.add_option("--from", o.from, "pikv-pull: the peer's tcp endpoint to pull from");
   app.add_flag("--sync", o.sync, "Print ready, start on a line from stdin");
   CLI11_PARSE(app, argc, argv);
   try {

@@ -5,7 +5,7 @@ get crosses the transport as a pikv get does, instead of a local copy).
 
   mooncake_client.py --master H:P --op load|put|get --size B --objects K
       [--first I] [--batch B] [--seconds S] [--seed N] [--into] [--sync]
-  mooncake_client.py --master H:P --hold SEGMENT_BYTES
+  mooncake_client.py --master H:P --hold SEGMENT_BYTES [--host ADDRESS]
   mooncake_client.py --master H:P --op clear
   mooncake_client.py --master H:P --op fill-keys|exist|replicas --objects N
       [--batch 32] [--seconds S] [--sync]
@@ -30,9 +30,12 @@ import time
 from mooncake.store import MooncakeDistributedStore
 
 
+HOST = "127.0.0.1"  # this process's address, which its peers dial (--host)
+
+
 def setup(master, segment, local_buffer):
     store = MooncakeDistributedStore()
-    rc = store.setup("127.0.0.1", "P2PHANDSHAKE", segment, local_buffer, "tcp", "", master)
+    rc = store.setup(HOST, "P2PHANDSHAKE", segment, local_buffer, "tcp", "", master)
     if rc != 0:
         sys.exit(f"mooncake_client: setup against {master} returned {rc}")
     return store
@@ -171,8 +174,10 @@ def run(args):
 
 
 def main():
+    global HOST
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--master", required=True)
+    p.add_argument("--host", default=HOST, help="this process's address (its segment's)")
     p.add_argument("--hold", type=int, help="lend a segment of this many bytes and wait")
     p.add_argument("--op", choices=["load", "put", "get", "clear", "fill-keys", "exist", "replicas"])
     p.add_argument("--size", type=int, default=1 << 20)
@@ -184,6 +189,7 @@ def main():
     p.add_argument("--into", action="store_true")
     p.add_argument("--sync", action="store_true", help="print ready, start on a stdin line")
     args = p.parse_args()
+    HOST = args.host
     if args.hold:
         hold(args)
         return 0

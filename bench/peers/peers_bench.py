@@ -35,6 +35,7 @@ evicting) and by pikv's position-independent chunks (the isolated mask).
                      [--rounds 3] [--seconds 1] [--lookup-keys 1000000] [--smoke]
 """
 import argparse
+import ctypes
 import json
 import os
 import shutil
@@ -97,12 +98,13 @@ class Server:
     """A started process, pinned, stopped on close (or by stop_all)."""
     running = []
 
-    def __init__(self, argv, cpus, log, ready=None, env=None, timeout=30):
+    def __init__(self, argv, cpus, log, ready=None, env=None, timeout=30, prefix=()):
         """Waits for a line containing `ready` on its stdout (when given); its
-        output, that line's too, goes on into `log` from a thread."""
+        output, that line's too, goes on into `log` from a thread. `prefix`
+        runs it elsewhere (Hosts.prefix: in a network namespace)."""
         self.log = log
         log_file = open(log, "w")
-        self.proc = subprocess.Popen(["taskset", "-c", cpus] + argv, stdout=subprocess.PIPE,
+        self.proc = subprocess.Popen(list(prefix) + ["taskset", "-c", cpus] + argv, stdout=subprocess.PIPE,
                                      stderr=log_file, text=True, env=env,
                                      start_new_session=True)
         Server.running.append(self)
@@ -148,14 +150,65 @@ def redis_flushall(port):
             raise RuntimeError("redis FLUSHALL failed")
 
 
-def wait_port(port, timeout=30):
+def wait_port(port, timeout=30, host="127.0.0.1", prefix=()):
+    """Until something listens on host:port (seen from `prefix`'s namespace)."""
     deadline = time.time() + timeout
+    probe = list(prefix) + ["bash", "-c", f"exec 3<>/dev/tcp/{host}/{port}"]
     while time.time() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
+        if prefix:
+            if subprocess.run(probe, stderr=subprocess.DEVNULL).returncode == 0:
                 return
+        else:
+            with socket.socket() as s:
+                if s.connect_ex((host, port)) == 0:
+                    return
         time.sleep(0.05)
-    raise RuntimeError(f"nothing listens on {port}")
+    raise RuntimeError(f"nothing listens on {host}:{port}")
+
+
+class Hosts:
+    """Two hosts on one machine: network namespaces joined by a veth pair,
+    10.214.0.1 (host a) and 10.214.0.2 (host b). Each namespace is held by a
+    child (unshare --net sleep) killed with this process (PDEATHSIG), and
+    the link goes with them, so nothing outlives a run. Needs root."""
+    ADDRESS = ("10.214.0.1", "10.214.0.2")
+
+    def __init__(self):
+        def die_with_parent():
+            ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        self.holders = [subprocess.Popen(["unshare", "--net", "sleep", "infinity"],
+                                         preexec_fn=die_with_parent) for _ in range(2)]
+        own = os.readlink("/proc/self/ns/net")
+        for h in self.holders:
+            for _ in range(200):
+                if os.path.exists(f"/proc/{h.pid}/ns/net") and \
+                        os.readlink(f"/proc/{h.pid}/ns/net") != own:
+                    break
+                time.sleep(0.01)
+        link = f"pkp{os.getpid() % 100000}"
+        steps = [["ip", "link", "add", link + "a", "type", "veth", "peer", "name", link + "b"]]
+        for i, side in enumerate("ab"):
+            steps.append(["ip", "link", "set", link + side, "netns", str(self.holders[i].pid)])
+        for i, side in enumerate("ab"):
+            steps += [self.prefix(i) + ["ip", "addr", "add", self.ADDRESS[i] + "/24", "dev",
+                                        link + side],
+                      self.prefix(i) + ["ip", "link", "set", link + side, "up"],
+                      self.prefix(i) + ["ip", "link", "set", "lo", "up"]]
+        try:
+            for step in steps:
+                subprocess.run(step, check=True, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE)
+        except Exception:
+            self.close()
+            raise
+
+    def prefix(self, host):
+        return ["nsenter", f"--net=/proc/{self.holders[host].pid}/ns/net"]
+
+    def close(self):
+        for h in self.holders:
+            h.kill()
+            h.wait()
 
 
 class System:
@@ -168,29 +221,33 @@ class System:
         # (op, size, objects, first, batch, seconds, seed) -> argv
         self.client_argv = client_argv
         self.flush = lambda: None  # empties the store before a get set is loaded
+        self.prefix = []  # where its clients run (Hosts.prefix)
+        self.puts = True  # False: its puts are another system's (measured there)
 
     def server_cpu(self):
         return sum(s.cpu() for s in self.servers)
 
 
-def start_mooncake(args, work, segment):
+def start_mooncake(args, work, segment, hosts=None):
     """A Mooncake Store on the server cores: its master and a process lending
-    it a segment of `segment` bytes. Returns both servers, the argv prefix
-    of a mooncake_client.py client of it, and the environment of its
-    processes."""
+    it a segment of `segment` bytes (on host a, when `hosts`). Returns both
+    servers, the argv prefix of a mooncake_client.py client of it (one on
+    host b, when `hosts`), and the environment of its processes."""
     cpus = args.server_cpus
     env = dict(os.environ, **dict(kv.split("=", 1) for kv in args.mooncake_env))
     master_port = free_port()
+    where = hosts.prefix(0) if hosts else []
+    address = hosts.ADDRESS if hosts else ("127.0.0.1", "127.0.0.1")
     master = Server([args.mooncake_master, f"--rpc_port={master_port}",
                      f"--metrics_port={free_port()}", "--enable_metric_reporting=false",
                      "--rpc_thread_num=2"],
-                    cpus, f"{work}/mooncake_master.log", env=env)
-    wait_port(master_port)
+                    cpus, f"{work}/mooncake_master.log", env=env, prefix=where)
+    wait_port(master_port, host=address[0], prefix=where)
     mc = [args.peers_python, f"{HERE}/mooncake_client.py", "--master",
-          f"127.0.0.1:{master_port}"]
-    holder = Server(mc + ["--hold", str(segment)], cpus, f"{work}/mooncake_holder.log",
-                    ready="holding", env=env)
-    return master, holder, mc, env
+          f"{address[0]}:{master_port}"]
+    holder = Server(mc + ["--hold", str(segment), "--host", address[0]], cpus,
+                    f"{work}/mooncake_holder.log", ready="holding", env=env, prefix=where)
+    return master, holder, mc + ["--host", address[1]], env
 
 
 def start_systems(args, capacity, work):
@@ -240,6 +297,7 @@ def start_systems(args, capacity, work):
     systems.append(System("mooncake", [master, holder], mc_client(False), env))
     systems[-1].flush = mc_clear
     systems.append(System("mooncake_into", [master, holder], mc_client(True), env))
+    systems[-1].puts = False  # the same put as "mooncake"
     return systems
 
 
@@ -251,7 +309,7 @@ def run_clients(args, system, op, size, objects, batch, clients, seconds, seed=0
         for c in range(clients):
             argv = system.client_argv(op, size, objects, c * objects // max(clients, 1), batch,
                                       seconds, seed)
-            procs.append(subprocess.Popen(["taskset", "-c", args.client_cpus] + argv,
+            procs.append(subprocess.Popen(system.prefix + ["taskset", "-c", args.client_cpus] + argv,
                                           stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                           stderr=subprocess.DEVNULL, text=True, env=system.env))
         for p in procs:  # every client set up (objects made, connected)
@@ -316,48 +374,132 @@ def cells_for(size, args, put_objects):
     return cells
 
 
+def measure_cells(args, systems, size, cells, put_objects, get_objects, rows):
+    """Runs `cells` ((op, clients, batch)) on `systems`, interleaved round
+    by round; adds a row per cell and system to `rows`."""
+    for op, clients, batch in cells:
+        objects = put_objects if op == "put" else get_objects
+        if op == "get":  # a put cell before evicted part of the get set
+            load(args, systems, size, get_objects)
+        per_round = {}
+        for round_ in range(args.rounds):
+            for s in systems:
+                if op == "put" and not s.puts:
+                    continue
+                # Each put round a key space of its own: no put finds its
+                # key stored by an earlier round (a store that has it
+                # answers without moving the bytes).
+                seed = 1 + round_ if op == "put" else 0
+                per_round.setdefault(s.name, []).append(
+                    run_clients(args, s, op, size, objects, batch, clients, args.seconds, seed))
+        for name, runs in per_round.items():
+            failed = sum(r["failed"] for r in runs)
+            gbps = [r["bytes"] / r["seconds"] / 1e9 for r in runs if r["seconds"] > 0]
+            moved = sum(r["bytes"] for r in runs)
+            lat = [x for r in runs for x in r["latencies_us"]]
+            rows[(size, op, clients, batch, name)] = {
+                "gbps": 0.0 if failed else statistics.median(gbps),
+                "p50_us": quantile(lat, 0.5), "p99_us": quantile(lat, 0.99),
+                "cpu_s_per_gib": sum(r["cpu"] for r in runs) / (moved / (1 << 30))
+                if moved else 0.0,
+                "failed": failed}
+            if failed:
+                print(f"{name} {op} {size_name(size)} c{clients} b{batch}: {failed} failed",
+                      file=sys.stderr)
+
+
+def objects_for(args, size):
+    """(capacity, put objects, get objects) for objects of `size`."""
+    capacity = max(args.capacity, 3 * size)
+    put_objects = max(8, 2 * capacity // size)      # more than the servers hold
+    # All resident, with room for Redis's reply buffers (it counts them
+    # against maxmemory and evicts keys for them).
+    get_objects = max(1, min(256, capacity // (4 * size)))
+    return capacity, put_objects, get_objects
+
+
 def measure_data_plane(args, work):
     rows = {}  # (size, op, clients, batch, system) -> figures
     for size in args.sizes:
-        capacity = max(args.capacity, 3 * size)
-        put_objects = max(8, 2 * capacity // size)      # more than the servers hold
-        # All resident, with room for Redis's reply buffers (it counts them
-        # against maxmemory and evicts keys for them).
-        get_objects = max(1, min(256, capacity // (4 * size)))
+        capacity, put_objects, get_objects = objects_for(args, size)
         try:
             systems = [s for s in start_systems(args, capacity, work) if s.name in args.systems]
-            for op, clients, batch in cells_for(size, args, put_objects):
-                objects = put_objects if op == "put" else get_objects
-                if op == "get":  # a put cell before evicted part of the get set
-                    load(args, systems, size, get_objects)
-                per_round = {}
-                for round_ in range(args.rounds):
-                    for s in systems:
-                        if op == "put" and s.name == "mooncake_into":
-                            continue  # the same put as "mooncake"
-                        # Each put round a key space of its own: no put finds
-                        # its key stored by an earlier round (a store that
-                        # has it answers without moving the bytes).
-                        seed = 1 + round_ if op == "put" else 0
-                        per_round.setdefault(s.name, []).append(
-                            run_clients(args, s, op, size, objects, batch, clients,
-                                        args.seconds, seed))
-                for name, runs in per_round.items():
-                    failed = sum(r["failed"] for r in runs)
-                    gbps = [r["bytes"] / r["seconds"] / 1e9 for r in runs if r["seconds"] > 0]
-                    moved = sum(r["bytes"] for r in runs)
-                    lat = [x for r in runs for x in r["latencies_us"]]
-                    rows[(size, op, clients, batch, name)] = {
-                        "gbps": 0.0 if failed else statistics.median(gbps),
-                        "p50_us": quantile(lat, 0.5), "p99_us": quantile(lat, 0.99),
-                        "cpu_s_per_gib": sum(r["cpu"] for r in runs) / (moved / (1 << 30))
-                        if moved else 0.0,
-                        "failed": failed}
-                    if failed:
-                        print(f"{name} {op} {size_name(size)} c{clients} b{batch}: "
-                              f"{failed} failed", file=sys.stderr)
+            measure_cells(args, systems, size, cells_for(size, args, put_objects), put_objects,
+                          get_objects, rows)
         finally:  # every server started, whether its system was measured or not
             Server.stop_all()
+    return rows
+
+
+def start_two_hosts(args, capacity, work, hosts):
+    """Host a: a pikv-controller, pikv-node a (CPU tier, `capacity`) and a
+    Mooncake Store (master and segment holder); host b: pikv-node b. The
+    systems' clients run on host b: a get from node a, a pull by node b
+    from node a, Mooncake's get/get_into from the segment on host a."""
+    cpus, (a, b) = args.server_cpus, hosts.ADDRESS
+    ctl_port, port_a, port_b = free_port(), free_port(), free_port()
+    controller = f"tcp://{a}:{ctl_port}"
+    Server([f"{args.bin_dir}/pikv-controller", "--endpoint", controller, "--http", "",
+            "--log-level", "warn"], cpus, f"{work}/controller.log", ready="pikv-controller ready",
+           prefix=hosts.prefix(0))
+
+    def node(host, address, port, extra):
+        return Server([f"{args.bin_dir}/pikv-node", "--endpoint", f"tcp://{address}:{port}",
+                       "--data-dir", f"{work}/node-{host}", "--disk", "false", "--prefault",
+                       "true", "--cpu-capacity", str(capacity), "--controller", controller,
+                       "--node-id", host, "--host", f"host-{host}", "--log-level", "warn"]
+                      + extra, cpus, f"{work}/node-{host}.log", ready=f"pikv-node {host} ready",
+                      prefix=hosts.prefix(0 if host == "a" else 1))
+    node_a = node("a", a, port_a, [])
+    node_b = node("b", b, port_b, ["--endpoint", f"ipc://{work}/node-b.sock"])
+    client = f"{args.bin_dir}/peer_data_client"
+
+    def cpp_client(system, endpoint, extra=()):
+        return lambda op, size, objects, first, batch, seconds, seed: [
+            client, "--system", system, "--endpoint", endpoint, "--op", op, "--size", str(size),
+            "--objects", str(objects), "--first", str(first), "--batch", str(batch),
+            "--seconds", str(seconds), "--seed", str(seed), "--sync", *extra]
+    get = System("pikv_get", [node_a], cpp_client("pikv", f"tcp://{a}:{port_a}"))
+    pull = System("pikv_pull", [node_a, node_b],
+                  cpp_client("pikv-pull", f"ipc://{work}/node-b.sock",
+                             ["--from", f"tcp://{a}:{port_a}"]))
+    # load() stores the get set once per first server: node a's by pikv_get.
+    master, holder, mc, env = start_mooncake(args, work, capacity, hosts)
+
+    def mc_client(get_into):
+        return lambda op, size, objects, first, batch, seconds, seed: mc + [
+            "--op", op, "--size", str(size), "--objects", str(objects), "--first", str(first),
+            "--batch", str(batch), "--seconds", str(seconds), "--seed", str(seed), "--sync"] + (
+            ["--into"] if get_into else [])
+    mooncake = System("mooncake", [master, holder], mc_client(False), env)
+    mooncake_into = System("mooncake_into", [master, holder], mc_client(True), env)
+    mooncake_into.puts = False
+    systems = [get, pull, mooncake, mooncake_into]
+    for s in systems:
+        s.prefix = hosts.prefix(1)
+    return systems
+
+
+def measure_between_hosts(args, work):
+    """Gets of each size by clients on host b from a store on host a."""
+    rows = {}
+    try:
+        hosts = Hosts()
+    except (OSError, subprocess.CalledProcessError) as e:
+        print(f"between hosts: skipped, network namespaces need root ({e})", file=sys.stderr)
+        return rows
+    try:
+        for size in args.sizes:
+            capacity, put_objects, get_objects = objects_for(args, size)
+            try:
+                systems = start_two_hosts(args, capacity, work, hosts)
+                cells = [(op, c, b) for op, c, b in cells_for(size, args, put_objects)
+                         if op == "get"]
+                measure_cells(args, systems, size, cells, put_objects, get_objects, rows)
+            finally:
+                Server.stop_all()
+    finally:
+        hosts.close()
     return rows
 
 
@@ -492,27 +634,29 @@ def print_table(table):
     print()
 
 
-def report_data_plane(rows, figures):
-    """Prints the data plane's table, adds its figures; returns its errors."""
+def report_data_plane(rows, figures, title="Data plane", prefix=""):
+    """Prints a data-plane table, adds its figures (keys starting `prefix`);
+    returns its errors."""
     table = [(("size", "op", "clients", "batch", "system", "GB/s", "p50 ms", "p99 ms",
                "CPU s/GiB", "vs pikv"), 5)]
     errors = 0
     for (size, op, clients, batch, name), r in rows.items():
-        base = rows.get((size, op, clients, batch, "pikv"))
+        base = rows.get((size, op, clients, batch, "pikv")) or rows.get(
+            (size, op, clients, batch, "pikv_get"))
         vs = (r["gbps"] / base["gbps"]) if base and base["gbps"] and not r["failed"] else 0
         table.append((size_name(size), op, str(clients), str(batch), name,
                       "FAILED" if r["failed"] else f"{r['gbps']:.2f}",
                       f"{r['p50_us'] / 1000:.2f}", f"{r['p99_us'] / 1000:.2f}",
                       f"{r['cpu_s_per_gib']:.2f}", f"{vs:.2f}x"))
-        cell = f"{name}_{op}_{size_name(size)}_c{clients}_b{batch}"
+        cell = f"{prefix}{name}_{op}_{size_name(size)}_c{clients}_b{batch}"
         figures[cell + "_gbps"] = round(r["gbps"], 3)
         figures[cell + "_p99_ms"] = round(r["p99_us"] / 1000, 3)
         figures[cell + "_cpu_s_per_gib"] = round(r["cpu_s_per_gib"], 3)
-        if name != "pikv" and base and r["gbps"]:
-            figures[f"pikv_vs_{name}_{op}_{size_name(size)}_c{clients}_b{batch}"] = round(
+        if not name.startswith("pikv") and base and r["gbps"]:
+            figures[f"{prefix}pikv_vs_{name}_{op}_{size_name(size)}_c{clients}_b{batch}"] = round(
                 base["gbps"] / r["gbps"], 3)
         errors += r["failed"]
-    print("Data plane")
+    print(title)
     print_table(table)
     return errors
 
@@ -536,7 +680,7 @@ def main():
     p.add_argument("--systems", default="pikv,redis,mooncake,mooncake_into")
     p.add_argument("--server-cpus", default="0")
     p.add_argument("--client-cpus", default="1")
-    p.add_argument("--workloads", default="data,lookup,reuse")
+    p.add_argument("--workloads", default="data,hosts,lookup,reuse")
     p.add_argument("--prompts", type=int, default=200, help="prompts in the RAG trace (reuse)")
     p.add_argument("--lookup-keys", type=int, default=1_000_000, help="keys in each registry "
                    "(lookup)")
@@ -559,6 +703,10 @@ def main():
     try:
         if "data" in args.workloads:
             errors += report_data_plane(measure_data_plane(args, work), figures)
+        if "hosts" in args.workloads:
+            errors += report_data_plane(measure_between_hosts(args, work), figures,
+                                        "Between hosts (clients on host b, the store on host a)",
+                                        "hosts_")
         if "lookup" in args.workloads:
             errors += report_lookup(measure_lookup(args, work), args, figures)
         if "reuse" in args.workloads:
