@@ -6,12 +6,14 @@
 //
 //   peer_data_client --system pikv|pikv-pull|redis --endpoint E --op load|put|get
 //       --size BYTES --objects K [--first I] [--batch B] [--seconds S]
-//       [--seed N] [--from PEER] [--sync]
+//       [--seed N] [--from PEER] [--slice N] [--sync]
 //
 // pikv-pull: a get is a P2P pull by the node at E from its peer at --from
 // (NodeClient::PullHere: the node fetches the objects into its CPU tier,
 // where an engine beside it reads them in place); after each call, untimed,
-// the node deletes them, so the next pull crosses again.
+// the node deletes them, so the next pull crosses again. Its clients get
+// disjoint objects (--slice: gets pick among objects first..first+N-1), so
+// no client deletes what another has just pulled.
 //
 // Object i of a run is MakeObject(seed * 1000003 + i, size) for every
 // client and system: a sealed pikv object of `size` bytes (Redis stores the
@@ -47,7 +49,7 @@ using Clock = std::chrono::steady_clock;
 struct Options {
   std::string system, endpoint, op, from;
   uint64_t size = 1 << 20;
-  size_t objects = 8, first = 0, batch = 1;
+  size_t objects = 8, first = 0, batch = 1, slice = 0;
   uint64_t seed = 0;
   double seconds = 1;
   bool sync = false;
@@ -207,7 +209,11 @@ int Run(const Options& o) {
   const bool load = o.op == "load";
   Clock::duration untimed{};
   while (load ? next < o.first + o.objects : Clock::now() - untimed < end || r.ok + r.failed == 0) {
-    for (auto& obj : call) obj = &objects[(o.op == "get" ? rng() : next++) % objects.size()];
+    for (auto& obj : call) {
+      obj = o.op != "get"  ? &objects[next++ % objects.size()]
+            : o.slice == 0 ? &objects[rng() % objects.size()]
+                           : &objects[(o.first + rng() % o.slice) % objects.size()];
+    }
     const auto t0 = Clock::now();
     const bool done = o.op == "get" ? store->Get(call) : store->Put(call);
     if (!done) {
@@ -233,7 +239,9 @@ int Run(const Options& o) {
 int main(int argc, char** argv) {
   CLI::App app{"One client of bench/peers for pikv-node or redis-server"};
   pikv::bench::Options o;
-  app.add_option("--system", o.system)->required()->check(CLI::IsMember({"pikv", "pikv-pull", "redis"}));
+  app.add_option("--system", o.system)
+      ->required()
+      ->check(CLI::IsMember({"pikv", "pikv-pull", "redis"}));
   app.add_option("--endpoint", o.endpoint,
                  "pikv: tcp:// or ipc://; redis: host:port or a unix path")
       ->required();
@@ -245,6 +253,7 @@ int main(int argc, char** argv) {
   app.add_option("--batch", o.batch, "Objects per call")->check(CLI::Range(1, 1024));
   app.add_option("--seconds", o.seconds, "Timed seconds (put, get)");
   app.add_option("--seed", o.seed, "Which key space (objects differ by seed)");
+  app.add_option("--slice", o.slice, "Gets pick among objects first..first+slice-1 (0: all)");
   app.add_option("--from", o.from, "pikv-pull: the peer's tcp endpoint to pull from");
   app.add_flag("--sync", o.sync, "Print ready, start on a line from stdin");
   CLI11_PARSE(app, argc, argv);

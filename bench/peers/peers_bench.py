@@ -223,6 +223,7 @@ class System:
         self.flush = lambda: None  # empties the store before a get set is loaded
         self.prefix = []  # where its clients run (Hosts.prefix)
         self.puts = True  # False: its puts are another system's (measured there)
+        self.disjoint_gets = False  # its get clients each read objects of their own
 
     def server_cpu(self):
         return sum(s.cpu() for s in self.servers)
@@ -309,6 +310,8 @@ def run_clients(args, system, op, size, objects, batch, clients, seconds, seed=0
         for c in range(clients):
             argv = system.client_argv(op, size, objects, c * objects // max(clients, 1), batch,
                                       seconds, seed)
+            if system.disjoint_gets and op == "get":
+                argv += ["--slice", str(max(1, objects // clients))]
             procs.append(subprocess.Popen(system.prefix + ["taskset", "-c", args.client_cpus] + argv,
                                           stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                           stderr=subprocess.DEVNULL, text=True, env=system.env))
@@ -463,6 +466,7 @@ def start_two_hosts(args, capacity, work, hosts):
     pull = System("pikv_pull", [node_a, node_b],
                   cpp_client("pikv-pull", f"ipc://{work}/node-b.sock",
                              ["--from", f"tcp://{a}:{port_a}"]))
+    pull.disjoint_gets = True  # each deletes what it pulled
     # load() stores the get set once per first server: node a's by pikv_get.
     master, holder, mc, env = start_mooncake(args, work, capacity, hosts)
 
@@ -491,6 +495,9 @@ def measure_between_hosts(args, work):
     try:
         for size in args.sizes:
             capacity, put_objects, get_objects = objects_for(args, size)
+            # An object for each pull client, and room for them all on node b.
+            get_objects = max(get_objects, max(args.clients))
+            capacity = max(capacity, (get_objects + 1) * size)
             try:
                 systems = start_two_hosts(args, capacity, work, hosts)
                 cells = [(op, c, b) for op, c, b in cells_for(size, args, put_objects)
