@@ -19,9 +19,11 @@ same span. A cell with any failed operation reports no throughput.
 
 Lookup: a registry of --lookup-keys keys (pikv: a pikv-controller told of
 them by a simulated node's admit events; Mooncake: its master, the keys
-stored as 64-byte objects in the holder's segment); one client asks where
-32 random keys are, call after call: pikv's locate, Mooncake's
-batch_is_exist and batch_get_replica_desc. It reports calls/s, p50/p99 of a
+stored as 64-byte objects in the holder's segment; LMCache: its controller,
+told by one worker of admitted chunk hashes); one client asks where 32
+random keys are, call after call: pikv's locate, Mooncake's batch_is_exist
+and batch_get_replica_desc, LMCache's batched P2P lookup (which answers a
+prefix length on one worker, not a location per key). It reports calls/s, p50/p99 of a
 call, CPU-microseconds per call (client and servers) and the registry's
 resident bytes per key (its RSS growth while filled over the keys).
 
@@ -553,7 +555,29 @@ def start_registries(args, work):
     filled["mooncake"] = fill_registry(args, exist, master,
                                        mc + ["--op", "fill-keys", "--objects", str(n)])
     replicas = System("mooncake_replicas", [master, holder], mc_query("replicas"), env)
-    return [pikv, exist, replicas], filled
+    systems = [pikv, exist, replicas]
+    if args.lmcache_python:
+        systems.append(start_lmcache_registry(args, work, filled))
+    return systems, filled
+
+
+def start_lmcache_registry(args, work, filled):
+    """LMCache's controller, told by one worker (lmcache_client.py) that it
+    holds --lookup-keys chunks; its query system."""
+    http, pull, reply = free_port(), free_port(), free_port()
+    controller = Server([os.path.join(os.path.dirname(args.lmcache_python), "lmcache_controller"),
+                         "--host", "127.0.0.1", "--port", str(http), "--monitor-ports",
+                         json.dumps({"pull": pull, "reply": reply})],
+                        args.server_cpus, f"{work}/lmcache_controller.log")
+    wait_port(reply, timeout=180)  # it imports torch first
+    client = [args.lmcache_python, f"{HERE}/lmcache_client.py", "--pull", str(pull), "--reply",
+              str(reply)]
+    lmcache = System("lmcache", [controller], lambda op, size, objects, first, batch, seconds,
+                     seed: client + ["--op", "lookup", "--objects", str(objects), "--batch",
+                                     str(batch), "--seconds", str(seconds), "--sync"])
+    filled["lmcache"] = fill_registry(args, lmcache, controller,
+                                      client + ["--op", "fill", "--objects", str(args.lookup_keys)])
+    return lmcache
 
 
 def measure_lookup(args, work):
@@ -672,6 +696,7 @@ def main():
     p.add_argument("--bin-dir", required=True, help="pikv's build/bin")
     p.add_argument("--peers-python", required=True, help="the peers' virtualenv's python")
     p.add_argument("--mooncake-master", required=True)
+    p.add_argument("--lmcache-python", help="LMCache's virtualenv's python (none: no LMCache)")
     p.add_argument("--redis-server", default=shutil.which("redis-server") or "redis-server")
     p.add_argument("--sizes", default="1MiB,32MiB,512MiB")
     p.add_argument("--clients", default="1,4")

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# pikv beside its peers, on this machine (docs/benchmarks.md, "Beside the
-# peers"): installs the peers into their own virtualenv (pinned in
-# bench/peers/requirements.txt, made once under ~/.cache/pikv and reused),
+# pikv beside its peers, on this machine (docs/benchmarks.md): installs the
+# peers into virtualenvs of their own (pinned in bench/peers/requirements.txt
+# for Mooncake Store and requirements-lmcache.txt for LMCache, each made once
+# under ~/.cache/pikv and reused),
 # builds what pikv's side needs, and runs bench/peers/peers_bench.py; its
 # flags pass through (--smoke: one small object per system, for CI).
 #   bash bench/peers/run.sh [--sizes 1MiB,32MiB,512MiB] [--rounds 3] [--smoke]
@@ -22,23 +23,32 @@ if ((${#need[@]})); then
 fi
 
 python="${PYTHON:-python3}"
-key=$( (cat bench/peers/requirements.txt; "$python" -VV) | sha256sum | cut -c1-12)
-venv="${PIKV_PEERS_VENV:-$HOME/.cache/pikv/peers-$key}"
-if [ ! -f "$venv/.complete" ]; then
-  echo "peers: making $venv (Mooncake Store)"
-  rm -rf "$venv"
-  "$python" -m venv "$venv"
-  "$venv/bin/pip" install -q --upgrade pip
-  "$venv/bin/pip" install -q --no-deps -r bench/peers/requirements.txt
-  "$venv/bin/python" -c "from mooncake.store import MooncakeDistributedStore" # fails here
-  touch "$venv/.complete"
-fi
+# A virtualenv of `requirements`, made once under ~/.cache/pikv (keyed by
+# the file and the python) and reused; `check` must import in it.
+venv_of() {
+  local requirements=$1 check=$2 key venv
+  key=$( (cat "$requirements"; "$python" -VV) | sha256sum | cut -c1-12)
+  venv="$HOME/.cache/pikv/peers-$key"
+  if [ ! -f "$venv/.complete" ]; then
+    echo "peers: making $venv ($requirements)" >&2
+    rm -rf "$venv"
+    "$python" -m venv "$venv"
+    "$venv/bin/pip" install -q --upgrade pip >&2
+    "$venv/bin/pip" install -q --no-deps -r "$requirements" >&2
+    "$venv/bin/python" -c "$check" >&2 # fails here
+    touch "$venv/.complete"
+  fi
+  echo "$venv"
+}
+venv="${PIKV_PEERS_VENV:-$(venv_of bench/peers/requirements.txt "from mooncake.store import MooncakeDistributedStore")}"
+lmcache_venv="${PIKV_LMCACHE_VENV:-$(venv_of bench/peers/requirements-lmcache.txt "import lmcache.v1.cache_controller.message")}"
 
 if [ ! -f "$build_dir/build.ninja" ]; then
   PIKV_BUILD_DIR="$build_dir" bash scripts/build.sh >/dev/null
 fi
 CCACHE_BASEDIR="$PWD" cmake --build "$build_dir" --target pikv-node pikv-controller peer_data_client peer_lookup_client e2e_bench >/dev/null
 
-echo "peers: $("$venv/bin/pip" list 2>/dev/null | grep -i '^mooncake' | tr -s ' '), $(redis-server --version | cut -d' ' -f3)"
+echo "peers: $("$venv/bin/pip" list 2>/dev/null | grep -i '^mooncake' | tr -s ' '), $("$lmcache_venv/bin/pip" list 2>/dev/null | grep -i '^lmcache ' | tr -s ' '), redis $(redis-server --version | cut -d' ' -f3 | cut -d= -f2)"
 exec "$venv/bin/python" bench/peers/peers_bench.py --bin-dir "$build_dir/bin" \
-  --peers-python "$venv/bin/python" --mooncake-master "$venv/bin/mooncake_master" "$@"
+  --peers-python "$venv/bin/python" --mooncake-master "$venv/bin/mooncake_master" \
+  --lmcache-python "$lmcache_venv/bin/python" "$@"
