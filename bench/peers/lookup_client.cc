@@ -7,12 +7,21 @@
 // Mooncake's master; both print peer_data_client's JSON line
 // (client_result.h), a call ok only when every key of it was found.
 //
-//   peer_lookup_client --endpoint E --op fill|locate --keys N [--batch 32]
-//       [--seconds S] [--sync]
+// `probe` (the failover workload) locates --batch random keys of the
+// objects peer_data_client stores (MakeObject(i, --object-size), i <
+// --keys), each call with a 500 ms deadline, for --seconds; it prints the
+// CLOCK_MONOTONIC times at which the outcome changed (0: no answer, 1:
+// answered but not every key found, 2: every key found), then how many of
+// all the keys the controller locates at the end:
+//   {"events": [[t, outcome], ...], "found_after": n, "keys": N}
+//
+//   peer_lookup_client --endpoint E --op fill|locate|probe --keys N
+//       [--batch 32] [--seconds S] [--object-size B] [--sync]
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <sstream>
 #include <thread>
 #include <zmq.hpp>
 
@@ -20,6 +29,7 @@
 #include "pikv/proto/zmq_frames.h"
 #include "pikv/rpc/admin_client.h"
 #include "sim_node.h"
+#include "test_support.h"
 
 namespace pikv::bench {
 namespace {
@@ -28,7 +38,7 @@ using Clock = std::chrono::steady_clock;
 
 struct Options {
   std::string endpoint, op;
-  uint64_t keys = 1'000'000;
+  uint64_t keys = 1'000'000, object_size = 4096;
   size_t batch = 32;
   double seconds = 1;
   bool sync = false;
@@ -116,6 +126,49 @@ int Locate(const Options& o) {
   return r.failed == 0 ? 0 : 1;
 }
 
+// How many of `keys` the controller names a copy of; -1 when it does not
+// answer.
+int64_t Found(rpc::AdminClient& admin, std::span<const ChunkKey> keys) {
+  auto located = admin.Locate({keys.begin(), keys.end()});
+  if (!located.ok()) return -1;
+  return std::count_if(located->begin(), located->end(), [](const auto& r) { return !r.empty(); });
+}
+
+int Probe(const Options& o) {
+  std::vector<ChunkKey> all;
+  for (uint64_t i = 0; i < o.keys; ++i) all.push_back(testing::MakeObject(i, o.object_size).key);
+  rpc::AdminClient admin(o.endpoint, std::chrono::milliseconds(500));
+  std::mt19937_64 rng(std::random_device{}());
+  std::vector<ChunkKey> call(o.batch);
+  auto outcome = [&] {
+    for (auto& k : call) k = all[rng() % all.size()];
+    const int64_t found = Found(admin, call);
+    return found < 0 ? 0 : found == static_cast<int64_t>(call.size()) ? 2 : 1;
+  };
+  if (outcome() != 2) {
+    std::cerr << "peer_lookup_client: the keys are not located before the probe\n";
+    return 1;
+  }
+  if (o.sync) WaitForGo();
+  std::ostringstream events;
+  int last = -1;
+  for (const auto start = Clock::now(); SecondsSince(start) < o.seconds;) {
+    const double t = std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
+    if (const int now = outcome(); now != last) {
+      events << (last < 0 ? "" : ", ") << "[" << std::fixed << t << ", " << now << "]";
+      last = now;
+    }
+  }
+  int64_t found_after = 0;
+  for (size_t first = 0; first < all.size(); first += 1024) {
+    const size_t n = std::min<size_t>(1024, all.size() - first);
+    found_after += std::max<int64_t>(0, Found(admin, std::span(all).subspan(first, n)));
+  }
+  std::cout << R"({"events": [)" << events.str() << R"(], "found_after": )" << found_after
+            << R"(, "keys": )" << all.size() << "}" << std::endl;
+  return 0;
+}
+
 }  // namespace
 }  // namespace pikv::bench
 
@@ -123,13 +176,15 @@ int main(int argc, char** argv) {
   CLI::App app{"The pikv side of bench/peers' lookup workload"};
   pikv::bench::Options o;
   app.add_option("--endpoint", o.endpoint, "The pikv-controller")->required();
-  app.add_option("--op", o.op)->required()->check(CLI::IsMember({"fill", "locate"}));
+  app.add_option("--op", o.op)->required()->check(CLI::IsMember({"fill", "locate", "probe"}));
   app.add_option("--keys", o.keys, "Keys in the registry")->check(CLI::Range(1, 1 << 30));
   app.add_option("--batch", o.batch, "Keys per locate")->check(CLI::Range(1, 1024));
   app.add_option("--seconds", o.seconds, "Timed seconds (locate)");
+  app.add_option("--object-size", o.object_size, "probe: the size of the stored objects");
   app.add_flag("--sync", o.sync, "Print ready, start on a line from stdin");
   CLI11_PARSE(app, argc, argv);
   try {
+    if (o.op == "probe") return pikv::bench::Probe(o);
     return o.op == "fill" ? pikv::bench::Fill(o) : pikv::bench::Locate(o);
   } catch (const std::exception& e) {
     std::cerr << "peer_lookup_client: " << e.what() << "\n";

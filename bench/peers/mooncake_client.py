@@ -10,10 +10,16 @@ get crosses the transport as a pikv get does, instead of a local copy).
   mooncake_client.py --master H:P --op fill-keys|exist|replicas --objects N
       [--batch 32] [--seconds S] [--sync]
 
+  mooncake_client.py --master etcd://H:P --op probe --objects N [--seconds S]
+
 fill-keys stores N objects of 64 bytes (a registry of N keys, for the
 lookup workload: peer_lookup_client's twin); exist asks batch_is_exist of
 --batch random ones of them per call, replicas batch_get_replica_desc (where
-each is, as pikv's locate answers).
+each is, as pikv's locate answers). probe (the failover workload) asks
+batch_is_exist of --batch random ones for --seconds and prints the
+CLOCK_MONOTONIC times at which the outcome changed (0: an error, 1: answered
+but not every key exists, 2: every key exists), then how many of the N
+exist at the end, as peer_lookup_client --op probe does.
 
 --into reads with get_into / batch_get_into into a buffer registered with
 the transfer engine (Mooncake's zero-copy read); without it, get/get_batch
@@ -109,6 +115,37 @@ def query_keys(args):
     return 0 if failed == 0 else 1
 
 
+def probe(args):
+    store = setup(args.master, 0, 16 << 20)
+    rng = random.Random()
+
+    def outcome():
+        got = store.batch_is_exist([lookup_key(rng.randrange(args.objects))
+                                    for _ in range(args.batch)])
+        return 0 if any(x < 0 for x in got) else 2 if all(x == 1 for x in got) else 1
+    if outcome() != 2:
+        sys.exit("mooncake_client: the keys are not stored before the probe")
+    if args.sync:
+        print("ready", flush=True)
+        sys.stdin.readline()
+    events, last = [], None
+    start = time.monotonic()
+    while time.monotonic() - start < args.seconds:
+        t = time.monotonic()
+        now = outcome()
+        if now != last:
+            events.append([t, now])
+            last = now
+    found = 0
+    for first in range(0, args.objects, 1024):
+        got = store.batch_is_exist([lookup_key(i) for i in
+                                    range(first, min(args.objects, first + 1024))])
+        found += sum(1 for x in got if x == 1)
+    print(json.dumps({"events": events, "found_after": found, "keys": args.objects}), flush=True)
+    store.close()
+    return 0
+
+
 def run(args):
     size, batch = args.size, args.batch
     # One registered region: every object of the key space (object i is
@@ -179,7 +216,8 @@ def main():
     p.add_argument("--master", required=True)
     p.add_argument("--host", default=HOST, help="this process's address (its segment's)")
     p.add_argument("--hold", type=int, help="lend a segment of this many bytes and wait")
-    p.add_argument("--op", choices=["load", "put", "get", "clear", "fill-keys", "exist", "replicas"])
+    p.add_argument("--op", choices=["load", "put", "get", "clear", "fill-keys", "exist",
+                                    "replicas", "probe"])
     p.add_argument("--size", type=int, default=1 << 20)
     p.add_argument("--objects", type=int, default=8, help="objects (keys) in the run's key space")
     p.add_argument("--first", type=int, default=0)
@@ -202,6 +240,8 @@ def main():
         return fill_keys(args)
     if args.op in ("exist", "replicas"):
         return query_keys(args)
+    if args.op == "probe":
+        return probe(args)
     return run(args)
 
 

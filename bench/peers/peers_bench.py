@@ -652,6 +652,149 @@ def reuse(args, figures):
     return done.returncode
 
 
+def start_etcd(work, name):
+    """A one-member etcd (Debian's) on free loopback ports; its client URL."""
+    client, peer = free_port(), free_port()
+    Server(["etcd", "--name", name, "--data-dir", f"{work}/{name}", "--listen-client-urls",
+            f"http://127.0.0.1:{client}", "--advertise-client-urls", f"http://127.0.0.1:{client}",
+            "--listen-peer-urls", f"http://127.0.0.1:{peer}", "--initial-advertise-peer-urls",
+            f"http://127.0.0.1:{peer}", "--initial-cluster", f"{name}=http://127.0.0.1:{peer}"],
+           "0-1024", f"{work}/{name}.log")
+    wait_port(client)
+    return f"127.0.0.1:{client}"
+
+
+def pikv_failover_cluster(args, work, trial):
+    """pikv: two controllers on one etcd (the first leads), a node following
+    the leader by etcd:// holding --failover-keys objects of 4 KiB. Returns
+    the leader's server and the prober's argv."""
+    cpus, name = args.server_cpus, f"pikv-{trial}"
+    etcd = start_etcd(work, f"etcd-{name}")
+
+    def controller(i):
+        return Server([f"{args.bin_dir}/pikv-controller", "--endpoint",
+                       f"tcp://127.0.0.1:{free_port()}", "--http", "", "--etcd", etcd,
+                       "--cluster", name, "--log-level", "warn"], cpus,
+                      f"{work}/{name}-controller-{i}.log", ready="pikv-controller ready")
+    leader = controller(0)
+    time.sleep(1)  # it wins the election alone
+    controller(1)
+    node_port = free_port()
+    Server([f"{args.bin_dir}/pikv-node", "--endpoint", f"tcp://127.0.0.1:{node_port}",
+            "--data-dir", f"{work}/{name}-node", "--disk", "false", "--cpu-capacity", "256MiB",
+            "--controller", f"etcd://{etcd}/{name}", "--node-id", "n1", "--log-level", "warn"],
+           cpus, f"{work}/{name}-node.log", ready="pikv-node n1 ready")
+    subprocess.run([f"{args.bin_dir}/peer_data_client", "--system", "pikv", "--endpoint",
+                    f"tcp://127.0.0.1:{node_port}", "--op", "load", "--size", "4096",
+                    "--objects", str(args.failover_keys)], check=True, stdout=subprocess.DEVNULL,
+                   timeout=300)
+    probe = [f"{args.bin_dir}/peer_lookup_client", "--endpoint", f"etcd://{etcd}/{name}",
+             "--op", "probe", "--keys", str(args.failover_keys), "--object-size", "4096",
+             "--seconds", str(args.failover_seconds), "--sync"]
+    return leader, probe, None
+
+
+def mooncake_failover_cluster(args, work, trial, oplog):
+    """Mooncake: two masters with HA on one etcd (the first leads; with
+    --enable_oplog the standby replays the leader's log), a holder lending a
+    segment, --failover-keys objects of 64 bytes. Returns the leader's
+    server, the prober's argv and its environment."""
+    cpus, name = args.server_cpus, f"mooncake{'-oplog' if oplog else ''}-{trial}"
+    etcd = start_etcd(work, f"etcd-{name}")
+    env = dict(os.environ, **dict(kv.split("=", 1) for kv in args.mooncake_env))
+
+    def master(i):
+        port = free_port()
+        server = Server([args.mooncake_master, "--enable_ha=true", f"--etcd_endpoints={etcd}",
+                         "--rpc_address=127.0.0.1", f"--rpc_port={port}",
+                         f"--metrics_port={free_port()}", "--enable_metric_reporting=false",
+                         "--rpc_thread_num=2", f"--enable_oplog={'true' if oplog else 'false'}"],
+                        cpus, f"{work}/{name}-master-{i}.log", env=env)
+        return server, port
+    leader, port = master(0)
+    wait_port(port, timeout=60)  # a new leader serves after a 5 s warm-up
+    master(1)
+    mc = [args.peers_python, f"{HERE}/mooncake_client.py", "--master", f"etcd://{etcd}"]
+    Server(mc + ["--hold", str(64 * MiB)], cpus, f"{work}/{name}-holder.log", ready="holding",
+           env=env)
+    subprocess.run(mc + ["--op", "fill-keys", "--objects", str(args.failover_keys)], check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, timeout=300)
+    probe = mc + ["--op", "probe", "--objects", str(args.failover_keys), "--batch", "32",
+                  "--seconds", str(args.failover_seconds), "--sync"]
+    return leader, probe, env
+
+
+def failover_trial(args, leader, probe, env):
+    """Kills the leader 2 s into the prober's run; returns (s until the first
+    answer, s until every key of a call was found (None: never), share of
+    the keys locatable at the end, calls that had no answer)."""
+    proc = subprocess.Popen(["taskset", "-c", args.client_cpus] + probe, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+    try:
+        if proc.stdout.readline().strip() != "ready":
+            raise RuntimeError(f"the failover prober did not start: {probe}")
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        time.sleep(2)
+        killed = time.monotonic()
+        leader.proc.kill()
+        out, _ = proc.communicate(timeout=args.failover_seconds + 120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    r = json.loads(out.strip().splitlines()[-1])
+    after = [(t - killed, outcome) for t, outcome in r["events"] if t >= killed]
+    answered = next((t for t, outcome in after if outcome > 0), None)
+    whole = next((t for t, outcome in after if outcome == 2), None)
+    return answered, whole, r["found_after"] / r["keys"]
+
+
+def measure_failover(args, work):
+    """Per system, per trial: a fresh etcd and cluster, the leader SIGKILLed
+    under a prober's load."""
+    rows = {}
+    systems = [("pikv", lambda t: pikv_failover_cluster(args, work, t)),
+               ("mooncake", lambda t: mooncake_failover_cluster(args, work, t, False)),
+               ("mooncake_oplog", lambda t: mooncake_failover_cluster(args, work, t, True))]
+    for trial in range(args.failover_trials):
+        for name, start in systems:
+            try:
+                leader, probe, env = start(trial)
+                rows.setdefault(name, []).append(failover_trial(args, leader, probe, env))
+            finally:
+                Server.stop_all()
+    return rows
+
+
+def report_failover(rows, args, figures):
+    """Prints the failover table, adds its figures; returns its errors."""
+    def seconds(values, q):
+        values = [v for v in values if v is not None]
+        return quantile(values, q) if values else None
+
+    def text(v):
+        return "never" if v is None else f"{v:.2f}"
+    table = [(("system", "trials", "first answer s (median, max)",
+               "first call all found s (median, max)", "keys locatable after"), 1)]
+    for name, trials in rows.items():
+        answered = [t[0] for t in trials]
+        whole = [t[1] if t[1] is not None else None for t in trials]
+        never = any(w is None for w in whole)
+        share = min(t[2] for t in trials)
+        table.append((name, str(len(trials)),
+                      f"{text(seconds(answered, 0.5))}, {text(seconds(answered, 1))}",
+                      "never" if never else f"{text(seconds(whole, 0.5))}, {text(seconds(whole, 1))}",
+                      f"{100 * share:.1f} %"))
+        figures[f"failover_{name}_first_answer_s"] = seconds(answered, 0.5)
+        figures[f"failover_{name}_all_found_s"] = None if never else seconds(whole, 0.5)
+        figures[f"failover_{name}_locatable_after"] = round(share, 4)
+    print(f"Failover: the leader SIGKILLed 2 s into a prober's lookups of 32 random keys of "
+          f"{args.failover_keys} (seconds after the kill; the worst trial's share at the end)")
+    print_table(table)
+    return 0
+
+
 def print_table(table):
     """Rows of strings; the first is the header. Figures (from column
     `first_figure` on) are right-aligned."""
@@ -712,7 +855,10 @@ def main():
     p.add_argument("--systems", default="pikv,redis,mooncake,mooncake_into")
     p.add_argument("--server-cpus", default="0")
     p.add_argument("--client-cpus", default="1")
-    p.add_argument("--workloads", default="data,hosts,lookup,reuse")
+    p.add_argument("--workloads", default="data,hosts,lookup,failover,reuse")
+    p.add_argument("--failover-trials", type=int, default=3)
+    p.add_argument("--failover-keys", type=int, default=10_000)
+    p.add_argument("--failover-seconds", type=float, default=20, help="each prober's run")
     p.add_argument("--prompts", type=int, default=200, help="prompts in the RAG trace (reuse)")
     p.add_argument("--lookup-keys", type=int, default=1_000_000, help="keys in each registry "
                    "(lookup)")
@@ -721,6 +867,7 @@ def main():
     if args.smoke:
         args.sizes, args.clients, args.rounds, args.seconds = "1MiB", "1", 1, 0.2
         args.lookup_keys, args.prompts = 10_000, 10
+        args.failover_trials, args.failover_keys = 1, 1000
     args.sizes = [parse_size(s) for s in args.sizes.split(",")]
     args.clients = [int(c) for c in args.clients.split(",")]
     args.capacity = parse_size(args.capacity)
@@ -741,6 +888,8 @@ def main():
                                         "hosts_")
         if "lookup" in args.workloads:
             errors += report_lookup(measure_lookup(args, work), args, figures)
+        if "failover" in args.workloads:
+            errors += report_failover(measure_failover(args, work), args, figures)
         if "reuse" in args.workloads:
             errors += reuse(args, figures)
     finally:
