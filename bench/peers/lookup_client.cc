@@ -11,9 +11,10 @@
 // objects peer_data_client stores (MakeObject(i, --object-size), i <
 // --keys), each call with a 500 ms deadline, for --seconds; it prints the
 // CLOCK_MONOTONIC times at which the outcome changed (0: no answer, 1:
-// answered but not every key found, 2: every key found), then how many of
-// all the keys the controller locates at the end:
-//   {"events": [[t, outcome], ...], "found_after": n, "keys": N}
+// answered but not every key found, 2: every key found), each stamped when
+// its call returned, and how many of all the keys the controller located
+// before and at the end:
+//   {"events": [[t, outcome], ...], "found_before": n, "found_after": n, "keys": N}
 //
 //   peer_lookup_client --endpoint E --op fill|locate|probe --keys N
 //       [--batch 32] [--seconds S] [--object-size B] [--sync]
@@ -145,27 +146,31 @@ int Probe(const Options& o) {
     const int64_t found = Found(admin, call);
     return found < 0 ? 0 : found == static_cast<int64_t>(call.size()) ? 2 : 1;
   };
-  if (outcome() != 2) {
-    std::cerr << "peer_lookup_client: the keys are not located before the probe\n";
-    return 1;
-  }
+  // The scans before and after are not the probe: a patient deadline.
+  rpc::AdminClient scanner(o.endpoint, std::chrono::seconds(10));
+  auto found_all = [&] {
+    int64_t found = 0;
+    for (size_t first = 0; first < all.size(); first += 1024) {
+      const size_t n = std::min<size_t>(1024, all.size() - first);
+      found += std::max<int64_t>(0, Found(scanner, std::span(all).subspan(first, n)));
+    }
+    return found;
+  };
+  const int64_t found_before = found_all();
   if (o.sync) WaitForGo();
   std::ostringstream events;
   int last = -1;
   for (const auto start = Clock::now(); SecondsSince(start) < o.seconds;) {
+    const int now = outcome();  // stamped when it returned: a call may block through a failover
     const double t = std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
-    if (const int now = outcome(); now != last) {
+    if (now != last) {
       events << (last < 0 ? "" : ", ") << "[" << std::fixed << t << ", " << now << "]";
       last = now;
     }
   }
-  int64_t found_after = 0;
-  for (size_t first = 0; first < all.size(); first += 1024) {
-    const size_t n = std::min<size_t>(1024, all.size() - first);
-    found_after += std::max<int64_t>(0, Found(admin, std::span(all).subspan(first, n)));
-  }
-  std::cout << R"({"events": [)" << events.str() << R"(], "found_after": )" << found_after
-            << R"(, "keys": )" << all.size() << "}" << std::endl;
+  std::cout << R"({"events": [)" << events.str() << R"(], "found_before": )" << found_before
+            << R"(, "found_after": )" << found_all() << R"(, "keys": )" << all.size() << "}"
+            << std::endl;
   return 0;
 }
 

@@ -5,8 +5,9 @@
 # under ~/.cache/pikv and reused),
 # builds what pikv's side needs, and runs bench/peers/peers_bench.py; its
 # flags pass through (--smoke: one small object per system, for CI).
-#   bash bench/peers/run.sh [--sizes 1MiB,32MiB,512MiB] [--rounds 3] [--smoke]
+#   bash bench/peers/run.sh [--workloads data,hosts,lookup,failover,reuse] [--smoke] ...
 set -euo pipefail
+shopt -s inherit_errexit # a failed install inside $(venv_of ...) stops the script
 cd "$(dirname "$0")/../.."
 build_dir="${PIKV_BUILD_DIR:-build}"
 
@@ -32,7 +33,7 @@ venv_of() {
   if [ ! -f "$venv/.complete" ]; then
     echo "peers: making $venv ($requirements)" >&2
     rm -rf "$venv"
-    "$python" -m venv "$venv"
+    "$python" -m venv "$venv" >&2
     "$venv/bin/pip" install -q --upgrade pip >&2
     "$venv/bin/pip" install -q --no-deps -r "$requirements" >&2
     "$venv/bin/python" -c "$check" >&2 # fails here
