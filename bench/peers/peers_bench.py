@@ -416,6 +416,9 @@ def cells_for(size, args, put_objects):
 def measure_cells(args, systems, size, cells, put_objects, get_objects, rows):
     """Runs `cells` ((op, clients, batch)) on `systems`, interleaved round
     by round; adds a row per cell and system to `rows`."""
+    # A client finishes only a few calls of 256 MiB and up in --seconds, so
+    # the slowest one's last call would set the round's time: longer rounds.
+    seconds = args.seconds * (3 if size >= 256 * MiB else 1)
     for op, clients, batch in cells:
         objects = put_objects if op == "put" else get_objects
         if op == "get":  # a put cell before evicted part of the get set
@@ -430,7 +433,7 @@ def measure_cells(args, systems, size, cells, put_objects, get_objects, rows):
                 # answers without moving the bytes).
                 seed = 1 + round_ if op == "put" else 0
                 per_round.setdefault(s.name, []).append(
-                    run_clients(args, s, op, size, objects, batch, clients, args.seconds, seed))
+                    run_clients(args, s, op, size, objects, batch, clients, seconds, seed))
         for name, runs in per_round.items():
             failed = sum(r["failed"] for r in runs)
             gbps = [r["bytes"] / r["seconds"] / 1e9 for r in runs if r["seconds"] > 0]
