@@ -17,6 +17,7 @@ all 32 on our worker. Uses LMCache's own message classes (their import loads
 torch, outside the timed loop).
 """
 import argparse
+import itertools
 import json
 import random
 import sys
@@ -86,10 +87,10 @@ def fill(args, controller):
 
 def lookup(args, controller):
     rng = random.Random()
-    # The keys of each call made before the clock starts.
+    # The keys of calls made before the clock starts.
     batches = [[chunk_hash(rng.randrange(args.objects)) for _ in range(args.batch)]
-               for _ in range(4096)]
-    calls = iter(batches * 1000)
+               for _ in range(32768)]
+    calls = itertools.cycle(batches)
 
     def call():
         return controller.hits(next(calls)) == args.batch

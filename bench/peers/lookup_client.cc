@@ -10,11 +10,12 @@
 // `probe` (the failover workload) locates --batch random keys of the
 // objects peer_data_client stores (MakeObject(i, --object-size), i <
 // --keys), each call with a 500 ms deadline, for --seconds; it prints the
-// CLOCK_MONOTONIC times at which the outcome changed (0: no answer, 1:
-// answered but not every key found, 2: every key found), each stamped when
-// its call returned, and how many of all the keys the controller located
+// calls (CLOCK_MONOTONIC start and end) whose outcome changed or that took
+// over 100 ms (outcome 0: no answer, 1: answered but not every key found,
+// 2: every key found), and how many of all the keys the controller located
 // before and at the end:
-//   {"events": [[t, outcome], ...], "found_before": n, "found_after": n, "keys": N}
+//   {"events": [[start, end, outcome], ...], "found_before": n,
+//    "found_after": n, "keys": N}
 //
 //   peer_lookup_client --endpoint E --op fill|locate|probe --keys N
 //       [--batch 32] [--seconds S] [--object-size B] [--sync]
@@ -160,11 +161,16 @@ int Probe(const Options& o) {
   if (o.sync) WaitForGo();
   std::ostringstream events;
   int last = -1;
+  auto seconds = [] {
+    return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
+  };
   for (const auto start = Clock::now(); SecondsSince(start) < o.seconds;) {
-    const int now = outcome();  // stamped when it returned: a call may block through a failover
-    const double t = std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
-    if (now != last) {
-      events << (last < 0 ? "" : ", ") << "[" << std::fixed << t << ", " << now << "]";
+    const double t0 = seconds();
+    const int now = outcome();
+    const double t1 = seconds();
+    if (now != last || t1 - t0 > 0.1) {  // a slow call may have spanned the failover
+      events << (last < 0 ? "" : ", ") << "[" << std::fixed << t0 << ", " << t1 << ", " << now
+             << "]";
       last = now;
     }
   }

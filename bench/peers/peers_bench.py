@@ -52,6 +52,7 @@ evicting) and by pikv's position-independent chunks (the isolated mask).
 import argparse
 import ctypes
 import json
+import math
 import os
 import select
 import shutil
@@ -90,11 +91,14 @@ def resident_bytes(pid):
     return 0
 
 
+_prctl = ctypes.CDLL(None).prctl  # resolved here: not in a forked child
+
+
 def die_with_parent():
     """preexec_fn: the child is SIGKILLed when this process dies, however it
     dies (PR_SET_PDEATHSIG; kept across exec, so through taskset and
     nsenter too)."""
-    ctypes.CDLL(None).prctl(1, signal.SIGKILL)
+    _prctl(1, signal.SIGKILL)
 
 
 def quantile(values, q):
@@ -138,7 +142,8 @@ class Server:
                 log_file.write(line)
                 if ready and ready in line:
                     seen.set()
-        threading.Thread(target=drain, daemon=True).start()
+        self.drain = threading.Thread(target=drain, daemon=True)
+        self.drain.start()
         if ready and not seen.wait(timeout):
             raise RuntimeError(f"{argv[0]} did not say '{ready}' in {timeout} s; see {log}")
 
@@ -164,6 +169,7 @@ class Server:
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
+        self.drain.join(5)  # its stdout ends with it
         self.log_file.close()
 
 
@@ -319,7 +325,8 @@ def start_systems(args, capacity, work):
 
     def mc_clear():
         subprocess.run(mc + ["--op", "clear"], check=True, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL, env=env, timeout=60)
+                       stderr=subprocess.DEVNULL, env=env, timeout=60,
+                       preexec_fn=die_with_parent)
 
     systems.append(System("mooncake", [master, holder], mooncake_data_client(mc, False), env))
     systems[-1].flush = mc_clear
@@ -546,7 +553,7 @@ def fill_registry(args, system, registry, argv):
     before = resident_bytes(registry.proc.pid)
     out = subprocess.run(["taskset", "-c", args.client_cpus] + argv, check=True, text=True,
                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=system.env,
-                         timeout=1800).stdout
+                         timeout=1800, preexec_fn=die_with_parent).stdout
     result = json.loads(out.strip().splitlines()[-1])
     if result["ok"] != args.lookup_keys:
         raise RuntimeError(f"{system.name}: filled {result['ok']} of {args.lookup_keys} keys")
@@ -661,7 +668,7 @@ def reuse(args, figures):
     computes, adds its figures; returns its errors."""
     done = subprocess.run([f"{args.bin_dir}/e2e_bench", "--prompts", str(args.prompts)],
                           text=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                          timeout=1800)
+                          timeout=1800, preexec_fn=die_with_parent)
     e2e = json.loads(done.stdout.strip().splitlines()[-1])
     total = e2e["tokens_total"]
     schemes = [("full", "full prefill", "", 1.0),
@@ -729,7 +736,7 @@ def pikv_failover_cluster(args, work, trial):
     subprocess.run([f"{args.bin_dir}/peer_data_client", "--system", "pikv", "--endpoint",
                     f"tcp://127.0.0.1:{node_port}", "--op", "load", "--size", "4096",
                     "--objects", str(args.failover_keys)], check=True, stdout=subprocess.DEVNULL,
-                   timeout=300)
+                   timeout=300, preexec_fn=die_with_parent)
     probe = [f"{args.bin_dir}/peer_lookup_client", "--endpoint", f"etcd://{etcd}/{name}",
              "--op", "probe", "--keys", str(args.failover_keys), "--object-size", "4096",
              "--seconds", str(args.failover_seconds), "--sync"]
@@ -760,10 +767,39 @@ def mooncake_failover_cluster(args, work, trial, oplog):
     Server(mc + ["--hold", str(64 * MiB)], cpus, f"{work}/{name}-holder.log", ready="holding",
            env=env)
     subprocess.run(mc + ["--op", "fill-keys", "--objects", str(args.failover_keys)], check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, timeout=300)
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, timeout=300,
+                   preexec_fn=die_with_parent)
     probe = mc + ["--op", "probe", "--objects", str(args.failover_keys), "--batch", "32",
                   "--seconds", str(args.failover_seconds), "--sync"]
     return leader, probe, env
+
+
+def recovery(events, killed):
+    """(s from `killed` to the first answer after an outage, s to the first
+    call that found every key after one missed): 0 when none was lost, None
+    when never back. `events` are a prober's [start, end, outcome] of calls
+    whose outcome changed or that took over 100 ms (0: no answer, 1: keys
+    missing, 2: every key found). A call across the kill had no answer until
+    it returned; until the first event after the kill, the outcome before it
+    held."""
+    after, prior = [], None
+    for start, end, outcome in events:
+        if end < killed:
+            prior = outcome
+            continue
+        if start < killed and not after:
+            after.append((0.0, 0))
+        after.append((end - killed, outcome))
+    if prior is not None and (not after or after[0] != (0.0, 0)):
+        after.insert(0, (0.0, prior))
+
+    def recovered(lost, back):
+        first = next((i for i, (_, outcome) in enumerate(after) if lost(outcome)), None)
+        if first is None:
+            return 0.0
+        return next((t for t, outcome in after[first:] if back(outcome)), None)
+    return (recovered(lambda o: o == 0, lambda o: o > 0),
+            recovered(lambda o: o < 2, lambda o: o == 2))
 
 
 def failover_trial(args, leader, probe, env):
@@ -789,22 +825,7 @@ def failover_trial(args, leader, probe, env):
     if not lines:
         raise RuntimeError(f"the failover prober printed nothing: {probe}")
     r = json.loads(lines[-1])
-    # Each event is stamped when its call returned: the outcome before the
-    # kill holds until the first event after it.
-    before = [outcome for t, outcome in r["events"] if t < killed]
-    after = [(t - killed, outcome) for t, outcome in r["events"] if t >= killed]
-    if before:
-        after.insert(0, (0.0, before[-1]))
-
-    def recovered(lost, back):
-        """When, after the first outcome `lost` holds for, one `back` holds
-        for came (0 when none was ever lost; None: never came back)."""
-        first = next((i for i, (_, outcome) in enumerate(after) if lost(outcome)), None)
-        if first is None:
-            return 0.0
-        return next((t for t, outcome in after[first:] if back(outcome)), None)
-    answered = recovered(lambda o: o == 0, lambda o: o > 0)
-    whole = recovered(lambda o: o < 2, lambda o: o == 2)
+    answered, whole = recovery(r["events"], killed)
     if r["found_before"] <= 0:
         raise RuntimeError(f"no key was locatable before the kill: {probe}")
     return answered, whole, r["found_after"] / r["found_before"]
@@ -822,6 +843,9 @@ def measure_failover(args, work):
             try:
                 leader, probe, env = start(trial)
                 rows.setdefault(name, []).append(failover_trial(args, leader, probe, env))
+            except Exception as e:  # this trial is lost, not the others
+                print(f"failover {name} trial {trial}: {e!r}", file=sys.stderr)
+                rows.setdefault(name, []).append(None)
             finally:
                 Server.stop_all()
     return rows
@@ -829,22 +853,27 @@ def measure_failover(args, work):
 
 def report_failover(rows, args, figures):
     """Prints the failover table, adds its figures; returns its errors."""
-    def seconds(values, q):
-        values = [v for v in values if v is not None]
-        return quantile(values, q) if values else None
+    def seconds(values, q):  # "never" sorts last
+        v = quantile([math.inf if x is None else x for x in values], q)
+        return None if v == math.inf else v
 
     def text(v):
         return "never" if v is None else f"{v:.2f}"
+    errors = 0
     table = [(("system", "trials", "first answer s (median, max)",
                "first call all found s (median, max)", "keys locatable after"), 1)]
     for name, trials in rows.items():
+        errors += trials.count(None)
+        trials = [t for t in trials if t]
+        if not trials:
+            table.append((name, "0", "FAILED", "FAILED", ""))
+            continue
         answered = [t[0] for t in trials]
         whole = [t[1] for t in trials]
         share = min(t[2] for t in trials)
 
-        def median_max(values):  # a trial that never got there makes the max "never"
-            worst = None if None in values else seconds(values, 1)
-            return f"{text(seconds(values, 0.5))}, {text(worst)}"
+        def median_max(values):
+            return f"{text(seconds(values, 0.5))}, {text(seconds(values, 1))}"
         table.append((name, str(len(trials)), median_max(answered), median_max(whole),
                       f"{100 * share:.1f} %"))
         figures[f"failover_{name}_first_answer_s"] = seconds(answered, 0.5)
@@ -854,7 +883,7 @@ def report_failover(rows, args, figures):
           f"{args.failover_keys} (seconds after the kill; keys locatable at the end as a share "
           f"of those before, the worst trial)")
     print_table(table)
-    return 0
+    return errors
 
 
 def print_table(table):
@@ -942,7 +971,8 @@ def main():
     # Stopped from outside: the servers (each in its own session) go too.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     work = tempfile.mkdtemp(prefix="pikv-peers-")
-    figures = {"bench": "peers", "rounds": args.rounds, "seconds_per_cell": args.seconds}
+    figures = {"bench": "peers", "rounds": args.rounds, "seconds_per_cell": args.seconds,
+               "seconds_per_cell_256mib_up": 3 * args.seconds}
     errors = 0
     workloads = {
         "data": lambda: report_data_plane(measure_data_plane(args, work), figures),
