@@ -26,6 +26,7 @@ import time
 import msgspec
 import zmq
 from lmcache.v1.cache_controller import message as lm
+from timed_calls import timed_calls
 
 INSTANCE, ASKER, LOCATION = "pikv-bench", "pikv-bench-asker", "LocalCPUBackend"
 ADMITS_PER_MESSAGE = 10_000
@@ -61,11 +62,6 @@ class Controller:
         return hit_chunks if instance == INSTANCE else 0
 
 
-def result_line(ok, failed, seconds, cpu_seconds, latencies):
-    print(json.dumps({"ok": ok, "failed": failed, "bytes": 0, "seconds": seconds,
-                      "cpu_seconds": cpu_seconds, "latencies_us": latencies}), flush=True)
-
-
 def fill(args, controller):
     # No peer listens at peer_init_url (never dialled here), but without one
     # every lookup answers no hits. A second registration would empty it.
@@ -81,7 +77,9 @@ def fill(args, controller):
         if time.perf_counter() - start > 600:
             sys.exit("lmcache_client: the fill was not applied in 600 s")
         time.sleep(0.005)
-    result_line(args.objects, 0, time.perf_counter() - start, 0, [])
+    print(json.dumps({"ok": args.objects, "failed": 0, "bytes": 0,
+                      "seconds": time.perf_counter() - start, "cpu_seconds": 0,
+                      "latencies_us": []}), flush=True)
     return 0
 
 
@@ -95,23 +93,7 @@ def lookup(args, controller):
     def call():
         return controller.hits(next(calls)) == args.batch
     call()  # the connection made, untimed
-    if args.sync:
-        print("ready", flush=True)
-        sys.stdin.readline()
-    ok = failed = 0
-    latencies = []
-    cpu_start = time.process_time()
-    start = time.perf_counter()
-    while time.perf_counter() - start < args.seconds or ok + failed == 0:
-        t0 = time.perf_counter()
-        if call():
-            latencies.append(int((time.perf_counter() - t0) * 1e6))
-            ok += args.batch
-        else:
-            failed += args.batch
-    result_line(ok, failed, time.perf_counter() - start, time.process_time() - cpu_start,
-                latencies)
-    return 0 if failed == 0 else 1
+    return timed_calls(call, args.batch, args.seconds, args.sync)
 
 
 def main():

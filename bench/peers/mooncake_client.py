@@ -36,6 +36,7 @@ import sys
 import time
 
 from mooncake.store import MooncakeDistributedStore
+from timed_calls import timed_calls, wait_for_go
 
 
 HOST = "127.0.0.1"  # this process's address, which its peers dial (--host)
@@ -100,26 +101,9 @@ def query_keys(args):
             return all(x == 1 for x in store.batch_is_exist(names))
         return all(len(store.batch_get_replica_desc(names).get(n, [])) > 0 for n in names)
     call()  # the connection made, untimed
-    if args.sync:
-        print("ready", flush=True)
-        sys.stdin.readline()
-    ok = failed = 0
-    latencies = []
-    cpu_start = time.process_time()
-    start = time.perf_counter()
-    while time.perf_counter() - start < args.seconds or ok + failed == 0:
-        t0 = time.perf_counter()
-        if call():
-            latencies.append(int((time.perf_counter() - t0) * 1e6))
-            ok += args.batch
-        else:
-            failed += args.batch
-    print(json.dumps({"ok": ok, "failed": failed, "bytes": 0,
-                      "seconds": time.perf_counter() - start,
-                      "cpu_seconds": time.process_time() - cpu_start,
-                      "latencies_us": latencies}), flush=True)
+    rc = timed_calls(call, args.batch, args.seconds, args.sync)
     store.close()
-    return 0 if failed == 0 else 1
+    return rc
 
 
 def probe(args):
@@ -139,8 +123,7 @@ def probe(args):
         return found
     found_before = found_all()
     if args.sync:
-        print("ready", flush=True)
-        sys.stdin.readline()
+        wait_for_go()
     events, last = [], None
     start = time.monotonic()
     while time.monotonic() - start < args.seconds:
@@ -177,8 +160,7 @@ def run(args):
         else:
             store.get_batch(keys[:1] * batch)
     if args.sync:
-        print("ready", flush=True)
-        sys.stdin.readline()
+        wait_for_go()
     cpu_start = time.process_time()
     rng = random.Random(args.first + 1)
     ok = failed = nbytes = 0
