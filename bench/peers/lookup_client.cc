@@ -157,7 +157,14 @@ int Probe(const Options& o) {
     }
     return found;
   };
-  const int64_t found_before = found_all();
+  // The node reports its admits asynchronously: wait (up to 60 s) until the
+  // registry holds every key, so the kill meets a full registry.
+  int64_t found_before = found_all();
+  for (const auto start = Clock::now();
+       found_before < static_cast<int64_t>(all.size()) && SecondsSince(start) < 60;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    found_before = found_all();
+  }
   if (o.sync) WaitForGo();
   std::ostringstream events;
   int last = -1;

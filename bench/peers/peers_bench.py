@@ -51,6 +51,7 @@ evicting) and by pikv's position-independent chunks (the isolated mask).
 """
 import argparse
 import ctypes
+import glob
 import json
 import math
 import os
@@ -827,8 +828,17 @@ def failover_trial(args, leader, probe, env):
     r = json.loads(lines[-1])
     answered, whole = recovery(r["events"], killed)
     if r["found_before"] <= 0:
-        raise RuntimeError(f"no key was locatable before the kill: {probe}")
+        raise RuntimeError(f"none of {r['keys']} keys was locatable before the kill: {probe}")
     return answered, whole, r["found_after"] / r["found_before"]
+
+
+def print_log_tails(pattern, lines=20):
+    """The last lines of each server log matching `pattern`, to stderr: what
+    a failed trial leaves to diagnose it by."""
+    for path in sorted(glob.glob(pattern)):
+        with open(path, errors="replace") as f:
+            tail = f.readlines()[-lines:]
+        print(f"-- {path}:\n{''.join(tail)}", file=sys.stderr, end="")
 
 
 def measure_failover(args, work):
@@ -845,6 +855,7 @@ def measure_failover(args, work):
                 rows.setdefault(name, []).append(failover_trial(args, leader, probe, env))
             except Exception as e:  # this trial is lost, not the others
                 print(f"failover {name} trial {trial}: {e!r}", file=sys.stderr)
+                print_log_tails(f"{work}/*{name.replace('_', '-')}-{trial}*.log")
                 rows.setdefault(name, []).append(None)
             finally:
                 Server.stop_all()
