@@ -6,7 +6,7 @@
 //
 //   peer_data_client --system pikv|pikv-pull|redis --endpoint E --op load|put|get
 //       --size BYTES --objects K [--first I] [--batch B] [--seconds S]
-//       [--seed N] [--from PEER] [--slice N] [--sync]
+//       [--seed N] [--from PEER] [--slice N] [--zipf THETA] [--sync]
 //
 // pikv-pull: a get is a P2P pull by the node at E from its peer at --from
 // (NodeClient::PullHere: the node fetches the objects into its CPU tier,
@@ -19,7 +19,8 @@
 // client and system: a sealed pikv object of `size` bytes (Redis stores the
 // same bytes under the key's hex). `load` stores objects 0..K-1 once, untimed; `put` cycles
 // through them from `first` (K is chosen larger than the server's memory, so
-// each put really stores); `get` reads random ones of them, B per call. The
+// each put really stores); `get` reads random ones of them (uniformly, or by
+// --zipf: bench/peers/key_mix.h), B per call. The
 // last line is {"ok", "failed", "bytes", "seconds", "cpu_seconds",
 // "latencies_us": [...]}; a failed call adds no bytes and no latency. cpu_seconds is
 // this process's (all its threads') over the timed loop alone. --sync: print
@@ -36,6 +37,7 @@
 
 #include "../../storage/src/resp_io.h"
 #include "client_result.h"
+#include "key_mix.h"
 #include "pikv/rpc/node_client.h"
 #include "test_support.h"
 
@@ -52,6 +54,7 @@ struct Options {
   size_t objects = 8, first = 0, batch = 1, slice = 0;
   uint64_t seed = 0;
   double seconds = 1;
+  double zipf = 0;  // > 0: gets draw objects by Zipf(zipf) (key_mix.h)
   bool sync = false;
 };
 
@@ -209,9 +212,11 @@ int Run(const Options& o) {
   const auto end = start + std::chrono::duration<double>(o.seconds);
   const bool load = o.op == "load";
   Clock::duration untimed{};
+  const ZipfKeys zipf(o.zipf > 0 ? objects.size() : 0, o.zipf);
   while (load ? next < o.first + o.objects : Clock::now() - untimed < end || r.ok + r.failed == 0) {
     for (auto& obj : call) {
       obj = o.op != "get"  ? &objects[next++ % objects.size()]
+            : o.zipf > 0   ? &objects[zipf(rng)]
             : o.slice == 0 ? &objects[rng() % objects.size()]
                            : &objects[(o.first + rng() % o.slice) % objects.size()];
     }
@@ -255,6 +260,8 @@ int main(int argc, char** argv) {
   app.add_option("--seconds", o.seconds, "Timed seconds (put, get)");
   app.add_option("--seed", o.seed, "Which key space (objects differ by seed)");
   app.add_option("--slice", o.slice, "Gets pick among objects first..first+slice-1 (0: all)");
+  app.add_option("--zipf", o.zipf, "Gets draw objects by Zipf(THETA) (0: uniformly)")
+      ->check(CLI::Range(0.0, 4.0));
   app.add_option("--from", o.from, "pikv-pull: the peer's tcp endpoint to pull from");
   app.add_flag("--sync", o.sync, "Print ready, start on a line from stdin");
   CLI11_PARSE(app, argc, argv);

@@ -1,0 +1,17 @@
+"""The skewed key mix of bench/peers' tiers workload; the twin of
+bench/peers/key_mix.h (same ranks, same object per rank)."""
+import bisect
+import itertools
+
+
+def zipf_keys(n, theta, rng):
+    """A function drawing object indices 0..n-1: Zipf(theta) over ranks,
+    rank r naming object (r * 2654435761) % n."""
+    weights = [(r + 1) ** -theta for r in range(n)]
+    total = sum(weights)
+    cdf = [c / total for c in itertools.accumulate(weights)]
+
+    def draw():
+        rank = min(bisect.bisect_left(cdf, rng.random()), n - 1)
+        return rank * 2654435761 % n
+    return draw
