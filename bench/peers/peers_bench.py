@@ -66,6 +66,7 @@ import time
 from harness import (MiB, Hosts, Server, System, data_client, die_with_parent, free_port,
                      parse_size, print_table, quantile, resident_bytes, run_clients, size_name,
                      wait_port, wait_ready)
+from tiers import measure_tiers, report_tiers
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -699,26 +700,32 @@ def main():
     p.add_argument("--systems", default="pikv,redis,mooncake,mooncake_into")
     p.add_argument("--server-cpus", default="0")
     p.add_argument("--client-cpus", default="1")
-    p.add_argument("--workloads", default="data,hosts,lookup,failover,reuse")
+    p.add_argument("--workloads", default="data,hosts,lookup,failover,tiers,reuse")
     p.add_argument("--failover-trials", type=int, default=3)
     p.add_argument("--failover-keys", type=int, default=10_000)
     p.add_argument("--failover-seconds", type=float, default=20, help="each prober's run")
     p.add_argument("--prompts", type=int, default=200, help="prompts in the RAG trace (reuse)")
     p.add_argument("--lookup-keys", type=int, default=1_000_000, help="keys in each registry "
                    "(lookup)")
+    p.add_argument("--tiers-memory", default="256MiB", help="each system's memory tier (tiers)")
+    p.add_argument("--tiers-size", default="1MiB", help="object size (tiers)")
+    p.add_argument("--tiers-theta", type=float, default=0.9, help="the Zipf skew (tiers)")
+    p.add_argument("--tiers-seconds", type=float, default=5, help="each timed round (tiers)")
     p.add_argument("--smoke", action="store_true", help="one small object per system, briefly")
     args = p.parse_args()
     if args.smoke:
         args.sizes, args.clients, args.rounds, args.seconds = "1MiB", "1", 1, 0.2
         args.lookup_keys, args.prompts = 10_000, 10
         args.failover_trials, args.failover_keys = 1, 1000
+        args.tiers_memory, args.tiers_seconds = "16MiB", 0.5
     args.sizes = [parse_size(s) for s in args.sizes.split(",")]
     args.clients = [int(c) for c in args.clients.split(",")]
     args.capacity = parse_size(args.capacity)
+    args.tiers_memory, args.tiers_size = parse_size(args.tiers_memory), parse_size(args.tiers_size)
     args.systems = args.systems.split(",")
     args.client_memory = parse_size(args.client_memory)
     args.workloads = args.workloads.split(",")
-    unknown = set(args.workloads) - {"data", "hosts", "lookup", "failover", "reuse"}
+    unknown = set(args.workloads) - {"data", "hosts", "lookup", "failover", "tiers", "reuse"}
     if unknown:
         p.error(f"unknown workloads: {', '.join(sorted(unknown))}")
     # Stopped from outside: the servers (each in its own session) go too.
@@ -734,6 +741,7 @@ def main():
             "Between hosts (clients on host b, the store on host a)", "hosts_"),
         "lookup": lambda: report_lookup(measure_lookup(args, work), args, figures),
         "failover": lambda: report_failover(measure_failover(args, work), args, figures),
+        "tiers": lambda: report_tiers(measure_tiers(args, work), args, figures),
         "reuse": lambda: reuse(args, figures)}
     try:
         for name in args.workloads:
