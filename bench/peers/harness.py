@@ -4,6 +4,7 @@ run together and their results merged, and the tables."""
 import ctypes
 import json
 import os
+import queue
 import select
 import signal
 import socket
@@ -71,21 +72,28 @@ class Server:
     """A started process, pinned, stopped on close (or by stop_all)."""
     running = []
 
-    def __init__(self, argv, cpus, log, ready=None, env=None, timeout=30, prefix=()):
+    def __init__(self, argv, cpus, log, ready=None, env=None, timeout=30, prefix=(),
+                 stdin=False):
         """Waits for a line containing `ready` on its stdout (when given); its
         output, that line's too, goes on into `log` from a thread. `prefix`
-        runs it elsewhere (Hosts.prefix: in a network namespace)."""
+        runs it elsewhere (Hosts.prefix: in a network namespace). `stdin`:
+        it is driven through its stdin (proc.stdin) and its stdout lines
+        are kept for next_line too."""
         self.log = log
         self.log_file = log_file = open(log, "w")
         self.proc = subprocess.Popen(list(prefix) + ["taskset", "-c", cpus] + argv,
+                                     stdin=subprocess.PIPE if stdin else None,
                                      stdout=subprocess.PIPE, stderr=log_file, text=True, env=env,
                                      start_new_session=True, preexec_fn=die_with_parent)
         Server.running.append(self)
         seen = threading.Event()
+        self.lines = queue.Queue() if stdin else None
 
         def drain():  # a server never blocks on a full pipe
             for line in self.proc.stdout:
                 log_file.write(line)
+                if self.lines:
+                    self.lines.put(line)
                 if ready and ready in line:
                     seen.set()
         self.drain = threading.Thread(target=drain, daemon=True)
@@ -95,6 +103,17 @@ class Server:
 
     def cpu(self):
         return cpu_seconds(self.proc.pid)
+
+    def next_line(self, timeout):
+        """The next line it prints that is a JSON object (stdin=True)."""
+        deadline = time.time() + timeout
+        while True:
+            try:
+                line = self.lines.get(timeout=max(0.0, deadline - time.time()))
+            except queue.Empty:
+                raise RuntimeError(f"no result from {self.log} in {timeout} s") from None
+            if line.startswith("{"):
+                return line
 
     @staticmethod
     def stop_all():

@@ -24,8 +24,8 @@ class ZipfKeys {
   // An object index in 0..n-1.
   size_t operator()(std::mt19937_64& rng) const {
     const double u = std::uniform_real_distribution<double>(0, 1)(rng);
-    const size_t rank = std::min<size_t>(std::lower_bound(cdf_.begin(), cdf_.end(), u) - cdf_.begin(),
-                                         cdf_.size() - 1);
+    const size_t rank = std::min<size_t>(
+        std::lower_bound(cdf_.begin(), cdf_.end(), u) - cdf_.begin(), cdf_.size() - 1);
     return rank * 2654435761ull % cdf_.size();
   }
 

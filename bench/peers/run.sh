@@ -5,7 +5,7 @@
 # under ~/.cache/pikv and reused),
 # builds what pikv's side needs, and runs bench/peers/peers_bench.py; its
 # flags pass through (--smoke: one small object per system, for CI).
-#   bash bench/peers/run.sh [--workloads data,hosts,lookup,failover,reuse] [--smoke] ...
+#   bash bench/peers/run.sh [--workloads data,hosts,lookup,failover,tiers,reuse] [--smoke] ...
 set -euo pipefail
 shopt -s inherit_errexit # a failed install inside $(venv_of ...) stops the script
 cd "$(dirname "$0")/../.."
@@ -43,16 +43,17 @@ venv_of() {
   echo "$venv"
 }
 venv="${PIKV_PEERS_VENV:-$(venv_of bench/peers/requirements.txt "from mooncake.store import MooncakeDistributedStore")}"
-# LMCache (about 5 GB with the torch its controller imports) only where the
-# lookup workload runs: by default, and when --workloads names it.
+# LMCache (about 5 GB with the torch it imports) only where the lookup or
+# tiers workload runs: by default, and when --workloads names one.
 workloads=lookup
 for ((i = 1; i <= $#; i++)); do
   [ "${!i}" = --workloads ] && j=$((i + 1)) && workloads="${!j:-}"
   [[ "${!i}" == --workloads=* ]] && workloads="${!i#--workloads=}"
 done
 lmcache=()
-if [[ ",$workloads," == *,lookup,* ]]; then
-  lmcache_venv="${PIKV_LMCACHE_VENV:-$(venv_of bench/peers/requirements-lmcache.txt "import lmcache.v1.cache_controller.message")}"
+if [[ ",$workloads," == *,lookup,* || ",$workloads," == *,tiers,* ]]; then
+  lmcache_venv="${PIKV_LMCACHE_VENV:-$(venv_of bench/peers/requirements-lmcache.txt \
+    "import lmcache.v1.cache_controller.message, lmcache.v1.cache_engine")}"
   lmcache=(--lmcache-python "$lmcache_venv/bin/python")
   echo "peers: $("$lmcache_venv/bin/pip" list 2>/dev/null | grep -i '^lmcache ' | tr -s ' ')"
 fi

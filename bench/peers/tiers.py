@@ -9,6 +9,8 @@ from each system's own counters over the timed rounds.
 pikv: a pikv-node with its CPU tier and its RocksDB tier (every put written
 through to disk; a disk hit promoted to CPU); counters from its /metrics.
 """
+import json
+import os
 import re
 import statistics
 import time
@@ -17,15 +19,63 @@ import urllib.request
 from harness import (MiB, Server, System, data_client, free_port, print_table, quantile,
                      run_clients)
 
+HERE = os.path.dirname(os.path.abspath(__file__))
 
-class TierSystem:
-    """A system of this workload: its harness.System (servers, clients) and
-    `served()`, its cumulative gets by where they were served
-    {"memory", "disk", "miss"}."""
 
-    def __init__(self, system, served):
-        self.system = system
-        self.served = served
+class ClientTiers:
+    """A system whose store is a server (harness.System): a client process
+    per round; `served()` its cumulative gets by where they were served
+    {"memory", "disk", "miss"}, read from the server's counters; `settled()`
+    waits until a load is stored for good (None: another system of the same
+    server loads it)."""
+
+    def __init__(self, args, system, served, settled=None):
+        self.args, self.system, self.served, self.settled = args, system, served, settled
+        self.objects = 2 * args.tiers_memory // args.tiers_size
+
+    def get(self, seconds):
+        return run_clients(self.args, self.system, "get", self.args.tiers_size, self.objects, 1, 1,
+                           seconds)
+
+    def start(self):
+        """Loads the working set, then warms the memory tier by the mix."""
+        if self.settled:  # the first of a server's systems loads it
+            r = run_clients(self.args, self.system, "load", self.args.tiers_size, self.objects, 1,
+                            1, 0)
+            if r["failed"] or r["ok"] < self.objects:
+                raise RuntimeError(f"{self.system.name}: loading {self.objects} objects failed: "
+                                   f"{r}")
+            self.settled()
+        self.get(self.args.tiers_seconds)
+
+    def round(self):
+        before = self.served()
+        r = self.get(self.args.tiers_seconds)
+        after = self.served()
+        r["served"] = {k: after[k] - before[k] for k in after}
+        return r
+
+
+class EngineTiers:
+    """A system whose store lives in the engine's process (LMCache): one
+    process loads and warms it, then runs a timed round per line on stdin."""
+
+    def __init__(self, args, name, argv, log):
+        self.name, self.args = name, args
+        # No server: the engine's process gets the cores a client and a
+        # server have in the others.
+        self.server = Server(argv, f"{args.server_cpus},{args.client_cpus}", log, ready="ready",
+                             timeout=900, stdin=True)
+
+    def start(self):
+        pass
+
+    def round(self):
+        self.server.proc.stdin.write("go\n")
+        self.server.proc.stdin.flush()
+        r = json.loads(self.server.next_line(self.args.tiers_seconds * 10 + 60))
+        r["cpu"] = r["cpu_seconds"]
+        return r
 
 
 def metric(text, name, labels):
@@ -35,10 +85,12 @@ def metric(text, name, labels):
 
 
 def start_pikv(args, work):
-    """A pikv-node with its CPU and RocksDB tiers, --tiers-memory in CPU."""
+    """A pikv-node with its CPU and RocksDB tiers, --tiers-memory in CPU; read
+    by its best path on one host (pikv: leased in place, the rest over ipc,
+    peer_data_client --system pikv-local) and over tcp (pikv_tcp)."""
     port, http = free_port(), free_port()
-    endpoint = f"tcp://127.0.0.1:{port}"
-    node = Server([f"{args.bin_dir}/pikv-node", "--endpoint", endpoint, "--data-dir",
+    tcp, ipc = f"tcp://127.0.0.1:{port}", f"ipc://{work}/tiers-node.sock"
+    node = Server([f"{args.bin_dir}/pikv-node", "--endpoint", tcp, ipc, "--data-dir",
                    f"{work}/tiers-node", "--disk", "true", "--disk-capacity",
                    str(4 * args.tiers_memory), "--cpu-capacity", str(args.tiers_memory),
                    "--prefault", "true", "--controller", "", "--node-id", "tiers", "--http",
@@ -69,46 +121,50 @@ def start_pikv(args, work):
             time.sleep(0.1)
         raise RuntimeError("pikv: the disk write-through queue did not drain in 120 s")
 
-    system = System("pikv", [node], data_client(args, "pikv", endpoint,
-                                                ["--zipf", str(args.tiers_theta)]))
-    system.settled = settled
-    return TierSystem(system, served)
+    mix = ["--zipf", str(args.tiers_theta)]
+    return [ClientTiers(args, System("pikv", [node], data_client(args, "pikv-local", ipc, mix)),
+                        served, settled),
+            ClientTiers(args, System("pikv_tcp", [node], data_client(args, "pikv", tcp, mix)),
+                        served, None)]
+
+
+def start_lmcache(args, work):
+    """LMCache's cache engine in a client process, its CPU tier --tiers-memory,
+    its disk tier in the work directory."""
+    objects = 2 * args.tiers_memory // args.tiers_size
+    argv = [args.lmcache_python, f"{HERE}/lmcache_engine_client.py", "--memory",
+            str(args.tiers_memory), "--disk", str(4 * args.tiers_memory), "--disk-dir",
+            f"{work}/tiers-lmcache", "--size", str(args.tiers_size), "--objects", str(objects),
+            "--zipf", str(args.tiers_theta), "--warm", str(args.tiers_seconds), "--seconds",
+            str(args.tiers_seconds)]
+    return EngineTiers(args, "lmcache", argv, f"{work}/tiers-lmcache.log")
 
 
 def measure_tiers(args, work):
-    """{system: row} of the tiers workload."""
-    objects = 2 * args.tiers_memory // args.tiers_size
-    systems = [start_pikv(args, work)]
-    for s in systems:
-        r = run_clients(args, s.system, "load", args.tiers_size, objects, 1, 1, 0)
-        if r["failed"] or r["ok"] < objects:
-            raise RuntimeError(f"{s.system.name}: loading {objects} objects failed: {r}")
-        getattr(s.system, "settled", lambda: None)()
-    for s in systems:  # the memory tier shaped by the mix, not by the load order
-        run_clients(args, s.system, "get", args.tiers_size, objects, 1, 1, args.tiers_seconds)
-    runs, served = {}, {}
+    """{system: row} of the tiers workload, and the objects in its working set."""
+    systems = {s.system.name: s for s in start_pikv(args, work)}
+    if args.lmcache_python:
+        systems["lmcache"] = start_lmcache(args, work)
+    for s in systems.values():
+        s.start()
+    runs = {}
     for _ in range(args.rounds):
-        for s in systems:
-            before = s.served()
-            runs.setdefault(s.system.name, []).append(run_clients(
-                args, s.system, "get", args.tiers_size, objects, 1, 1, args.tiers_seconds))
-            after = s.served()
-            total = served.setdefault(s.system.name, dict.fromkeys(after, 0.0))
-            for k in after:
-                total[k] += after[k] - before[k]
+        for name, s in systems.items():
+            runs.setdefault(name, []).append(s.round())
     rows = {}
     for name, rs in runs.items():
         failed = sum(r["failed"] for r in rs)
         moved = sum(r["bytes"] for r in rs)
         lat = [x for r in rs for x in r["latencies_us"]]
-        gets = sum(served[name].values()) or 1
+        served = {k: sum(r["served"][k] for r in rs) for k in ("memory", "disk", "miss")}
+        gets = sum(served.values()) or 1
         rows[name] = {
             "gbps": 0.0 if failed else statistics.median(
                 r["bytes"] / r["seconds"] / 1e9 for r in rs),
             "p50_us": quantile(lat, 0.5), "p99_us": quantile(lat, 0.99),
             "cpu_s_per_gib": sum(r["cpu"] for r in rs) / (moved / (1 << 30)) if moved else 0.0,
-            "served": {k: v / gets for k, v in served[name].items()}, "failed": failed}
-    return rows, objects
+            "served": {k: v / gets for k, v in served.items()}, "failed": failed}
+    return rows, 2 * args.tiers_memory // args.tiers_size
 
 
 def report_tiers(measured, args, figures):
