@@ -223,6 +223,14 @@ def data_client(args, system, endpoint, extra=()):
         str(batch), "--seconds", str(seconds), "--seed", str(seed), "--sync", *extra]
 
 
+def mooncake_data_client(mc, get_into):
+    """argv of mooncake_client.py (prefix `mc`) for the data plane."""
+    return lambda op, size, objects, first, batch, seconds, seed: mc + [
+        "--op", op, "--size", str(size), "--objects", str(objects), "--first", str(first),
+        "--batch", str(batch), "--seconds", str(seconds), "--seed", str(seed), "--sync"] + (
+        ["--into"] if get_into else [])
+
+
 def wait_ready(proc, name, timeout=600):
     """Until `proc` says "ready" on stdout; raises when it says anything else,
     exits, or is silent for `timeout` s."""

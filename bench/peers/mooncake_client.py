@@ -4,8 +4,9 @@ that lends the store its memory segment (a separate process, so a client's
 get crosses the transport as a pikv get does, instead of a local copy).
 
   mooncake_client.py --master H:P --op load|put|get --size B --objects K
-      [--first I] [--batch B] [--seconds S] [--seed N] [--into] [--sync]
+      [--first I] [--batch B] [--seconds S] [--seed N] [--into] [--zipf THETA] [--sync]
   mooncake_client.py --master H:P --hold SEGMENT_BYTES [--host ADDRESS]
+      [--ssd-dir DIR --http-port P]
   mooncake_client.py --master H:P --op clear
   mooncake_client.py --master H:P --op fill-keys|exist|replicas --objects N
       [--batch 32] [--seconds S] [--sync]
@@ -22,6 +23,13 @@ batch_is_exist of --batch random ones for --seconds and prints the calls
 exists), and how many of the N exist before and at the end, as
 peer_lookup_client --op probe does.
 
+--zipf: gets draw objects by Zipf(THETA) (key_mix.py), as peer_data_client
+--zipf does. --ssd-dir: the holder offloads what its segment evicts to DIR
+(Mooncake's SSD tier; its master needs --enable_offload) and serves its
+counters (mooncake_ssd_read_ops_total) on http://HOST:P/metrics. A load
+retries a put the master refuses for want of space (-200) for up to 60 s:
+with the SSD tier, space is freed only once an evicted object is written out.
+
 --into reads with get_into / batch_get_into into a buffer registered with
 the transfer engine (Mooncake's zero-copy read); without it, get/get_batch
 return bytes. Puts use put_from / batch_put_from from a registered buffer.
@@ -36,22 +44,26 @@ import sys
 import time
 
 from mooncake.store import MooncakeDistributedStore
+from key_mix import zipf_keys
 from timed_calls import timed_calls, wait_for_go
 
 
 HOST = "127.0.0.1"  # this process's address, which its peers dial (--host)
 
 
-def setup(master, segment, local_buffer):
+def setup(master, segment, local_buffer, **options):
     store = MooncakeDistributedStore()
-    rc = store.setup(HOST, "P2PHANDSHAKE", segment, local_buffer, "tcp", "", master)
+    rc = store.setup(HOST, "P2PHANDSHAKE", segment, local_buffer, "tcp", "", master, **options)
     if rc != 0:
         sys.exit(f"mooncake_client: setup against {master} returned {rc}")
     return store
 
 
 def hold(args):
-    store = setup(args.master, args.hold, 0)
+    ssd = dict(enable_ssd_offload=True, ssd_offload_path=args.ssd_dir,
+               enable_client_http_server=True,
+               client_http_port=args.http_port) if args.ssd_dir else {}
+    store = setup(args.master, args.hold, 0, **ssd)
     print("holding", flush=True)
     signal.sigwait([signal.SIGTERM, signal.SIGINT])
     store.close()
@@ -139,6 +151,23 @@ def probe(args):
     return 0
 
 
+NO_SPACE = -200  # Mooncake's NO_AVAILABLE_HANDLE
+
+
+def put(store, names, addresses, size, patient):
+    """batch_put_from; `patient`: what the master refuses for want of space
+    is tried again for up to 60 s."""
+    deadline = time.monotonic() + 60
+    while True:
+        rcs = store.batch_put_from(names, addresses, [size] * len(names))
+        if not patient or time.monotonic() > deadline or \
+                any(rc not in (0, NO_SPACE) for rc in rcs) or all(rc == 0 for rc in rcs):
+            return all(rc == 0 for rc in rcs)
+        left = [i for i, rc in enumerate(rcs) if rc == NO_SPACE]
+        names, addresses = [names[i] for i in left], [addresses[i] for i in left]
+        time.sleep(0.05)
+
+
 def run(args):
     size, batch = args.size, args.batch
     # One registered region: every object of the key space (object i is
@@ -163,6 +192,8 @@ def run(args):
         wait_for_go()
     cpu_start = time.process_time()
     rng = random.Random(args.first + 1)
+    draw = zipf_keys(args.objects, args.zipf, rng) if args.zipf else \
+        (lambda: rng.randrange(args.objects))
     ok = failed = nbytes = 0
     latencies = []
     nxt = args.first
@@ -171,15 +202,14 @@ def run(args):
     while (nxt < args.first + args.objects) if args.op == "load" else \
             (time.perf_counter() < end or ok + failed == 0):
         if args.op == "get":
-            idx = [rng.randrange(args.objects) for _ in range(batch)]
+            idx = [draw() for _ in range(batch)]
         else:
             idx = [(nxt + j) % args.objects for j in range(batch)]
             nxt += batch
         names = [keys[i] for i in idx]
         t0 = time.perf_counter()
         if args.op != "get":
-            rcs = store.batch_put_from(names, [base + i * size for i in idx], [size] * batch)
-            done = all(rc == 0 for rc in rcs)
+            done = put(store, names, [base + i * size for i in idx], size, args.op == "load")
         elif args.into:
             got = store.batch_get_into(names, slots, [size] * batch)
             done = all(n == size for n in got)
@@ -217,6 +247,9 @@ def main():
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--seconds", type=float, default=1.0)
     p.add_argument("--into", action="store_true")
+    p.add_argument("--zipf", type=float, default=0, help="gets draw objects by Zipf(THETA)")
+    p.add_argument("--ssd-dir", help="--hold: offload evicted objects to this directory")
+    p.add_argument("--http-port", type=int, default=0, help="--hold --ssd-dir: its metrics")
     p.add_argument("--sync", action="store_true", help="print ready, start on a stdin line")
     args = p.parse_args()
     HOST = args.host

@@ -64,8 +64,8 @@ import tempfile
 import time
 
 from harness import (MiB, Hosts, Server, System, data_client, die_with_parent, free_port,
-                     parse_size, print_table, quantile, resident_bytes, run_clients, size_name,
-                     wait_port, wait_ready)
+                     mooncake_data_client, parse_size, print_table, quantile, resident_bytes,
+                     run_clients, size_name, wait_port, wait_ready)
 from tiers import measure_tiers, report_tiers
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -78,14 +78,6 @@ def redis_flushall(port):
         s.sendall(b"*1\r\n$8\r\nFLUSHALL\r\n")
         if not s.recv(64).startswith(b"+OK"):
             raise RuntimeError("redis FLUSHALL failed")
-
-
-def mooncake_data_client(mc, get_into):
-    """argv of mooncake_client.py (prefix `mc`) for the data plane."""
-    return lambda op, size, objects, first, batch, seconds, seed: mc + [
-        "--op", op, "--size", str(size), "--objects", str(objects), "--first", str(first),
-        "--batch", str(batch), "--seconds", str(seconds), "--seed", str(seed), "--sync"] + (
-        ["--into"] if get_into else [])
 
 
 def start_mooncake(args, work, segment, hosts=None):

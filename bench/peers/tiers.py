@@ -16,8 +16,8 @@ import statistics
 import time
 import urllib.request
 
-from harness import (MiB, Server, System, data_client, free_port, print_table, quantile,
-                     run_clients)
+from harness import (MiB, Server, System, data_client, free_port, mooncake_data_client,
+                     print_table, quantile, run_clients, wait_port)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -128,6 +128,58 @@ def start_pikv(args, work):
                         served, None)]
 
 
+class MooncakeTiers(ClientTiers):
+    """Mooncake counts its SSD reads (the holder's /metrics), not its DRAM
+    hits: those are the round's other successful gets."""
+
+    def round(self):
+        r = super().round()
+        disk = r["served"]["disk"]
+        r["served"] = {"memory": r["ok"] - disk, "disk": disk, "miss": r["failed"]}
+        return r
+
+
+# The holder's offload settings. Mooncake writes evicted objects out in
+# buckets, by default of 500 keys or 256 MiB, on a 10 s heartbeat: a working
+# set this small would never leave DRAM, and every put beyond it be refused.
+MOONCAKE_OFFLOAD_ENV = {"MOONCAKE_OFFLOAD_HEARTBEAT_INTERVAL_SECONDS": "1",
+                        "MOONCAKE_OFFLOAD_LOCAL_BUFFER_SIZE_BYTES": str(64 * MiB),
+                        "MOONCAKE_OFFLOAD_BUCKET_KEYS_LIMIT": "8",
+                        "MOONCAKE_OFFLOAD_BUCKET_SIZE_LIMIT_BYTES": str(8 * MiB)}
+
+
+def start_mooncake(args, work):
+    """A Mooncake Store whose holder lends --tiers-memory of DRAM and offloads
+    what it evicts to an SSD directory: its master with offload on eviction
+    (offloading eagerly lost objects here) and a 1 s lease on a new object
+    (by default it cannot be evicted for 10 s)."""
+    env = dict(os.environ, **dict(kv.split("=", 1) for kv in args.mooncake_env),
+               **MOONCAKE_OFFLOAD_ENV)
+    port, http = free_port(), free_port()
+    master = Server([args.mooncake_master, f"--rpc_port={port}", f"--metrics_port={free_port()}",
+                     "--enable_metric_reporting=false", "--rpc_thread_num=2",
+                     "--enable_offload=true", "--offload_on_evict=true",
+                     "--default_kv_lease_ttl=1000"],
+                    args.server_cpus, f"{work}/tiers-mooncake-master.log", env=env)
+    wait_port(port)
+    mc = [args.peers_python, f"{HERE}/mooncake_client.py", "--master", f"127.0.0.1:{port}"]
+    ssd = f"{work}/tiers-mooncake-ssd"
+    os.makedirs(ssd)
+    holder = Server(mc + ["--hold", str(args.tiers_memory), "--ssd-dir", ssd, "--http-port",
+                          str(http)], args.server_cpus, f"{work}/tiers-mooncake-holder.log",
+                    ready="holding", env=env)
+
+    def served():
+        with urllib.request.urlopen(f"http://127.0.0.1:{http}/metrics", timeout=10) as r:
+            text = r.read().decode()
+        found = re.search(r"^mooncake_ssd_read_ops_total(?:\{[^}]*\})? (\S+)$", text, re.M)
+        return {"disk": float(found.group(1)) if found else 0.0}
+
+    argv = mooncake_data_client(mc + ["--zipf", str(args.tiers_theta)], False)
+    return MooncakeTiers(args, System("mooncake", [master, holder], argv, env), served,
+                         lambda: None)
+
+
 def start_lmcache(args, work):
     """LMCache's cache engine in a client process, its CPU tier --tiers-memory,
     its disk tier in the work directory."""
@@ -143,6 +195,7 @@ def start_lmcache(args, work):
 def measure_tiers(args, work):
     """{system: row} of the tiers workload, and the objects in its working set."""
     systems = {s.system.name: s for s in start_pikv(args, work)}
+    systems["mooncake"] = start_mooncake(args, work)
     if args.lmcache_python:
         systems["lmcache"] = start_lmcache(args, work)
     for s in systems.values():
