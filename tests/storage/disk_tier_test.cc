@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 #include <rocksdb/db.h>
 
+#include <filesystem>
+#include <fstream>
+
 #include "test_support.h"
 
 namespace pikv::storage {
@@ -124,6 +127,36 @@ TEST_F(DiskTierTest, CorruptValueIsAMissAndDeleted) {
   EXPECT_EQ(events_[0].kind, EventKind::kEvict);
   Open();  // deleted for good
   EXPECT_FALSE(tier_->Contains(o.key));
+}
+
+// A byte flipped in the blob file itself, under RocksDB: its reads do not
+// check their own CRC (the object's checksum is the one check), so this is
+// what must catch it.
+TEST_F(DiskTierTest, AFlippedByteInTheBlobFileIsAMissAndDeleted) {
+  Open();
+  auto o = MakeObject(7, 256 * 1024);
+  Put(o);
+  tier_.reset();
+  std::vector<std::filesystem::path> blobs;
+  for (const auto& e : std::filesystem::directory_iterator(dir_.str() + "/disk"))
+    if (e.path().extension() == ".blob") blobs.push_back(e.path());
+  ASSERT_EQ(blobs.size(), 1u);
+  {
+    // The value is the blob file's last record, before its 32-byte footer.
+    std::fstream f(blobs[0], std::ios::in | std::ios::out | std::ios::binary);
+    const auto at = static_cast<std::streamoff>(std::filesystem::file_size(blobs[0]) - 32 - 1000);
+    char byte = 0;
+    f.seekg(at);
+    f.read(&byte, 1);
+    byte ^= 0x10;
+    f.seekp(at);
+    f.write(&byte, 1);
+  }
+  Open();
+  ASSERT_TRUE(tier_->Contains(o.key));
+  EXPECT_EQ(tier_->Get(o.key).code(), ErrorCode::kNotFound);
+  EXPECT_FALSE(tier_->Contains(o.key));
+  EXPECT_EQ(tier_->Stats().corruptions, 1u);
 }
 
 TEST_F(DiskTierTest, ReportsAdmitsAndEvictions) {
