@@ -128,34 +128,38 @@ class PikvLocalStore : public PikvStore {
     for (const TestObject* o : objects) keys.push_back(o->key);
     auto leased = zero_copy_->Lease(keys, std::chrono::seconds(10));
     if (!leased.ok()) return false;
-    std::vector<ChunkKey> rest;
+    std::vector<const TestObject*> rest;
     for (size_t i = 0; i < objects.size(); ++i) {
       if (!leased->objects[i].ok())
-        rest.push_back(keys[i]);
-      else if (!Take(*leased->objects[i], objects[i]->bytes.size()))
+        rest.push_back(objects[i]);
+      else if (!Take(*leased->objects[i], *objects[i], /*checksum=*/false))
         return false;
     }
     // Read in time, or the node may have reused the memory meanwhile.
     if (rest.size() < keys.size() && rpc::ZeroCopyClient::Clock::now() >= leased->deadline)
       return false;
     if (rest.empty()) return true;
-    auto fetched = node().Get(rest);
-    if (!fetched.ok()) return false;
-    for (const auto& object : *fetched) {
-      if (!object.ok()) return false;
-      auto header = ParseChunkHeader(object->span());
-      if (!header.ok() ||
-          PayloadChecksum(ChunkPayload(object->span(), *header)) != header->payload_checksum ||
-          !Take(*object, object->size()))
-        return false;
-    }
+    std::vector<ChunkKey> rest_keys;
+    for (const TestObject* o : rest) rest_keys.push_back(o->key);
+    auto fetched = node().Get(rest_keys);
+    if (!fetched.ok() || fetched->size() != rest.size()) return false;
+    for (size_t i = 0; i < rest.size(); ++i)
+      if (!(*fetched)[i].ok() || !Take(*(*fetched)[i], *rest[i], /*checksum=*/true)) return false;
     return true;
   }
 
  private:
-  // Copies `object` into the reader's memory; false when it is not `size` bytes.
-  bool Take(const SharedBuffer& object, size_t size) {
+  // Checks that `object` is `expected` (its size, its header's key; with
+  // `checksum`, its payload's hash too), as client::Client checks what it
+  // fetched, then copies it into the reader's memory.
+  bool Take(const SharedBuffer& object, const TestObject& expected, bool checksum) {
+    const size_t size = expected.bytes.size();
     if (object.size() != size) return false;
+    auto header = ParseChunkHeader(object.span());
+    if (!header.ok() || header->key != expected.key ||
+        (checksum &&
+         PayloadChecksum(ChunkPayload(object.span(), *header)) != header->payload_checksum))
+      return false;
     if (into_.size() < size) into_.assign(size, 0);
     std::memcpy(into_.data(), object.data(), size);
     return true;
@@ -272,13 +276,13 @@ int Run(const Options& o) {
     (void)store->Get(call);
     store->AfterGet(call);
   }
+  const ZipfKeys zipf(o.zipf > 0 ? objects.size() : 0, o.zipf);
   if (o.sync) WaitForGo();
   const double cpu_start = CpuSeconds();
   const auto start = Clock::now();
   const auto end = start + std::chrono::duration<double>(o.seconds);
   const bool load = o.op == "load";
   Clock::duration untimed{};
-  const ZipfKeys zipf(o.zipf > 0 ? objects.size() : 0, o.zipf);
   while (load ? next < o.first + o.objects : Clock::now() - untimed < end || r.ok + r.failed == 0) {
     for (auto& obj : call) {
       obj = o.op != "get"  ? &objects[next++ % objects.size()]

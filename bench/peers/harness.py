@@ -89,17 +89,23 @@ class Server:
         seen = threading.Event()
         self.lines = queue.Queue() if stdin else None
 
+        said_ready = False
+
         def drain():  # a server never blocks on a full pipe
+            nonlocal said_ready
             for line in self.proc.stdout:
                 log_file.write(line)
                 if self.lines:
                     self.lines.put(line)
                 if ready and ready in line:
+                    said_ready = True
                     seen.set()
+            seen.set()  # it ended: no one waits out the timeout for it
         self.drain = threading.Thread(target=drain, daemon=True)
         self.drain.start()
-        if ready and not seen.wait(timeout):
-            raise RuntimeError(f"{argv[0]} did not say '{ready}' in {timeout} s; see {log}")
+        if ready and not (seen.wait(timeout) and said_ready):
+            how = "before it ended" if seen.is_set() else f"in {timeout} s"
+            raise RuntimeError(f"{argv[0]} did not say '{ready}' {how}; see {log}")
 
     def cpu(self):
         return cpu_seconds(self.proc.pid)

@@ -7,9 +7,9 @@ import itertools
 def zipf_keys(n, theta, rng):
     """A function drawing object indices 0..n-1: Zipf(theta) over ranks,
     rank r naming object (r * 2654435761) % n."""
-    weights = [(r + 1) ** -theta for r in range(n)]
-    total = sum(weights)
-    cdf = [c / total for c in itertools.accumulate(weights)]
+    cdf = list(itertools.accumulate((r + 1) ** -theta for r in range(n)))
+    total = cdf[-1]  # summed in order, as key_mix.h does
+    cdf = [c / total for c in cdf]
 
     def draw():
         rank = min(bisect.bisect_left(cdf, rng.random()), n - 1)

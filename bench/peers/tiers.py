@@ -13,6 +13,7 @@ import json
 import os
 import re
 import statistics
+import sys
 import time
 import urllib.request
 
@@ -49,10 +50,13 @@ class ClientTiers:
         self.get(self.args.tiers_seconds)
 
     def round(self):
+        """One timed run; its "served" from the counters' growth over it, a
+        failed get counted as a miss."""
         before = self.served()
         r = self.get(self.args.tiers_seconds)
         after = self.served()
         r["served"] = {k: after[k] - before[k] for k in after}
+        r["served"]["miss"] = r["failed"]
         return r
 
 
@@ -104,8 +108,7 @@ def start_pikv(args, work):
     def served():
         text = page()
         return {"memory": metric(text, "pikv_node_tier_hits_total", 'tier="cpu"'),
-                "disk": metric(text, "pikv_node_tier_hits_total", 'tier="disk"'),
-                "miss": metric(text, "pikv_node_tier_misses_total", 'tier="disk"')}
+                "disk": metric(text, "pikv_node_tier_hits_total", 'tier="disk"')}
 
     def settled():
         """Until every write-through to disk is done; raises on a dropped one
@@ -134,8 +137,7 @@ class MooncakeTiers(ClientTiers):
 
     def round(self):
         r = super().round()
-        disk = r["served"]["disk"]
-        r["served"] = {"memory": r["ok"] - disk, "disk": disk, "miss": r["failed"]}
+        r["served"]["memory"] = r["ok"] - r["served"]["disk"]
         return r
 
 
@@ -151,15 +153,18 @@ MOONCAKE_OFFLOAD_ENV = {"MOONCAKE_OFFLOAD_HEARTBEAT_INTERVAL_SECONDS": "1",
 def start_mooncake(args, work):
     """A Mooncake Store whose holder lends --tiers-memory of DRAM and offloads
     what it evicts to an SSD directory: its master with offload on eviction
-    (offloading eagerly lost objects here) and a 1 s lease on a new object
-    (by default it cannot be evicted for 10 s)."""
+    (offloading eagerly lost objects here), a 1 s lease on a new object (by
+    default it cannot be evicted for 10 s), and promotion on hit (off by
+    default; pikv and LMCache promote a disk hit): a key read twice from SSD
+    is copied back to DRAM, up to 64 per heartbeat (by default 1)."""
     env = dict(os.environ, **dict(kv.split("=", 1) for kv in args.mooncake_env),
                **MOONCAKE_OFFLOAD_ENV)
     port, http = free_port(), free_port()
     master = Server([args.mooncake_master, f"--rpc_port={port}", f"--metrics_port={free_port()}",
                      "--enable_metric_reporting=false", "--rpc_thread_num=2",
                      "--enable_offload=true", "--offload_on_evict=true",
-                     "--default_kv_lease_ttl=1000"],
+                     "--default_kv_lease_ttl=1000", "--promotion_on_hit=true",
+                     "--promotion_max_per_heartbeat=64"],
                     args.server_cpus, f"{work}/tiers-mooncake-master.log", env=env)
     wait_port(port)
     mc = [args.peers_python, f"{HERE}/mooncake_client.py", "--master", f"127.0.0.1:{port}"]
@@ -193,31 +198,54 @@ def start_lmcache(args, work):
 
 
 def measure_tiers(args, work):
-    """{system: row} of the tiers workload, and the objects in its working set."""
-    systems = {s.system.name: s for s in start_pikv(args, work)}
-    systems["mooncake"] = start_mooncake(args, work)
-    if args.lmcache_python:
-        systems["lmcache"] = start_lmcache(args, work)
-    for s in systems.values():
-        s.start()
-    runs = {}
-    for _ in range(args.rounds):
-        for name, s in systems.items():
-            runs.setdefault(name, []).append(s.round())
-    rows = {}
-    for name, rs in runs.items():
-        failed = sum(r["failed"] for r in rs)
-        moved = sum(r["bytes"] for r in rs)
-        lat = [x for r in rs for x in r["latencies_us"]]
-        served = {k: sum(r["served"][k] for r in rs) for k in ("memory", "disk", "miss")}
-        gets = sum(served.values()) or 1
-        rows[name] = {
-            "gbps": 0.0 if failed else statistics.median(
-                r["bytes"] / r["seconds"] / 1e9 for r in rs),
+    """{system: row} of the tiers workload, and the objects in its working
+    set. A system that fails loses its own row, not the others'."""
+    try:
+        systems = {s.system.name: s for s in start_pikv(args, work)}
+        for name, start in (("mooncake", start_mooncake), ("lmcache", start_lmcache)):
+            if name == "lmcache" and not args.lmcache_python:
+                continue
+            try:
+                systems[name] = start(args, work)
+            except Exception as e:
+                print(f"tiers: {name} did not start: {e!r}", file=sys.stderr)
+        runs = {}
+        for name, s in list(systems.items()):
+            try:
+                s.start()
+            except Exception as e:
+                print(f"tiers: {name} did not load: {e!r}", file=sys.stderr)
+                runs[name] = None
+        for _ in range(args.rounds):
+            for name, s in systems.items():
+                if name in runs and runs[name] is None:
+                    continue
+                try:
+                    runs.setdefault(name, []).append(s.round())
+                except Exception as e:
+                    print(f"tiers: a round of {name} failed: {e!r}", file=sys.stderr)
+                    runs[name] = None
+        return {name: row(rs) for name, rs in runs.items()}, \
+            2 * args.tiers_memory // args.tiers_size
+    finally:
+        Server.stop_all()
+
+
+def row(runs):
+    """A system's row from its rounds (None: it failed)."""
+    if runs is None:
+        return {"gbps": 0.0, "p50_us": 0, "p99_us": 0, "cpu_s_per_gib": 0.0,
+                "served": dict.fromkeys(("memory", "disk", "miss"), 0.0), "failed": 1}
+    failed = sum(r["failed"] for r in runs)
+    moved = sum(r["bytes"] for r in runs)
+    lat = [x for r in runs for x in r["latencies_us"]]
+    served = {k: sum(r["served"][k] for r in runs) for k in ("memory", "disk", "miss")}
+    gets = sum(served.values()) or 1
+    return {"gbps": 0.0 if failed else statistics.median(
+                r["bytes"] / r["seconds"] / 1e9 for r in runs),
             "p50_us": quantile(lat, 0.5), "p99_us": quantile(lat, 0.99),
-            "cpu_s_per_gib": sum(r["cpu"] for r in rs) / (moved / (1 << 30)) if moved else 0.0,
+            "cpu_s_per_gib": sum(r["cpu"] for r in runs) / (moved / (1 << 30)) if moved else 0.0,
             "served": {k: v / gets for k, v in served.items()}, "failed": failed}
-    return rows, 2 * args.tiers_memory // args.tiers_size
 
 
 def report_tiers(measured, args, figures):

@@ -282,6 +282,12 @@ Result<SharedBuffer> DiskTier::Get(const ChunkKey& key) {
   auto kb = key.Bytes();
   auto value = std::make_shared<rocksdb::PinnableSlice>();
   rocksdb::Status rs = db_->db->Get(db_->object_reads, db_->objects, KeySlice(kb), value.get());
+  // A failed read is read again with RocksDB's checks on, so damage to what
+  // leads to the value (a block, a blob's index) is still told from a miss.
+  if (!rs.ok()) {
+    value->Reset();
+    rs = db_->db->Get(rocksdb::ReadOptions(), db_->objects, KeySlice(kb), value.get());
+  }
   Status s = FromRocks(rs);
   if (s.ok()) {
     SharedBuffer buf(reinterpret_cast<const uint8_t*>(value->data()), value->size(), value);
