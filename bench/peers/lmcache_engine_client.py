@@ -38,6 +38,10 @@ from lmcache.v1.metadata import LMCacheMetadata  # noqa: E402
 
 from key_mix import zipf_keys  # noqa: E402
 
+# The copy into the engine's KV on one thread, as every reader of this
+# workload copies (torch would split a large copy_ over every core).
+torch.set_num_threads(1)
+
 TOKENS, HEADS, HEAD_DIM = 256, 4, 64
 MEMORY, DISK = "LocalCPUBackend", "LocalDiskBackend"
 

@@ -194,7 +194,7 @@ Header ZeroCopyServer::HandleLease(uint64_t client, const Header& request) {
   Header reply = ReplyTo(request);
   const uint8_t* base = storage_.cpu().arena_base();
   std::vector<SharedBuffer> held;
-  for (auto& object : storage_.GetEachInCpu(request.keys, &options_.identity.tenant)) {
+  for (auto& object : storage_.GetEachInCpuOrDisk(request.keys, &options_.identity.tenant)) {
     if (!object) {
       reply.values.insert(reply.values.end(), {static_cast<int64_t>(ErrorCode::kNotFound), 0, 0});
       continue;

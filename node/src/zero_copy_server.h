@@ -2,9 +2,11 @@
 // its own host (proto/local_channel.h).
 //
 // On connect a client is sent the CPU arena's memfd (kShareHello) and maps
-// it. Then, per request: kLease lends the CPU-resident objects of a batch in
-// place (offset and size into the arena, under one lease, LeaseTable); keys
-// not in CPU are misses that the client fetches by copy over ZeroMQ.
+// it. Then, per request: kLease lends the objects of a batch in place
+// (offset and size into the arena, under one lease, LeaseTable), copying up
+// into the CPU tier first what only the disk tier holds (on the client's own
+// thread, below); keys in neither are misses that the client fetches by copy
+// over ZeroMQ (from the remote tier, or peers).
 // kReserve hands out arena space, which the client fills through its own
 // mapping; kCommit verifies it exactly as a put is verified and admits it
 // without a copy; kWritten marks let the node hash a reservation while it is

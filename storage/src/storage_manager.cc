@@ -253,6 +253,25 @@ std::vector<std::optional<SharedBuffer>> StorageManager::GetEachInCpu(
   return out;
 }
 
+std::vector<std::optional<SharedBuffer>> StorageManager::GetEachInCpuOrDisk(
+    std::span<const ChunkKey> keys, const std::string* only_tenant) {
+  std::vector<std::optional<SharedBuffer>> out = GetEachInCpu(keys, only_tenant);
+  if (!disk_) return out;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    // In CPU but not given: another tenant's.
+    if (out[i] || cpu_->Contains(keys[i]) || !disk_->Contains(keys[i])) continue;
+    if (!Visible(DiskOwner(keys[i]), only_tenant)) continue;
+    Result<SharedBuffer> read = disk_->Get(keys[i]);
+    if (!read.ok()) continue;
+    promotions_++;
+    Result<SharedBuffer> held = cpu_->PutAndHold(keys[i], *read);
+    if (!held.ok()) continue;  // a full or pinned CPU tier: the reader fetches a copy
+    hits_++;
+    out[i] = std::move(*held);
+  }
+  return out;
+}
+
 std::optional<std::vector<TierMask>> StorageManager::ExistsIfLocal(std::span<const ChunkKey> keys,
                                                                    const std::string* only_tenant) {
   std::vector<TierMask> out(keys.size(), 0);

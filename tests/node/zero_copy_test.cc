@@ -44,11 +44,12 @@ std::vector<uint8_t> Unsealed(const TestObject& o) {
 
 class ZeroCopyTest : public ::testing::Test {
  protected:
-  void Start(std::chrono::milliseconds ttl = std::chrono::seconds(30)) {
+  void Start(std::chrono::milliseconds ttl = std::chrono::seconds(30), bool disk = false) {
     NodeOptions o;
     o.node_id = "zc";
     o.endpoints = {"ipc://" + dir_.str() + "/node.sock"};
     o.storage.cpu.capacity_bytes = kArena;
+    if (disk) o.storage.disk = storage::DiskTierOptions{.path = dir_.str() + "/disk"};
     o.zero_copy.lease_ttl = ttl;
     auto server = NodeServer::Start(o);
     ASSERT_TRUE(server.ok()) << server.status().ToString();
@@ -79,9 +80,9 @@ class ZeroCopyTest : public ::testing::Test {
     }
     return false;
   }
-  bool Contains(const ChunkKey& key) {
+  bool Contains(const ChunkKey& key, TierKind tier = TierKind::kCpu) {
     auto m = node_->Exists({&key, 1});
-    return m.ok() && ((*m)[0] & Bit(TierKind::kCpu));
+    return m.ok() && ((*m)[0] & Bit(tier));
   }
   // A helper process holding a lease or a reservation until it is killed.
   std::unique_ptr<testing::ChildProcess> Holder(const std::string& mode, const std::string& arg) {
@@ -97,6 +98,31 @@ class ZeroCopyTest : public ::testing::Test {
   std::unique_ptr<NodeServer> server_;
   std::unique_ptr<rpc::NodeClient> node_;
 };
+
+// What only the disk tier holds is copied up and lent in place, so a reader
+// on this host never takes a disk hit by copy over the socket.
+TEST_F(ZeroCopyTest, AnObjectOnlyOnDiskIsCopiedUpAndLentInPlace) {
+  Start(std::chrono::seconds(30), /*disk=*/true);
+  TestObject a = Put(1);
+  for (auto end = Clock::now() + kTimeout; !Contains(a.key, TierKind::kDisk);) {
+    ASSERT_LT(Clock::now(), end) << "never written through to disk";
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  for (uint64_t seed = 2; Contains(a.key); ++seed) {  // evicted from CPU by newer objects
+    ASSERT_LT(seed, 20u);
+    Put(seed);
+  }
+  ASSERT_TRUE(Contains(a.key, TierKind::kDisk));
+  const int64_t promotions = Stat("storage.promotions");
+  auto zc = Connect();
+  auto leased = zc->Lease({&a.key, 1}, kTimeout);
+  ASSERT_TRUE(leased.ok()) << leased.status().ToString();
+  ASSERT_TRUE(leased->objects[0].ok()) << leased->objects[0].status().ToString();
+  EXPECT_TRUE(Same(*leased->objects[0], a.bytes));
+  EXPECT_TRUE(Contains(a.key));
+  EXPECT_EQ(Stat("storage.promotions"), promotions + 1);
+  EXPECT_EQ(Stat("zero_copy.leases"), 1);
+}
 
 TEST_F(ZeroCopyTest, LeasedViewsAreTheObjectsAndReleaseWithTheLastView) {
   Start();

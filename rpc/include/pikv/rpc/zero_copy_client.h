@@ -2,7 +2,8 @@
 // (proto/local_channel.h; the node's side is node/src/zero_copy_server.h).
 //
 // Connecting receives the node's CPU arena (a memfd) and maps it read-only.
-// Lease returns the CPU-resident objects of a batch as views into that
+// Lease returns the objects of a batch that the node holds on this host (in
+// its CPU tier, or copied up into it from its disk tier) as views into that
 // mapping: no byte is copied, and the node keeps them from being evicted or
 // overwritten until the last view is dropped (the release is sent then) or
 // the lease's TTL passes. The TTL is counted from before the request was
@@ -34,7 +35,7 @@ class ZeroCopyClient {
   using Clock = std::chrono::steady_clock;
 
   struct Leased {
-    std::vector<Result<SharedBuffer>> objects;  // kNotFound: not in the node's CPU tier
+    std::vector<Result<SharedBuffer>> objects;  // kNotFound: in neither its CPU nor its disk tier
     Clock::time_point deadline;                 // the views are the objects until then
   };
   struct Loan;  // a lease or reservation held on the node (src/)

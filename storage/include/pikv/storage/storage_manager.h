@@ -98,6 +98,12 @@ class StorageManager {
   // touches disk or the network.
   std::vector<std::optional<SharedBuffer>> GetEachInCpu(std::span<const ChunkKey> keys,
                                                         const std::string* only_tenant = nullptr);
+  // GetEachInCpu, after copying up into the CPU tier what only the disk tier
+  // holds (counted as a disk hit and a promotion; skipped when the CPU tier
+  // cannot take it): what a reader on this host is lent in place. Never
+  // touches the network.
+  std::vector<std::optional<SharedBuffer>> GetEachInCpuOrDisk(std::span<const ChunkKey> keys,
+                                                              const std::string* only_tenant);
   // Drops every object `writer` wrote from every tier, the shared one with
   // `shared_tier` (a revocation): what each tier dropped, and why Redis
   // could not be searched.
