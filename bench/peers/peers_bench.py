@@ -1,6 +1,7 @@
 """pikv beside its peers on one machine (issue 35): the data plane
-(workload 1), between hosts (2), lookup (3), failover (4) and reuse
-semantics (6); one table each, then one JSON line of every figure.
+(workload 1), between hosts (2), lookup (3), failover (4), tiers under
+pressure (5, in tiers.py) and reuse semantics (6); one table each, then one
+JSON line of every figure. What the workloads share is in harness.py.
 
 Data plane:
 
@@ -46,7 +47,8 @@ prefill, by a prefix cache (the peers' key scheme: chained block hashes, 16
 tokens as vLLM and Mooncake behind it, 256 as LMCache; shared, never
 evicting) and by pikv's position-independent chunks (the isolated mask).
 
-  bench/peers/run.sh [--workloads data,hosts,lookup,failover,reuse] [--sizes 1MiB,32MiB,512MiB]
+  bench/peers/run.sh [--workloads data,hosts,lookup,failover,tiers,reuse]
+                     [--sizes 1MiB,32MiB,512MiB]
                      [--rounds 3] [--seconds 1] [--lookup-keys 1000000] [--smoke]
 """
 import argparse
