@@ -109,13 +109,18 @@ def start_systems(args, capacity, work):
     cpus = args.server_cpus
     systems = []
     node_port = free_port()
-    node = Server([f"{args.bin_dir}/pikv-node", "--endpoint", f"tcp://127.0.0.1:{node_port}",
+    ipc = f"ipc://{work}/node.sock"
+    node = Server([f"{args.bin_dir}/pikv-node", "--endpoint", f"tcp://127.0.0.1:{node_port}", ipc,
                    "--data-dir", f"{work}/node", "--disk", "false", "--prefault", "true",
                    "--cpu-capacity", str(capacity), "--controller", "", "--node-id", "peers",
                    "--log-level", "warn"],
                   cpus, f"{work}/node.log", ready="pikv-node peers ready")
     systems.append(System("pikv", [node], data_client(args, "pikv",
                                                       f"tcp://127.0.0.1:{node_port}")))
+    # Its best path on one host: leased in place, one copy into the reader's
+    # memory (peer_data_client --system pikv-local); gets only.
+    systems.append(System("pikv_local", [node], data_client(args, "pikv-local", ipc)))
+    systems[-1].puts = False
 
     redis_port = free_port()
     redis = Server([args.redis_server, "--port", str(redis_port), "--bind", "127.0.0.1",
@@ -691,7 +696,7 @@ def main():
     p.add_argument("--mooncake-env", nargs="*", default=[],
                    help="KEY=VALUE for every Mooncake process (its transport's settings; "
                    "MC_TCP_SLICE_SIZE 64 KiB, 1 MiB and 4 MiB measured alike here)")
-    p.add_argument("--systems", default="pikv,redis,mooncake,mooncake_into")
+    p.add_argument("--systems", default="pikv,pikv_local,redis,mooncake,mooncake_into")
     p.add_argument("--server-cpus", default="0")
     p.add_argument("--client-cpus", default="1")
     p.add_argument("--workloads", default="data,hosts,lookup,failover,tiers,reuse")
