@@ -114,10 +114,13 @@ Status StorageManager::Commit(const ChunkKey& key, CpuTier::Reservation reservat
   return WriteThrough(key, std::move(object), already_cached, std::move(held));
 }
 
-void StorageManager::Promote(const ChunkKey& key, const SharedBuffer& object, bool to_disk) {
+Result<SharedBuffer> StorageManager::Promote(const ChunkKey& key, const SharedBuffer& object,
+                                             bool to_disk) {
   promotions_++;
-  cpu_->Put(key, object).IgnoreError();  // a full CPU tier just serves from below
+  // A full CPU tier just serves from below.
+  Result<SharedBuffer> held = cpu_->PutAndHold(key, object);
   if (to_disk && disk_queue_) disk_queue_->Offer(key, object);
+  return held;
 }
 
 std::vector<Result<SharedBuffer>> StorageManager::Get(std::span<const ChunkKey> keys,
@@ -140,7 +143,7 @@ std::vector<Result<SharedBuffer>> StorageManager::Get(std::span<const ChunkKey> 
         continue;
       }
       r = disk_->Get(keys[i]);
-      if (r.ok()) Promote(keys[i], *r, /*to_disk=*/false);
+      if (r.ok()) Promote(keys[i], *r, /*to_disk=*/false).status().IgnoreError();
     }
     if (!r.ok() && remote_) {
       remote_idx.push_back(i);
@@ -153,7 +156,7 @@ std::vector<Result<SharedBuffer>> StorageManager::Get(std::span<const ChunkKey> 
     for (size_t j = 0; j < fetched.size(); ++j) {
       if (!fetched[j].ok()) continue;  // keep the local miss
       if (!Visible(ReadOwner(fetched[j]->span()), only_tenant)) continue;
-      Promote(remote_keys[j], *fetched[j], /*to_disk=*/true);
+      Promote(remote_keys[j], *fetched[j], /*to_disk=*/true).status().IgnoreError();
       out[remote_idx[j]] = std::move(fetched[j]);
     }
   }
@@ -263,8 +266,7 @@ std::vector<std::optional<SharedBuffer>> StorageManager::GetEachInCpuOrDisk(
     if (!Visible(DiskOwner(keys[i]), only_tenant)) continue;
     Result<SharedBuffer> read = disk_->Get(keys[i]);
     if (!read.ok()) continue;
-    promotions_++;
-    Result<SharedBuffer> held = cpu_->PutAndHold(keys[i], *read);
+    Result<SharedBuffer> held = Promote(keys[i], *read, /*to_disk=*/false);
     if (!held.ok()) continue;  // a full or pinned CPU tier: the reader fetches a copy
     hits_++;
     out[i] = std::move(*held);

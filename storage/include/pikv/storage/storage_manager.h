@@ -137,7 +137,9 @@ class StorageManager {
 
  private:
   StorageManager() = default;
-  void Promote(const ChunkKey& key, const SharedBuffer& object, bool to_disk);
+  // Copies a lower tier's hit into the CPU tier (and to disk, with
+  // `to_disk`): the CPU tier's copy, or why it could not take it.
+  Result<SharedBuffer> Promote(const ChunkKey& key, const SharedBuffer& object, bool to_disk);
   // Put's checks: not shut down, the object verifies as key's and is of
   // `as`'s tenant.
   Status CheckPut(const ChunkKey& key, std::span<const uint8_t> object,
