@@ -23,30 +23,35 @@ from harness import (MiB, Server, System, data_client, free_port, mooncake_data_
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+def working_set(args):
+    """Objects in the working set: twice what the memory tier holds."""
+    return 2 * args.tiers_memory // args.tiers_size
+
+
 class ClientTiers:
     """A system whose store is a server (harness.System): a client process
     per round; `served()` its cumulative gets by where they were served
     {"memory", "disk", "miss"}, read from the server's counters; `settled()`
     waits until a load is stored for good (None: another system of the same
-    server loads it)."""
+    server loads and warms it)."""
 
     def __init__(self, args, system, served, settled=None):
         self.args, self.system, self.served, self.settled = args, system, served, settled
-        self.objects = 2 * args.tiers_memory // args.tiers_size
+        self.objects = working_set(args)
 
     def get(self, seconds):
         return run_clients(self.args, self.system, "get", self.args.tiers_size, self.objects, 1, 1,
                            seconds)
 
     def start(self):
-        """Loads the working set, then warms the memory tier by the mix."""
-        if self.settled:  # the first of a server's systems loads it
-            r = run_clients(self.args, self.system, "load", self.args.tiers_size, self.objects, 1,
-                            1, 0)
-            if r["failed"] or r["ok"] < self.objects:
-                raise RuntimeError(f"{self.system.name}: loading {self.objects} objects failed: "
-                                   f"{r}")
-            self.settled()
+        """Loads the working set, then warms the memory tier by the mix (the
+        first of a server's systems; the others find it so)."""
+        if not self.settled:
+            return
+        r = run_clients(self.args, self.system, "load", self.args.tiers_size, self.objects, 1, 1, 0)
+        if r["failed"] or r["ok"] < self.objects:
+            raise RuntimeError(f"{self.system.name}: loading {self.objects} objects failed: {r}")
+        self.settled()
         self.get(self.args.tiers_seconds)
 
     def round(self):
@@ -188,7 +193,7 @@ def start_mooncake(args, work):
 def start_lmcache(args, work):
     """LMCache's cache engine in a client process, its CPU tier --tiers-memory,
     its disk tier in the work directory."""
-    objects = 2 * args.tiers_memory // args.tiers_size
+    objects = working_set(args)
     argv = [args.lmcache_python, f"{HERE}/lmcache_engine_client.py", "--memory",
             str(args.tiers_memory), "--disk", str(4 * args.tiers_memory), "--disk-dir",
             f"{work}/tiers-lmcache", "--size", str(args.tiers_size), "--objects", str(objects),
@@ -225,8 +230,7 @@ def measure_tiers(args, work):
                 except Exception as e:
                     print(f"tiers: a round of {name} failed: {e!r}", file=sys.stderr)
                     runs[name] = None
-        return {name: row(rs) for name, rs in runs.items()}, \
-            2 * args.tiers_memory // args.tiers_size
+        return {name: row(rs) for name, rs in runs.items()}, working_set(args)
     finally:
         Server.stop_all()
 
