@@ -229,12 +229,13 @@ def data_client(args, system, endpoint, extra=()):
         str(batch), "--seconds", str(seconds), "--seed", str(seed), "--sync", *extra]
 
 
-def mooncake_data_client(mc, get_into):
-    """argv of mooncake_client.py (prefix `mc`) for the data plane."""
-    return lambda op, size, objects, first, batch, seconds, seed: mc + [
+def python_data_client(prefix, extra=()):
+    """argv of a Python data-plane client (mooncake_client.py,
+    lmcache_data_client.py) started by `prefix`: peer_data_client's flags."""
+    return lambda op, size, objects, first, batch, seconds, seed: list(prefix) + [
         "--op", op, "--size", str(size), "--objects", str(objects), "--first", str(first),
-        "--batch", str(batch), "--seconds", str(seconds), "--seed", str(seed), "--sync"] + (
-        ["--into"] if get_into else [])
+        "--batch", str(batch), "--seconds", str(seconds), "--seed", str(seed), "--sync",
+        *extra]
 
 
 def wait_ready(proc, name, timeout=600):

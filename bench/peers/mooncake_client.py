@@ -44,8 +44,7 @@ import sys
 import time
 
 from mooncake.store import MooncakeDistributedStore
-from key_mix import zipf_keys
-from timed_calls import timed_calls, wait_for_go
+from timed_calls import data_calls, timed_calls, wait_for_go
 
 
 HOST = "127.0.0.1"  # this process's address, which its peers dial (--host)
@@ -188,48 +187,19 @@ def run(args):
             store.batch_get_into(keys[:1] * batch, slots, [size] * batch)
         else:
             store.get_batch(keys[:1] * batch)
-    if args.sync:
-        wait_for_go()
-    cpu_start = time.process_time()
-    rng = random.Random(args.first + 1)
-    draw = zipf_keys(args.objects, args.zipf, rng) if args.zipf else \
-        (lambda: rng.randrange(args.objects))
-    ok = failed = nbytes = 0
-    latencies = []
-    nxt = args.first
-    start = time.perf_counter()
-    end = start + args.seconds
-    while (nxt < args.first + args.objects) if args.op == "load" else \
-            (time.perf_counter() < end or ok + failed == 0):
-        if args.op == "get":
-            idx = [draw() for _ in range(batch)]
-        else:
-            idx = [(nxt + j) % args.objects for j in range(batch)]
-            nxt += batch
+
+    def call(idx):
         names = [keys[i] for i in idx]
-        t0 = time.perf_counter()
         if args.op != "get":
-            done = put(store, names, [base + i * size for i in idx], size, args.op == "load")
-        elif args.into:
-            got = store.batch_get_into(names, slots, [size] * batch)
-            done = all(n == size for n in got)
-        elif batch == 1:
-            done = len(store.get(names[0])) == size
-        else:
-            done = all(len(v) == size for v in store.get_batch(names))
-        if done:  # a failed call adds no bytes and no latency
-            latencies.append(int((time.perf_counter() - t0) * 1e6))
-            ok += batch
-            nbytes += batch * size
-        else:
-            failed += batch
-    seconds = time.perf_counter() - start
-    cpu_seconds = time.process_time() - cpu_start
-    print(json.dumps({"ok": ok, "failed": failed, "bytes": nbytes, "seconds": seconds,
-                      "cpu_seconds": cpu_seconds,
-                      "latencies_us": latencies}), flush=True)
+            return put(store, names, [base + i * size for i in idx], size, args.op == "load")
+        if args.into:
+            return all(n == size for n in store.batch_get_into(names, slots, [size] * batch))
+        if batch == 1:
+            return len(store.get(names[0])) == size
+        return all(len(v) == size for v in store.get_batch(names))
+    rc = data_calls(args, call)
     store.close()
-    return 0 if failed == 0 else 1
+    return rc
 
 
 def main():

@@ -5,13 +5,15 @@ JSON line of every figure. What the workloads share is in harness.py.
 
 Data plane:
 
-Starts, for each object size, a pikv-node (CPU tier), redis-server, and a
+Starts, for each object size, a pikv-node (CPU tier), redis-server, a
 Mooncake Store (mooncake_master and a process lending it a segment), each
-given the same memory and pinned to the same server cores; then runs every
-cell (operation, clients, batch) for every system, the systems interleaved
-round by round so machine noise hits them alike. Each client is a separate
-process on the client cores (peer_data_client for pikv and Redis,
-mooncake_client.py for Mooncake); they set up, then start together.
+given the same memory, and LMCache's cache server (lmcache_server, which
+neither evicts nor bounds its memory), all pinned to the same server cores;
+then runs every cell (operation, clients, batch) for every system, the
+systems interleaved round by round so machine noise hits them alike. Each
+client is a separate process on the client cores (peer_data_client for pikv
+and Redis, mooncake_client.py for Mooncake, lmcache_data_client.py for
+LMCache); they set up, then start together.
 
 Per cell and system it reports GB/s (successful bytes over the slowest
 client's time, median round), p50/p99 of one successful call (all rounds), and
@@ -66,7 +68,7 @@ import tempfile
 import time
 
 from harness import (MiB, Hosts, Server, System, data_client, die_with_parent, free_port,
-                     mooncake_data_client, parse_size, print_table, quantile, resident_bytes,
+                     parse_size, python_data_client, print_table, quantile, resident_bytes,
                      run_clients, size_name, wait_port, wait_ready)
 from tiers import measure_tiers, report_tiers
 
@@ -140,12 +142,26 @@ def start_systems(args, capacity, work):
                        stderr=subprocess.DEVNULL, env=env, timeout=60,
                        preexec_fn=die_with_parent)
 
-    systems.append(System("mooncake", [master, holder], mooncake_data_client(mc, False), env))
+    systems.append(System("mooncake", [master, holder], python_data_client(mc), env))
     systems[-1].flush = mc_clear
-    systems.append(System("mooncake_into", [master, holder], mooncake_data_client(mc, True),
+    systems.append(System("mooncake_into", [master, holder], python_data_client(mc, ["--into"]),
                           env))
     systems[-1].puts = False  # the same put as "mooncake"
+    if args.lmcache_python and "lmcache" in args.systems:
+        systems.append(start_lmcache_server(args, work))
     return systems
+
+
+def start_lmcache_server(args, work):
+    """LMCache's cache server (the remote tier of its engines, lm://) on the
+    server cores. It neither evicts nor bounds its memory: it holds at most
+    the put cells' key space (its client overwrites one key space)."""
+    port = free_port()
+    server = Server([args.lmcache_python, "-m", "lmcache.v1.server", "127.0.0.1", str(port),
+                     "cpu"], args.server_cpus, f"{work}/lmcache_server.log")
+    wait_port(port, timeout=120)  # it imports torch first
+    return System("lmcache", [server], python_data_client(
+        [args.lmcache_python, f"{HERE}/lmcache_data_client.py", "--server", f"127.0.0.1:{port}"]))
 
 
 def load(args, systems, size, objects):
@@ -267,8 +283,8 @@ def start_two_hosts(args, capacity, work, hosts):
     pull.disjoint_gets = True  # each deletes what it pulled
     # load() stores the get set once per first server: node a's by pikv_get.
     master, holder, mc, env = start_mooncake(args, work, capacity, hosts)
-    mooncake = System("mooncake", [master, holder], mooncake_data_client(mc, False), env)
-    mooncake_into = System("mooncake_into", [master, holder], mooncake_data_client(mc, True), env)
+    mooncake = System("mooncake", [master, holder], python_data_client(mc), env)
+    mooncake_into = System("mooncake_into", [master, holder], python_data_client(mc, ["--into"]), env)
     mooncake_into.puts = False
     systems = [s for s in (get, pull, mooncake, mooncake_into)
                if s.name in args.systems or s.name.split("_")[0] in args.systems]
@@ -696,7 +712,7 @@ def main():
     p.add_argument("--mooncake-env", nargs="*", default=[],
                    help="KEY=VALUE for every Mooncake process (its transport's settings; "
                    "MC_TCP_SLICE_SIZE 64 KiB, 1 MiB and 4 MiB measured alike here)")
-    p.add_argument("--systems", default="pikv,pikv_local,redis,mooncake,mooncake_into")
+    p.add_argument("--systems", default="pikv,pikv_local,redis,mooncake,mooncake_into,lmcache")
     p.add_argument("--server-cpus", default="0")
     p.add_argument("--client-cpus", default="1")
     p.add_argument("--workloads", default="data,hosts,lookup,failover,tiers,reuse")

@@ -43,15 +43,15 @@ venv_of() {
   echo "$venv"
 }
 venv="${PIKV_PEERS_VENV:-$(venv_of bench/peers/requirements.txt "from mooncake.store import MooncakeDistributedStore")}"
-# LMCache (about 5 GB with the torch it imports) only where the lookup or
-# tiers workload runs: by default, and when --workloads names one.
+# LMCache (about 5 GB with the torch it imports) only where the data, lookup
+# or tiers workload runs: by default, and when --workloads names one.
 workloads=lookup
 for ((i = 1; i <= $#; i++)); do
   [ "${!i}" = --workloads ] && j=$((i + 1)) && workloads="${!j:-}"
   [[ "${!i}" == --workloads=* ]] && workloads="${!i#--workloads=}"
 done
 lmcache=()
-if [[ ",$workloads," == *,lookup,* || ",$workloads," == *,tiers,* ]]; then
+if [[ ",$workloads," =~ ,(data|lookup|tiers), ]]; then
   lmcache_venv="${PIKV_LMCACHE_VENV:-$(venv_of bench/peers/requirements-lmcache.txt \
     "import lmcache.v1.cache_controller.message, lmcache.v1.cache_engine")}"
   lmcache=(--lmcache-python "$lmcache_venv/bin/python")

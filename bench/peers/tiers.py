@@ -17,7 +17,7 @@ import sys
 import time
 import urllib.request
 
-from harness import (MiB, Server, System, data_client, free_port, mooncake_data_client,
+from harness import (MiB, Server, System, data_client, free_port, python_data_client,
                      print_table, quantile, run_clients, wait_port)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -185,7 +185,7 @@ def start_mooncake(args, work):
         found = re.search(r"^mooncake_ssd_read_ops_total(?:\{[^}]*\})? (\S+)$", text, re.M)
         return {"disk": float(found.group(1)) if found else 0.0}
 
-    argv = mooncake_data_client(mc + ["--zipf", str(args.tiers_theta)], False)
+    argv = python_data_client(mc + ["--zipf", str(args.tiers_theta)])
     return MooncakeTiers(args, System("mooncake", [master, holder], argv, env), served,
                          lambda: None)
 

@@ -1,9 +1,13 @@
-"""What bench/peers' Python clients (mooncake_client.py, lmcache_client.py)
-share with the driver: the start signal and the timed loop of calls, whose
-result is peer_data_client's JSON line (bench/peers/client_result.h)."""
+"""What bench/peers' Python clients (mooncake_client.py, lmcache_client.py,
+lmcache_data_client.py) share with the driver: the start signal and the
+timed loops of calls, whose result is peer_data_client's JSON line
+(bench/peers/client_result.h)."""
 import json
+import random
 import sys
 import time
+
+from key_mix import zipf_keys
 
 
 def wait_for_go():
@@ -11,6 +15,11 @@ def wait_for_go():
     clients together, once each is set up)."""
     print("ready", flush=True)
     sys.stdin.readline()
+
+
+def print_result(ok, failed, nbytes, seconds, cpu_seconds, latencies):
+    print(json.dumps({"ok": ok, "failed": failed, "bytes": nbytes, "seconds": seconds,
+                      "cpu_seconds": cpu_seconds, "latencies_us": latencies}), flush=True)
 
 
 def timed_calls(call, batch, seconds, sync):
@@ -30,8 +39,43 @@ def timed_calls(call, batch, seconds, sync):
             ok += batch
         else:
             failed += batch
-    print(json.dumps({"ok": ok, "failed": failed, "bytes": 0,
-                      "seconds": time.perf_counter() - start,
-                      "cpu_seconds": time.process_time() - cpu_start,
-                      "latencies_us": latencies}), flush=True)
+    print_result(ok, failed, 0, time.perf_counter() - start, time.process_time() - cpu_start,
+                 latencies)
+    return 0 if failed == 0 else 1
+
+
+def data_calls(args, call):
+    """peer_data_client's loop over objects of args.size: `call(indices)`
+    (True: every one of them moved whole) with args.batch object indices per
+    call. load stores objects --first.. once round the key space of
+    --objects; put walks it round and round for --seconds; get draws
+    uniformly (or by Zipf(--zipf)). Prints the JSON line; a failed call adds
+    no bytes and no latency. Returns 0 when none failed."""
+    if args.sync:
+        wait_for_go()
+    batch = args.batch
+    rng = random.Random(args.first + 1)
+    draw = zipf_keys(args.objects, args.zipf, rng) if args.zipf else \
+        (lambda: rng.randrange(args.objects))
+    ok = failed = 0
+    latencies = []
+    nxt = args.first
+    cpu_start = time.process_time()
+    start = time.perf_counter()
+    end = start + args.seconds
+    while (nxt < args.first + args.objects) if args.op == "load" else \
+            (time.perf_counter() < end or ok + failed == 0):
+        if args.op == "get":
+            idx = [draw() for _ in range(batch)]
+        else:
+            idx = [(nxt + j) % args.objects for j in range(batch)]
+            nxt += batch
+        t0 = time.perf_counter()
+        if call(idx):
+            latencies.append(int((time.perf_counter() - t0) * 1e6))
+            ok += batch
+        else:
+            failed += batch
+    print_result(ok, failed, ok * args.size, time.perf_counter() - start,
+                 time.process_time() - cpu_start, latencies)
     return 0 if failed == 0 else 1
