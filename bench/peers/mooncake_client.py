@@ -5,6 +5,7 @@ get crosses the transport as a pikv get does, instead of a local copy).
 
   mooncake_client.py --master H:P --op load|put|get --size B --objects K
       [--first I] [--batch B] [--seconds S] [--seed N] [--into] [--zipf THETA] [--sync]
+      [--dummy H:P]
   mooncake_client.py --master H:P --hold SEGMENT_BYTES [--host ADDRESS]
       [--ssd-dir DIR --http-port P]
   mooncake_client.py --master H:P --op clear
@@ -29,6 +30,12 @@ peer_lookup_client --op probe does.
 counters (mooncake_ssd_read_ops_total) on http://HOST:P/metrics. A load
 retries a put the master refuses for want of space (-200) for up to 60 s:
 with the SSD tier, space is freed only once an evicted object is written out.
+
+--dummy: Mooncake's same-host path. The client is a "dummy" one
+(setup_dummy) served by a real client on this host (the wheel's
+mooncake_client binary, which holds the segment) over shared memory: its
+region comes from alloc_from_mem_pool and is registered with the real
+client, which copies objects between it and the segment.
 
 --into reads with get_into / batch_get_into into a buffer registered with
 the transfer engine (Mooncake's zero-copy read); without it, get/get_batch
@@ -171,14 +178,24 @@ def run(args):
     size, batch = args.size, args.batch
     # One registered region: every object of the key space (object i is
     # `size` bytes starting with i), then `batch` receive slots.
-    region = ctypes.create_string_buffer((args.objects + batch) * size)
-    base = ctypes.addressof(region)
-    # put() copies through the client's local buffer; it must hold a call.
-    store = setup(args.master, 0, max(64 << 20, 2 * batch * size))
-    if store.register_buffer(base, len(region)) != 0:
+    length = (args.objects + batch) * size
+    if args.dummy:
+        # Shared memory with the real client, which maps it once registered
+        # (same base, same size); get() would read through the local
+        # buffer, which --dummy leaves small: use --into.
+        store = MooncakeDistributedStore()
+        if store.setup_dummy(length, 16 << 20, args.dummy) != 0:
+            sys.exit(f"mooncake_client: setup_dummy against {args.dummy} failed")
+        base = store.alloc_from_mem_pool(length)
+    else:
+        region = ctypes.create_string_buffer(length)
+        base = ctypes.addressof(region)
+        # put() copies through the client's local buffer; it must hold a call.
+        store = setup(args.master, 0, max(64 << 20, 2 * batch * size))
+    if not base or store.register_buffer(base, length) != 0:
         sys.exit("mooncake_client: register_buffer failed")
     for i in range(args.objects):
-        region[i * size:i * size + 8] = i.to_bytes(8, "little")
+        ctypes.memmove(base + i * size, i.to_bytes(8, "little"), 8)
     keys = [f"obj-{args.seed}-{size}-{i}" for i in range(args.objects)]
     slots = [base + (args.objects + j) * size for j in range(batch)]
 
@@ -217,6 +234,8 @@ def main():
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--seconds", type=float, default=1.0)
     p.add_argument("--into", action="store_true")
+    p.add_argument("--dummy", help="HOST:PORT of a real client (the mooncake_client binary) on "
+                   "this host: its same-host path, over shared memory, instead of --master")
     p.add_argument("--zipf", type=float, default=0, help="gets draw objects by Zipf(THETA)")
     p.add_argument("--ssd-dir", help="--hold: offload evicted objects to this directory")
     p.add_argument("--http-port", type=int, default=0, help="--hold --ssd-dir: its metrics")

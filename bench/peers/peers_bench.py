@@ -84,24 +84,38 @@ def redis_flushall(port):
             raise RuntimeError("redis FLUSHALL failed")
 
 
+def mooncake_env(args):
+    return dict(os.environ, **dict(kv.split("=", 1) for kv in args.mooncake_env))
+
+
+def start_mooncake_master(args, work, env, log, where=(), host="127.0.0.1"):
+    """A mooncake_master on the server cores (in `where`'s namespace); it and
+    the argv prefix of a mooncake_client.py client of it."""
+    port = free_port()
+    master = Server([args.mooncake_master, f"--rpc_port={port}", f"--metrics_port={free_port()}",
+                     "--enable_metric_reporting=false", "--rpc_thread_num=2"],
+                    args.server_cpus, f"{work}/{log}", env=env, prefix=where)
+    wait_port(port, host=host, prefix=where)
+    return master, [args.peers_python, f"{HERE}/mooncake_client.py", "--master", f"{host}:{port}"]
+
+
+def mooncake_clear(mc, env):
+    """Empties the store of client prefix `mc` (Mooncake evicts in the background)."""
+    return lambda: subprocess.run(mc + ["--op", "clear"], check=True, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL, env=env, timeout=60,
+                                  preexec_fn=die_with_parent)
+
+
 def start_mooncake(args, work, segment, hosts=None):
     """A Mooncake Store on the server cores: its master and a process lending
     it a segment of `segment` bytes (on host a, when `hosts`). Returns both
     servers, the argv prefix of a mooncake_client.py client of it (one on
     host b, when `hosts`), and the environment of its processes."""
-    cpus = args.server_cpus
-    env = dict(os.environ, **dict(kv.split("=", 1) for kv in args.mooncake_env))
-    master_port = free_port()
+    env = mooncake_env(args)
     where = hosts.prefix(0) if hosts else []
     address = hosts.ADDRESS if hosts else ("127.0.0.1", "127.0.0.1")
-    master = Server([args.mooncake_master, f"--rpc_port={master_port}",
-                     f"--metrics_port={free_port()}", "--enable_metric_reporting=false",
-                     "--rpc_thread_num=2"],
-                    cpus, f"{work}/mooncake_master.log", env=env, prefix=where)
-    wait_port(master_port, host=address[0], prefix=where)
-    mc = [args.peers_python, f"{HERE}/mooncake_client.py", "--master",
-          f"{address[0]}:{master_port}"]
-    holder = Server(mc + ["--hold", str(segment), "--host", address[0]], cpus,
+    master, mc = start_mooncake_master(args, work, env, "mooncake_master.log", where, address[0])
+    holder = Server(mc + ["--hold", str(segment), "--host", address[0]], args.server_cpus,
                     f"{work}/mooncake_holder.log", ready="holding", env=env, prefix=where)
     return master, holder, mc + ["--host", address[1]], env
 
@@ -137,19 +151,36 @@ def start_systems(args, capacity, work):
 
     master, holder, mc, env = start_mooncake(args, work, capacity)
 
-    def mc_clear():
-        subprocess.run(mc + ["--op", "clear"], check=True, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL, env=env, timeout=60,
-                       preexec_fn=die_with_parent)
-
     systems.append(System("mooncake", [master, holder], python_data_client(mc), env))
-    systems[-1].flush = mc_clear
+    systems[-1].flush = mooncake_clear(mc, env)
     systems.append(System("mooncake_into", [master, holder], python_data_client(mc, ["--into"]),
                           env))
     systems[-1].puts = False  # the same put as "mooncake"
+    if "mooncake_local" in args.systems:
+        systems.append(start_mooncake_local(args, work, capacity))
     if args.lmcache_python and "lmcache" in args.systems:
         systems.append(start_lmcache_server(args, work))
     return systems
+
+
+def start_mooncake_local(args, work, capacity):
+    """Mooncake's same-host path: a second store (its own master) whose
+    segment a real client (the wheel's mooncake_client binary) holds on the
+    server cores; clients are dummy clients of it over shared memory, reading
+    with get_into."""
+    env = mooncake_env(args)
+    master, mc = start_mooncake_master(args, work, env, "mooncake_local_master.log")
+    client_port = free_port()
+    real = Server([os.path.join(os.path.dirname(args.mooncake_master), "mooncake_client"),
+                   f"--master_server_address={mc[-1]}", "--metadata_server=P2PHANDSHAKE",
+                   f"--global_segment_size={capacity}", f"--port={client_port}",
+                   "--host=127.0.0.1", "--protocol=tcp"],
+                  args.server_cpus, f"{work}/mooncake_local_client.log", env=env)
+    wait_port(client_port)
+    system = System("mooncake_local", [master, real], python_data_client(
+        mc, ["--dummy", f"127.0.0.1:{client_port}", "--into"]), env)
+    system.flush = mooncake_clear(mc, env)
+    return system
 
 
 def start_lmcache_server(args, work):
@@ -522,7 +553,7 @@ def mooncake_failover_cluster(args, work, trial, oplog):
     server, the prober's argv and its environment."""
     cpus, name = args.server_cpus, f"mooncake{'-oplog' if oplog else ''}-{trial}"
     etcd = start_etcd(work, f"etcd-{name}")
-    env = dict(os.environ, **dict(kv.split("=", 1) for kv in args.mooncake_env))
+    env = mooncake_env(args)
 
     def master(i):
         port = free_port()
@@ -712,7 +743,7 @@ def main():
     p.add_argument("--mooncake-env", nargs="*", default=[],
                    help="KEY=VALUE for every Mooncake process (its transport's settings; "
                    "MC_TCP_SLICE_SIZE 64 KiB, 1 MiB and 4 MiB measured alike here)")
-    p.add_argument("--systems", default="pikv,pikv_local,redis,mooncake,mooncake_into,lmcache")
+    p.add_argument("--systems", default="pikv,pikv_local,redis,mooncake,mooncake_into,mooncake_local,lmcache")
     p.add_argument("--server-cpus", default="0")
     p.add_argument("--client-cpus", default="1")
     p.add_argument("--workloads", default="data,hosts,lookup,failover,tiers,reuse")
