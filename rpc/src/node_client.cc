@@ -137,7 +137,7 @@ Result<std::vector<Status>> NodeClient::Put(std::span<const ChunkKey> keys,
   std::vector<SharedBuffer> whole;
   std::vector<size_t> whole_at;
   for (size_t i = 0; i < keys.size(); ++i) {
-    if (stream_frame_ > 0 && objects[i].size() > std::max(stream_frame_, kWholePutBytes)) {
+    if (stream_frame_ > 0 && objects[i].size() > std::max(stream_frame_, kWholeObjectBytes)) {
       if (Status call = PutStreamed(keys[i], objects[i], out[i]); !call.ok()) return call;
     } else {
       whole_keys.push_back(keys[i]);

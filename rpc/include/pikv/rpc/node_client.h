@@ -50,17 +50,12 @@ class NodeClient {
                                        std::chrono::milliseconds peer_timeout);
 
   void set_timeout(std::chrono::milliseconds t) { timeout_ = t; }
-  // Objects over `bytes` (and over kWholePutBytes) are put in frames of
-  // that size, and gets ask the node to answer that way (message.h:
-  // streamed puts and replies), so no message is object-sized; the call
-  // timeout then bounds each frame's progress, not the whole transfer. 0
-  // (the default) sends objects whole.
+  // Objects over `bytes` (and over kWholeObjectBytes, message.h) are put in
+  // frames of that size, and gets ask the node to answer that way
+  // (message.h: streamed puts and replies), so no message is object-sized;
+  // the call timeout then bounds each frame's progress, not the whole
+  // transfer. 0 (the default) sends objects whole.
   void set_stream_frame(uint64_t bytes) { stream_frame_ = bytes; }
-  // A streamed put costs a round trip more than a whole one and goes alone,
-  // where whole puts of a batch share one message: up to this size that
-  // costs more than streaming saves (1 MiB objects in 1 MiB frames put at
-  // 0.6x, batches of 32 at 0.6x, in bench/peers).
-  static constexpr uint64_t kWholePutBytes = 4 << 20;
 
  private:
   Result<Message> Call(MsgType type, std::span<const ChunkKey> keys,
