@@ -104,7 +104,8 @@ TEST_F(StreamedPutTest, ObjectsCrossInFramesAndReadBackIdentical) {
   }
   // Up to kWholeObjectBytes an object goes whole either way (a stream costs
   // a round trip or a copy more); past it, in frames.
-  static_assert(kWholeObjectBytes > (size_t{3} << 20) + 17 && kWholeObjectBytes < (size_t{5} << 20));
+  static_assert(kWholeObjectBytes > (size_t{3} << 20) + 17 &&
+                kWholeObjectBytes < (size_t{5} << 20));
   EXPECT_EQ(Stat("streamed_puts.completed"), 2) << "the 100 KiB and 3 MiB objects went whole";
   EXPECT_EQ(Stat("requests.streamed"), 2) << "the 100 KiB and 3 MiB objects came back whole";
   // A whole-object client reads what was streamed in, and the reverse.
