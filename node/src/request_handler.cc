@@ -171,10 +171,9 @@ std::optional<Message> RequestHandler::TryHandleInline(Message& req, const Calle
 void RequestHandler::MaybeStream(const Header& request, Message& reply) {
   const int64_t frame = FieldInt(request.fields, kStreamFrameField, 0);
   if (frame < kMinStreamFrame || frame > kMaxStreamFrame) return;
-  const uint64_t whole = std::max<uint64_t>(frame, kWholeObjectBytes);
-  if (std::none_of(reply.payloads.begin(), reply.payloads.end(),
-                   [&](const SharedBuffer& p) { return p.size() > whole; }))
-    return;  // small enough to travel whole (message.h)
+  uint64_t bytes = 0;
+  for (const auto& p : reply.payloads) bytes += p.size();
+  if (bytes <= std::max<uint64_t>(frame, kWholeObjectBytes)) return;  // travels whole (message.h)
   uint64_t messages = 1;
   for (const auto& p : reply.payloads) messages += (p.size() + frame - 1) / frame;
   if (messages > kMaxStreamMessages) return;  // answered the ordinary way

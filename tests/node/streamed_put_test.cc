@@ -108,6 +108,15 @@ TEST_F(StreamedPutTest, ObjectsCrossInFramesAndReadBackIdentical) {
                 kWholeObjectBytes < (size_t{5} << 20));
   EXPECT_EQ(Stat("streamed_puts.completed"), 2) << "the 100 KiB and 3 MiB objects went whole";
   EXPECT_EQ(Stat("requests.streamed"), 2) << "the 100 KiB and 3 MiB objects came back whole";
+  // A batch is streamed when its objects together are larger.
+  const TestObject other = MakeObject(7, 3 << 20);
+  auto put = client->Put({&other.key, 1}, {&other.bytes, 1});
+  ASSERT_TRUE(put.ok() && (*put)[0].ok());
+  const ChunkKey small[] = {objects[1].key, other.key};
+  auto both = client->Get(small);
+  ASSERT_TRUE(both.ok() && (*both)[0].ok() && (*both)[1].ok());
+  EXPECT_EQ(Stat("requests.streamed"), 3) << "two of 3 MiB are over kWholeObjectBytes";
+  EXPECT_EQ(std::memcmp((*both)[1]->data(), other.bytes.data(), other.bytes.size()), 0);
   // A whole-object client reads what was streamed in, and the reverse.
   auto whole = Client(0);
   auto got = whole->Get({&objects[3].key, 1});
@@ -118,7 +127,8 @@ TEST_F(StreamedPutTest, ObjectsCrossInFramesAndReadBackIdentical) {
 // Streamed gets land in buffers the client reuses once they are released,
 // never while the caller still holds one.
 TEST_F(StreamedPutTest, ReceiveBuffersAreReusedOnlyOnceReleased) {
-  auto x = MakeObject(20, 3 << 20), y = MakeObject(21, 3 << 20);
+  // Over kWholeObjectBytes: smaller objects come back whole, in ZeroMQ's memory.
+  auto x = MakeObject(20, 5 << 20), y = MakeObject(21, 5 << 20);
   auto client = Client();
   for (const auto* o : {&x, &y}) {
     auto put = client->Put({&o->key, 1}, {&o->bytes, 1});

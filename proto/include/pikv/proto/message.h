@@ -151,7 +151,8 @@ inline constexpr int64_t kMinStreamFrame = 64 << 10;
 // frame, and neither saves an object-sized buffer worth the cost this small
 // (bench/peers: 1 MiB puts in 1 MiB frames at 0.6x whole; 1 MiB gets at
 // 0.8x whole, 4 MiB alike at 1.4x the client's CPU). A reply is streamed
-// only when one of its objects is larger.
+// when its objects together are larger (and frame-sized), so that no reply
+// message is larger than this, and a caller's timeout bounds each frame.
 inline constexpr uint64_t kWholeObjectBytes = 4 << 20;
 inline constexpr int64_t kMaxStreamFrame = 64 << 20;
 inline constexpr int64_t kStreamStallMs = 5000;

@@ -51,10 +51,11 @@ class NodeClient {
 
   void set_timeout(std::chrono::milliseconds t) { timeout_ = t; }
   // Objects over `bytes` (and over kWholeObjectBytes, message.h) are put in
-  // frames of that size, and gets ask the node to answer that way
-  // (message.h: streamed puts and replies), so no message is object-sized;
-  // the call timeout then bounds each frame's progress, not the whole
-  // transfer. 0 (the default) sends objects whole.
+  // frames of that size, and gets ask the node to answer that way (it does
+  // for replies over kWholeObjectBytes in all: message.h, streamed puts and
+  // replies), so no message is object-sized; the call timeout then bounds
+  // each frame's progress, not the whole transfer. 0 (the default) sends
+  // objects whole.
   void set_stream_frame(uint64_t bytes) { stream_frame_ = bytes; }
 
  private:
