@@ -4,7 +4,7 @@ by `remote_url: lm://HOST:PORT`): peer_data_client's twin for the data
 plane (same flags, same JSON line).
 
   lmcache_data_client.py --server H:P --op load|put|get --size B --objects K
-      [--first I] [--batch B] [--seconds S] [--seed N] [--sync]
+      [--first I] [--batch B] [--seconds S] [--seed N] [--zipf THETA] [--sync]
 
 It speaks the server's protocol as LMCache's own connector
 (LMCServerConnector) does, with LMCache's message classes, on one
