@@ -30,7 +30,7 @@ from lmcache.utils import CacheEngineKey
 from lmcache.v1.memory_management import MemoryFormat
 from lmcache.v1.protocol import (ClientCommand, ClientMetaMessage, ServerMetaMessage,
                                  ServerReturnCode)
-from timed_calls import data_calls
+from timed_calls import add_data_flags, data_calls
 
 FORMAT = MemoryFormat.BINARY  # bytes, shape [length, 0, 0, 0]
 REPLY = ServerMetaMessage.packlength()
@@ -87,14 +87,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--server", required=True, help="HOST:PORT of lmcache_server")
     p.add_argument("--op", choices=["load", "put", "get"], required=True)
-    p.add_argument("--size", type=int, default=1 << 20)
-    p.add_argument("--objects", type=int, default=8, help="objects (keys) in the run's key space")
-    p.add_argument("--first", type=int, default=0)
-    p.add_argument("--seed", type=int, default=0, help="ignored: see above")
-    p.add_argument("--batch", type=int, default=1)
-    p.add_argument("--seconds", type=float, default=1.0)
-    p.add_argument("--zipf", type=float, default=0, help="gets draw objects by Zipf(THETA)")
-    p.add_argument("--sync", action="store_true", help="print ready, start on a stdin line")
+    add_data_flags(p)  # --seed is ignored: see above
     args = p.parse_args()
     size = args.size
     conn = Connection(args.server)

@@ -51,7 +51,7 @@ import sys
 import time
 
 from mooncake.store import MooncakeDistributedStore
-from timed_calls import data_calls, timed_calls, wait_for_go
+from timed_calls import add_data_flags, data_calls, timed_calls, wait_for_go
 
 
 HOST = "127.0.0.1"  # this process's address, which its peers dial (--host)
@@ -227,19 +227,12 @@ def main():
     p.add_argument("--hold", type=int, help="lend a segment of this many bytes and wait")
     p.add_argument("--op", choices=["load", "put", "get", "clear", "fill-keys", "exist",
                                     "replicas", "probe"])
-    p.add_argument("--size", type=int, default=1 << 20)
-    p.add_argument("--objects", type=int, default=8, help="objects (keys) in the run's key space")
-    p.add_argument("--first", type=int, default=0)
-    p.add_argument("--seed", type=int, default=0, help="which key space (objects differ by seed)")
-    p.add_argument("--batch", type=int, default=1)
-    p.add_argument("--seconds", type=float, default=1.0)
+    add_data_flags(p)
     p.add_argument("--into", action="store_true")
     p.add_argument("--dummy", help="HOST:PORT of a real client (the mooncake_client binary) on "
                    "this host: its same-host path, over shared memory, instead of --master")
-    p.add_argument("--zipf", type=float, default=0, help="gets draw objects by Zipf(THETA)")
     p.add_argument("--ssd-dir", help="--hold: offload evicted objects to this directory")
     p.add_argument("--http-port", type=int, default=0, help="--hold --ssd-dir: its metrics")
-    p.add_argument("--sync", action="store_true", help="print ready, start on a stdin line")
     args = p.parse_args()
     HOST = args.host
     if args.hold:

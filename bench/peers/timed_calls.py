@@ -44,6 +44,18 @@ def timed_calls(call, batch, seconds, sync):
     return 0 if failed == 0 else 1
 
 
+def add_data_flags(p):
+    """peer_data_client's flags for a run of data_calls, on parser `p`."""
+    p.add_argument("--size", type=int, default=1 << 20)
+    p.add_argument("--objects", type=int, default=8, help="objects (keys) in the run's key space")
+    p.add_argument("--first", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="which key space (objects differ by seed)")
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--seconds", type=float, default=1.0)
+    p.add_argument("--zipf", type=float, default=0, help="gets draw objects by Zipf(THETA)")
+    p.add_argument("--sync", action="store_true", help="print ready, start on a stdin line")
+
+
 def data_calls(args, call):
     """peer_data_client's loop over objects of args.size: `call(indices)`
     (True: every one of them moved whole) with args.batch object indices per
