@@ -10,16 +10,24 @@
 //   memcpy       the object's bytes into a faulted-in buffer, split over
 //                --store-threads threads (the baseline; the store gathers
 //                on as many, and keys name the count: _vs_memcpy_<n>t)
-//   zmq          the object streamed over a bare ZeroMQ tcp pair on loopback
-//                in --stream-frame messages, copied out as they arrive (the
-//                baseline of the pull, which streams in the same frames)
+//   zmq          the object streamed on loopback tcp in --stream-frame
+//                messages by a bare ZeroMQ server in another process (this
+//                binary, --serve-zmq), copied out as they arrive: the
+//                baseline of the pull and the tcp get, which stream in the
+//                same frames between two processes; and the same with each
+//                frame checksummed as it lands (a pull verifies what a peer
+//                sends). Measured in pairs with the pull and the tcp get,
+//                round by round; the _vs_zmq_stream ratios are the medians
+//                of the per-round ratios
 //   store        gather out of a paged cache into the local node's arena +
 //                commit (the node verifies it)
 //   fetch        plan + fetch from the local node (a lease: no bytes move)
 //   remap        the fetched object into a second paged cache
 //   hit path     plan + fetch + remap
 //   pull         plan + fetch on the other node (a P2P pull through it)
-//   redis        put + get of the object through the Redis tier (parts)
+//   redis        put + get of the object through the Redis tier (parts):
+//                the get into memory of the tier's own, and into place (a
+//                warm buffer, as a node reads a hit into its arena)
 //   tcp          a remote client's put and get on node A over loopback tcp,
 //                the object whole (one message) and in --stream-frame frames
 // and the hit path per token beside an H100's recompute estimate (formula
@@ -40,11 +48,13 @@
 #include <zmq.hpp>
 
 #include "../storage/src/resp_io.h"
+#include "bare_zmq_server.h"
 #include "bench_util.h"
 #include "filled_cache.h"
 #include "pikv/client/client.h"
 #include "pikv/client/client_config.h"
 #include "pikv/client/prompt.h"
+#include "pikv/proto/checksum.h"
 #include "pikv/rpc/admin_client.h"
 #include "pikv/rpc/node_client.h"
 #include "pikv/storage/remote_tier.h"
@@ -59,33 +69,64 @@ double Ms(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
-// The object's bytes streamed over a bare ZeroMQ tcp PAIR on loopback in
-// messages of `frame` bytes (as a pull streams them), each copied into a
-// destination buffer as it arrives; receiver in a thread.
-double ZmqStreamMs(int port, const std::vector<uint8_t>& bytes, size_t frame) {
-  zmq::context_t ctx;
-  zmq::socket_t rx(ctx, zmq::socket_type::pair), tx(ctx, zmq::socket_type::pair);
-  const std::string endpoint = "tcp://127.0.0.1:" + std::to_string(port);
-  rx.bind(endpoint);
-  tx.connect(endpoint);
-  std::vector<uint8_t> dest(bytes.size(), 1);
-  Clock::time_point t0 = Clock::now();
-  std::thread receiver([&] {
-    for (size_t got = 0; got < dest.size();) {
-      zmq::message_t m;
-      if (!rx.recv(m)) return;
-      std::memcpy(dest.data() + got, m.data(), m.size());
-      got += m.size();
-    }
-  });
-  for (size_t off = 0; off < bytes.size(); off += frame) {
-    const size_t n = std::min(frame, bytes.size() - off);
-    zmq::message_t out(const_cast<uint8_t*>(bytes.data()) + off, n, nullptr, nullptr);
-    tx.send(out, zmq::send_flags::none);
+// The bare ZeroMQ server's object (bare_zmq_server.h: another process, as a
+// node is) streamed on loopback tcp in messages of `frame` bytes, each
+// copied into memory of this process as it arrives: what a get or a pull of
+// the same bytes would cost with nothing of pikv's around it. `verify`: each
+// frame is also checksummed as it is copied, as a pull verifies what a peer
+// sends (the least a transfer that checks its bytes can cost).
+class BareStream {
+ public:
+  BareStream(const std::string& endpoint, uint64_t size, uint64_t frame, bool verify)
+      : dealer_(context_, zmq::socket_type::dealer),
+        dest_(size, 1),
+        frame_(frame),
+        verify_(verify) {
+    dealer_.set(zmq::sockopt::linger, 0);
+    dealer_.set(zmq::sockopt::rcvtimeo, 60'000);
+    dealer_.connect(endpoint);
+    TimedMs();  // the server makes and faults in its object
   }
-  receiver.join();
-  return Ms(t0);
-}
+
+  double TimedMs() {
+    char request[17] = {'S'};
+    const uint64_t size = dest_.size();
+    std::memcpy(request + 1, &size, 8);
+    std::memcpy(request + 9, &frame_, 8);
+    auto t0 = Clock::now();
+    dealer_.send(zmq::buffer(request, sizeof request), zmq::send_flags::none);
+    zmq::message_t m;
+    if (!dealer_.recv(m)) throw std::runtime_error("the bare stream did not start");
+    StreamingPayloadChecksum checksum;
+    for (uint64_t got = 0; got < size; got += m.size()) {
+      if (!dealer_.recv(m) || m.size() > size - got)
+        throw std::runtime_error("the bare stream stalled or overran");
+      std::memcpy(dest_.data() + got, m.data(), m.size());
+      if (verify_) checksum.Append({dest_.data() + got, m.size()});
+    }
+    if (verify_) sink_ ^= checksum.Digest();
+    return Ms(t0);
+  }
+
+ private:
+  zmq::context_t context_;
+  zmq::socket_t dealer_;
+  std::vector<uint8_t> dest_;
+  uint64_t frame_;
+  bool verify_;
+  uint64_t sink_ = 0;  // the digests, so that the checksum is not optimised away
+};
+
+// Paired rounds of a path and its baseline: the median of each, and the
+// median of the per-round ratios baseline / path (noise hits a pair alike).
+struct Paired {
+  std::vector<double> path, baseline, ratio;
+  void Add(double path_ms, double baseline_ms) {
+    path.push_back(path_ms);
+    baseline.push_back(baseline_ms);
+    ratio.push_back(baseline_ms / path_ms);
+  }
+};
 
 // memcpy of `src` into `dst` split over `threads` threads (the store's
 // gather splits its rows the same way).
@@ -207,45 +248,49 @@ RawRedis RawRedisMs(const std::string& host, int port, const SharedBuffer& objec
 
 struct Figures {
   double store_first_ms, memcpy_fresh_ms;
-  double memcpy_ms, zmq_ms, store_ms, fetch_ms, remap_ms, hit_ms, pull_ms, redis_put_ms,
-      redis_get_ms;
+  double memcpy_ms, zmq_ms, zmq_verified_ms, store_ms, fetch_ms, remap_ms, hit_ms, pull_ms,
+      redis_put_ms, redis_get_ms, redis_get_placed_ms;
+  // Median per-round ratios, bare stream / path (higher is better for pikv).
+  double pull_vs_zmq, pull_vs_zmq_verified, tcp_get_vs_zmq, tcp_put_vs_zmq;
   RawRedis raw_redis;
   double tcp_put_ms[2], tcp_get_ms[2];  // [0] whole, [1] in frames
   uint64_t bytes;
 };
 
-// A remote client's put then get of `object` on the node at `tcp`; the key is
-// deleted first so that the put stores.
-void TcpRoundTrip(rpc::NodeClient& node, const ChunkKey& key, const SharedBuffer& object,
-                  std::vector<double>& put, std::vector<double>& get) {
-  (void)node.Delete({&key, 1});
-  auto t0 = Clock::now();
-  auto stored = node.Put({&key, 1}, {&object, 1});
-  put.push_back(Ms(t0));
-  if (!stored.ok() || !(*stored)[0].ok()) throw std::runtime_error("tcp put failed");
-  t0 = Clock::now();
-  auto got = node.Get({&key, 1});
-  get.push_back(Ms(t0));
-  if (!got.ok() || !(*got)[0].ok() || (*got)[0]->size() != object.size())
-    throw std::runtime_error("tcp get failed");
-}
-
-Figures Measure(uint32_t tokens, int repeats, const client::ClientOptions& a,
-                const client::ClientOptions& b, const std::string& controller,
-                const std::string& node_a_tcp, const std::string& node_b,
-                const std::string& redis_address, uint64_t stream_frame, int threads) {
-  client::Client ca(a), cb(b);
-  FilledCache source(a, tokens), dest(a, tokens);
+// The chunk's tokens: distinct per size.
+std::vector<int32_t> ChunkTokens(uint32_t tokens) {
   std::vector<int32_t> chunk(tokens);
   for (uint32_t t = 0; t < tokens; ++t) chunk[t] = int32_t(100000 + tokens + t);
+  return chunk;
+}
+
+// Where the run's processes listen, and how it moves bytes.
+struct Setup {
+  client::ClientOptions a, b;  // clients of node A and node B (their ipc)
+  std::string controller, node_a_tcp, node_b_ipc, redis, bare_zmq;
+  uint64_t stream_frame = 0;
+  int threads = 1;  // the store's gather, and the memcpy baseline's
+};
+
+// The chunk node A holds once MeasureLocal is done.
+struct Stored {
+  ChunkKey key;
+  SharedBuffer object;
+};
+
+// The local paths on node A: stores out of a paged cache, fetches, remaps,
+// the whole hit path. Leaves the chunk stored.
+Stored MeasureLocal(const Setup& s, uint32_t tokens, int repeats, Figures& f) {
+  client::Client ca(s.a);
+  FilledCache source(s.a, tokens), dest(s.a, tokens);
+  const std::vector<int32_t> chunk = ChunkTokens(tokens);
   auto prompt = *client::FromSegments({chunk, {1, 2, 3}});
-  Figures f{};
-  std::vector<double> store, fetch, remap, hit, pull, memcpy_ms, zmq, rput, rget;
+  std::vector<double> store, fetch, remap, hit;
   SharedBuffer object;
   auto store_once = [&] {
     auto t0 = Clock::now();
-    Status s = ca.StoreFromCache(ca.KeyOf(chunk), chunk, source.layout, source.slots, 0).get();
-    if (!s.ok()) throw std::runtime_error("store: " + s.ToString());
+    Status st = ca.StoreFromCache(ca.KeyOf(chunk), chunk, source.layout, source.slots, 0).get();
+    if (!st.ok()) throw std::runtime_error("store: " + st.ToString());
     return Ms(t0);
   };
   // A client's first store into its node's arena maps every page it writes
@@ -278,36 +323,76 @@ Figures Measure(uint32_t tokens, int repeats, const client::ClientOptions& a,
       throw std::runtime_error("hit path failed");
     hit.push_back(Ms(t0));
   }
+  f.store_ms = Median(store);
+  f.fetch_ms = Median(fetch);
+  f.remap_ms = Median(remap);
+  f.hit_ms = Median(hit);
   f.bytes = object.size();
+  return {ca.KeyOf(chunk), object};
+}
+
+// Node B's client fetching the chunk node A holds: a P2P pull through node B,
+// each beside a bare stream and a verified bare stream of as many bytes.
+void MeasurePull(const Setup& s, uint32_t tokens, int repeats, const ChunkKey& key, Figures& f) {
+  BareStream bare(s.bare_zmq, f.bytes, s.stream_frame, false),
+      verified(s.bare_zmq, f.bytes, s.stream_frame, true);
+  client::Client cb(s.b);
+  auto prompt = *client::FromSegments({ChunkTokens(tokens), {1, 2, 3}});
   // The controller must know node A holds it before node B can pull it.
-  rpc::AdminClient admin(controller);
-  const ChunkKey key = ca.KeyOf(chunk);
+  rpc::AdminClient admin(s.controller);
   for (auto t0 = Clock::now(); Clock::now() - t0 < std::chrono::seconds(10);) {
     auto loc = admin.Locate({key});
     if (loc.ok() && !(*loc)[0].empty()) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  rpc::NodeClient b_node(node_b, std::chrono::seconds(30));
+  rpc::NodeClient b_node(s.node_b_ipc, std::chrono::seconds(30));
+  Paired pull, pull_verified;
   for (int r = 0; r < repeats; ++r) {
+    const double bare_ms = bare.TimedMs(), verified_ms = verified.TimedMs();
     auto t0 = Clock::now();
     auto plan = cb.MakePlan(prompt);
     auto got = cb.Fetch(plan);
-    pull.push_back(Ms(t0));
+    const double pull_ms = Ms(t0);
     if (plan.chunks[0].source != client::Source::kPeer || !got[0].ok())
       throw std::runtime_error("the pull did not happen");
     (void)b_node.Delete({&key, 1});  // the next pull crosses again
+    pull.Add(pull_ms, bare_ms);
+    pull_verified.Add(pull_ms, verified_ms);
   }
+  f.pull_ms = Median(pull.path);
+  f.zmq_ms = Median(pull.baseline);
+  f.zmq_verified_ms = Median(pull_verified.baseline);
+  f.pull_vs_zmq = Median(pull.ratio);
+  f.pull_vs_zmq_verified = Median(pull_verified.ratio);
+}
+
+// The memcpy baselines: the object's bytes into a warm destination and into
+// fresh memory.
+void MeasureMemcpy(const Setup& s, int repeats, const SharedBuffer& object, Figures& f) {
   std::vector<uint8_t> src(object.data(), object.data() + object.size()), dst(object.size(), 1);
+  std::vector<double> memcpy_ms;
   for (int r = 0; r < repeats; ++r) {
-    memcpy_ms.push_back(MemcpyMs(src, dst, threads));
+    memcpy_ms.push_back(MemcpyMs(src, dst, s.threads));
     if (r == 0) f.memcpy_fresh_ms = MemcpyFreshMs(src);
-    zmq.push_back(ZmqStreamMs(testing::FreePort(), src, stream_frame));
   }
-  auto parsed = storage::ParseRedisAddress(redis_address);
+  f.memcpy_ms = Median(memcpy_ms);
+}
+
+// The object through the Redis tier, beside bare clients of the same server.
+void MeasureRedis(const Setup& s, int repeats, const ChunkKey& key, const SharedBuffer& object,
+                  Figures& f) {
+  auto parsed = storage::ParseRedisAddress(s.redis);
   storage::RemoteTierOptions ro = *parsed;
   ro.io_timeout = std::chrono::seconds(30);
   storage::RemoteTier tier(ro, nullptr);
+  std::vector<double> rput, rget, rget_placed;
   std::vector<RawRedis> raw;
+  // A node reads a hit into CPU-tier space it reserved (StorageManager::Get):
+  // here a warm buffer of this process's, as the bare GET's is.
+  std::vector<uint8_t> place(object.size(), 1);
+  auto into_place = [&](size_t, uint64_t size) {
+    return size == place.size() ? std::span<uint8_t>(place) : std::span<uint8_t>{};
+  };
   for (int r = 0; r < repeats; ++r) {
     auto t0 = Clock::now();
     if (!tier.Put(key, object).ok()) throw std::runtime_error("redis put failed");
@@ -315,6 +400,11 @@ Figures Measure(uint32_t tokens, int repeats, const client::ClientOptions& a,
     t0 = Clock::now();
     if (!tier.Get(key).ok()) throw std::runtime_error("redis get failed");
     rget.push_back(Ms(t0));
+    t0 = Clock::now();
+    auto placed = tier.GetManyPlaced({&key, 1}, into_place);
+    rget_placed.push_back(Ms(t0));
+    if (!placed[0].ok() || placed[0]->data() != place.data())
+      throw std::runtime_error("redis get into place failed");
     (void)tier.Remove(key);
     raw.push_back(RawRedisMs(ro.host, ro.port, object, ro.part_bytes));
   }
@@ -325,28 +415,51 @@ Figures Measure(uint32_t tokens, int repeats, const client::ClientOptions& a,
   };
   f.raw_redis = {median_of(&RawRedis::hiredis_put_ms), median_of(&RawRedis::hiredis_get_ms),
                  median_of(&RawRedis::bare_put_ms), median_of(&RawRedis::bare_get_ms)};
-  // A remote client keeps its connection (and its staging buffers).
-  std::vector<double> tcp_put[2], tcp_get[2];
-  rpc::NodeClient remote[2] = {rpc::NodeClient(node_a_tcp, std::chrono::seconds(60)),
-                               rpc::NodeClient(node_a_tcp, std::chrono::seconds(60))};
-  remote[1].set_stream_frame(stream_frame);
-  for (int r = 0; r < repeats; ++r) {
-    for (int framed = 0; framed < 2; ++framed)
-      TcpRoundTrip(remote[framed], key, object, tcp_put[framed], tcp_get[framed]);
-  }
-  for (int framed = 0; framed < 2; ++framed) {
-    f.tcp_put_ms[framed] = Median(tcp_put[framed]);
-    f.tcp_get_ms[framed] = Median(tcp_get[framed]);
-  }
-  f.memcpy_ms = Median(memcpy_ms);
-  f.zmq_ms = Median(zmq);
-  f.store_ms = Median(store);
-  f.fetch_ms = Median(fetch);
-  f.remap_ms = Median(remap);
-  f.hit_ms = Median(hit);
-  f.pull_ms = Median(pull);
   f.redis_put_ms = Median(rput);
   f.redis_get_ms = Median(rget);
+  f.redis_get_placed_ms = Median(rget_placed);
+}
+
+// A remote client's puts and gets on node A over tcp, whole and in frames:
+// the puts (each after a delete, so that it stores), then the gets; each
+// framed one beside a bare stream of as many bytes.
+void MeasureTcp(const Setup& s, int repeats, const ChunkKey& key, const SharedBuffer& object,
+                Figures& f) {
+  BareStream bare(s.bare_zmq, object.size(), s.stream_frame, false);
+  for (int framed = 0; framed < 2; ++framed) {
+    // A remote client keeps its connection (and its staging buffers).
+    rpc::NodeClient remote(s.node_a_tcp, std::chrono::seconds(60));
+    if (framed) remote.set_stream_frame(s.stream_frame);
+    Paired put, get;
+    for (int r = 0; r < repeats; ++r) {
+      const double bare_ms = framed ? bare.TimedMs() : 0;
+      (void)remote.Delete({&key, 1});
+      auto t0 = Clock::now();
+      auto stored = remote.Put({&key, 1}, {&object, 1});
+      put.Add(Ms(t0), bare_ms);
+      if (!stored.ok() || !(*stored)[0].ok()) throw std::runtime_error("tcp put failed");
+    }
+    for (int r = 0; r < repeats; ++r) {
+      const double bare_ms = framed ? bare.TimedMs() : 0;
+      auto t0 = Clock::now();
+      auto got = remote.Get({&key, 1});
+      get.Add(Ms(t0), bare_ms);
+      if (!got.ok() || !(*got)[0].ok() || (*got)[0]->size() != object.size())
+        throw std::runtime_error("tcp get failed");
+    }
+    f.tcp_put_ms[framed] = Median(put.path);
+    f.tcp_get_ms[framed] = Median(get.path);
+    if (framed) f.tcp_put_vs_zmq = Median(put.ratio), f.tcp_get_vs_zmq = Median(get.ratio);
+  }
+}
+
+Figures Measure(const Setup& s, uint32_t tokens, int repeats) {
+  Figures f{};
+  const auto [key, object] = MeasureLocal(s, tokens, repeats, f);
+  MeasurePull(s, tokens, repeats, key, f);
+  MeasureMemcpy(s, repeats, object, f);
+  MeasureRedis(s, repeats, key, object, f);
+  MeasureTcp(s, repeats, key, object, f);
   return f;
 }
 
@@ -486,8 +599,16 @@ int Run(int repeats, const std::vector<uint32_t>& sizes, uint64_t stream_frame, 
   auto node_a = start_node(dir_a, "node-a"), node_b = start_node(dir_b, "node-b");
   WaitFaultedIn(node_a.tcp, kArena);
   WaitFaultedIn(node_b.tcp, kArena);
-  const auto a = ClientFor(node_a.ipc, "host-node-a", controller.endpoint, store_threads),
-             b = ClientFor(node_b.ipc, "host-node-b", controller.endpoint, store_threads);
+  BareZmqServer bare_zmq({"tcp://127.0.0.1:*"});
+  Setup setup{ClientFor(node_a.ipc, "host-node-a", controller.endpoint, store_threads),
+              ClientFor(node_b.ipc, "host-node-b", controller.endpoint, store_threads),
+              controller.endpoint,
+              node_a.tcp,
+              node_b.ipc,
+              redis.address(),
+              bare_zmq.endpoints()[0],
+              stream_frame,
+              store_threads};
 
   // An H100 recomputing the chunk: 2 FLOPs per parameter per token at the
   // dense bf16 tensor-core peak.
@@ -497,8 +618,7 @@ int Run(int repeats, const std::vector<uint32_t>& sizes, uint64_t stream_frame, 
   JsonLine json;
   const std::string nt = std::to_string(store_threads) + "t";
   for (uint32_t tokens : sizes) {
-    Figures f = Measure(tokens, repeats, a, b, controller.endpoint, node_a.tcp, node_b.ipc,
-                        redis.address(), stream_frame, store_threads);
+    Figures f = Measure(setup, tokens, repeats);
     const double gb = f.bytes / 1e9;
     const std::string k = std::to_string(tokens / 1024) + "k";
     auto row = [&](const std::string& path, double ms) {
@@ -506,7 +626,8 @@ int Run(int repeats, const std::vector<uint32_t>& sizes, uint64_t stream_frame, 
              Fixed(gb / (ms / 1e3), 2), Fixed(ms / f.memcpy_ms, 2)});
     };
     row("memcpy (baseline, " + std::to_string(store_threads) + " threads)", f.memcpy_ms);
-    row("bare zmq tcp stream, same frames", f.zmq_ms);
+    row("bare zmq tcp stream, same frames, 2 processes", f.zmq_ms);
+    row("the same, each frame checksummed (verified)", f.zmq_verified_ms);
     row("memcpy into fresh memory (1 thread)", f.memcpy_fresh_ms);
     row("first store into the arena (cold mapping)", f.store_first_ms);
     row("store: gather (" + std::to_string(store_threads) + " threads) + put (local)", f.store_ms);
@@ -515,7 +636,8 @@ int Run(int repeats, const std::vector<uint32_t>& sizes, uint64_t stream_frame, 
     row("hit path: plan + get + remap", f.hit_ms);
     row("P2P pull through node B", f.pull_ms);
     row("redis put (parts)", f.redis_put_ms);
-    row("redis get (parts)", f.redis_get_ms);
+    row("redis get (parts), into memory of its own", f.redis_get_ms);
+    row("redis get (parts), into place (a node's promote)", f.redis_get_placed_ms);
     row("raw redis SET, same parts: hiredis", f.raw_redis.hiredis_put_ms);
     row("raw redis GET, same parts: hiredis", f.raw_redis.hiredis_get_ms);
     row("raw redis SET, same parts: bare writev", f.raw_redis.bare_put_ms);
@@ -531,18 +653,22 @@ int Run(int repeats, const std::vector<uint32_t>& sizes, uint64_t stream_frame, 
     json.Add("store_" + k + "_" + nt + "_vs_memcpy_" + nt, f.store_ms / f.memcpy_ms);
     json.Add("first_store_" + k + "_vs_memcpy_fresh", f.store_first_ms / f.memcpy_fresh_ms);
     json.Add("pull_" + k + "_gbps", gb / (f.pull_ms / 1e3));
-    json.Add("pull_" + k + "_vs_zmq_stream", f.zmq_ms / f.pull_ms);
-    json.Add("redis_round_trip_" + k + "_ms", f.redis_put_ms + f.redis_get_ms);
+    json.Add("pull_" + k + "_vs_zmq_stream", f.pull_vs_zmq);
+    json.Add("pull_" + k + "_vs_zmq_stream_verified", f.pull_vs_zmq_verified);
+    json.Add("redis_round_trip_" + k + "_ms", f.redis_put_ms + f.redis_get_placed_ms);
     json.Add("redis_put_" + k + "_vs_raw_bare", f.raw_redis.bare_put_ms / f.redis_put_ms);
-    json.Add("redis_get_" + k + "_vs_raw_bare", f.raw_redis.bare_get_ms / f.redis_get_ms);
+    json.Add("redis_get_" + k + "_vs_raw_bare", f.raw_redis.bare_get_ms / f.redis_get_placed_ms);
+    json.Add("redis_get_own_memory_" + k + "_vs_raw_bare",
+             f.raw_redis.bare_get_ms / f.redis_get_ms);
     json.Add("redis_put_" + k + "_vs_raw_hiredis", f.raw_redis.hiredis_put_ms / f.redis_put_ms);
-    json.Add("redis_get_" + k + "_vs_raw_hiredis", f.raw_redis.hiredis_get_ms / f.redis_get_ms);
+    json.Add("redis_get_" + k + "_vs_raw_hiredis",
+             f.raw_redis.hiredis_get_ms / f.redis_get_placed_ms);
     json.Add("tcp_put_" + k + "_framed_gbps", gb / (f.tcp_put_ms[1] / 1e3));
     json.Add("tcp_get_" + k + "_framed_gbps", gb / (f.tcp_get_ms[1] / 1e3));
     json.Add("tcp_put_" + k + "_framed_vs_whole", f.tcp_put_ms[0] / f.tcp_put_ms[1]);
     json.Add("tcp_get_" + k + "_framed_vs_whole", f.tcp_get_ms[0] / f.tcp_get_ms[1]);
-    json.Add("tcp_get_" + k + "_vs_zmq_stream", f.zmq_ms / f.tcp_get_ms[1]);
-    json.Add("tcp_put_" + k + "_vs_zmq_stream", f.zmq_ms / f.tcp_put_ms[1]);
+    json.Add("tcp_get_" + k + "_vs_zmq_stream", f.tcp_get_vs_zmq);
+    json.Add("tcp_put_" + k + "_vs_zmq_stream", f.tcp_put_vs_zmq);
     json.Add("hit_path_" + k + "_us_per_token", f.hit_ms * 1e3 / tokens);
     json.Add("h100_recompute_us_per_token", recompute_us_per_token);
   }
@@ -576,7 +702,10 @@ int main(int argc, char** argv) {
                  "512 MiB chunks per configuration of the fill run (0: no fill run)")
       ->check(CLI::Range(0, 7))
       ->capture_default_str();
+  std::vector<std::string> serve;
+  app.add_option("--serve-zmq", serve, "(internal) run the bare ZeroMQ server on these endpoints");
   CLI11_PARSE(app, argc, argv);
+  if (!serve.empty()) return pikv::bench::ServeBareZmq(serve);
   try {
     return pikv::bench::Run(repeats, sizes, stream_frame, store_threads, fill_chunks);
   } catch (const std::exception& e) {

@@ -27,6 +27,7 @@
 #include <random>
 #include <zmq.hpp>
 
+#include "bare_zmq_server.h"
 #include "bench_util.h"
 #include "pikv/common/units.h"
 #include "pikv/proto/zmq_frames.h"
@@ -42,45 +43,6 @@ using testing::TestObject;
 constexpr uint64_t kNodeCpuBytes = 192ull << 20;
 constexpr uint64_t kPutPoolBytes = 320ull << 20;  // > CPU tier: PUTs keep evicting
 constexpr uint64_t kResidentBytes = 128ull << 20;
-
-// ---- The bare ZeroMQ server (child process) --------------------------------
-
-int ServeZmq(const std::vector<std::string>& endpoints) {
-  // Same allocator setting as pikv-node, so the ceiling is not handicapped.
-  mallopt(M_MMAP_THRESHOLD, 1 << 30);
-  mallopt(M_TRIM_THRESHOLD, 1 << 30);
-  zmq::context_t ctx(1);
-  zmq::socket_t router(ctx, zmq::socket_type::router);
-  router.set(zmq::sockopt::linger, 0);
-  std::vector<std::string> bound;
-  for (const auto& ep : endpoints) {
-    router.bind(ep);
-    bound.push_back(router.get(zmq::sockopt::last_endpoint));
-  }
-  for (const auto& ep : bound) std::cout << "endpoint " << ep << "\n";
-  std::cout << "zmq-echo ready" << std::endl;
-  // (size, index) -> a preallocated buffer, made on first use.
-  std::map<std::pair<uint64_t, uint64_t>, std::vector<uint8_t>> payloads;
-  std::vector<zmq::message_t> frames;
-  while (RecvFrames(router, frames)) {
-    if (frames.size() < 2 || frames[1].size() < 1) continue;
-    const char op = *static_cast<const char*>(frames[1].data());
-    router.send(frames[0], zmq::send_flags::sndmore);
-    if (op == 'G' && frames[1].size() == 17) {
-      uint64_t size = 0, index = 0;
-      std::memcpy(&size, static_cast<const char*>(frames[1].data()) + 1, 8);
-      std::memcpy(&index, static_cast<const char*>(frames[1].data()) + 9, 8);
-      auto& buf = payloads[{size, index}];
-      if (buf.empty()) buf.assign(size, 0x5a);
-      router.send(zmq::str_buffer("h"), zmq::send_flags::sndmore);
-      zmq::message_t body(buf.data(), buf.size(), nullptr);  // zero-copy, never freed
-      router.send(body, zmq::send_flags::none);
-    } else {
-      router.send(zmq::str_buffer("ok"), zmq::send_flags::none);
-    }
-  }
-  return 0;
-}
 
 // ---- Workers ----------------------------------------------------------------
 
@@ -233,18 +195,15 @@ int Run(double seconds, int num_rounds, const std::vector<uint64_t>& sizes) {
                                          "--log-level",     "warn"});
   auto engine_keys = CurveSecurity::Load(key_dir + "/engine", key_dir + "/keyring");
   if (!engine_keys.ok()) throw std::runtime_error(engine_keys.status().ToString());
-  testing::ChildProcess echo(
-      "/proc/self/exe", {"--serve-zmq", "tcp://127.0.0.1:*", "ipc://" + dir.str() + "/echo.sock"});
-  Setup s{node.tcp,     node.ipc,           "",
-          "",           secure_node.tcp,    *(*engine_keys)->ForNode("secure"),
-          redis.port(), redis.unix_socket()};
-  while (auto line = echo.ReadLine(std::chrono::seconds(10))) {
-    if (line->rfind("endpoint tcp://", 0) == 0) s.zmq_tcp = line->substr(9);
-    if (line->rfind("endpoint ipc://", 0) == 0) s.zmq_ipc = line->substr(9);
-    if (*line == "zmq-echo ready") break;
-  }
-  if (s.zmq_tcp.empty() || s.zmq_ipc.empty())
-    throw std::runtime_error("zmq echo server did not start");
+  BareZmqServer echo({"tcp://127.0.0.1:*", "ipc://" + dir.str() + "/echo.sock"});
+  Setup s{node.tcp,
+          node.ipc,
+          echo.endpoints()[0],
+          echo.endpoints()[1],
+          secure_node.tcp,
+          *(*engine_keys)->ForNode("secure"),
+          redis.port(),
+          redis.unix_socket()};
 
   std::map<std::string, Cell> cells;  // "<system>_<op>_<transport>_<size>_c<clients>"
   Table table({"system", "op", "transport", "size", "clients", "ops/s", "MiB/s"});
@@ -399,7 +358,7 @@ int main(int argc, char** argv) {
   app.add_option("--sizes", size_names, "Object sizes to measure")->capture_default_str();
   app.add_option("--serve-zmq", serve, "(internal) run the bare ZeroMQ server on these endpoints");
   CLI11_PARSE(app, argc, argv);
-  if (!serve.empty()) return pikv::bench::ServeZmq(serve);
+  if (!serve.empty()) return pikv::bench::ServeBareZmq(serve);
   std::vector<uint64_t> sizes;
   for (const auto& name : size_names) {
     auto v = pikv::ParseByteSize(name);

@@ -316,6 +316,7 @@ Status RemoteTier::PutParts(const ChunkKey& key, const SharedBuffer& object) {
 }
 
 Status RemoteTier::ReadParts(int fd, const std::string& name, std::string_view manifest,
+                             const std::function<std::span<uint8_t>(uint64_t)>& place,
                              SharedBuffer& object, Status& key_status) {
   auto m = ParseManifest(manifest);
   // The size is Redis's word: no more memory is taken than one object may
@@ -325,7 +326,10 @@ Status RemoteTier::ReadParts(int fd, const std::string& name, std::string_view m
         Corruption(m ? "parts manifest past the object size limit" : "malformed parts manifest");
     return Status::Ok();
   }
-  SharedBuffer whole_object = resp::AllocateValue(m->size);
+  const std::span<uint8_t> placed = place(m->size);
+  SharedBuffer whole_object = placed.size() == m->size
+                                  ? SharedBuffer(placed.data(), placed.size(), nullptr)
+                                  : resp::AllocateValue(m->size);
   if (whole_object.empty()) {
     key_status = IoError("no memory for a parted object");
     return Status::Ok();
@@ -360,6 +364,17 @@ Status RemoteTier::ReadParts(int fd, const std::string& name, std::string_view m
 }
 
 std::vector<Result<SharedBuffer>> RemoteTier::GetMany(std::span<const ChunkKey> keys) {
+  return GetManyPlaced(keys, nullptr);
+}
+
+std::vector<Result<SharedBuffer>> RemoteTier::GetManyPlaced(std::span<const ChunkKey> keys,
+                                                            const Placer& place) {
+  // Key i's object's memory, where the caller wants it.
+  auto placer_of = [&](size_t i) {
+    return [&place, i](uint64_t size) {
+      return place && size >= kPlacedMinBytes ? place(i, size) : std::span<uint8_t>{};
+    };
+  };
   std::vector<std::string> names;
   names.reserve(keys.size());
   for (const auto& k : keys) names.push_back(RedisKey(k));
@@ -375,7 +390,7 @@ std::vector<Result<SharedBuffer>> RemoteTier::GetMany(std::span<const ChunkKey> 
     }
     resp::Reader reader(fd);
     for (size_t i = 0; i < keys.size(); ++i) {
-      auto r = reader.ReadBulk(WireLimits{}.max_payload_bytes);
+      auto r = reader.ReadBulkPlaced(WireLimits{}.max_payload_bytes, placer_of(i));
       if (!r.ok()) return r.status();
       replies.push_back(std::move(*r));
     }
@@ -386,7 +401,7 @@ std::vector<Result<SharedBuffer>> RemoteTier::GetMany(std::span<const ChunkKey> 
       if (replies[i].kind != resp::BulkReply::Kind::kValue || !value.starts_with(kPartsMagic))
         continue;
       SharedBuffer object;
-      if (Status s = ReadParts(fd, names[i], value, object, parts[i]); !s.ok()) {
+      if (Status s = ReadParts(fd, names[i], value, placer_of(i), object, parts[i]); !s.ok()) {
         for (size_t j = i; j < keys.size(); ++j) parts[j] = s;
         return s;
       }

@@ -163,6 +163,15 @@ Status Reader::Discard(uint64_t bytes) {
 }
 
 Result<BulkReply> Reader::ReadBulk(uint64_t max_bytes, std::span<uint8_t> into) {
+  return ReadBulkInto(max_bytes, into, nullptr);
+}
+
+Result<BulkReply> Reader::ReadBulkPlaced(uint64_t max_bytes, const Placer& place) {
+  return ReadBulkInto(max_bytes, {}, &place);
+}
+
+Result<BulkReply> Reader::ReadBulkInto(uint64_t max_bytes, std::span<uint8_t> into,
+                                       const Placer* place) {
   auto line = ReadLine();
   if (!line.ok()) return line.status();
   BulkReply reply;
@@ -188,6 +197,9 @@ Result<BulkReply> Reader::ReadBulk(uint64_t max_bytes, std::span<uint8_t> into) 
     if (Status s = Discard(size + 2); !s.ok()) return s;
     reply.kind = size > max_bytes ? BulkReply::Kind::kTooLarge : BulkReply::Kind::kWrongSize;
     return reply;
+  }
+  if (into.empty() && place && size > 0) {
+    if (std::span<uint8_t> placed = (*place)(size); placed.size() == size) into = placed;
   }
   if (into.empty()) {
     reply.value = AllocateValue(size);

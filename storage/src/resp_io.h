@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -53,11 +54,18 @@ class Reader {
   // exactly into.size() bytes lands there (another size is dropped:
   // kWrongSize). Any other reply, or a malformed one, is an error Status.
   Result<BulkReply> ReadBulk(uint64_t max_bytes, std::span<uint8_t> into = {});
+  // Where a value of `size` bytes is to land: memory of the caller's of
+  // exactly that size (the reply's value then owns nothing), or an empty
+  // span for memory of the reader's own.
+  using Placer = std::function<std::span<uint8_t>(uint64_t size)>;
+  // ReadBulk with the value's memory chosen by `place` once its size is known.
+  Result<BulkReply> ReadBulkPlaced(uint64_t max_bytes, const Placer& place);
   // A status (+OK) or error line; anything else is an error Status.
   Result<BulkReply> ReadStatus();
   bool empty() const { return begin_ == end_; }
 
  private:
+  Result<BulkReply> ReadBulkInto(uint64_t max_bytes, std::span<uint8_t> into, const Placer* place);
   Result<std::string> ReadLine();
   // Exactly out.size() bytes: what is buffered, then straight from the socket.
   Status ReadExact(std::span<uint8_t> out);

@@ -123,6 +123,20 @@ Result<SharedBuffer> StorageManager::Promote(const ChunkKey& key, const SharedBu
   return held;
 }
 
+SharedBuffer StorageManager::PromoteFromRemote(const ChunkKey& key, const SharedBuffer& fetched,
+                                               std::optional<CpuTier::Reservation>& space) {
+  if (!space || fetched.data() != space->data) {  // read into the tier's own memory
+    Promote(key, fetched, /*to_disk=*/true).status().IgnoreError();
+    return fetched;
+  }
+  promotions_++;
+  // The object keeps its space alive whatever Adopt does with it.
+  SharedBuffer object(space->data, space->size, space->block);
+  auto held = cpu_->Adopt(key, std::move(*space));
+  if (disk_queue_) disk_queue_->Offer(key, object);
+  return held.ok() ? std::move(*held) : object;
+}
+
 std::vector<Result<SharedBuffer>> StorageManager::Get(std::span<const ChunkKey> keys,
                                                       const std::string* only_tenant) {
   std::vector<Result<SharedBuffer>> out;
@@ -152,12 +166,19 @@ std::vector<Result<SharedBuffer>> StorageManager::Get(std::span<const ChunkKey> 
     out.push_back(std::move(r));
   }
   if (!remote_keys.empty()) {
-    auto fetched = remote_->GetMany(remote_keys);
+    // A hit is read straight into CPU-tier space, so promoting it copies
+    // nothing; space not adopted below is freed when `space` goes.
+    std::vector<std::optional<CpuTier::Reservation>> space(remote_keys.size());
+    auto fetched = remote_->GetManyPlaced(remote_keys, [&](size_t j, uint64_t size) {
+      auto reserved = cpu_->Reserve(size);
+      if (!reserved.ok()) return std::span<uint8_t>{};  // a full tier: the tier's own memory
+      space[j] = std::move(*reserved);
+      return std::span<uint8_t>(space[j]->data, size);
+    });
     for (size_t j = 0; j < fetched.size(); ++j) {
       if (!fetched[j].ok()) continue;  // keep the local miss
       if (!Visible(ReadOwner(fetched[j]->span()), only_tenant)) continue;
-      Promote(remote_keys[j], *fetched[j], /*to_disk=*/true).status().IgnoreError();
-      out[remote_idx[j]] = std::move(fetched[j]);
+      out[remote_idx[j]] = PromoteFromRemote(remote_keys[j], *fetched[j], space[j]);
     }
   }
   for (auto& r : out) {

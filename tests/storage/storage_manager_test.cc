@@ -1,6 +1,7 @@
 #include "pikv/storage/storage_manager.h"
 
 #include <gtest/gtest.h>
+#include <hiredis/hiredis.h>
 
 #include "test_support.h"
 
@@ -115,6 +116,55 @@ TEST_F(StorageManagerTest, RedisHitIsPromotedToCpuAndDisk) {
   manager_->WaitForWriteThrough();
   EXPECT_TRUE(manager_->cpu().Contains(o.key));
   EXPECT_TRUE(manager_->disk()->Contains(o.key));
+}
+
+// A Redis hit of some size is read straight into CPU-tier space and adopted
+// there: what Get returns is the CPU tier's copy, in its arena, with no copy
+// made to promote it; whole values and parted ones (read part by part) alike.
+TEST_F(StorageManagerTest, ALargeRedisHitIsReadIntoTheArenaAndAdoptedWithoutACopy) {
+  for (const uint64_t part_bytes : {uint64_t{64} << 20, uint64_t{96} << 10}) {
+    options_.remote->part_bytes = part_bytes;
+    Open();
+    auto o = MakeObject(21 + part_bytes, 256 << 10);
+    ASSERT_TRUE(manager_->remote()->Put(o.key, o.bytes).ok());
+    auto r = manager_->Get(o.key);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_TRUE(Same(*r, o.bytes));
+    const uint8_t* base = manager_->cpu().arena_base();
+    EXPECT_GE(r->data(), base) << "parts of " << part_bytes;
+    EXPECT_LT(r->data(), base + manager_->cpu().arena_bytes()) << "parts of " << part_bytes;
+    auto held = manager_->cpu().Get(o.key);
+    ASSERT_TRUE(held.ok());
+    EXPECT_EQ(held->data(), r->data()) << "the object served is the CPU tier's own";
+    EXPECT_EQ(manager_->Stats().promotions, 1u);
+    manager_->WaitForWriteThrough();
+    EXPECT_TRUE(manager_->disk()->Contains(o.key));
+  }
+}
+
+// What Redis holds under a key and fails its checks was read into reserved
+// CPU-tier space: that space is freed and nothing is served or admitted. An
+// object larger than the CPU tier is still served, from memory of its own.
+TEST_F(StorageManagerTest, ARedisHitThatFailsItsChecksLeavesNoSpaceTakenAndABigOneIsServed) {
+  Open();
+  auto o = MakeObject(31, 256 << 10);
+  std::vector<uint8_t> bad(o.bytes.data(), o.bytes.data() + o.bytes.size());
+  bad[bad.size() - 1] ^= 0x10;
+  redisContext* c = redisConnect("127.0.0.1", redis_->port());
+  ASSERT_TRUE(c && !c->err);
+  const std::string name = manager_->remote()->RedisKey(o.key);
+  freeReplyObject(redisCommand(c, "SET %b %b", name.data(), name.size(), bad.data(), bad.size()));
+  redisFree(c);
+  EXPECT_EQ(manager_->Get(o.key).code(), ErrorCode::kNotFound);
+  EXPECT_FALSE(manager_->cpu().Contains(o.key));
+  EXPECT_EQ(manager_->cpu().Stats().used_bytes, 0u) << "the space read into is freed";
+
+  auto big = MakeObject(32, 3 << 19);  // 1.5 MiB: past the 1 MiB CPU tier
+  ASSERT_TRUE(manager_->remote()->Put(big.key, big.bytes).ok());
+  auto r = manager_->Get(big.key);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(Same(*r, big.bytes));
+  EXPECT_FALSE(manager_->cpu().Contains(big.key));
 }
 
 TEST_F(StorageManagerTest, KeepsServingCpuAndDiskWithRedisDeadAndRecovers) {

@@ -73,6 +73,17 @@ class RemoteTier final : public Tier {
   TierStats Stats() const override;
 
   std::vector<Result<SharedBuffer>> GetMany(std::span<const ChunkKey> keys) override;
+  // Where the object read for keys[index] is to land once its size is
+  // known: memory of the caller's of exactly `size` bytes (a CPU-tier
+  // reservation: the object is then promoted without a copy), or an empty
+  // span for memory of the tier's own. Asked only for objects of at least
+  // kPlacedMinBytes (smaller ones cost little to copy, and a parts manifest
+  // is never that large); what it returned is written whether or not the
+  // object then passes its checks, and is the object's memory when it does.
+  using Placer = std::function<std::span<uint8_t>(size_t index, uint64_t size)>;
+  static constexpr uint64_t kPlacedMinBytes = 64 << 10;
+  std::vector<Result<SharedBuffer>> GetManyPlaced(std::span<const ChunkKey> keys,
+                                                  const Placer& place);
   std::vector<Status> PutMany(std::span<const ChunkKey> keys,
                               std::span<const SharedBuffer> objects) override;
   std::vector<bool> ContainsMany(std::span<const ChunkKey> keys) override;
@@ -109,7 +120,8 @@ class RemoteTier final : public Tier {
   // (kCorruption: a malformed manifest, a part missing or short; another
   // error: a part refused, no memory: the object is kept). An error return
   // is the connection's. Runs inside an Exchange.
-  Status ReadParts(int fd, const std::string& name, std::string_view manifest, SharedBuffer& object,
+  Status ReadParts(int fd, const std::string& name, std::string_view manifest,
+                   const std::function<std::span<uint8_t>(uint64_t)>& place, SharedBuffer& object,
                    Status& key_status);
   Status ConnectLocked();
   void DisconnectLocked();

@@ -140,6 +140,10 @@ class StorageManager {
   // Copies a lower tier's hit into the CPU tier (and to disk, with
   // `to_disk`): the CPU tier's copy, or why it could not take it.
   Result<SharedBuffer> Promote(const ChunkKey& key, const SharedBuffer& object, bool to_disk);
+  // Promotes a Redis hit (and offers it to disk): adopted without a copy
+  // when it was read into `space`, copied otherwise. The object to serve.
+  SharedBuffer PromoteFromRemote(const ChunkKey& key, const SharedBuffer& fetched,
+                                 std::optional<CpuTier::Reservation>& space);
   // Put's checks: not shut down, the object verifies as key's and is of
   // `as`'s tenant.
   Status CheckPut(const ChunkKey& key, std::span<const uint8_t> object,
