@@ -367,6 +367,9 @@ std::vector<Result<SharedBuffer>> RemoteTier::GetMany(std::span<const ChunkKey> 
   return GetManyPlaced(keys, nullptr);
 }
 
+static_assert(kMaxManifestBytes < RemoteTier::kPlacedMinBytes,
+              "a parts manifest is never read into a caller's memory");
+
 std::vector<Result<SharedBuffer>> RemoteTier::GetManyPlaced(std::span<const ChunkKey> keys,
                                                             const Placer& place) {
   // Key i's object's memory, where the caller wants it.

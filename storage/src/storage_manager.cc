@@ -167,9 +167,13 @@ std::vector<Result<SharedBuffer>> StorageManager::Get(std::span<const ChunkKey> 
   }
   if (!remote_keys.empty()) {
     // A hit is read straight into CPU-tier space, so promoting it copies
-    // nothing; space not adopted below is freed when `space` goes.
+    // nothing; space not adopted below is freed when `space` goes. Making
+    // that space may evict before the object is checked: not for a caller
+    // confined to one tenant, whose read of another tenant's key must not
+    // flush the tier (its hits are copied up once checked, as before).
     std::vector<std::optional<CpuTier::Reservation>> space(remote_keys.size());
     auto fetched = remote_->GetManyPlaced(remote_keys, [&](size_t j, uint64_t size) {
+      if (only_tenant) return std::span<uint8_t>{};
       auto reserved = cpu_->Reserve(size);
       if (!reserved.ok()) return std::span<uint8_t>{};  // a full tier: the tier's own memory
       space[j] = std::move(*reserved);

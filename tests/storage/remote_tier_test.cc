@@ -241,6 +241,53 @@ TEST_F(RemoteTierPartsTest, AnObjectOverTheServersBulkLimitIsStoredAsPartsAndRea
 // Values past the size whose memory is mapped up front, whole and in parts
 // whose last is short, with a batch of small ones pipelined behind: each
 // comes back byte for byte, and a value of the wrong size is a miss.
+// GetManyPlaced reads an object of at least kPlacedMinBytes, whole or in
+// parts, into the memory the caller gives for it, and verifies it there; a
+// smaller one, or one the caller gives no memory for, comes in memory of the
+// tier's own; what fails its checks in the caller's memory is not served.
+TEST_F(RemoteTierPartsTest, GetManyPlacedReadsLargeObjectsIntoTheCallersMemory) {
+  auto big = MakeObject(41, 3 << 20), small = MakeObject(42, 16 << 10),
+       unplaced = MakeObject(43, 1 << 20);
+  for (uint64_t part_bytes : {uint64_t{64} << 20, uint64_t{1} << 20}) {
+    SCOPED_TRACE(part_bytes);
+    auto tier = Parted(part_bytes);
+    const std::vector<testing::TestObject> objects = {big, small, unplaced};
+    std::vector<ChunkKey> keys;
+    std::vector<SharedBuffer> bytes;
+    for (const auto& o : objects) keys.push_back(o.key), bytes.push_back(o.bytes);
+    for (const Status& s : tier->PutMany(keys, bytes)) ASSERT_TRUE(s.ok()) << s.ToString();
+    std::vector<uint8_t> place(big.bytes.size());
+    std::vector<std::pair<size_t, uint64_t>> asked;
+    auto got = tier->GetManyPlaced(keys, [&](size_t i, uint64_t size) {
+      asked.emplace_back(i, size);
+      return i == 0 ? std::span<uint8_t>(place) : std::span<uint8_t>{};
+    });
+    const std::vector<std::pair<size_t, uint64_t>> expected = {{0, big.bytes.size()},
+                                                               {2, unplaced.bytes.size()}};
+    EXPECT_EQ(asked, expected) << "asked once per object of 64 KiB or more, never for a manifest";
+    for (size_t i = 0; i < objects.size(); ++i) {
+      ASSERT_TRUE(got[i].ok()) << i << ": " << got[i].status().ToString();
+      ASSERT_EQ(got[i]->size(), objects[i].bytes.size());
+      EXPECT_EQ(std::memcmp(got[i]->data(), objects[i].bytes.data(), got[i]->size()), 0) << i;
+    }
+    EXPECT_EQ(got[0]->data(), place.data());
+    EXPECT_NE(got[2]->data(), place.data());
+    // Rewritten behind the tier's back: read into place, then refused.
+    const std::string name = tier->RedisKey(big.key);
+    std::string corrupt(reinterpret_cast<const char*>(big.bytes.data()), big.bytes.size());
+    corrupt[corrupt.size() - 1] ^= 0x10;
+    if (part_bytes > big.bytes.size()) {
+      freeReplyObject(Raw({"SET", name, corrupt}));
+      EXPECT_EQ(tier->GetManyPlaced({&big.key, 1},
+                                    [&](size_t, uint64_t) { return std::span<uint8_t>(place); })[0]
+                    .code(),
+                ErrorCode::kNotFound);
+      EXPECT_EQ(tier->Stats().corruptions, 1u);
+    }
+    for (const auto& k : keys) tier->Remove(k).IgnoreError();
+  }
+}
+
 TEST_F(RemoteTierPartsTest, LargeValuesComeBackExactlyWholeAndInParts) {
   auto big = MakeObject(31, 20 << 20);
   for (uint64_t part_bytes : {uint64_t{64} << 20, uint64_t{7} << 20}) {

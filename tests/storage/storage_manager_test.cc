@@ -153,9 +153,13 @@ TEST_F(StorageManagerTest, ARedisHitThatFailsItsChecksLeavesNoSpaceTakenAndABigO
   redisContext* c = redisConnect("127.0.0.1", redis_->port());
   ASSERT_TRUE(c && !c->err);
   const std::string name = manager_->remote()->RedisKey(o.key);
-  freeReplyObject(redisCommand(c, "SET %b %b", name.data(), name.size(), bad.data(), bad.size()));
+  auto* set = static_cast<redisReply*>(
+      redisCommand(c, "SET %b %b", name.data(), name.size(), bad.data(), bad.size()));
+  ASSERT_TRUE(set && set->type == REDIS_REPLY_STATUS);
+  freeReplyObject(set);
   redisFree(c);
   EXPECT_EQ(manager_->Get(o.key).code(), ErrorCode::kNotFound);
+  EXPECT_EQ(manager_->remote()->Stats().corruptions, 1u);
   EXPECT_FALSE(manager_->cpu().Contains(o.key));
   EXPECT_EQ(manager_->cpu().Stats().used_bytes, 0u) << "the space read into is freed";
 
@@ -278,8 +282,8 @@ namespace pikv::storage {
 namespace {
 
 // `seed`'s object in `tenant`'s namespace (its key hashes the tenant).
-TestObject TenantObject(uint64_t seed, const std::string& tenant) {
-  auto o = MakeObject(seed, 8192);
+TestObject TenantObject(uint64_t seed, const std::string& tenant, uint64_t bytes = 8192) {
+  auto o = MakeObject(seed, bytes);
   TestObject t;
   t.bytes = testing::Rebuilt(o.bytes.span(), [&](ChunkHeader& h) {
     h.tenant = tenant;
@@ -339,6 +343,23 @@ TEST_F(StorageManagerTest, TenantsSeeAndWriteOnlyTheirOwnAndWritersAreRecorded) 
   EXPECT_FALSE(manager_->cpu().Contains(a.key));  // and nothing was promoted for it
   EXPECT_EQ(manager_->Exists({&a.key, 1}, &acme_tenant)[0], Bit(TierKind::kRemote));
   EXPECT_GE(manager_->Stats().tenant_hidden, 5u);
+}
+
+// A reader confined to one tenant asks for another tenant's large object,
+// which only Redis holds: it is not served, and nothing the CPU tier holds
+// was evicted to make room for reading it (such a reader's hits are copied
+// up once checked, not read into reserved space).
+TEST_F(StorageManagerTest, AReadOfAnotherTenantsLargeRedisObjectEvictsNothing) {
+  Open();
+  const PutIdentity globex{"globex", "engine-g"};
+  auto mine = TenantObject(40, "globex", 512 << 10);
+  ASSERT_TRUE(manager_->Put(mine.key, mine.bytes, &globex).ok());
+  auto theirs = TenantObject(41, "acme", 768 << 10);  // with mine: past the 1 MiB tier
+  ASSERT_TRUE(manager_->remote()->Put(theirs.key, theirs.bytes).ok());
+  const std::string globex_tenant = "globex";
+  EXPECT_EQ(manager_->Get({&theirs.key, 1}, &globex_tenant)[0].code(), ErrorCode::kNotFound);
+  EXPECT_TRUE(manager_->cpu().Contains(mine.key));
+  EXPECT_FALSE(manager_->cpu().Contains(theirs.key));
 }
 
 // The one tenant gate: an object whose owner is not known (a header that

@@ -9,7 +9,10 @@
 //     is deleted, counted, and reported as kNotFound: never served.
 //   - Remove deletes regardless of pins; readers' handles stay valid.
 //   - Every admit and evict (capacity eviction, removal, corruption) is
-//     reported to the EventListener, outside the tier's locks.
+//     reported to the EventListener, outside the tier's locks (but not
+//     always outside another's: the CPU tier's evictions for a Redis hit's
+//     space are reported under the remote tier's mutex, storage/README.md),
+//     so a listener never calls back into storage.
 // All methods are thread-safe.
 #pragma once
 
