@@ -8,9 +8,11 @@
 //       --size BYTES --objects K [--first I] [--batch B] [--seconds S]
 //       [--seed N] [--from PEER] [--slice N] [--zipf THETA] [--sync]
 //
-// pikv-local: E is the node's ipc endpoint; a get leases what is in its CPU
-// tier over its zero-copy channel, gets the rest over ipc, and copies each
-// object once into this process's memory (PikvLocalStore).
+// pikv-local: E is the node's ipc endpoint; a put writes each object into
+// reserved arena space over its zero-copy channel and commits it there; a
+// get leases what is in its CPU tier over that channel, gets the rest over
+// ipc, and copies each object once into this process's memory
+// (PikvLocalStore).
 // pikv-pull: a get is a P2P pull by the node at E from its peer at --from
 // (NodeClient::PullHere: the node fetches the objects into its CPU tier,
 // where an engine beside it reads them in place); after each call, untimed,
@@ -122,6 +124,28 @@ class PikvLocalStore : public PikvStore {
     auto zc = rpc::ZeroCopyClient::Connect(ZeroCopySocketFor(ipc), std::chrono::seconds(10));
     if (!zc.ok()) throw std::runtime_error("zero-copy channel: " + zc.status().ToString());
     zero_copy_ = *zc;
+  }
+  // As client::Client stores on its host: each object written straight
+  // into reserved arena space (the payload copied in, its written marks
+  // sent as it goes, so the node hashes behind the writer), then committed
+  // for the node to seal and admit without a copy.
+  bool Put(std::span<const TestObject* const> objects) override {
+    for (const TestObject* o : objects) {
+      auto header = ParseChunkHeader(o->bytes.span());
+      if (!header.ok()) return false;
+      auto space = zero_copy_->Reserve(o->bytes.size(), std::chrono::seconds(10));
+      if (!space.ok()) return false;
+      const auto& reserved = *space;
+      const auto payload = o->bytes.span().subspan(ChunkHeaderSize(*header));
+      if (!BuildChunkObjectInto(*header, payload, reserved.bytes(), /*checksum=*/false,
+                                [&](size_t n) { reserved.Written(n); })
+               .ok())
+        return false;
+      if (!zero_copy_->Commit(o->key, std::move(*space), std::chrono::seconds(10), /*seal=*/true)
+               .ok())
+        return false;
+    }
+    return true;
   }
   bool Get(std::span<const TestObject* const> objects) override {
     std::vector<ChunkKey> keys;

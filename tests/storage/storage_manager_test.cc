@@ -362,6 +362,41 @@ TEST_F(StorageManagerTest, AReadOfAnotherTenantsLargeRedisObjectEvictsNothing) {
   EXPECT_FALSE(manager_->cpu().Contains(theirs.key));
 }
 
+// A put is copied into the arena and hashed there in one pass, so space is
+// made before the payload is checked. A tenant-confined writer's put of
+// another tenant's object must still be refused before any space is made:
+// it evicts nothing. A payload that fails its checksum is refused, and the
+// space it was copied into is given back.
+TEST_F(StorageManagerTest, ARefusedPutLeavesTheCpuTierAsItWas) {
+  Open();
+  const PutIdentity globex{"globex", "engine-g"};
+  auto mine = TenantObject(50, "globex", 512 << 10);
+  ASSERT_TRUE(manager_->Put(mine.key, mine.bytes, &globex).ok());
+  manager_->WaitForWriteThrough();  // no queue holds it: it could be evicted
+  auto theirs = TenantObject(51, "acme", 768 << 10);  // with mine: past the 1 MiB tier
+  EXPECT_EQ(manager_->Put(theirs.key, theirs.bytes, &globex).code(),
+            ErrorCode::kPermissionDenied);
+  EXPECT_TRUE(manager_->cpu().Contains(mine.key));
+  EXPECT_EQ(manager_->cpu().Stats().evictions, 0u);
+
+  auto corrupt = TenantObject(52, "globex", 256 << 10);
+  std::vector<uint8_t> bytes(corrupt.bytes.data(), corrupt.bytes.data() + corrupt.bytes.size());
+  bytes.back() ^= 1;
+  const uint64_t used = manager_->cpu().Stats().used_bytes;
+  EXPECT_EQ(manager_->Put(corrupt.key, SharedBuffer::FromVector(std::move(bytes)), &globex).code(),
+            ErrorCode::kCorruption);
+  EXPECT_FALSE(manager_->cpu().Contains(corrupt.key));
+  EXPECT_EQ(manager_->cpu().Stats().used_bytes, used);
+  EXPECT_EQ(manager_->Stats().put_rejects, 1u);
+  EXPECT_EQ(manager_->Stats().tenant_rejects, 1u);
+  // The object admitted lies in the arena with its writer stamped, as
+  // before (the copy was made before the stamp).
+  auto held = manager_->cpu().Get(mine.key);
+  ASSERT_TRUE(held.ok());
+  EXPECT_EQ(ReadOwner(held->span())->writer, "engine-g");
+  EXPECT_TRUE(VerifyChunkObject(held->span(), &mine.key).ok());
+}
+
 // The one tenant gate: an object whose owner is not known (a header that
 // does not read: the CPU tier holds what it was given) is no tenant's. It
 // used to be shown to every tenant by a full get, and GetIfInCpu
