@@ -2,9 +2,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include <algorithm>
-#include <cstring>
-
 #include "pikv/proto/chunk_object.h"
 
 namespace pikv::storage {
@@ -70,38 +67,7 @@ Status StorageManager::WriteThrough(const ChunkKey& key, SharedBuffer object, bo
   return cpu_status;
 }
 
-std::optional<CpuTier::Reservation> StorageManager::SpaceToCopyInto(const ChunkKey& key,
-                                                                    std::span<const uint8_t> object,
-                                                                    const PutIdentity* as) {
-  // Space is made (evicting) only for a header that already reads as this
-  // key's and of the writer's tenant: what is refused after the copy is a
-  // payload that fails its checksum, and that evicts no more than a valid
-  // put of its size would have. A key held already takes Put's own path.
-  auto header = ParseChunkHeader(object);
-  if (!header.ok() || header->key != key || cpu_->Contains(key)) return std::nullopt;
-  if (as) {
-    const std::optional<Owner> owner = ReadOwner(object);
-    if (!owner || owner->tenant != as->tenant) return std::nullopt;
-  }
-  auto space = cpu_->Reserve(object.size());
-  if (!space.ok()) return std::nullopt;
-  return std::move(*space);
-}
-
 Status StorageManager::Put(const ChunkKey& key, SharedBuffer object, const PutIdentity* as) {
-  if (shut_down_) return Unavailable("storage is shutting down");
-  // Copied into the arena and hashed there, a block at a time while it is
-  // in cache: the sender's bytes are read once, not twice (hash, then copy).
-  if (auto space = SpaceToCopyInto(key, object.span(), as)) {
-    constexpr size_t kBlock = 256u << 10;
-    StreamingPayloadChecksum checksum;
-    for (size_t off = 0; off < object.size(); off += kBlock) {
-      const size_t n = std::min(kBlock, object.size() - off);
-      std::memcpy(space->data + off, object.data() + off, n);
-      checksum.Append({space->data + off, n});
-    }
-    return Commit(key, std::move(*space), checksum.Digest(), as);
-  }
   if (Status s = CheckPut(key, object.span(), std::nullopt, as); !s.ok()) return s;
   const bool already_cached = cpu_->Contains(key);
   const std::string_view stamp = as ? std::string_view(as->writer) : std::string_view();

@@ -59,8 +59,6 @@ class StorageManager {
                                                       EventListener listener);
   ~StorageManager();  // Shutdown()
 
-  // A key not cached yet whose header reads as its own is copied into the
-  // arena and hashed there in the same pass, then committed (Commit).
   // kCorruption / kInvalidArgument when the object does not verify;
   // kPermissionDenied when it is not of `as`'s tenant; kRejected when no
   // tier took it.
@@ -146,12 +144,6 @@ class StorageManager {
   // when it was read into `space`, copied otherwise. The object to serve.
   SharedBuffer PromoteFromRemote(const ChunkKey& key, const SharedBuffer& fetched,
                                  std::optional<CpuTier::Reservation>& space);
-  // Arena space for Put to copy `object` into, when its header reads as
-  // `key`'s and of `as`'s tenant and the key is not cached yet; nullopt
-  // otherwise (Put then checks first and copies after).
-  std::optional<CpuTier::Reservation> SpaceToCopyInto(const ChunkKey& key,
-                                                      std::span<const uint8_t> object,
-                                                      const PutIdentity* as);
   // Put's checks: not shut down, the object verifies as key's and is of
   // `as`'s tenant.
   Status CheckPut(const ChunkKey& key, std::span<const uint8_t> object,
