@@ -88,12 +88,22 @@ def mooncake_env(args):
     return dict(os.environ, **dict(kv.split("=", 1) for kv in args.mooncake_env))
 
 
-def start_mooncake_master(args, work, env, log, where=(), host="127.0.0.1"):
-    """A mooncake_master on the server cores (in `where`'s namespace); it and
-    the argv prefix of a mooncake_client.py client of it."""
+# Mooncake's eviction in the data plane's put cells: it sweeps only above
+# the high watermark (default 0.9), 5 % of the objects a pass, and a put that
+# finds no room fails (-200) rather than waiting for it, so a put stream into
+# a full segment was refused from about 2/3 full. Sweeping from half full,
+# a fifth at a time, every put lands (measured: docs/benchmarks.md, section 1).
+DATA_PLANE_EVICTION = ("--eviction_high_watermark_ratio=0.5", "--eviction_ratio=0.2")
+
+
+def start_mooncake_master(args, work, env, log, where=(), host="127.0.0.1", flags=()):
+    """A mooncake_master on the server cores (in `where`'s namespace), with
+    `flags` and then --mooncake-master-flags; it and the argv prefix of a
+    mooncake_client.py client of it."""
     port = free_port()
     master = Server([args.mooncake_master, f"--rpc_port={port}", f"--metrics_port={free_port()}",
-                     "--enable_metric_reporting=false", "--rpc_thread_num=2"],
+                     "--enable_metric_reporting=false", "--rpc_thread_num=2", *flags,
+                     *args.mooncake_master_flags.split()],
                     args.server_cpus, f"{work}/{log}", env=env, prefix=where)
     wait_port(port, host=host, prefix=where)
     return master, [args.peers_python, f"{HERE}/mooncake_client.py", "--master", f"{host}:{port}"]
@@ -106,7 +116,7 @@ def mooncake_clear(mc, env):
                                   preexec_fn=die_with_parent)
 
 
-def start_mooncake(args, work, segment, hosts=None):
+def start_mooncake(args, work, segment, hosts=None, master_flags=()):
     """A Mooncake Store on the server cores: its master and a process lending
     it a segment of `segment` bytes (on host a, when `hosts`). Returns both
     servers, the argv prefix of a mooncake_client.py client of it (one on
@@ -114,7 +124,8 @@ def start_mooncake(args, work, segment, hosts=None):
     env = mooncake_env(args)
     where = hosts.prefix(0) if hosts else []
     address = hosts.ADDRESS if hosts else ("127.0.0.1", "127.0.0.1")
-    master, mc = start_mooncake_master(args, work, env, "mooncake_master.log", where, address[0])
+    master, mc = start_mooncake_master(args, work, env, "mooncake_master.log", where, address[0],
+                                       master_flags)
     holder = Server(mc + ["--hold", str(segment), "--host", address[0]], args.server_cpus,
                     f"{work}/mooncake_holder.log", ready="holding", env=env, prefix=where)
     return master, holder, mc + ["--host", address[1]], env
@@ -149,7 +160,8 @@ def start_systems(args, capacity, work):
                                                         f"127.0.0.1:{redis_port}")))
     systems[-1].flush = lambda: redis_flushall(redis_port)
 
-    master, holder, mc, env = start_mooncake(args, work, capacity)
+    master, holder, mc, env = start_mooncake(args, work, capacity,
+                                             master_flags=DATA_PLANE_EVICTION)
 
     systems.append(System("mooncake", [master, holder], python_data_client(mc), env))
     systems[-1].flush = mooncake_clear(mc, env)
@@ -169,7 +181,8 @@ def start_mooncake_local(args, work, capacity):
     server cores; clients are dummy clients of it over shared memory, reading
     with get_into."""
     env = mooncake_env(args)
-    master, mc = start_mooncake_master(args, work, env, "mooncake_local_master.log")
+    master, mc = start_mooncake_master(args, work, env, "mooncake_local_master.log",
+                                       flags=DATA_PLANE_EVICTION)
     client_port = free_port()
     real = Server([os.path.join(os.path.dirname(args.mooncake_master), "mooncake_client"),
                    f"--master_server_address={mc[-1]}", "--metadata_server=P2PHANDSHAKE",
@@ -746,6 +759,9 @@ def main():
     p.add_argument("--mooncake-env", nargs="*", default=[],
                    help="KEY=VALUE for every Mooncake process (its transport's settings; "
                    "MC_TCP_SLICE_SIZE 64 KiB, 1 MiB and 4 MiB measured alike here)")
+    p.add_argument("--mooncake-master-flags", default="",
+                   help="more flags for every mooncake_master, given with '=' (its eviction's: "
+                   "--mooncake-master-flags='--eviction_high_watermark_ratio=0.5')")
     p.add_argument("--systems", default="pikv,pikv_local,redis,mooncake,mooncake_into,mooncake_local,lmcache")
     p.add_argument("--server-cpus", default="0")
     p.add_argument("--client-cpus", default="1")
