@@ -372,10 +372,9 @@ TEST_F(StorageManagerTest, ARefusedPutLeavesTheCpuTierAsItWas) {
   const PutIdentity globex{"globex", "engine-g"};
   auto mine = TenantObject(50, "globex", 512 << 10);
   ASSERT_TRUE(manager_->Put(mine.key, mine.bytes, &globex).ok());
-  manager_->WaitForWriteThrough();  // no queue holds it: it could be evicted
+  manager_->WaitForWriteThrough();                    // no queue holds it: it could be evicted
   auto theirs = TenantObject(51, "acme", 768 << 10);  // with mine: past the 1 MiB tier
-  EXPECT_EQ(manager_->Put(theirs.key, theirs.bytes, &globex).code(),
-            ErrorCode::kPermissionDenied);
+  EXPECT_EQ(manager_->Put(theirs.key, theirs.bytes, &globex).code(), ErrorCode::kPermissionDenied);
   EXPECT_TRUE(manager_->cpu().Contains(mine.key));
   EXPECT_EQ(manager_->cpu().Stats().evictions, 0u);
 
