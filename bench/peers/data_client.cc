@@ -128,13 +128,19 @@ class PikvLocalStore : public PikvStore {
   // As client::Client stores on its host: each object written straight
   // into reserved arena space (the payload copied in, its written marks
   // sent as it goes, so the node hashes behind the writer), then committed
-  // for the node to seal and admit without a copy.
+  // for the node to seal and admit without a copy. An arena with no room
+  // for it (its objects held by the disk queue, say) takes a copying put
+  // over ipc instead, which the node may still write to disk.
   bool Put(std::span<const TestObject* const> objects) override {
-    for (const TestObject* o : objects) {
+    for (size_t i = 0; i < objects.size(); ++i) {
+      const TestObject* o = objects[i];
       auto header = ParseChunkHeader(o->bytes.span());
       if (!header.ok()) return false;
       auto space = zero_copy_->Reserve(o->bytes.size(), std::chrono::seconds(10));
-      if (!space.ok()) return false;
+      if (!space.ok()) {
+        if (!PikvStore::Put(objects.subspan(i, 1))) return false;
+        continue;
+      }
       const auto& reserved = *space;
       const auto payload = o->bytes.span().subspan(ChunkHeaderSize(*header));
       if (!BuildChunkObjectInto(*header, payload, reserved.bytes(), /*checksum=*/false,

@@ -716,12 +716,13 @@ def report_data_plane(rows, figures, title="Data plane", prefix=""):
     """Prints a data-plane table, adds its figures (keys starting `prefix`);
     returns its errors."""
     table = [(("size", "op", "clients", "batch", "system", "GB/s", "p50 ms", "p99 ms",
-               "CPU s/GiB", "GB/s / pikv's"), 5)]  # pikv's: pikv_local for *_local
+               "CPU s/GiB", "GB/s / pikv's"), 5)]  # pikv's: pikv_local for a peer's *_local
     errors = 0
     for (size, op, clients, batch, name), r in rows.items():
-        # A same-host path is compared with pikv's own (pikv_local), the
-        # rest with pikv over tcp.
-        bases = ("pikv_local",) if name.endswith("_local") else ("pikv", "pikv_get")
+        # A peer's same-host path is compared with pikv's own (pikv_local),
+        # everything else (pikv_local too) with pikv over tcp.
+        same_host_peer = name.endswith("_local") and not name.startswith("pikv")
+        bases = ("pikv_local", "pikv") if same_host_peer else ("pikv", "pikv_get")
         base = next((rows[k] for k in ((size, op, clients, batch, b) for b in bases) if k in rows),
                     None)
         vs = (r["gbps"] / base["gbps"]) if base and base["gbps"] and not r["failed"] else 0
@@ -760,8 +761,8 @@ def main():
                    help="KEY=VALUE for every Mooncake process (its transport's settings; "
                    "MC_TCP_SLICE_SIZE 64 KiB, 1 MiB and 4 MiB measured alike here)")
     p.add_argument("--mooncake-master-flags", default="",
-                   help="more flags for every mooncake_master, given with '=' (its eviction's: "
-                   "--mooncake-master-flags='--eviction_high_watermark_ratio=0.5')")
+                   help="more flags for the Mooncake masters of the data, hosts and lookup "
+                   "workloads, given with '=' (--mooncake-master-flags='--eviction_ratio=0.2')")
     p.add_argument("--systems", default="pikv,pikv_local,redis,mooncake,mooncake_into,mooncake_local,lmcache")
     p.add_argument("--server-cpus", default="0")
     p.add_argument("--client-cpus", default="1")

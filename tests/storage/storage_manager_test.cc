@@ -362,11 +362,12 @@ TEST_F(StorageManagerTest, AReadOfAnotherTenantsLargeRedisObjectEvictsNothing) {
   EXPECT_FALSE(manager_->cpu().Contains(theirs.key));
 }
 
-// A refused put leaves the CPU tier as it was: a tenant-confined writer's
-// put of another tenant's object evicts nothing, and a payload that fails
-// its checksum takes no space. (A put that copied into arena space before
-// its checks, tried for speed, would evict for the first; it measured no
-// faster, so puts check first.)
+// A refused put leaves the CPU tier as it was: neither a tenant-confined
+// writer's put of another tenant's object nor a payload that fails its
+// checksum evicts anything, though each is too large to fit beside what is
+// held. (A put that copies into arena space before its checks would evict
+// for the second; tried for speed, it measured no faster, so puts check
+// first.)
 TEST_F(StorageManagerTest, ARefusedPutLeavesTheCpuTierAsItWas) {
   Open();
   const PutIdentity globex{"globex", "engine-g"};
@@ -378,13 +379,15 @@ TEST_F(StorageManagerTest, ARefusedPutLeavesTheCpuTierAsItWas) {
   EXPECT_TRUE(manager_->cpu().Contains(mine.key));
   EXPECT_EQ(manager_->cpu().Stats().evictions, 0u);
 
-  auto corrupt = TenantObject(52, "globex", 256 << 10);
+  auto corrupt = TenantObject(52, "globex", 768 << 10);
   std::vector<uint8_t> bytes(corrupt.bytes.data(), corrupt.bytes.data() + corrupt.bytes.size());
   bytes.back() ^= 1;
   const uint64_t used = manager_->cpu().Stats().used_bytes;
   EXPECT_EQ(manager_->Put(corrupt.key, SharedBuffer::FromVector(std::move(bytes)), &globex).code(),
             ErrorCode::kCorruption);
   EXPECT_FALSE(manager_->cpu().Contains(corrupt.key));
+  EXPECT_TRUE(manager_->cpu().Contains(mine.key));
+  EXPECT_EQ(manager_->cpu().Stats().evictions, 0u);
   EXPECT_EQ(manager_->cpu().Stats().used_bytes, used);
   EXPECT_EQ(manager_->Stats().put_rejects, 1u);
   EXPECT_EQ(manager_->Stats().tenant_rejects, 1u);
