@@ -716,7 +716,7 @@ def report_data_plane(rows, figures, title="Data plane", prefix=""):
     """Prints a data-plane table, adds its figures (keys starting `prefix`);
     returns its errors."""
     table = [(("size", "op", "clients", "batch", "system", "GB/s", "p50 ms", "p99 ms",
-               "CPU s/GiB", "GB/s / pikv's"), 5)]  # pikv's: pikv_local for a peer's *_local
+               "CPU s/GiB", "GB/s / pikv's"), 5)]
     errors = 0
     for (size, op, clients, batch, name), r in rows.items():
         # A peer's same-host path is compared with pikv's own (pikv_local),

@@ -702,7 +702,7 @@ TEST_P(MultiHostLeadershipTest, LeaderCutOffIsReplacedAndRejoinsAsAStandby) {
   topo_.Link(Ctl(leader), true);
   // Its lease ran out while it was cut off: it answers as a standby, and
   // the new leader leads on. A role query has 300 ms, which one can miss
-  // under TSan on a loaded machine (CI saw Leader() -1 once), so the
+  // under TSan on a loaded machine (CI saw Leader() -1), so the
   // leader is asked until it answers; the old one must never claim to lead.
   std::this_thread::sleep_for(2s);
   EXPECT_NE(testing::ControllerRole(Controller(leader), testing::DialKeys(keys_, "admin")),
