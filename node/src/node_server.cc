@@ -211,6 +211,7 @@ Result<std::unique_ptr<NodeServer>> NodeServer::Start(NodeOptions options) {
     f["trust.tenant_rejects"] = static_cast<int64_t>(s.tenant_rejects);
     f["trust.tenant_hidden"] = static_cast<int64_t>(s.tenant_hidden);
     f["trust.revoked_refused"] = static_cast<int64_t>(self->revoked_refused_.load());
+    f["trust.revoked_refusals"] = static_cast<int64_t>(s.revoked_refusals);
     f["trust.owner_table_refusals"] = static_cast<int64_t>(OwnerTableRefusals());
   });
   server->handler_->AddStatsSource([inbound = loop->inbound.get()](Fields& f) {

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <mutex>
+
 #include "pikv/proto/chunk_object.h"
 
 namespace pikv::storage {
@@ -36,8 +38,16 @@ Status StorageManager::CheckPut(const ChunkKey& key, std::span<const uint8_t> ob
     spdlog::warn("refused a put of {}: {}", key.Hex(), s.ToString());
     return s;
   }
+  const std::optional<Owner> owner = ReadOwner(object);  // verified: always there
+  // The writer the object will name: the caller's identity stamps it.
+  const std::string_view writer =
+      as && !as->writer.empty() ? std::string_view(as->writer)
+                                : (owner ? std::string_view(owner->writer) : std::string_view());
+  if (Revoked(writer)) {
+    spdlog::warn("refused a put of {}: its writer {} is revoked", key.Hex(), writer);
+    return PermissionDenied("writer " + std::string(writer) + " is revoked");
+  }
   if (as) {
-    const std::optional<Owner> owner = ReadOwner(object);  // verified: always there
     if (!owner || owner->tenant != as->tenant) {
       tenant_rejects_++;
       const std::string theirs = owner ? TenantLabel(owner->tenant) : "?";
@@ -68,6 +78,7 @@ Status StorageManager::WriteThrough(const ChunkKey& key, SharedBuffer object, bo
 }
 
 Status StorageManager::Put(const ChunkKey& key, SharedBuffer object, const PutIdentity* as) {
+  const auto admitting = Admitting();
   if (Status s = CheckPut(key, object.span(), std::nullopt, as); !s.ok()) return s;
   const bool already_cached = cpu_->Contains(key);
   const std::string_view stamp = as ? std::string_view(as->writer) : std::string_view();
@@ -99,6 +110,7 @@ Status StorageManager::SealAndCommit(const ChunkKey& key, CpuTier::Reservation r
 
 Status StorageManager::Commit(const ChunkKey& key, CpuTier::Reservation reservation,
                               std::optional<uint64_t> payload_checksum, const PutIdentity* as) {
+  const auto admitting = Admitting();
   // The writer goes into the header (resealed) before anyone can read it.
   if (as && !as->writer.empty()) {
     if (Status s = StampWriter({reservation.data, reservation.size}, as->writer); !s.ok()) {
@@ -152,7 +164,9 @@ std::vector<Result<SharedBuffer>> StorageManager::Get(std::span<const ChunkKey> 
     }
     if (!r.ok() && disk_ && disk_->Contains(keys[i])) {
       // The index knows the owner: another tenant's object is not even read.
-      if (!Visible(DiskOwner(keys[i]), only_tenant)) {
+      const auto admitting = Admitting();
+      const std::optional<Owner> owner = DiskOwner(keys[i]);
+      if (!Visible(owner, only_tenant) || Revoked(owner)) {
         out.push_back(NotFound());
         continue;
       }
@@ -181,7 +195,10 @@ std::vector<Result<SharedBuffer>> StorageManager::Get(std::span<const ChunkKey> 
     });
     for (size_t j = 0; j < fetched.size(); ++j) {
       if (!fetched[j].ok()) continue;  // keep the local miss
-      if (!Visible(ReadOwner(fetched[j]->span()), only_tenant)) continue;
+      const std::optional<Owner> owner = ReadOwner(fetched[j]->span());
+      if (!Visible(owner, only_tenant)) continue;
+      const auto admitting = Admitting();
+      if (Revoked(owner)) continue;  // another node sweeps Redis, perhaps later
       out[remote_idx[j]] = PromoteFromRemote(remote_keys[j], *fetched[j], space[j]);
     }
   }
@@ -200,6 +217,21 @@ bool StorageManager::Visible(const std::optional<Owner>& owner, const std::strin
   if (TenantMaySee(only_tenant, owner)) return true;
   hidden_++;
   return false;
+}
+
+std::shared_lock<std::shared_mutex> StorageManager::Admitting() {
+  { const std::lock_guard turn(revoked_turnstile_); }
+  return std::shared_lock(revoked_mu_);
+}
+
+bool StorageManager::Revoked(std::string_view writer) {
+  if (revoked_writers_.empty() || !revoked_writers_.contains(writer)) return false;
+  revoked_refusals_++;
+  return true;
+}
+
+bool StorageManager::Revoked(const std::optional<Owner>& owner) {
+  return owner && Revoked(owner->writer);
 }
 
 std::optional<Owner> StorageManager::DiskOwner(const ChunkKey& key) const {
@@ -288,7 +320,9 @@ std::vector<std::optional<SharedBuffer>> StorageManager::GetEachInCpuOrDisk(
   for (size_t i = 0; i < keys.size(); ++i) {
     // In CPU but not given: another tenant's.
     if (out[i] || cpu_->Contains(keys[i]) || !disk_->Contains(keys[i])) continue;
-    if (!Visible(DiskOwner(keys[i]), only_tenant)) continue;
+    const auto admitting = Admitting();
+    const std::optional<Owner> owner = DiskOwner(keys[i]);
+    if (!Visible(owner, only_tenant) || Revoked(owner)) continue;
     Result<SharedBuffer> read = disk_->Get(keys[i]);
     if (!read.ok()) continue;
     Result<SharedBuffer> held = Promote(keys[i], *read, /*to_disk=*/false);
@@ -322,6 +356,13 @@ TierMask StorageManager::LocalMask(const ChunkKey& key, const std::string* only_
 }
 
 StorageManager::Dropped StorageManager::DropWrittenBy(std::string_view writer, bool shared_tier) {
+  {
+    // Waits out admissions under way (new ones wait at the turnstile, so a
+    // stream of them cannot starve it): what they land, the sweep finds.
+    const std::lock_guard turn(revoked_turnstile_);
+    const std::unique_lock revoking(revoked_mu_);
+    revoked_writers_.emplace(writer);
+  }
   Dropped d;
   std::vector<ChunkKey> local = cpu_->KeysWrittenBy(writer);
   for (const ChunkKey& k : local) d.cpu += cpu_->Remove(k).ok() ? 1 : 0;
@@ -412,6 +453,7 @@ StorageStats StorageManager::Stats() const {
   s.put_rejects = put_rejects_;
   s.tenant_rejects = tenant_rejects_;
   s.tenant_hidden = hidden_;
+  s.revoked_refusals = revoked_refusals_;
   s.promotions = promotions_;
   s.hits = hits_;
   s.misses = misses_;

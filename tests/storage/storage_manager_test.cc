@@ -442,4 +442,36 @@ TEST_F(StorageManagerTest, RevokedWritersObjectsAreDroppedEverywhereAcrossRestar
   EXPECT_EQ(ReadOwner(manager_->Get(b1.key)->span())->writer, "good");
 }
 
+// A node that has swept a revoked writer's objects from its own tiers
+// admits none again: a copy only Redis holds (another node sweeps Redis,
+// perhaps later) is a miss, not promoted into the CPU tier where no sweep
+// would find it (CI saw a poisoned copy come back so, in
+// ClientClusterTest.ValuePoisoning...), and a put of one is refused,
+// whoever sends it. An honest writer's store of the same key lands.
+TEST_F(StorageManagerTest, ARevokedWritersObjectIsNeitherPromotedNorAdmitted) {
+  Open();
+  const PutIdentity bad{"", "bad"}, good{"", "good"};
+  auto b = MakeObject(60, 8192), d = MakeObject(61, 8192);
+  ASSERT_TRUE(manager_->Put(b.key, b.bytes, &bad).ok());
+  ASSERT_TRUE(manager_->Put(d.key, d.bytes, &bad).ok());
+  manager_->WaitForWriteThrough();
+  const SharedBuffer stamped = *manager_->remote()->Get(b.key);  // as a peer would send it
+  ASSERT_TRUE(manager_->cpu().Remove(b.key).ok());  // only Redis holds b, as on another node
+  ASSERT_TRUE(manager_->disk()->Remove(b.key).ok());
+
+  const auto dropped = manager_->DropWrittenBy("bad", /*shared_tier=*/false);
+  EXPECT_EQ(dropped.cpu, 1u);  // d
+  ASSERT_TRUE(manager_->remote()->Contains(b.key)) << "Redis is another node's to sweep";
+  EXPECT_EQ(manager_->Get(b.key).code(), ErrorCode::kNotFound);
+  EXPECT_FALSE(manager_->cpu().Contains(b.key));
+  EXPECT_FALSE(manager_->disk()->Contains(b.key));
+  EXPECT_EQ(manager_->Put(b.key, stamped).code(), ErrorCode::kPermissionDenied);
+  EXPECT_EQ(manager_->Put(b.key, b.bytes, &bad).code(), ErrorCode::kPermissionDenied);
+  EXPECT_FALSE(manager_->cpu().Contains(b.key));
+  EXPECT_EQ(manager_->Stats().revoked_refusals, 3u);
+
+  ASSERT_TRUE(manager_->Put(b.key, b.bytes, &good).ok());
+  EXPECT_EQ(ReadOwner(manager_->Get(b.key)->span())->writer, "good");
+}
+
 }  // namespace pikv::storage

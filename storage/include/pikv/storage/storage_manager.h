@@ -13,8 +13,12 @@
 #include <array>
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <set>
+#include <shared_mutex>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "pikv/storage/cpu_tier.h"
@@ -45,9 +49,10 @@ struct StorageStats {
   std::array<std::optional<TierStats>, kNumTiers> tiers;  // by TierKind
   std::optional<WriteThroughQueue::Stats> disk_queue, remote_queue;
   uint64_t puts = 0;
-  uint64_t put_rejects = 0;     // objects that failed verification
-  uint64_t tenant_rejects = 0;  // puts of another tenant's object
-  uint64_t tenant_hidden = 0;   // lookups answered as misses: another tenant's object
+  uint64_t put_rejects = 0;       // objects that failed verification
+  uint64_t tenant_rejects = 0;    // puts of another tenant's object
+  uint64_t tenant_hidden = 0;     // lookups answered as misses: another tenant's object
+  uint64_t revoked_refusals = 0;  // puts and promotions refused: a revoked writer's object
   uint64_t promotions = 0;
   uint64_t hits = 0;
   uint64_t misses = 0;
@@ -106,7 +111,10 @@ class StorageManager {
                                                               const std::string* only_tenant);
   // Drops every object `writer` wrote from every tier, the shared one with
   // `shared_tier` (a revocation): what each tier dropped, and why Redis
-  // could not be searched.
+  // could not be searched. From its start on, none of the writer's objects
+  // is admitted again: a put of one is refused (kPermissionDenied), and one
+  // that only a lower tier holds is a miss, not promoted (the shared tier
+  // may be swept by another node, later).
   struct Dropped {
     uint64_t cpu = 0, disk = 0, remote = 0;
     Status remote_error;
@@ -157,6 +165,12 @@ class StorageManager {
   // Whether an object of `owner` may be read by `only_tenant` (counted when not).
   bool Visible(const std::optional<Owner>& owner, const std::string* only_tenant);
   std::optional<Owner> DiskOwner(const ChunkKey& key) const;
+  // Held by an admission from its check until it has landed.
+  std::shared_lock<std::shared_mutex> Admitting();
+  // Whether the writer was revoked here (counted when so); the caller
+  // holds Admitting().
+  bool Revoked(std::string_view writer);
+  bool Revoked(const std::optional<Owner>& owner);
 
   StorageOptions options_;
   std::unique_ptr<CpuTier> cpu_;
@@ -164,6 +178,15 @@ class StorageManager {
   std::unique_ptr<RemoteTier> remote_;
   std::unique_ptr<WriteThroughQueue> disk_queue_, remote_queue_;
   std::atomic<bool> shut_down_{false};
+  // Writers revoked here (DropWrittenBy). An admission (a put, a promotion)
+  // holds revoked_mu_ shared from its check until it has landed; a
+  // revocation takes it alone, so its sweep finds whatever landed before.
+  // The turnstile keeps admissions from starving a revocation (glibc's
+  // rwlock prefers readers).
+  std::mutex revoked_turnstile_;
+  std::shared_mutex revoked_mu_;
+  std::set<std::string, std::less<>> revoked_writers_;
+  std::atomic<uint64_t> revoked_refusals_{0};
   std::atomic<uint64_t> hidden_{0};
   std::atomic<uint64_t> puts_{0}, put_rejects_{0}, tenant_rejects_{0}, promotions_{0}, hits_{0},
       misses_{0};
