@@ -39,13 +39,12 @@ Status StorageManager::CheckPut(const ChunkKey& key, std::span<const uint8_t> ob
     return s;
   }
   const std::optional<Owner> owner = ReadOwner(object);  // verified: always there
-  // The writer the object will name: the caller's identity stamps it.
-  const std::string_view writer =
-      as && !as->writer.empty() ? std::string_view(as->writer)
-                                : (owner ? std::string_view(owner->writer) : std::string_view());
-  if (Revoked(writer)) {
-    spdlog::warn("refused a put of {}: its writer {} is revoked", key.Hex(), writer);
-    return PermissionDenied("writer " + std::string(writer) + " is revoked");
+  // Neither the writer the object names nor the caller, whose name a put
+  // stamps over it (a revoked engine's bytes are not taken over by another).
+  for (const std::string* writer : {owner ? &owner->writer : nullptr, as ? &as->writer : nullptr}) {
+    if (!writer || !Refused(*writer)) continue;
+    spdlog::warn("refused a put of {}: writer {} is revoked", key.Hex(), *writer);
+    return PermissionDenied("writer " + *writer + " is revoked");
   }
   if (as) {
     if (!owner || owner->tenant != as->tenant) {
@@ -166,7 +165,7 @@ std::vector<Result<SharedBuffer>> StorageManager::Get(std::span<const ChunkKey> 
       // The index knows the owner: another tenant's object is not even read.
       const auto admitting = Admitting();
       const std::optional<Owner> owner = DiskOwner(keys[i]);
-      if (!Visible(owner, only_tenant) || Revoked(owner)) {
+      if (!Visible(owner, only_tenant) || Refused(owner)) {
         out.push_back(NotFound());
         continue;
       }
@@ -198,7 +197,7 @@ std::vector<Result<SharedBuffer>> StorageManager::Get(std::span<const ChunkKey> 
       const std::optional<Owner> owner = ReadOwner(fetched[j]->span());
       if (!Visible(owner, only_tenant)) continue;
       const auto admitting = Admitting();
-      if (Revoked(owner)) continue;  // another node sweeps Redis, perhaps later
+      if (Refused(owner)) continue;  // another node sweeps Redis, perhaps later
       out[remote_idx[j]] = PromoteFromRemote(remote_keys[j], *fetched[j], space[j]);
     }
   }
@@ -224,14 +223,18 @@ std::shared_lock<std::shared_mutex> StorageManager::Admitting() {
   return std::shared_lock(revoked_mu_);
 }
 
-bool StorageManager::Revoked(std::string_view writer) {
+bool StorageManager::Revoked(const std::optional<Owner>& owner) const {
+  return owner && !revoked_writers_.empty() && revoked_writers_.contains(owner->writer);
+}
+
+bool StorageManager::Refused(std::string_view writer) {
   if (revoked_writers_.empty() || !revoked_writers_.contains(writer)) return false;
   revoked_refusals_++;
   return true;
 }
 
-bool StorageManager::Revoked(const std::optional<Owner>& owner) {
-  return owner && Revoked(owner->writer);
+bool StorageManager::Refused(const std::optional<Owner>& owner) {
+  return owner && Refused(owner->writer);
 }
 
 std::optional<Owner> StorageManager::DiskOwner(const ChunkKey& key) const {
@@ -264,12 +267,15 @@ std::vector<TierMask> StorageManager::Exists(std::span<const ChunkKey> keys,
     }
   }
   if (remote_keys.empty()) return out;
-  if (only_tenant) {
-    // The owner's tenant comes from the object's first bytes (GETRANGE).
+  if (only_tenant || any_revoked_) {
+    // The owner comes from the object's first bytes (GETRANGE): another
+    // tenant's object, or a revoked writer's that Get would not serve, is
+    // not reported.
     auto owners = remote_->OwnersOf(remote_keys);
+    const std::shared_lock reading(revoked_mu_);
     for (size_t j = 0; j < owners.size(); ++j) {
       // Not there (or not readable): a miss, not another tenant's object.
-      if (owners[j] && Visible(owners[j], only_tenant))
+      if (owners[j] && Visible(owners[j], only_tenant) && !Revoked(owners[j]))
         out[ask_remote[j]] |= Bit(TierKind::kRemote);
     }
     return out;
@@ -322,7 +328,7 @@ std::vector<std::optional<SharedBuffer>> StorageManager::GetEachInCpuOrDisk(
     if (out[i] || cpu_->Contains(keys[i]) || !disk_->Contains(keys[i])) continue;
     const auto admitting = Admitting();
     const std::optional<Owner> owner = DiskOwner(keys[i]);
-    if (!Visible(owner, only_tenant) || Revoked(owner)) continue;
+    if (!Visible(owner, only_tenant) || Refused(owner)) continue;
     Result<SharedBuffer> read = disk_->Get(keys[i]);
     if (!read.ok()) continue;
     Result<SharedBuffer> held = Promote(keys[i], *read, /*to_disk=*/false);
@@ -362,6 +368,7 @@ StorageManager::Dropped StorageManager::DropWrittenBy(std::string_view writer, b
     const std::lock_guard turn(revoked_turnstile_);
     const std::unique_lock revoking(revoked_mu_);
     revoked_writers_.emplace(writer);
+    any_revoked_ = true;
   }
   Dropped d;
   std::vector<ChunkKey> local = cpu_->KeysWrittenBy(writer);

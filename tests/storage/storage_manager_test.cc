@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 #include <hiredis/hiredis.h>
 
+#include <atomic>
+#include <thread>
+
 #include "test_support.h"
 
 namespace pikv::storage {
@@ -444,8 +447,9 @@ TEST_F(StorageManagerTest, RevokedWritersObjectsAreDroppedEverywhereAcrossRestar
 
 // A node that has swept a revoked writer's objects from its own tiers
 // admits none again: a copy only Redis holds (another node sweeps Redis,
-// perhaps later) is a miss, not promoted into the CPU tier where no sweep
-// would find it (CI saw a poisoned copy come back so, in
+// perhaps later) or only its disk holds (the sweep reaches it after the
+// CPU tier) is a miss, not promoted into the CPU tier where no sweep would
+// find it (CI saw a poisoned copy come back so, in
 // ClientClusterTest.ValuePoisoning...), and a put of one is refused,
 // whoever sends it. An honest writer's store of the same key lands.
 TEST_F(StorageManagerTest, ARevokedWritersObjectIsNeitherPromotedNorAdmitted) {
@@ -463,15 +467,76 @@ TEST_F(StorageManagerTest, ARevokedWritersObjectIsNeitherPromotedNorAdmitted) {
   EXPECT_EQ(dropped.cpu, 1u);  // d
   ASSERT_TRUE(manager_->remote()->Contains(b.key)) << "Redis is another node's to sweep";
   EXPECT_EQ(manager_->Get(b.key).code(), ErrorCode::kNotFound);
+  EXPECT_EQ(manager_->Exists({&b.key, 1})[0], 0);
+  manager_->WaitForWriteThrough();  // a promotion's disk copy would have landed
   EXPECT_FALSE(manager_->cpu().Contains(b.key));
   EXPECT_FALSE(manager_->disk()->Contains(b.key));
   EXPECT_EQ(manager_->Put(b.key, stamped).code(), ErrorCode::kPermissionDenied);
   EXPECT_EQ(manager_->Put(b.key, b.bytes, &bad).code(), ErrorCode::kPermissionDenied);
+  EXPECT_EQ(manager_->Put(b.key, stamped, &good).code(), ErrorCode::kPermissionDenied)
+      << "another engine's put does not take a revoked engine's bytes over";
   EXPECT_FALSE(manager_->cpu().Contains(b.key));
-  EXPECT_EQ(manager_->Stats().revoked_refusals, 3u);
+  EXPECT_EQ(manager_->Stats().revoked_refusals, 4u);
 
   ASSERT_TRUE(manager_->Put(b.key, b.bytes, &good).ok());
   EXPECT_EQ(ReadOwner(manager_->Get(b.key)->span())->writer, "good");
+}
+
+// A revoked writer's object only the disk tier holds (the sweep drops CPU
+// copies first) is not promoted by either read that copies up from disk.
+TEST_F(StorageManagerTest, ARevokedWritersDiskCopyIsNotPromoted) {
+  options_.remote.reset();
+  Open();
+  const PutIdentity bad{"", "bad"};
+  auto b = MakeObject(62, 8192);
+  ASSERT_TRUE(manager_->Put(b.key, b.bytes, &bad).ok());
+  manager_->WaitForWriteThrough();
+  const SharedBuffer stamped = *manager_->disk()->Get(b.key);
+  ASSERT_TRUE(manager_->cpu().Remove(b.key).ok());
+  // The disk copy put back after the sweep: the window between its CPU and
+  // disk passes, where a read finds it on disk alone.
+  manager_->DropWrittenBy("bad");
+  ASSERT_TRUE(manager_->disk()->Put(b.key, stamped).ok());
+  ASSERT_EQ(FindOwner(*manager_->disk()->OwnerOfKey(b.key))->writer, "bad");
+  ASSERT_TRUE(manager_->disk()->Contains(b.key));
+  EXPECT_EQ(manager_->GetEachInCpuOrDisk({&b.key, 1}, nullptr)[0], std::nullopt);
+  EXPECT_EQ(manager_->Get(b.key).code(), ErrorCode::kNotFound);
+  EXPECT_FALSE(manager_->cpu().Contains(b.key));
+}
+
+// Reads that promote race a revocation: whatever they promoted before it
+// is swept, nothing after it is promoted (the gate; TSan checks its locks).
+TEST_F(StorageManagerTest, ReadsRacingARevocationLeaveNothingOfTheWriter) {
+  Open();
+  const PutIdentity bad{"", "bad"};
+  std::vector<TestObject> objects;
+  for (int i = 0; i < 16; ++i) {
+    objects.push_back(MakeObject(70 + i, 8192));
+    ASSERT_TRUE(manager_->Put(objects.back().key, objects.back().bytes, &bad).ok());
+  }
+  manager_->WaitForWriteThrough();
+  for (const auto& o : objects) {  // Redis alone holds them
+    manager_->cpu().Remove(o.key).IgnoreError();
+    manager_->disk()->Remove(o.key).IgnoreError();
+  }
+  std::atomic<bool> stop{false};
+  std::thread reader([&] {
+    while (!stop) {
+      for (const auto& o : objects) {
+        manager_->Get(o.key).status().IgnoreError();
+        manager_->cpu().Remove(o.key).IgnoreError();  // so that it is promoted again
+      }
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  manager_->DropWrittenBy("bad", /*shared_tier=*/false);
+  stop = true;
+  reader.join();
+  manager_->WaitForWriteThrough();
+  for (const auto& o : objects) {
+    EXPECT_FALSE(manager_->cpu().Contains(o.key));
+    EXPECT_FALSE(manager_->disk()->Contains(o.key));
+  }
 }
 
 }  // namespace pikv::storage

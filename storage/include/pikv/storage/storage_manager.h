@@ -65,8 +65,8 @@ class StorageManager {
   ~StorageManager();  // Shutdown()
 
   // kCorruption / kInvalidArgument when the object does not verify;
-  // kPermissionDenied when it is not of `as`'s tenant; kRejected when no
-  // tier took it.
+  // kPermissionDenied when it is not of `as`'s tenant, or it or `as` names
+  // a revoked writer; kRejected when no tier took it.
   Status Put(const ChunkKey& key, SharedBuffer object, const PutIdentity* as = nullptr);
   // Zero-copy put: space in the CPU arena that the writer fills in place
   // (CpuTier::Reserve), then Commit, which verifies the bytes exactly as Put
@@ -111,9 +111,10 @@ class StorageManager {
                                                               const std::string* only_tenant);
   // Drops every object `writer` wrote from every tier, the shared one with
   // `shared_tier` (a revocation): what each tier dropped, and why Redis
-  // could not be searched. From its start on, none of the writer's objects
-  // is admitted again: a put of one is refused (kPermissionDenied), and one
-  // that only a lower tier holds is a miss, not promoted (the shared tier
+  // could not be searched. From its start on, and for as long as this
+  // process runs, none of the writer's objects is admitted again: a put of
+  // one is refused (kPermissionDenied), and one that only a lower tier
+  // holds is a miss, not promoted nor reported by Exists (the shared tier
   // may be swept by another node, later).
   struct Dropped {
     uint64_t cpu = 0, disk = 0, remote = 0;
@@ -165,12 +166,15 @@ class StorageManager {
   // Whether an object of `owner` may be read by `only_tenant` (counted when not).
   bool Visible(const std::optional<Owner>& owner, const std::string* only_tenant);
   std::optional<Owner> DiskOwner(const ChunkKey& key) const;
-  // Held by an admission from its check until it has landed.
+  // Held by an admission from its check until it has landed. Nothing done
+  // under it may enter StorageManager again (the tier listener included):
+  // a revocation waiting at the turnstile would deadlock it.
   std::shared_lock<std::shared_mutex> Admitting();
-  // Whether the writer was revoked here (counted when so); the caller
-  // holds Admitting().
-  bool Revoked(std::string_view writer);
-  bool Revoked(const std::optional<Owner>& owner);
+  // Whether the owner's writer was revoked here; the caller holds
+  // revoked_mu_. Refused: the same, counted as a refusal when so.
+  bool Revoked(const std::optional<Owner>& owner) const;
+  bool Refused(std::string_view writer);
+  bool Refused(const std::optional<Owner>& owner);
 
   StorageOptions options_;
   std::unique_ptr<CpuTier> cpu_;
@@ -186,6 +190,7 @@ class StorageManager {
   std::mutex revoked_turnstile_;
   std::shared_mutex revoked_mu_;
   std::set<std::string, std::less<>> revoked_writers_;
+  std::atomic<bool> any_revoked_{false};  // whether Exists must read owners
   std::atomic<uint64_t> revoked_refusals_{0};
   std::atomic<uint64_t> hidden_{0};
   std::atomic<uint64_t> puts_{0}, put_rejects_{0}, tenant_rejects_{0}, promotions_{0}, hits_{0},
