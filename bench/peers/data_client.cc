@@ -35,6 +35,7 @@
 #include <malloc.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <iostream>
@@ -128,30 +129,39 @@ class PikvLocalStore : public PikvStore {
   // As client::Client stores on its host: each object written straight
   // into reserved arena space (the payload copied in, its written marks
   // sent as it goes, so the node hashes behind the writer), then committed
-  // for the node to seal and admit without a copy. An arena with no room
-  // for it (its objects held by the disk queue, say) takes a copying put
-  // over ipc instead, which the node may still write to disk.
+  // for the node to seal and admit without a copy; a batch reserves and
+  // commits in one round trip each. An object the arena has no room for
+  // (its objects held by the disk queue, say) takes a copying put over ipc
+  // instead, which the node may still write to disk.
   bool Put(std::span<const TestObject* const> objects) override {
+    std::vector<uint64_t> sizes;
+    for (const TestObject* o : objects) sizes.push_back(o->bytes.size());
+    auto spaces = zero_copy_->ReserveMany(sizes, std::chrono::seconds(10));
+    if (!spaces.ok()) return false;
+    std::vector<ChunkKey> keys;
+    std::vector<rpc::ZeroCopyClient::Space> filled;
     for (size_t i = 0; i < objects.size(); ++i) {
       const TestObject* o = objects[i];
-      auto header = ParseChunkHeader(o->bytes.span());
-      if (!header.ok()) return false;
-      auto space = zero_copy_->Reserve(o->bytes.size(), std::chrono::seconds(10));
+      auto& space = (*spaces)[i];
       if (!space.ok()) {
         if (!PikvStore::Put(objects.subspan(i, 1))) return false;
         continue;
       }
-      const auto& reserved = *space;
+      auto header = ParseChunkHeader(o->bytes.span());
+      if (!header.ok()) return false;
       const auto payload = o->bytes.span().subspan(ChunkHeaderSize(*header));
-      if (!BuildChunkObjectInto(*header, payload, reserved.bytes(), /*checksum=*/false,
-                                [&](size_t n) { reserved.Written(n); })
+      if (!BuildChunkObjectInto(*header, payload, space->bytes(), /*checksum=*/false,
+                                [&](size_t n) { space->Written(n); })
                .ok())
         return false;
-      if (!zero_copy_->Commit(o->key, std::move(*space), std::chrono::seconds(10), /*seal=*/true)
-               .ok())
-        return false;
+      keys.push_back(o->key);
+      filled.push_back(std::move(*space));
     }
-    return true;
+    auto committed =
+        zero_copy_->CommitMany(keys, std::move(filled), std::chrono::seconds(10), /*seal=*/true);
+    if (!committed.ok()) return false;
+    return std::all_of(committed->begin(), committed->end(),
+                       [](const Status& s) { return s.ok(); });
   }
   bool Get(std::span<const TestObject* const> objects) override {
     std::vector<ChunkKey> keys;

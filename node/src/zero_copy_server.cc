@@ -215,21 +215,37 @@ Header ZeroCopyServer::HandleLease(uint64_t client, const Header& request) {
 }
 
 Header ZeroCopyServer::HandleReserve(uint64_t client, const Header& request) {
-  const int64_t size = FieldInt(request.fields, "size", 0);
-  if (size < 1 || static_cast<uint64_t>(size) > limits_.max_payload_bytes) {
+  if (request.values.empty() || request.values.size() > limits_.max_batch) {
     errors_++;
-    return ReplyTo(request, ErrorCode::kTooLarge,
-                   "reserve of " + std::to_string(size) + " bytes: 1 to " +
-                       std::to_string(limits_.max_payload_bytes) + " allowed");
+    return ReplyTo(request, ErrorCode::kInvalidArgument,
+                   "reserve names 1 to " + std::to_string(limits_.max_batch) + " sizes");
   }
-  auto space = storage_.Reserve(static_cast<uint64_t>(size));
-  if (!space.ok()) return ReplyTo(request, space.code(), space.status().message());
-  const uint64_t offset = space->offset;
-  auto id = leases_.Reserve(client, std::move(*space), Clock::now());
-  if (!id.ok()) return ReplyTo(request, id.code(), id.status().message());
+  // Per size [code, reservation, offset]: the space the node had room for.
   Header reply = ReplyTo(request);
-  reply.fields["reservation"] = static_cast<int64_t>(*id);
-  reply.fields["offset"] = static_cast<int64_t>(offset);
+  const auto now = Clock::now();
+  for (const int64_t size : request.values) {
+    Status refused;
+    if (size < 1 || static_cast<uint64_t>(size) > limits_.max_payload_bytes) {
+      errors_++;
+      refused =
+          Status(ErrorCode::kTooLarge, "reserve of " + std::to_string(size) + " bytes: 1 to " +
+                                           std::to_string(limits_.max_payload_bytes));
+    } else if (auto space = storage_.Reserve(static_cast<uint64_t>(size)); !space.ok()) {
+      refused = space.status();
+    } else {
+      const uint64_t offset = space->offset;
+      if (auto id = leases_.Reserve(client, std::move(*space), now); id.ok()) {
+        reply.values.insert(reply.values.end(),
+                            {static_cast<int64_t>(ErrorCode::kOk), static_cast<int64_t>(*id),
+                             static_cast<int64_t>(offset)});
+        continue;
+      } else {
+        refused = id.status();
+      }
+    }
+    if (reply.reason.empty()) reply.reason = refused.message();  // the first refusal's
+    reply.values.insert(reply.values.end(), {static_cast<int64_t>(refused.code()), 0, 0});
+  }
   reply.fields["ttl_ms"] = static_cast<int64_t>(leases_.ttl().count());
   return reply;
 }
@@ -247,32 +263,43 @@ void ZeroCopyServer::HandleWritten(uint64_t client, const Header& request) {
 }
 
 Header ZeroCopyServer::HandleCommit(uint64_t client, const Header& request) {
-  if (request.keys.size() != 1) {
+  if (request.keys.empty() || request.keys.size() != request.values.size()) {
     errors_++;
-    return ReplyTo(request, ErrorCode::kInvalidArgument, "commit names exactly one key");
+    return ReplyTo(request, ErrorCode::kInvalidArgument, "commit names one reservation per key");
   }
-  auto reserved = leases_.TakeReservation(
-      client, static_cast<uint64_t>(FieldInt(request.fields, "reservation", 0)));
+  const bool seal = FieldInt(request.fields, "seal", 0) != 0;
+  Header reply = ReplyTo(request);
+  for (size_t i = 0; i < request.keys.size(); ++i) {
+    const Status s = CommitOne(client, request.keys[i], request.values[i], seal);
+    if (!s.ok() && reply.reason.empty()) reply.reason = s.message();  // the first refusal's
+    reply.values.push_back(static_cast<int64_t>(s.code()));
+  }
+  return reply;
+}
+
+Status ZeroCopyServer::CommitOne(uint64_t client, const ChunkKey& key, int64_t reservation,
+                                 bool seal) {
+  auto reserved = leases_.TakeReservation(client, static_cast<uint64_t>(reservation));
   if (!reserved.ok()) {
     commit_failures_++;
-    return ReplyTo(request, reserved.code(), reserved.status().message());
+    return reserved.status();
   }
   auto& space = reserved->space;
   Status s;
-  if (FieldInt(request.fields, "seal", 0) != 0) {
+  if (seal) {
     const auto checksum = reserved->seal_ahead->Finish({space.data, space.size});
     (checksum ? sealed_ahead_ : sealed_whole_)++;
-    s = storage_.SealAndCommit(request.keys[0], std::move(space), checksum, &options_.identity);
+    s = storage_.SealAndCommit(key, std::move(space), checksum, &options_.identity);
   } else {
-    s = storage_.Commit(request.keys[0], std::move(space), std::nullopt, &options_.identity);
+    s = storage_.Commit(key, std::move(space), std::nullopt, &options_.identity);
   }
   if (!s.ok()) {
     commit_failures_++;
     spdlog::warn("zero-copy client {}: commit refused: {}", client, s.ToString());
-    return ReplyTo(request, s.code(), s.message());
+    return s;
   }
   commits_++;
-  return ReplyTo(request);
+  return s;
 }
 
 ZeroCopyServer::Counters ZeroCopyServer::counters() const {

@@ -7,11 +7,11 @@
 // into the CPU tier first what only the disk tier holds (on the client's own
 // thread, below); keys in neither are misses that the client fetches by copy
 // over ZeroMQ (from the remote tier, or peers).
-// kReserve hands out arena space, which the client fills through its own
-// mapping; kCommit verifies it exactly as a put is verified and admits it
-// without a copy; kWritten marks let the node hash a reservation while it is
-// being filled (seal_ahead.h). kRelease gives leases and reservations back.
-// Only processes of the node's own user may connect (SO_PEERCRED; the socket
+// kReserve hands out arena space for a batch of objects, which the client
+// fills through its own mapping; kCommit verifies each exactly as a put is
+// verified and admits it without a copy (one round trip each per batch); kWritten marks let the
+// node hash a reservation while it is being filled (seal_ahead.h). kRelease gives leases and
+// reservations back. Only processes of the node's own user may connect (SO_PEERCRED; the socket
 // file is 0600): such a process could read and write the node's memory
 // through ptrace anyway, so lending it the arena grants nothing new.
 // One thread accepts and expires leases; each client has a thread of its own
@@ -66,6 +66,7 @@ class ZeroCopyServer {
   Header HandleLease(uint64_t client, const Header& request);
   Header HandleReserve(uint64_t client, const Header& request);
   Header HandleCommit(uint64_t client, const Header& request);
+  Status CommitOne(uint64_t client, const ChunkKey& key, int64_t reservation, bool seal);
   void HandleWritten(uint64_t client, const Header& request);
   void ReapFinished();
 

@@ -231,8 +231,9 @@ Result<ZeroCopyClient::Leased> ZeroCopyClient::Lease(std::span<const ChunkKey> k
   return out;
 }
 
-Result<ZeroCopyClient::Space> ZeroCopyClient::Reserve(uint64_t bytes,
-                                                      std::chrono::milliseconds timeout) {
+Result<std::vector<Result<ZeroCopyClient::Space>>> ZeroCopyClient::ReserveMany(
+    std::span<const uint64_t> sizes, std::chrono::milliseconds timeout) {
+  if (sizes.empty()) return std::vector<Result<Space>>{};
   std::shared_ptr<Mapping> writable;
   WritePopulator* populator;
   {
@@ -248,23 +249,45 @@ Result<ZeroCopyClient::Space> ZeroCopyClient::Reserve(uint64_t bytes,
   }
   Header request;
   request.type = MsgType::kReserve;
-  request.fields["size"] = static_cast<int64_t>(bytes);
+  for (uint64_t size : sizes) request.values.push_back(static_cast<int64_t>(size));
   const auto sent_at = Clock::now();
   auto reply = channel_->Call(std::move(request), timeout);
   if (!reply.ok()) return reply.status();
-  const int64_t id = FieldInt(reply->fields, "reservation", 0);
-  const int64_t offset = FieldInt(reply->fields, "offset", -1);
-  auto loan = NewLoan(id, std::move(writable));
-  if (id <= 0 || offset < 0 || static_cast<uint64_t>(offset) > channel_->arena_bytes ||
-      bytes > channel_->arena_bytes - static_cast<uint64_t>(offset)) {
-    return ProtocolError("reservation outside the arena");  // the loan gives it back
+  if (reply->values.size() != 3 * sizes.size()) {
+    channel_->healthy = false;
+    return ProtocolError("reserve reply has " + std::to_string(reply->values.size()) +
+                         " values for " + std::to_string(sizes.size()) + " sizes");
   }
-  Space space;
-  space.bytes_ = {loan->mapping->base + offset, static_cast<size_t>(bytes)};
-  populator->Prepare(loan->mapping->base, static_cast<uint64_t>(offset), bytes);
-  space.deadline_ = sent_at + std::chrono::milliseconds(FieldInt(reply->fields, "ttl_ms", 0));
-  space.loan_ = std::move(loan);
-  return space;
+  const auto deadline = sent_at + std::chrono::milliseconds(FieldInt(reply->fields, "ttl_ms", 0));
+  std::vector<Result<Space>> out;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const auto code = static_cast<ErrorCode>(reply->values[3 * i]);
+    const int64_t id = reply->values[3 * i + 1], offset = reply->values[3 * i + 2];
+    if (code != ErrorCode::kOk) {
+      out.emplace_back(Status(code, reply->reason));
+      continue;
+    }
+    auto loan = NewLoan(id, writable);
+    if (id <= 0 || offset < 0 || static_cast<uint64_t>(offset) > channel_->arena_bytes ||
+        sizes[i] > channel_->arena_bytes - static_cast<uint64_t>(offset)) {
+      out.emplace_back(ProtocolError("reservation outside the arena"));  // the loan gives it back
+      continue;
+    }
+    Space space;
+    space.bytes_ = {loan->mapping->base + offset, static_cast<size_t>(sizes[i])};
+    populator->Prepare(loan->mapping->base, static_cast<uint64_t>(offset), sizes[i]);
+    space.deadline_ = deadline;
+    space.loan_ = std::move(loan);
+    out.emplace_back(std::move(space));
+  }
+  return out;
+}
+
+Result<ZeroCopyClient::Space> ZeroCopyClient::Reserve(uint64_t bytes,
+                                                      std::chrono::milliseconds timeout) {
+  auto spaces = ReserveMany({&bytes, 1}, timeout);
+  if (!spaces.ok()) return spaces.status();
+  return std::move((*spaces)[0]);
 }
 
 void ZeroCopyClient::Space::Written(uint64_t bytes) const {
@@ -273,21 +296,53 @@ void ZeroCopyClient::Space::Written(uint64_t bytes) const {
                          {static_cast<int64_t>(loan_->id), static_cast<int64_t>(bytes)});
 }
 
-Status ZeroCopyClient::Commit(const ChunkKey& key, Space space, std::chrono::milliseconds timeout,
-                              bool seal) {
-  if (!space.loan_) return InvalidArgument("commit of an empty space");
-  if (Clock::now() >= space.deadline_)
-    return Timeout("the reservation expired before its commit");  // the node may have reused it
+Result<std::vector<Status>> ZeroCopyClient::CommitMany(std::span<const ChunkKey> keys,
+                                                       std::vector<Space> spaces,
+                                                       std::chrono::milliseconds timeout,
+                                                       bool seal) {
+  if (keys.size() != spaces.size()) return InvalidArgument("one space per key");
+  std::vector<Status> out(keys.size());
   Header request;
   request.type = MsgType::kCommit;
-  request.keys.push_back(key);
-  request.fields["reservation"] = static_cast<int64_t>(space.loan_->id);
+  std::vector<size_t> sent;  // which spaces the request names
+  const auto now = Clock::now();
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (!spaces[i].loan_) {
+      out[i] = InvalidArgument("commit of an empty space");
+    } else if (now >= spaces[i].deadline_) {
+      out[i] = Timeout("the reservation expired before its commit");  // the node may reuse it
+    } else {
+      request.keys.push_back(keys[i]);
+      request.values.push_back(static_cast<int64_t>(spaces[i].loan_->id));
+      sent.push_back(i);
+    }
+  }
+  if (sent.empty()) return out;
   if (seal) request.fields["seal"] = int64_t{1};
-  // Whatever the outcome, the node no longer holds the reservation for us
+  // Whatever the outcome, the node no longer holds the reservations for us
   // once it has read the commit (a refused commit is freed there).
   auto reply = channel_->Call(std::move(request), timeout);
-  space.loan_->given_back = reply.ok() || reply.code() != ErrorCode::kTimeout;
-  return reply.status();
+  const bool taken = reply.ok() || reply.code() != ErrorCode::kTimeout;
+  for (size_t i : sent) spaces[i].loan_->given_back = taken;
+  if (!reply.ok()) return reply.status();
+  if (reply->values.size() != sent.size()) {
+    channel_->healthy = false;
+    return ProtocolError("commit reply has " + std::to_string(reply->values.size()) +
+                         " values for " + std::to_string(sent.size()) + " keys");
+  }
+  for (size_t j = 0; j < sent.size(); ++j) {
+    const auto code = static_cast<ErrorCode>(reply->values[j]);
+    if (code != ErrorCode::kOk) out[sent[j]] = Status(code, reply->reason);
+  }
+  return out;
+}
+
+Status ZeroCopyClient::Commit(const ChunkKey& key, Space space, std::chrono::milliseconds timeout,
+                              bool seal) {
+  std::vector<Space> one;
+  one.push_back(std::move(space));
+  auto outcome = CommitMany({&key, 1}, std::move(one), timeout, seal);
+  return outcome.ok() ? (*outcome)[0] : outcome.status();
 }
 
 }  // namespace pikv::rpc

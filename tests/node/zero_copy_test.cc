@@ -232,6 +232,45 @@ TEST_F(ZeroCopyTest, AReservationFilledInPlaceIsVerifiedThenServed) {
   EXPECT_TRUE(Same(*(*got)[0], a.bytes));
 }
 
+// A batch reserves and commits in one round trip each; each object has its
+// own outcome: one with no room is refused while the others are handed out,
+// a corrupt one refused while the others are admitted.
+TEST_F(ZeroCopyTest, ABatchIsReservedAndCommittedWithAnOutcomePerObject) {
+  Start();
+  constexpr size_t kSmall = 256 << 10;  // four within a client's share of the arena
+  std::vector<TestObject> objects;
+  for (uint64_t seed = 85; seed < 89; ++seed) objects.push_back(MakeObject(seed, kSmall));
+  auto zc = Connect();
+  const int64_t requests = Stat("zero_copy.requests");
+  std::vector<uint64_t> sizes;
+  for (const auto& o : objects) sizes.push_back(o.bytes.size());
+  sizes.push_back(kArena + 1);  // no room for it
+  auto spaces = zc->ReserveMany(sizes, kTimeout);
+  ASSERT_TRUE(spaces.ok()) << spaces.status().ToString();
+  ASSERT_EQ(spaces->size(), sizes.size());
+  EXPECT_FALSE(spaces->back().ok());
+  EXPECT_EQ(Stat("zero_copy.reservations"), 4);
+  std::vector<ChunkKey> keys;
+  std::vector<ZeroCopyClient::Space> filled;
+  for (size_t i = 0; i < objects.size(); ++i) {
+    ASSERT_TRUE((*spaces)[i].ok()) << (*spaces)[i].status().ToString();
+    std::memcpy((*spaces)[i]->bytes().data(), objects[i].bytes.data(), sizes[i]);
+    keys.push_back(objects[i].key);
+    filled.push_back(std::move(*(*spaces)[i]));
+  }
+  filled[2].bytes()[sizes[2] - 1] ^= 1;  // one payload bit
+  auto committed = zc->CommitMany(keys, std::move(filled), kTimeout);
+  ASSERT_TRUE(committed.ok()) << committed.status().ToString();
+  EXPECT_EQ(Stat("zero_copy.requests"), requests + 2);
+  for (size_t i = 0; i < objects.size(); ++i) {
+    EXPECT_EQ((*committed)[i].ok(), i != 2) << i;
+    EXPECT_EQ(Contains(objects[i].key), i != 2) << i;
+  }
+  EXPECT_EQ(Stat("zero_copy.reservations"), 0);
+  EXPECT_EQ(Stat("zero_copy.commit_failures"), 1);
+  EXPECT_EQ(Stat("cpu.used_bytes"), int64_t(sizes[0] + sizes[1] + sizes[3]));
+}
+
 TEST_F(ZeroCopyTest, AnUnsealedObjectIsSealedByTheNodeOnlyWhenAsked) {
   Start();
   TestObject a = MakeObject(85, kObject);
@@ -396,22 +435,35 @@ TEST_F(ZeroCopyTest, HostileRequestsAreRefusedAndTheNodeServesOn) {
   commit.type = MsgType::kCommit;
   commit.request_id = 1;
   commit.keys = {a.key};
-  commit.fields["reservation"] = int64_t{1};
+  commit.values = {1};
   ASSERT_TRUE(SendLocal(*raw, commit).ok());
   auto reply = RecvLocal(*raw, WireLimits{});
   ASSERT_TRUE(reply.ok());
-  EXPECT_EQ(reply->status, ErrorCode::kNotFound);
+  ASSERT_EQ(reply->values.size(), 1u);
+  EXPECT_EQ(reply->values[0], static_cast<int64_t>(ErrorCode::kNotFound));
   EXPECT_EQ(Stat("zero_copy.leases"), 1);  // the first client's lease stands
-  // Sizes out of range, requests of the wrong kind.
-  for (int64_t size : {int64_t{0}, int64_t{-5}, int64_t{1} << 40}) {
-    Header reserve;
-    reserve.type = MsgType::kReserve;
-    reserve.fields["size"] = size;
-    ASSERT_TRUE(SendLocal(*raw, reserve).ok());
+  // Sizes out of range, each refused on its own; batches that name no
+  // size, too many, or not one reservation per key, refused whole.
+  Header reserve;
+  reserve.type = MsgType::kReserve;
+  reserve.values = {0, -5, int64_t{1} << 40};
+  ASSERT_TRUE(SendLocal(*raw, reserve).ok());
+  reply = RecvLocal(*raw, WireLimits{});
+  ASSERT_TRUE(reply.ok());
+  ASSERT_EQ(reply->values.size(), 9u);
+  for (size_t i = 0; i < 3; ++i)
+    EXPECT_EQ(reply->values[3 * i], static_cast<int64_t>(ErrorCode::kTooLarge)) << i;
+  Header bad_reserve = reserve, bad_commit = commit;
+  for (Header* h : {&reserve, &bad_reserve, &bad_commit}) {
+    h->values.clear();
+    if (h == &bad_reserve) h->values.assign(WireLimits{}.max_batch + 1, 4096);
+    if (h == &bad_commit) h->values = {1, 2};
+    ASSERT_TRUE(SendLocal(*raw, *h).ok());
     reply = RecvLocal(*raw, WireLimits{});
     ASSERT_TRUE(reply.ok());
-    EXPECT_EQ(reply->status, ErrorCode::kTooLarge) << size;
+    EXPECT_EQ(reply->status, ErrorCode::kInvalidArgument) << MsgTypeName(h->type);
   }
+  EXPECT_EQ(Stat("cpu.used_bytes"), int64_t(a.bytes.size()));  // nothing reserved
   // Written marks of reservations not its own, or malformed: no reply (the
   // next reply read must answer the next request), only errors counted.
   const int64_t errors_before = Stat("zero_copy.errors");

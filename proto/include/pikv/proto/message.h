@@ -78,8 +78,9 @@ enum class MsgType : uint16_t {
   kShareHello = 70,  // node -> client on connect, with the arena's fd: fields arena_bytes
   kLease = 71,       // keys; reply values per key: code, offset, size; fields lease, ttl_ms
   kRelease = 72,     // values: lease or reservation ids to give back; no reply
-  kReserve = 73,     // fields size; reply fields reservation, offset, ttl_ms
-  kCommit = 74,      // keys: [key]; fields reservation, seal (1: the node computes the checksum)
+  kReserve = 73,  // values: sizes; reply values [code, reservation, offset] per size, fields ttl_ms
+  kCommit = 74,   // keys, values: a reservation per key; fields seal (1: the node computes the
+                  // checksums); reply values: a code per key
   kWritten = 75,  // values: reservation, bytes: its first bytes are final (sealed ahead); no reply
 };
 

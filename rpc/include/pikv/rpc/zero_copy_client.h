@@ -65,9 +65,17 @@ class ZeroCopyClient {
   ~ZeroCopyClient();
 
   Result<Leased> Lease(std::span<const ChunkKey> keys, std::chrono::milliseconds timeout);
+  // Space for each of `sizes`, in one round trip: per size its Space, or why
+  // the node had none (e.g. kResourceExhausted: no room in the arena).
+  Result<std::vector<Result<Space>>> ReserveMany(std::span<const uint64_t> sizes,
+                                                 std::chrono::milliseconds timeout);
   Result<Space> Reserve(uint64_t bytes, std::chrono::milliseconds timeout);
-  // `seal`: the object's payload checksum was left 0 for the node to compute
-  // (SealChunkObject), saving the writer a pass over the bytes.
+  // Commits each space under its key, in one round trip: per key, whether
+  // the node admitted it. `seal`: the objects' payload checksums were left 0
+  // for the node to compute (SealChunkObject), saving the writer a pass
+  // over the bytes.
+  Result<std::vector<Status>> CommitMany(std::span<const ChunkKey> keys, std::vector<Space> spaces,
+                                         std::chrono::milliseconds timeout, bool seal = false);
   Status Commit(const ChunkKey& key, Space space, std::chrono::milliseconds timeout,
                 bool seal = false);
 
