@@ -224,30 +224,30 @@ Header ZeroCopyServer::HandleReserve(uint64_t client, const Header& request) {
   Header reply = ReplyTo(request);
   const auto now = Clock::now();
   for (const int64_t size : request.values) {
-    Status refused;
-    if (size < 1 || static_cast<uint64_t>(size) > limits_.max_payload_bytes) {
-      errors_++;
-      refused =
-          Status(ErrorCode::kTooLarge, "reserve of " + std::to_string(size) + " bytes: 1 to " +
-                                           std::to_string(limits_.max_payload_bytes));
-    } else if (auto space = storage_.Reserve(static_cast<uint64_t>(size)); !space.ok()) {
-      refused = space.status();
-    } else {
-      const uint64_t offset = space->offset;
-      if (auto id = leases_.Reserve(client, std::move(*space), now); id.ok()) {
-        reply.values.insert(reply.values.end(),
-                            {static_cast<int64_t>(ErrorCode::kOk), static_cast<int64_t>(*id),
-                             static_cast<int64_t>(offset)});
-        continue;
-      } else {
-        refused = id.status();
-      }
-    }
-    if (reply.reason.empty()) reply.reason = refused.message();  // the first refusal's
-    reply.values.insert(reply.values.end(), {static_cast<int64_t>(refused.code()), 0, 0});
+    auto reserved = ReserveOne(client, size, now);
+    if (!reserved.ok() && reply.reason.empty()) reply.reason = reserved.status().message();
+    reply.values.insert(reply.values.end(),
+                        {static_cast<int64_t>(reserved.code()),
+                         reserved.ok() ? static_cast<int64_t>(reserved->first) : 0,
+                         reserved.ok() ? static_cast<int64_t>(reserved->second) : 0});
   }
   reply.fields["ttl_ms"] = static_cast<int64_t>(leases_.ttl().count());
   return reply;
+}
+
+Result<std::pair<uint64_t, uint64_t>> ZeroCopyServer::ReserveOne(uint64_t client, int64_t size,
+                                                                 Clock::time_point now) {
+  if (size < 1 || static_cast<uint64_t>(size) > limits_.max_payload_bytes) {
+    errors_++;
+    return Status(ErrorCode::kTooLarge, "reserve of " + std::to_string(size) + " bytes: 1 to " +
+                                            std::to_string(limits_.max_payload_bytes));
+  }
+  auto space = storage_.Reserve(static_cast<uint64_t>(size));
+  if (!space.ok()) return space.status();
+  const uint64_t offset = space->offset;
+  auto id = leases_.Reserve(client, std::move(*space), now);
+  if (!id.ok()) return id.status();
+  return std::pair<uint64_t, uint64_t>{*id, offset};
 }
 
 void ZeroCopyServer::HandleWritten(uint64_t client, const Header& request) {

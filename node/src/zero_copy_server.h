@@ -66,6 +66,10 @@ class ZeroCopyServer {
   Header HandleLease(uint64_t client, const Header& request);
   Header HandleReserve(uint64_t client, const Header& request);
   Header HandleCommit(uint64_t client, const Header& request);
+  // One object of a batch: its reservation id and offset in the arena; the
+  // outcome of its commit.
+  Result<std::pair<uint64_t, uint64_t>> ReserveOne(uint64_t client, int64_t size,
+                                                   std::chrono::steady_clock::time_point now);
   Status CommitOne(uint64_t client, const ChunkKey& key, int64_t reservation, bool seal);
   void HandleWritten(uint64_t client, const Header& request);
   void ReapFinished();
