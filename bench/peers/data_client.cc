@@ -126,18 +126,19 @@ class PikvLocalStore : public PikvStore {
     if (!zc.ok()) throw std::runtime_error("zero-copy channel: " + zc.status().ToString());
     zero_copy_ = *zc;
   }
-  // As client::Client stores on its host: each object written straight
-  // into reserved arena space (the payload copied in, its written marks
-  // sent as it goes, so the node hashes behind the writer), then committed
-  // for the node to seal and admit without a copy; a batch reserves and
-  // commits in one round trip each. An object the arena has no room for
-  // (its objects held by the disk queue, say) takes a copying put over ipc
-  // instead, which the node may still write to disk.
+  // As client::Client stores an object on its host, a batch at a time:
+  // each object written straight into reserved arena space (the payload
+  // copied in, its written marks sent as it goes, so the node hashes behind
+  // the writer), then committed for the node to seal and admit without a
+  // copy; the batch reserves and commits in one round trip each. Objects
+  // the arena has no room for (its objects held by the disk queue, or past
+  // this client's share of it) take a copying put over ipc instead, which
+  // the node may still write to disk.
   bool Put(std::span<const TestObject* const> objects) override {
     std::vector<uint64_t> sizes;
     for (const TestObject* o : objects) sizes.push_back(o->bytes.size());
     auto spaces = zero_copy_->ReserveMany(sizes, std::chrono::seconds(10));
-    if (!spaces.ok()) return false;
+    if (!spaces.ok()) return PikvStore::Put(objects);
     std::vector<ChunkKey> keys;
     std::vector<rpc::ZeroCopyClient::Space> filled;
     for (size_t i = 0; i < objects.size(); ++i) {

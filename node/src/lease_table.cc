@@ -2,15 +2,24 @@
 
 namespace pikv::node {
 
+Status LeaseTable::WithinShareLocked(uint64_t client, uint64_t bytes) {
+  auto it = client_bytes_.find(client);
+  const uint64_t held = it == client_bytes_.end() ? 0 : it->second;
+  if (held + bytes <= options_.max_client_bytes) return Status::Ok();
+  stats_.refused++;
+  return Rejected("this client already holds " + std::to_string(held) + " bytes of the arena (" +
+                  std::to_string(options_.max_client_bytes) + " at most)");
+}
+
+Status LeaseTable::WithinShare(uint64_t client, uint64_t bytes) {
+  MutexLock lock(mu_);
+  return WithinShareLocked(client, bytes);
+}
+
 Result<uint64_t> LeaseTable::Add(Loan loan) {
   MutexLock lock(mu_);
-  uint64_t& held = client_bytes_[loan.client];
-  if (held + loan.bytes > options_.max_client_bytes) {
-    stats_.refused++;
-    return Rejected("this client already holds " + std::to_string(held) + " bytes of the arena (" +
-                    std::to_string(options_.max_client_bytes) + " at most)");
-  }
-  held += loan.bytes;
+  if (Status s = WithinShareLocked(loan.client, loan.bytes); !s.ok()) return s;
+  client_bytes_[loan.client] += loan.bytes;
   stats_.granted++;
   const uint64_t id = next_id_++;
   loans_.emplace(id, std::move(loan));

@@ -51,6 +51,10 @@ class LeaseTable {
   Result<uint64_t> Lease(uint64_t client, std::vector<SharedBuffer> objects, Clock::time_point now);
   Result<uint64_t> Reserve(uint64_t client, storage::CpuTier::Reservation space,
                            Clock::time_point now);
+  // kRejected (counted) when `bytes` more would take `client` past its
+  // limit: asked before arena space is made for a reservation, since
+  // making it may evict.
+  Status WithinShare(uint64_t client, uint64_t bytes);
   // Removes and returns `client`'s reservation `id`; kNotFound when it is
   // not the client's, was given back, or expired.
   Result<Reserved> TakeReservation(uint64_t client, uint64_t id);
@@ -76,6 +80,7 @@ class LeaseTable {
     Reserved reserved;                  // a reservation
   };
   Result<uint64_t> Add(Loan loan);
+  Status WithinShareLocked(uint64_t client, uint64_t bytes) PIKV_REQUIRES(mu_);
   // `client`'s reservation `id`, or null.
   const Loan* FindReservationLocked(uint64_t client, uint64_t id) const PIKV_REQUIRES(mu_);
   // Removes a loan and its bytes from its client's count; the caller

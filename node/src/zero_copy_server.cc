@@ -242,6 +242,7 @@ Result<std::pair<uint64_t, uint64_t>> ZeroCopyServer::ReserveOne(uint64_t client
     return Status(ErrorCode::kTooLarge, "reserve of " + std::to_string(size) + " bytes: 1 to " +
                                             std::to_string(limits_.max_payload_bytes));
   }
+  if (Status s = leases_.WithinShare(client, static_cast<uint64_t>(size)); !s.ok()) return s;
   auto space = storage_.Reserve(static_cast<uint64_t>(size));
   if (!space.ok()) return space.status();
   const uint64_t offset = space->offset;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <mutex>
 #include <utility>
@@ -84,6 +85,17 @@ class WritePopulator {
   std::mutex mu_;
   std::vector<bool> done_;  // guarded by mu_
 };
+
+// One object's outcome in a batch reply: `reason` (the reply's one reason,
+// the first refusal's) goes with the first refusal only; a code outside
+// what the wire can carry is the node's protocol error.
+Status OutcomeOf(int64_t code, const std::string& reason, bool& reason_given) {
+  if (code == 0) return Status::Ok();
+  if (code < 0 || code > INT32_MAX) return ProtocolError("an outcome code out of range");
+  const bool first = !reason_given;
+  reason_given = true;
+  return Status(static_cast<ErrorCode>(code), first ? reason : "");
+}
 
 }  // namespace
 
@@ -234,6 +246,9 @@ Result<ZeroCopyClient::Leased> ZeroCopyClient::Lease(std::span<const ChunkKey> k
 Result<std::vector<Result<ZeroCopyClient::Space>>> ZeroCopyClient::ReserveMany(
     std::span<const uint64_t> sizes, std::chrono::milliseconds timeout) {
   if (sizes.empty()) return std::vector<Result<Space>>{};
+  if (sizes.size() > WireLimits{}.max_batch)
+    return InvalidArgument("a batch of " + std::to_string(sizes.size()) +
+                           " reservations: " + std::to_string(WireLimits{}.max_batch) + " at most");
   std::shared_ptr<Mapping> writable;
   WritePopulator* populator;
   {
@@ -260,11 +275,12 @@ Result<std::vector<Result<ZeroCopyClient::Space>>> ZeroCopyClient::ReserveMany(
   }
   const auto deadline = sent_at + std::chrono::milliseconds(FieldInt(reply->fields, "ttl_ms", 0));
   std::vector<Result<Space>> out;
+  bool reason_given = false;
   for (size_t i = 0; i < sizes.size(); ++i) {
-    const auto code = static_cast<ErrorCode>(reply->values[3 * i]);
     const int64_t id = reply->values[3 * i + 1], offset = reply->values[3 * i + 2];
-    if (code != ErrorCode::kOk) {
-      out.emplace_back(Status(code, reply->reason));
+    if (Status refused = OutcomeOf(reply->values[3 * i], reply->reason, reason_given);
+        !refused.ok()) {
+      out.emplace_back(std::move(refused));
       continue;
     }
     auto loan = NewLoan(id, writable);
@@ -301,6 +317,9 @@ Result<std::vector<Status>> ZeroCopyClient::CommitMany(std::span<const ChunkKey>
                                                        std::chrono::milliseconds timeout,
                                                        bool seal) {
   if (keys.size() != spaces.size()) return InvalidArgument("one space per key");
+  if (keys.size() > WireLimits{}.max_batch)
+    return InvalidArgument("a batch of " + std::to_string(keys.size()) +
+                           " commits: " + std::to_string(WireLimits{}.max_batch) + " at most");
   std::vector<Status> out(keys.size());
   Header request;
   request.type = MsgType::kCommit;
@@ -319,21 +338,21 @@ Result<std::vector<Status>> ZeroCopyClient::CommitMany(std::span<const ChunkKey>
   }
   if (sent.empty()) return out;
   if (seal) request.fields["seal"] = int64_t{1};
-  // Whatever the outcome, the node no longer holds the reservations for us
-  // once it has read the commit (a refused commit is freed there).
+  // Once the node has answered, it holds none of the reservations for us
+  // (a refused commit is freed there). A request refused whole took none:
+  // they are given back as the spaces go; after a failed call the channel
+  // is closed, and with it everything it held.
   auto reply = channel_->Call(std::move(request), timeout);
-  const bool taken = reply.ok() || reply.code() != ErrorCode::kTimeout;
-  for (size_t i : sent) spaces[i].loan_->given_back = taken;
+  for (size_t i : sent) spaces[i].loan_->given_back = reply.ok();
   if (!reply.ok()) return reply.status();
   if (reply->values.size() != sent.size()) {
     channel_->healthy = false;
     return ProtocolError("commit reply has " + std::to_string(reply->values.size()) +
                          " values for " + std::to_string(sent.size()) + " keys");
   }
-  for (size_t j = 0; j < sent.size(); ++j) {
-    const auto code = static_cast<ErrorCode>(reply->values[j]);
-    if (code != ErrorCode::kOk) out[sent[j]] = Status(code, reply->reason);
-  }
+  bool reason_given = false;
+  for (size_t j = 0; j < sent.size(); ++j)
+    out[sent[j]] = OutcomeOf(reply->values[j], reply->reason, reason_given);
   return out;
 }
 

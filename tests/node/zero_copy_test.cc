@@ -271,6 +271,40 @@ TEST_F(ZeroCopyTest, ABatchIsReservedAndCommittedWithAnOutcomePerObject) {
   EXPECT_EQ(Stat("cpu.used_bytes"), int64_t(sizes[0] + sizes[1] + sizes[3]));
 }
 
+// Past its share of the arena, a batch's reservation is refused before any
+// space is made for it (making space evicts: one request must not flush the
+// tier); the rest of the batch is handed out. A commit naming a space that
+// is empty is refused for that space alone.
+TEST_F(ZeroCopyTest, ABatchPastTheClientsShareEvictsNothing) {
+  Start();
+  std::vector<TestObject> held;
+  for (uint64_t seed = 140; seed < 143; ++seed) held.push_back(Put(seed));
+  std::vector<TestObject> batch;
+  for (uint64_t seed = 143; seed < 146; ++seed) batch.push_back(MakeObject(seed, kObject));
+  auto zc = Connect();
+  std::vector<uint64_t> sizes;
+  for (const auto& o : batch) sizes.push_back(o.bytes.size());
+  auto spaces = zc->ReserveMany(sizes, kTimeout);
+  ASSERT_TRUE(spaces.ok()) << spaces.status().ToString();
+  EXPECT_TRUE((*spaces)[0].ok());
+  EXPECT_TRUE((*spaces)[1].ok());
+  EXPECT_EQ((*spaces)[2].code(), ErrorCode::kRejected);  // two fit the share, three do not
+  for (const auto& o : held) EXPECT_TRUE(Contains(o.key)) << "evicted for a refused reservation";
+  EXPECT_EQ(Stat("cpu.evictions"), 0);
+
+  std::vector<ChunkKey> keys = {batch[0].key, batch[1].key};
+  std::vector<ZeroCopyClient::Space> filled;
+  filled.emplace_back();  // an empty space
+  filled.push_back(std::move(*(*spaces)[1]));
+  std::memcpy(filled[1].bytes().data(), batch[1].bytes.data(), sizes[1]);
+  auto committed = zc->CommitMany(keys, std::move(filled), kTimeout);
+  ASSERT_TRUE(committed.ok()) << committed.status().ToString();
+  EXPECT_EQ((*committed)[0].code(), ErrorCode::kInvalidArgument);
+  EXPECT_TRUE((*committed)[1].ok()) << (*committed)[1].ToString();
+  EXPECT_FALSE(Contains(batch[0].key));
+  EXPECT_TRUE(Contains(batch[1].key));
+}
+
 TEST_F(ZeroCopyTest, AnUnsealedObjectIsSealedByTheNodeOnlyWhenAsked) {
   Start();
   TestObject a = MakeObject(85, kObject);

@@ -65,15 +65,16 @@ class ZeroCopyClient {
   ~ZeroCopyClient();
 
   Result<Leased> Lease(std::span<const ChunkKey> keys, std::chrono::milliseconds timeout);
-  // Space for each of `sizes`, in one round trip: per size its Space, or why
-  // the node had none (e.g. kResourceExhausted: no room in the arena).
+  // Space for each of `sizes` (WireLimits::max_batch at most), in one round
+  // trip: per size its Space, or why the node had none (kRejected: past
+  // this client's share of the arena, or no room in it).
   Result<std::vector<Result<Space>>> ReserveMany(std::span<const uint64_t> sizes,
                                                  std::chrono::milliseconds timeout);
   Result<Space> Reserve(uint64_t bytes, std::chrono::milliseconds timeout);
   // Commits each space under its key, in one round trip: per key, whether
-  // the node admitted it. `seal`: the objects' payload checksums were left 0
-  // for the node to compute (SealChunkObject), saving the writer a pass
-  // over the bytes.
+  // the node admitted it. A batch refused whole (more keys than spaces, or
+  // than WireLimits::max_batch) gives every space back. `seal`: the objects' payload checksums were
+  // left 0 for the node to compute (SealChunkObject), saving the writer a pass over the bytes.
   Result<std::vector<Status>> CommitMany(std::span<const ChunkKey> keys, std::vector<Space> spaces,
                                          std::chrono::milliseconds timeout, bool seal = false);
   Status Commit(const ChunkKey& key, Space space, std::chrono::milliseconds timeout,
