@@ -115,6 +115,20 @@ record_host_state() {
   echo "host state: iptables FORWARD policy ${forward_policy:-n/a} (legacy: ${forward_policy_legacy:-n/a});" \
     "$(for s in "${sysctls[@]}"; do printf '%s=%s ' "$s" "${sysctl_was[$s]}"; done)"
 }
+# A host whose FORWARD policy drops (a dockerd once started with its
+# iptables rules leaves DROP behind) and that passes bridged frames through
+# iptables (br_netfilter) drops the compose network's traffic between
+# containers: the controllers never reach etcd. For the run, bridged frames
+# skip iptables (restore_host_state puts the sysctls back).
+let_bridges_forward() {
+  local drops=""
+  [ "${forward_policy:-ACCEPT}" = ACCEPT ] || drops=1
+  [ "${forward_policy_legacy:-ACCEPT}" = ACCEPT ] || drops=1
+  if [ -n "$drops" ] && [ "${sysctl_was[net.bridge.bridge-nf-call-iptables]:-absent}" = 1 ]; then
+    echo "the FORWARD policy drops and bridged frames go through iptables: off for this run"
+    sysctl -qw net.bridge.bridge-nf-call-iptables=0 net.bridge.bridge-nf-call-ip6tables=0 || true
+  fi
+}
 restore_host_state() {
   local p
   if [ -n "$forward_policy" ] && p=$(policy_of iptables) && [ "$p" != "$forward_policy" ]; then
@@ -224,6 +238,7 @@ ensure_engine() {
   fi
   COMPOSE+=(-p "$PROJECT" -f deploy/docker-compose.yml -f deploy/docker-compose.small.yml)
   record_host_state
+  let_bridges_forward
   if timeout 20 "$DOCKER" info >/dev/null 2>&1; then
     echo "using the running Docker engine"
   else
