@@ -73,8 +73,11 @@ double Ms(Clock::time_point t0) {
 // node is) streamed on loopback tcp in messages of `frame` bytes, each
 // copied into memory of this process as it arrives: what a get or a pull of
 // the same bytes would cost with nothing of pikv's around it. `verify`: each
-// frame is also checksummed as it is copied, as a pull verifies what a peer
-// sends (the least a transfer that checks its bytes can cost).
+// frame is also hashed (XXH3, every byte) once copied, as a pull verifies
+// what a peer sends: the least a transfer that checks its bytes can cost.
+// (Not StreamingPayloadChecksum: it hashes from where the object's header
+// says the payload starts, and the bare server's bytes are no chunk object,
+// so it hashed nothing.)
 class BareStream {
  public:
   BareStream(const std::string& endpoint, uint64_t size, uint64_t frame, bool verify)
@@ -97,12 +100,12 @@ class BareStream {
     dealer_.send(zmq::buffer(request, sizeof request), zmq::send_flags::none);
     zmq::message_t m;
     if (!dealer_.recv(m)) throw std::runtime_error("the bare stream did not start");
-    StreamingPayloadChecksum checksum;
+    Xxh3Stream checksum;
     for (uint64_t got = 0; got < size; got += m.size()) {
       if (!dealer_.recv(m) || m.size() > size - got)
         throw std::runtime_error("the bare stream stalled or overran");
       std::memcpy(dest_.data() + got, m.data(), m.size());
-      if (verify_) checksum.Append({dest_.data() + got, m.size()});
+      if (verify_) checksum.Update({dest_.data() + got, m.size()});
     }
     if (verify_) sink_ ^= checksum.Digest();
     return Ms(t0);
