@@ -104,7 +104,7 @@ Status BuildChunkObjectInto(const ChunkHeader& header, std::span<const uint8_t> 
 // How much a writer that reports progress writes between two reports: large
 // enough that a report (a message to the node) costs nothing beside it,
 // small enough that the node's hashing trails the writer closely.
-inline constexpr size_t kWrittenStep = 16u << 20;
+inline constexpr size_t kWrittenStep = 4u << 20;
 
 // A writer that leaves the payload checksum to the node (a local zero-copy
 // store: the node hashes the bytes to verify them anyway) writes the header
