@@ -170,6 +170,40 @@ TEST(RemapTest, GatherThenRemapAtTheSamePositionIsBitExact) {
   }
 }
 
+// A gather copies runs of rows whose sources follow each other (consecutive
+// slots in vLLM's layout, across blocks) as one memcpy, and each head vector
+// apart where heads are not adjacent (HND): the same chunk held in slots with
+// runs, breaks and a reversed stretch gathers to the same object from every
+// layout, sealed or not, on one thread or several.
+TEST(RemapTest, AGatherOfRunsOfSlotsEqualsItsHeadByHeadCopyInEveryLayout) {
+  const RopeSpec spec = Spec(RopeStyle::kNeox, 64, 64, RopeScaling::kNone);
+  FloatKv kv = RandomKv(3, 20, 2, 64, 17);
+  const std::vector<int64_t> slots = {1,  2,  3,  4,  5,  6,
+                                      7,  8,  9,               // across two block boundaries
+                                      20, 21, 13, 12, 11, 10,  // a break, then reversed
+                                      24, 25, 26, 27, 31};
+  std::vector<std::vector<uint8_t>> objects;
+  for (auto order : {PagedLayout::Order::kVllmFlash, PagedLayout::Order::kHnd,
+                     PagedLayout::Order::kBlockMajor}) {
+    Cache cache(order, DType::kBF16, 3, 2, 64, 4, 8);
+    ASSERT_TRUE(
+        Remap(MakeChunk(kv, spec, DType::kBF16, KForm::kRotated, 0), spec, 0, slots, cache.layout)
+            .ok());
+    GatherSpec g{ChunkKey{8, 11}, "m", std::vector<int32_t>(slots.size(), 4), KForm::kRotated, 0};
+    auto sealed = Gather(cache.layout, slots, spec, g);
+    ASSERT_TRUE(sealed.ok());
+    ASSERT_TRUE(VerifyChunkObject(*sealed).ok());
+    g.checksum = false;
+    g.threads = 3;
+    auto unsealed = Gather(cache.layout, slots, spec, g);
+    ASSERT_TRUE(unsealed.ok() && SealChunkObject(*unsealed).ok());
+    EXPECT_EQ(*unsealed, *sealed);
+    objects.push_back(*sealed);
+  }
+  EXPECT_EQ(objects[0], objects[1]) << "vLLM's layout (runs) and HND (head by head) differ";
+  EXPECT_EQ(objects[2], objects[1]) << "block-major (runs) and HND (head by head) differ";
+}
+
 // An unsealed gather (a store into the node's arena, sealed there) splits
 // its rows over threads: the object is the sequential one's, byte for byte,
 // and seals to the checksum a sealed gather computes.
@@ -201,7 +235,7 @@ TEST(RemapTest, AnUnsealedGatherOnManyThreadsWritesTheSameObject) {
 // header first, then rows in order, never a byte changed once told.
 TEST(RemapTest, AnUnsealedGatherMarksWhatIsWrittenInOrderAndNeverChangesIt) {
   const RopeSpec spec = Spec(RopeStyle::kNeox, 128, 128, RopeScaling::kNone);
-  // 8 layers x 2 planes x 1000 tokens x 2 KiB rows: 31 MiB, two kWrittenSteps.
+  // 8 layers x 2 planes x 1000 tokens x 2 KiB rows: 31 MiB, several kWrittenSteps.
   Cache cache(PagedLayout::Order::kVllmFlash, DType::kBF16, 8, 8, 128, 16, 64);
   std::mt19937_64 rng(21);
   for (auto& layer : cache.memory)
