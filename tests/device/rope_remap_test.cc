@@ -177,15 +177,18 @@ TEST(RemapTest, GatherThenRemapAtTheSamePositionIsBitExact) {
 // layout, sealed or not, on one thread or several.
 TEST(RemapTest, AGatherOfRunsOfSlotsEqualsItsHeadByHeadCopyInEveryLayout) {
   const RopeSpec spec = Spec(RopeStyle::kNeox, 64, 64, RopeScaling::kNone);
-  FloatKv kv = RandomKv(3, 20, 2, 64, 17);
-  const std::vector<int64_t> slots = {1,  2,  3,  4,  5,  6,
-                                      7,  8,  9,               // across two block boundaries
-                                      20, 21, 13, 12, 11, 10,  // a break, then reversed
-                                      24, 25, 26, 27, 31};
+  // 4 layers x 2 planes x 40 slots = 320 rows: five threads' worth (64 rows
+  // each at least), so runs meet the ends of the threads' ranges.
+  FloatKv kv = RandomKv(4, 40, 2, 64, 17);
+  std::vector<int64_t> slots;
+  for (int64_t s = 1; s <= 17; ++s) slots.push_back(s);   // across four block boundaries
+  for (int64_t s : {40, 41}) slots.push_back(s);          // a break
+  for (int64_t s = 30; s >= 21; --s) slots.push_back(s);  // reversed
+  for (int64_t s = 48; s <= 58; ++s) slots.push_back(s);
   std::vector<std::vector<uint8_t>> objects;
   for (auto order : {PagedLayout::Order::kVllmFlash, PagedLayout::Order::kHnd,
                      PagedLayout::Order::kBlockMajor}) {
-    Cache cache(order, DType::kBF16, 3, 2, 64, 4, 8);
+    Cache cache(order, DType::kBF16, 4, 2, 64, 4, 16);
     ASSERT_TRUE(
         Remap(MakeChunk(kv, spec, DType::kBF16, KForm::kRotated, 0), spec, 0, slots, cache.layout)
             .ok());
