@@ -46,9 +46,12 @@ def small_config(config_path, out_dir, layers=2, vocab=256):
     heads = cfg["num_attention_heads"]
     head_dim = cfg.get("head_dim") or cfg["hidden_size"] // heads
     kv_heads = cfg.get("num_key_value_heads", heads)
+    # The hidden size is free of the heads (head_dim is explicit): at most 512,
+    # so a model of many wide KV heads does not spend the test in its MLP.
+    hidden = min(2 * kv_heads * head_dim, 512)
     cfg.update(num_hidden_layers=layers, vocab_size=vocab, head_dim=head_dim,
                num_key_value_heads=kv_heads, num_attention_heads=2 * kv_heads,
-               hidden_size=2 * kv_heads * head_dim, intermediate_size=4 * kv_heads * head_dim)
+               hidden_size=hidden, intermediate_size=2 * hidden)
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, "config.json")
     with open(path, "w") as f:
