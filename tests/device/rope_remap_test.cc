@@ -207,6 +207,39 @@ TEST(RemapTest, AGatherOfRunsOfSlotsEqualsItsHeadByHeadCopyInEveryLayout) {
   EXPECT_EQ(objects[2], objects[1]) << "block-major (runs) and HND (head by head) differ";
 }
 
+// An unsealed gather of kStreamGatherBytes or more streams its rows past
+// the caches (StreamCopy, whole lines apart from ragged ends): the object is
+// the one a sealed gather (plain copies) writes, in vLLM's layout (runs of
+// a block's slots, blocks shuffled, a reversed stretch) and in HND (head
+// vectors one by one), on several threads.
+TEST(RemapTest, ALargeUnsealedGatherStreamsTheSameObjectAsASealedOne) {
+  const RopeSpec spec = Spec(RopeStyle::kNeox, 64, 64, RopeScaling::kNone);
+  constexpr uint32_t kBlock = 16, kBlocks = 520, kTokens = 8200;
+  std::vector<uint64_t> blocks(kBlocks);
+  for (uint64_t b = 0; b < kBlocks; ++b) blocks[b] = b;
+  std::shuffle(blocks.begin(), blocks.end(), std::mt19937_64(3));
+  std::vector<int64_t> slots;
+  for (uint64_t b : blocks)
+    for (uint32_t i = 0; i < kBlock && slots.size() < kTokens; ++i)
+      slots.push_back(int64_t(b * kBlock + i));
+  std::reverse(slots.begin() + 100, slots.begin() + 300);
+  for (auto order : {PagedLayout::Order::kVllmFlash, PagedLayout::Order::kHnd}) {
+    Cache cache(order, DType::kBF16, 2, 4, 64, kBlock, kBlocks);
+    std::mt19937_64 rng(11);
+    for (auto& layer : cache.memory)
+      for (uint8_t& byte : layer) byte = static_cast<uint8_t>(rng());
+    GatherSpec g{ChunkKey{8, 12}, "m", std::vector<int32_t>(kTokens, 4), KForm::kRotated, 0};
+    auto sealed = Gather(cache.layout, slots, spec, g);
+    ASSERT_TRUE(sealed.ok()) << sealed.status().ToString();
+    ASSERT_GE(sealed->size(), kStreamGatherBytes) << "the unsealed gather must stream";
+    g.checksum = false;
+    g.threads = 3;
+    auto streamed = Gather(cache.layout, slots, spec, g);
+    ASSERT_TRUE(streamed.ok() && SealChunkObject(*streamed).ok());
+    EXPECT_TRUE(*streamed == *sealed) << "the streamed object differs";
+  }
+}
+
 // An unsealed gather (a store into the node's arena, sealed there) splits
 // its rows over threads: the object is the sequential one's, byte for byte,
 // and seals to the checksum a sealed gather computes.
