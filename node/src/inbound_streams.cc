@@ -2,7 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include <cstring>
+#include "pikv/common/stream_copy.h"
 
 namespace pikv::node {
 
@@ -68,8 +68,9 @@ std::optional<Message> InboundStreams::Accept(const std::string& peer, size_t fr
     streams_.erase(it);  // frees the space
     return reply;
   }
-  std::memcpy(s.space.data + s.received, bytes.data(), bytes.size());
-  s.checksum.Append({s.space.data + s.received, bytes.size()});
+  // Streamed past the caches; hashed from the frame, which the copy has read into them.
+  StreamCopy(s.space.data + s.received, bytes.data(), bytes.size());
+  s.checksum.Append(bytes);
   s.received += bytes.size();
   s.last_frame = now;
   if (s.received < s.space.size) return std::nullopt;

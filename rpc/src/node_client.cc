@@ -1,7 +1,6 @@
 #include "pikv/rpc/node_client.h"
 
-#include <cstring>
-
+#include "pikv/common/stream_copy.h"
 #include "staging_pool.h"
 
 namespace pikv::rpc {
@@ -79,7 +78,8 @@ Result<std::vector<Result<SharedBuffer>>> NodeClient::ReceiveStreamed(const Head
       if (!frame.ok()) return frame.status();
       if (frame->size() != std::min(hits->frame, size - off))
         return ProtocolError("stream frame of the wrong size");
-      std::memcpy(bytes.get() + off, frame->data(), frame->size());
+      // Past the caches: a streamed object is larger than they are.
+      StreamCopy(bytes.get() + off, frame->data(), frame->size());
       off += frame->size();
     }
     const uint8_t* data = bytes.get();  // before the move: argument order is unspecified
