@@ -78,7 +78,7 @@ Result<std::vector<Result<SharedBuffer>>> NodeClient::ReceiveStreamed(const Head
       if (!frame.ok()) return frame.status();
       if (frame->size() != std::min(hits->frame, size - off))
         return ProtocolError("stream frame of the wrong size");
-      // Past the caches: a streamed object is larger than they are.
+      // Past the caches: a reply streams only past kWholeObjectBytes in all.
       StreamCopy(bytes.get() + off, frame->data(), frame->size());
       off += frame->size();
     }

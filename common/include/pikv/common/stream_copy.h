@@ -10,8 +10,10 @@ namespace pikv {
 // core will not read again: a plain store first reads each destination line
 // in, so many small copies move half as many bytes again as one large
 // memcpy (which glibc already streams past its own size threshold). The
-// bytes are ordered before anything this thread stores after the call (it
-// ends with a store fence), so they may be published to another process.
+// bytes are ordered before anything this thread stores after the call (on
+// x86-64 it ends with a store fence; plain stores elsewhere need none), so
+// they may be published to another process. Each call fences: for pieces
+// of kilobytes or more, not head vectors.
 void StreamCopy(void* dst, const void* src, size_t n);
 
 }  // namespace pikv

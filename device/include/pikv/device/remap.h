@@ -78,9 +78,9 @@ struct GatherSpec {
   WrittenFn written;
 };
 
-// An unsealed gather of at least this many payload bytes streams its rows
-// past the caches (StreamCopy): the object is far larger than them and the
-// node, not this thread, reads it next.
+// An unsealed gather of at least this many payload bytes streams its runs
+// of rows past the caches (StreamCopy): the object is far larger than them
+// and the node, not this thread, reads it next.
 inline constexpr uint64_t kStreamGatherBytes = uint64_t{16} << 20;
 
 Result<std::vector<uint8_t>> Gather(const PagedLayout& cache, std::span<const int64_t> slots,
