@@ -7,6 +7,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "pikv/common/enum_names.h"
 #include "pikv/common/units.h"
 
 namespace pikv {
@@ -22,19 +23,11 @@ std::vector<std::string> SplitCommas(const std::string& s) {
   return out;
 }
 
-const char* SourceName(Config::Source s) {
-  switch (s) {
-    case Config::Source::kDefault:
-      return "default";
-    case Config::Source::kFile:
-      return "file";
-    case Config::Source::kEnv:
-      return "env";
-    case Config::Source::kFlag:
-      return "flag";
-  }
-  return "?";
-}
+constexpr EnumName<Config::Source> kSourceNames[] = {{Config::Source::kDefault, "default"},
+                                                     {Config::Source::kFile, "file"},
+                                                     {Config::Source::kEnv, "env"},
+                                                     {Config::Source::kFlag, "flag"}};
+const char* SourceName(Config::Source s) { return NameOf(kSourceNames, s); }
 
 }  // namespace
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <tuple>
 
+#include "pikv/common/enum_names.h"
 #include "pikv/proto/endpoint.h"
 
 namespace pikv::controller {
@@ -38,17 +39,11 @@ Status CheckRegistration(const NodeRegistration& reg) {
 }  // namespace
 
 std::string_view NodeStateName(NodeState s) {
-  switch (s) {
-    case NodeState::kAlive:
-      return "alive";
-    case NodeState::kSuspect:
-      return "suspect";
-    case NodeState::kDead:
-      return "dead";
-    case NodeState::kGone:
-      return "gone";
-  }
-  return "?";
+  static constexpr EnumName<NodeState> kNames[] = {{NodeState::kAlive, "alive"},
+                                                   {NodeState::kSuspect, "suspect"},
+                                                   {NodeState::kDead, "dead"},
+                                                   {NodeState::kGone, "gone"}};
+  return NameOf(kNames, s);
 }
 
 ClusterState::ClusterState(Options options, uint64_t epoch) : options_(options), epoch_(epoch) {
@@ -65,6 +60,8 @@ void ClusterState::Reset(uint64_t epoch) {
   ids_.clear();
   free_.clear();
   events_applied_ = events_ignored_ = gaps_ = resyncs_ = deaths_ = rate_events_ = 0;
+  rate_at_ = {};
+  rate_ = 0;
   audits_.Clear();
   epoch_.store(epoch, std::memory_order_release);
 }
@@ -277,6 +274,16 @@ ClusterState::TickResult ClusterState::Tick(Clock::time_point now) {
       n.state = NodeState::kSuspect;
     }
   }
+  // Events/s over the last window of at least 1 s: advanced here, on the
+  // controller's clock, so that reading the stats changes nothing.
+  if (rate_at_ == Clock::time_point{}) {
+    rate_at_ = now;
+    rate_events_ = events_applied_;
+  } else if (now - rate_at_ >= std::chrono::seconds(1)) {
+    rate_ = (events_applied_ - rate_events_) / Seconds(now - rate_at_);
+    rate_at_ = now;
+    rate_events_ = events_applied_;
+  }
   return out;
 }
 
@@ -344,7 +351,7 @@ std::vector<std::pair<uint16_t, std::string>> ClusterState::LiveNodes(
   return out;
 }
 
-ClusterStats ClusterState::Stats(Clock::time_point now) const {
+ClusterStats ClusterState::Stats() const {
   MutexLock lock(mu_);
   ClusterStats s;
   s.audits = audits_.Stats();
@@ -373,15 +380,6 @@ ClusterStats ClusterState::Stats(Clock::time_point now) const {
   s.gaps = gaps_;
   s.resyncs = resyncs_;
   s.deaths = deaths_;
-  // Events/s over the interval since the previous Stats call (at least 1 s).
-  if (rate_at_ == Clock::time_point{}) {
-    rate_at_ = now;
-    rate_events_ = events_applied_;
-  } else if (now - rate_at_ >= std::chrono::seconds(1)) {
-    rate_ = (events_applied_ - rate_events_) / Seconds(now - rate_at_);
-    rate_at_ = now;
-    rate_events_ = events_applied_;
-  }
   s.events_per_second = rate_;
   return s;
 }

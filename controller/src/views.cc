@@ -95,7 +95,7 @@ std::string NodesJson(const ClusterState& state, Clock::time_point now) {
 }
 
 std::string StatsJson(const ClusterState& state, Clock::time_point now) {
-  ClusterStats s = state.Stats(now);
+  ClusterStats s = state.Stats();
   auto nodes = state.Nodes(now);
   json per_node = json::array();
   for (const auto& n : nodes) {
@@ -133,7 +133,7 @@ std::string StatsJson(const ClusterState& state, Clock::time_point now) {
 
 std::string HealthJson(const ClusterState& state, Clock::time_point now,
                        const Leadership& leadership) {
-  ClusterStats s = state.Stats(now);
+  ClusterStats s = state.Stats();
   const bool degraded = s.nodes_suspect > 0 || s.nodes_alive == 0 || leadership.role == "standby";
   return Dump(json{{admin::kStatus, degraded ? "degraded" : "ok"},
                    {admin::kEpoch, std::to_string(state.epoch())},
@@ -178,7 +178,7 @@ std::string ForwardedJson(const std::vector<std::string>& node_ids, size_t keys)
 
 std::string MetricsText(const ClusterState& state, Clock::time_point now,
                         const Leadership& leadership) {
-  ClusterStats s = state.Stats(now);
+  ClusterStats s = state.Stats();
   std::ostringstream m;
   auto gauge = [&](const char* name, const char* help, double v, const std::string& labels = "") {
     m << "# HELP " << name << " " << help << "\n# TYPE " << name << " gauge\n"

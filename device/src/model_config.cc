@@ -6,6 +6,7 @@
 
 #include "config_json.h"
 #include "layer_rules.h"
+#include "pikv/common/enum_names.h"
 
 namespace pikv::device {
 
@@ -161,15 +162,10 @@ Result<ModelSpec> ReadModelConfig(std::string_view text, const ModelConfigOption
 }
 
 const char* AttentionSpanName(AttentionSpan s) {
-  switch (s) {
-    case AttentionSpan::kFull:
-      return "full";
-    case AttentionSpan::kSliding:
-      return "sliding";
-    case AttentionSpan::kChunked:
-      return "chunked";
-  }
-  return "?";
+  static constexpr EnumName<AttentionSpan> kNames[] = {{AttentionSpan::kFull, "full"},
+                                                       {AttentionSpan::kSliding, "sliding"},
+                                                       {AttentionSpan::kChunked, "chunked"}};
+  return NameOf(kNames, s);
 }
 
 namespace {

@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include "config_json.h"
+#include "pikv/common/enum_names.h"
 
 namespace pikv::device {
 
@@ -207,21 +208,11 @@ Result<RopeSpec> RopeSpec::FromConfigJson(std::string_view text, RopeStyle style
 }
 
 const char* ScalingName(RopeScaling s) {
-  switch (s) {
-    case RopeScaling::kNone:
-      return "none";
-    case RopeScaling::kLinear:
-      return "linear";
-    case RopeScaling::kLlama3:
-      return "llama3";
-    case RopeScaling::kNtk:
-      return "ntk";
-    case RopeScaling::kYarn:
-      return "yarn";
-    case RopeScaling::kLongRope:
-      return "longrope";
-  }
-  return "?";
+  static constexpr EnumName<RopeScaling> kNames[] = {
+      {RopeScaling::kNone, "none"},     {RopeScaling::kLinear, "linear"},
+      {RopeScaling::kLlama3, "llama3"}, {RopeScaling::kNtk, "ntk"},
+      {RopeScaling::kYarn, "yarn"},     {RopeScaling::kLongRope, "longrope"}};
+  return NameOf(kNames, s);
 }
 
 Status RopeSpec::Validate() const {

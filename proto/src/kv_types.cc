@@ -1,5 +1,7 @@
 #include "pikv/proto/kv_types.h"
 
+#include "pikv/common/enum_names.h"
+
 namespace pikv {
 
 size_t DTypeSize(DType d) {
@@ -14,24 +16,15 @@ size_t DTypeSize(DType d) {
   return 0;
 }
 
-std::string_view DTypeName(DType d) {
-  switch (d) {
-    case DType::kF32:
-      return "f32";
-    case DType::kF16:
-      return "f16";
-    case DType::kBF16:
-      return "bf16";
-  }
-  return "?";
-}
+namespace {
+constexpr EnumName<DType> kDTypeNames[] = {{DType::kF32, "f32"},     {DType::kF16, "f16"},
+                                           {DType::kBF16, "bf16"},   {DType::kF32, "float32"},
+                                           {DType::kF16, "float16"}, {DType::kBF16, "bfloat16"}};
+}  // namespace
 
-std::optional<DType> ParseDType(std::string_view name) {
-  if (name == "f32" || name == "float32") return DType::kF32;
-  if (name == "f16" || name == "float16") return DType::kF16;
-  if (name == "bf16" || name == "bfloat16") return DType::kBF16;
-  return std::nullopt;
-}
+std::string_view DTypeName(DType d) { return NameOf(kDTypeNames, d); }
+
+std::optional<DType> ParseDType(std::string_view name) { return ValueOf(kDTypeNames, name); }
 
 std::string_view KvFormatName(KvFormat f) { return f == KvFormat::kMla ? "mla" : "standard"; }
 

@@ -2,6 +2,8 @@
 
 #include <msgpack.hpp>
 
+#include "pikv/common/enum_names.h"
+
 namespace pikv {
 
 namespace {
@@ -32,77 +34,43 @@ bool AsUint(const msgpack::object& o, uint64_t& out) {
 }  // namespace
 
 std::string_view MsgTypeName(MsgType t) {
-  switch (t) {
-    case MsgType::kError:
-      return "error";
-    case MsgType::kPing:
-      return "ping";
-    case MsgType::kExists:
-      return "exists";
-    case MsgType::kGet:
-      return "get";
-    case MsgType::kPut:
-      return "put";
-    case MsgType::kDelete:
-      return "delete";
-    case MsgType::kPin:
-      return "pin";
-    case MsgType::kUnpin:
-      return "unpin";
-    case MsgType::kStats:
-      return "stats";
-    case MsgType::kClear:
-      return "clear";
-    case MsgType::kPull:
-      return "pull";
-    case MsgType::kRevoke:
-      return "revoke";
-    case MsgType::kShareHello:
-      return "share.hello";
-    case MsgType::kLease:
-      return "lease";
-    case MsgType::kRelease:
-      return "release";
-    case MsgType::kReserve:
-      return "reserve";
-    case MsgType::kCommit:
-      return "commit";
-    case MsgType::kWritten:
-      return "written";
-    case MsgType::kRegister:
-      return "register";
-    case MsgType::kHeartbeat:
-      return "heartbeat";
-    case MsgType::kEvents:
-      return "events";
-    case MsgType::kInventory:
-      return "inventory";
-    case MsgType::kDeregister:
-      return "deregister";
-    case MsgType::kResync:
-      return "resync";
-    case MsgType::kLocate:
-      return "locate";
-    case MsgType::kAdminNodes:
-      return "admin.nodes";
-    case MsgType::kAdminStats:
-      return "admin.stats";
-    case MsgType::kAdminHealth:
-      return "admin.health";
-    case MsgType::kAdminClear:
-      return "admin.clear";
-    case MsgType::kAdminPin:
-      return "admin.pin";
-    case MsgType::kAdminUnpin:
-      return "admin.unpin";
-    case MsgType::kAdminEvict:
-      return "admin.evict";
-    case MsgType::kAdminRevoke:
-      return "admin.revoke";
-    case MsgType::kAuditMismatch:
-      return "audit.mismatch";
-  }
-  return "unknown";
+  static constexpr EnumName<MsgType> kNames[] = {
+      {MsgType::kError, "error"},
+      {MsgType::kPing, "ping"},
+      {MsgType::kExists, "exists"},
+      {MsgType::kGet, "get"},
+      {MsgType::kPut, "put"},
+      {MsgType::kDelete, "delete"},
+      {MsgType::kPin, "pin"},
+      {MsgType::kUnpin, "unpin"},
+      {MsgType::kStats, "stats"},
+      {MsgType::kClear, "clear"},
+      {MsgType::kPull, "pull"},
+      {MsgType::kRevoke, "revoke"},
+      {MsgType::kShareHello, "share.hello"},
+      {MsgType::kLease, "lease"},
+      {MsgType::kRelease, "release"},
+      {MsgType::kReserve, "reserve"},
+      {MsgType::kCommit, "commit"},
+      {MsgType::kWritten, "written"},
+      {MsgType::kRegister, "register"},
+      {MsgType::kHeartbeat, "heartbeat"},
+      {MsgType::kEvents, "events"},
+      {MsgType::kInventory, "inventory"},
+      {MsgType::kDeregister, "deregister"},
+      {MsgType::kResync, "resync"},
+      {MsgType::kLocate, "locate"},
+      {MsgType::kAdminNodes, "admin.nodes"},
+      {MsgType::kAdminStats, "admin.stats"},
+      {MsgType::kAdminHealth, "admin.health"},
+      {MsgType::kAdminClear, "admin.clear"},
+      {MsgType::kAdminPin, "admin.pin"},
+      {MsgType::kAdminUnpin, "admin.unpin"},
+      {MsgType::kAdminEvict, "admin.evict"},
+      {MsgType::kAdminRevoke, "admin.revoke"},
+      {MsgType::kAuditMismatch, "audit.mismatch"},
+  };
+  return NameOf(kNames, t, "unknown");
 }
 
 std::string EncodeHeader(const Header& h) {

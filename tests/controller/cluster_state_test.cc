@@ -80,6 +80,30 @@ TEST_F(ClusterStateTest, EventsApplyInOrderAndDuplicatesAreIgnored) {
   EXPECT_TRUE(Where(Key(1)).empty());
 }
 
+// The events rate moves on the controller's ticks, not on reads: reading
+// the stats twice gives one answer.
+TEST_F(ClusterStateTest, TheEventRateAdvancesOnTicksNotOnReads) {
+  ASSERT_TRUE(state_.Register(Reg("a", 1), now_).ok());
+  Inventory("a", 1, 0, {});
+  state_.Tick(now_);
+  const uint64_t before = state_.Stats().events_applied;
+  ASSERT_EQ(Events("a", 1, 1,
+                   {{Key(1), EncodeEvent(TierKind::kCpu, true)},
+                    {Key(2), EncodeEvent(TierKind::kCpu, true)},
+                    {Key(3), EncodeEvent(TierKind::kDisk, true)}}),
+            ClusterState::Outcome::kApplied);
+  const uint64_t applied = state_.Stats().events_applied - before;
+  ASSERT_GT(applied, 0u);
+  EXPECT_EQ(state_.Stats().events_per_second, 0) << "no window has ended yet";
+  state_.Tick(now_ + 500ms);
+  EXPECT_EQ(state_.Stats().events_per_second, 0) << "a window lasts at least a second";
+  state_.Tick(now_ + 2s);
+  EXPECT_DOUBLE_EQ(state_.Stats().events_per_second, applied / 2.0);
+  EXPECT_DOUBLE_EQ(state_.Stats().events_per_second, applied / 2.0);
+  state_.Tick(now_ + 4s);
+  EXPECT_EQ(state_.Stats().events_per_second, 0) << "no events in the last window";
+}
+
 TEST_F(ClusterStateTest, AGapAsksForAResyncAndTheInventoryReplacesTheSubtree) {
   ASSERT_TRUE(state_.Register(Reg("a", 1), now_).ok());
   Inventory("a", 1, 0, {{Key(1), TierKind::kCpu}});

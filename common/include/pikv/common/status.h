@@ -15,6 +15,8 @@
 #include <string_view>
 #include <utility>
 
+#include "pikv/common/enum_names.h"
+
 namespace pikv {
 
 enum class ErrorCode : int32_t {
@@ -37,7 +39,26 @@ enum class ErrorCode : int32_t {
   kProtocol = 100,  // malformed frame or header
 };
 
-std::string_view ErrorCodeName(ErrorCode code);
+inline constexpr EnumName<ErrorCode> kErrorCodeNames[] = {
+    {ErrorCode::kOk, "ok"},
+    {ErrorCode::kNotFound, "not_found"},
+    {ErrorCode::kRejected, "rejected"},
+    {ErrorCode::kRetry, "retry"},
+    {ErrorCode::kTimeout, "timeout"},
+    {ErrorCode::kUnavailable, "unavailable"},
+    {ErrorCode::kIoError, "io_error"},
+    {ErrorCode::kCorruption, "corruption"},
+    {ErrorCode::kInvalidArgument, "invalid_argument"},
+    {ErrorCode::kTooLarge, "too_large"},
+    {ErrorCode::kUnsupported, "unsupported"},
+    {ErrorCode::kInternal, "internal"},
+    {ErrorCode::kPermissionDenied, "permission_denied"},
+    {ErrorCode::kNotLeader, "not_leader"},
+    {ErrorCode::kProtocol, "protocol"},
+};
+inline std::string_view ErrorCodeName(ErrorCode code) {
+  return NameOf(kErrorCodeNames, code, "unknown");
+}
 
 class [[nodiscard]] Status {
  public:

@@ -136,7 +136,7 @@ class ClusterState {
     std::vector<std::string> died;       // declared dead in this tick
     std::vector<std::string> forgotten;  // dropped from the node table
   };
-  // Ages nodes.
+  // Ages nodes and advances the events rate's window (Stats reads it).
   TickResult Tick(Clock::time_point now);
   // Node table entries in use (any state).
   size_t node_count() const;
@@ -149,7 +149,7 @@ class ClusterState {
   std::vector<NodeView> Nodes(Clock::time_point now) const;
   // Node indexes to forward an admin command to: one id, or every live node.
   std::vector<std::pair<uint16_t, std::string>> LiveNodes(const std::string& only_id = {}) const;
-  ClusterStats Stats(Clock::time_point now) const;
+  ClusterStats Stats() const;
   // Engines' audit-mismatch reports: evidence, rate-limited, confirmed by a
   // second reporter before a writer is counted.
   AuditLedger& audits() { return audits_; }
@@ -195,9 +195,10 @@ class ClusterState {
   uint64_t resyncs_ PIKV_GUARDED_BY(mu_) = 0;
   uint64_t deaths_ PIKV_GUARDED_BY(mu_) = 0;
   AuditLedger audits_;
-  mutable uint64_t rate_events_ PIKV_GUARDED_BY(mu_) = 0;
-  mutable Clock::time_point rate_at_ PIKV_GUARDED_BY(mu_) = {};
-  mutable double rate_ PIKV_GUARDED_BY(mu_) = 0;
+  // The events rate's window, advanced by Tick.
+  uint64_t rate_events_ PIKV_GUARDED_BY(mu_) = 0;
+  Clock::time_point rate_at_ PIKV_GUARDED_BY(mu_) = {};
+  double rate_ PIKV_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace pikv::controller

@@ -5,22 +5,16 @@
 #include <cstdint>
 #include <string_view>
 
+#include "pikv/common/enum_names.h"
+
 namespace pikv {
 
 enum class TierKind : uint8_t { kCpu = 0, kDisk = 1, kRemote = 2 };
 inline constexpr int kNumTiers = 3;
 
-inline std::string_view TierName(TierKind t) {
-  switch (t) {
-    case TierKind::kCpu:
-      return "cpu";
-    case TierKind::kDisk:
-      return "disk";
-    case TierKind::kRemote:
-      return "remote";
-  }
-  return "?";
-}
+inline constexpr EnumName<TierKind> kTierNames[] = {
+    {TierKind::kCpu, "cpu"}, {TierKind::kDisk, "disk"}, {TierKind::kRemote, "remote"}};
+inline std::string_view TierName(TierKind t) { return NameOf(kTierNames, t); }
 
 // Bit set of tiers, bit (1 << TierKind).
 using TierMask = uint8_t;
