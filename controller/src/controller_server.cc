@@ -7,6 +7,7 @@
 #include <random>
 #include <thread>
 
+#include "pikv/common/guarded_thread.h"
 #include "pikv/controller/controller_handler.h"
 #include "pikv/controller/views.h"
 #include "pikv/http/http_server.h"
@@ -101,7 +102,8 @@ Result<std::unique_ptr<ControllerServer>> ControllerServer::Start(ControllerOpti
     server->handler_->KeepTrustIn(std::make_unique<FileTrustRecord>(options.trust_file));
   }
   server->loop_ = std::move(loop);
-  server->loop_->thread = std::thread([self] { self->Run(); });
+  // A failure is logged and serving stops, visibly (healthz stops answering).
+  server->loop_->thread = GuardedThread("controller server", [self] { self->Serve(); });
   spdlog::info(
       "controller {} on {} ({})",
       server->election_ ? "standing for leader of '" + options.cluster + "'"
@@ -177,16 +179,6 @@ void ControllerServer::Stop() {
   if (election_) election_->Stop();  // revokes the lease: a standby takes over at once
   if (loop_->http) loop_->http->Stop();
   loop_->router.close();
-}
-
-void ControllerServer::Run() {
-  // Nothing may escape a thread: a failure is logged and serving stops,
-  // visibly (healthz stops answering), instead of terminating the process.
-  try {
-    Serve();
-  } catch (const std::exception& e) {
-    spdlog::critical("controller server thread failed: {}", e.what());
-  }
 }
 
 void ControllerServer::Serve() {

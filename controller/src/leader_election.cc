@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "pikv/common/guarded_thread.h"
+
 namespace pikv::controller {
 
 namespace {
@@ -50,7 +52,15 @@ Result<std::unique_ptr<LeaderElection>> LeaderElection::Start(ElectionOptions op
     if (!printable) return InvalidArgument("advertised address is not printable ASCII: " + *s);
   }
   std::unique_ptr<LeaderElection> e(new LeaderElection(std::move(options)));
-  e->impl_->thread = std::thread([self = e.get()] { self->Run(); });
+  // Without an election thread this controller stops leading when its
+  // lease runs out: the epoch is dropped now, and the log says why.
+  LeaderElection* self = e.get();
+  e->impl_->thread = GuardedThread(
+      "election", [self] { self->Run(); },
+      [self] {
+        std::lock_guard lock(self->impl_->lease_mu);
+        self->impl_->epoch = 0;
+      });
   return e;
 }
 
@@ -252,18 +262,6 @@ class LeaderElection::Campaign {
   Clock::time_point lease_until_{}, next_renew_{}, next_poll_{}, last_other_seen_{};
 };
 
-void LeaderElection::Run() {
-  // Nothing may escape a thread: without an election thread, this
-  // controller stops leading when its lease runs out, and says why.
-  try {
-    Campaign(*this).Run();
-  } catch (const std::exception& e) {
-    {
-      std::lock_guard lock(impl_->lease_mu);
-      impl_->epoch = 0;
-    }
-    spdlog::critical("election thread failed: {}", e.what());
-  }
-}
+void LeaderElection::Run() { Campaign(*this).Run(); }
 
 }  // namespace pikv::controller

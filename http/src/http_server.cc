@@ -15,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include "pikv/common/guarded_thread.h"
+
 namespace pikv::http {
 
 namespace {
@@ -294,13 +296,7 @@ Result<std::unique_ptr<Server>> Server::Start(Options options,
   if (pipe2(impl->wake, O_NONBLOCK | O_CLOEXEC) != 0)
     return IoError("pipe: " + std::string(strerror(errno)));
   Impl* raw = impl.get();
-  impl->thread = std::thread([raw] {
-    try {
-      raw->Run();
-    } catch (const std::exception& e) {
-      spdlog::critical("http server thread failed: {}", e.what());
-    }
-  });
+  impl->thread = GuardedThread("http server", [raw] { raw->Run(); });
   server->impl_ = std::move(impl);
   return server;
 }

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "inbound_streams.h"
+#include "pikv/common/guarded_thread.h"
 #include "pikv/http/http_server.h"
 #include "pikv/node/node_metrics.h"
 #include "pikv/node/revocation_sweeper.h"
@@ -121,7 +122,11 @@ struct NodeServer::Loop {
   std::atomic<bool> draining{false};
 };
 
-Result<std::unique_ptr<NodeServer>> NodeServer::Start(NodeOptions options) {
+namespace {
+
+// Everything about the options that can be checked before anything starts;
+// fills in the node's id and the reporter's leader finder.
+Status Prepare(NodeOptions& options) {
   if (options.endpoints.empty()) return InvalidArgument("node needs at least one endpoint");
   if (options.workers < 1) return InvalidArgument("node needs at least one worker");
   if (options.max_in_flight < 1) return InvalidArgument("node needs max_in_flight >= 1");
@@ -151,6 +156,13 @@ Result<std::unique_ptr<NodeServer>> NodeServer::Start(NodeOptions options) {
   if (options.security &&
       *options.security->keyring.NodeKey(options.node_id) != options.security->own.public_key)
     return InvalidArgument("the keyring lists another key for node " + options.node_id);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<NodeServer>> NodeServer::Start(NodeOptions options) {
+  if (Status s = Prepare(options); !s.ok()) return s;
   std::unique_ptr<NodeServer> server(new NodeServer());
   server->options_ = options;
   storage::EventListener listener;
@@ -169,52 +181,71 @@ Result<std::unique_ptr<NodeServer>> NodeServer::Start(NodeOptions options) {
       std::make_unique<RequestHandler>(*server->storage_, options.node_id, std::move(pull));
 
   auto loop = std::make_unique<Loop>();
+  if (Status s = server->Bind(*loop); !s.ok()) return s;
+  loop->inbound = std::make_unique<InboundStreams>(*server->storage_, options.limits);
+  server->AddStatsSources(*loop);
+  server->loop_ = std::move(loop);
+  if (Status s = server->StartZeroCopy(); !s.ok()) return s;
+  if (options.reporter) server->StartReporter();
+  if (Status s = server->StartHttp(); !s.ok()) return s;
+  server->StartThreads();
+  spdlog::info("node {} serving on {} endpoint(s) with {} workers ({})", options.node_id,
+               server->endpoints_.size(), options.workers,
+               options.security ? "CURVE on tcp" : "security off");
+  return server;
+}
+
+Status NodeServer::Bind(Loop& loop) {
+  const NodeOptions& options = options_;
   if (options.security) {
-    auto zap = ZapHandler::Start(loop->context.handle(), options.security->keyring,
-                                 server->revoked_, options.security->keyring_path,
+    auto zap = ZapHandler::Start(loop.context.handle(), options.security->keyring, revoked_,
+                                 options.security->keyring_path,
                                  [](const std::string& line) { spdlog::warn("node: {}", line); });
     if (!zap.ok()) return zap.status();
-    loop->zap = std::move(*zap);
+    loop.zap = std::move(*zap);
   }
   try {
     // A frame past twice the payload limit is cut off by ZeroMQ itself (the
     // peer is disconnected); up to that, the server answers kTooLarge.
-    loop->frontend.set(zmq::sockopt::maxmsgsize,
-                       static_cast<int64_t>(std::max(options.limits.max_payload_bytes,
-                                                     uint64_t{options.limits.max_header_bytes}) *
-                                            2));
-    loop->frontend.set(zmq::sockopt::linger, 0);
-    loop->frontend.set(zmq::sockopt::rcvhwm, 16);
+    loop.frontend.set(zmq::sockopt::maxmsgsize,
+                      static_cast<int64_t>(std::max(options.limits.max_payload_bytes,
+                                                    uint64_t{options.limits.max_header_bytes}) *
+                                           2));
+    loop.frontend.set(zmq::sockopt::linger, 0);
+    loop.frontend.set(zmq::sockopt::rcvhwm, 16);
     // A streamed reply is many messages (slices of arena objects, no copies):
     // room for the largest one, or a ROUTER would drop its tail.
-    loop->frontend.set(zmq::sockopt::sndhwm,
-                       static_cast<int>(2 * RequestHandler::kMaxStreamMessages));
+    loop.frontend.set(zmq::sockopt::sndhwm,
+                      static_cast<int>(2 * RequestHandler::kMaxStreamMessages));
     for (const auto& ep : options.endpoints) {
       // ZeroMQ takes the mechanism at bind: CURVE for tcp, none for ipc,
       // whose socket only this user may open (curve.h).
-      ServeCurve(loop->frontend.handle(), UsesCurve(ep) ? options.security.get() : nullptr);
-      loop->frontend.bind(ep);
-      server->endpoints_.push_back(loop->frontend.get(zmq::sockopt::last_endpoint));
-      if (const std::string& bound = server->endpoints_.back(); bound.starts_with("ipc://"))
+      ServeCurve(loop.frontend.handle(), UsesCurve(ep) ? options.security.get() : nullptr);
+      loop.frontend.bind(ep);
+      endpoints_.push_back(loop.frontend.get(zmq::sockopt::last_endpoint));
+      if (const std::string& bound = endpoints_.back(); bound.starts_with("ipc://"))
         chmod(bound.substr(6).c_str(), 0600);
     }
-    loop->replies.bind(kRepliesEndpoint);
-    loop->pull_replies.bind(kPullRepliesEndpoint);
+    loop.replies.bind(kRepliesEndpoint);
+    loop.pull_replies.bind(kPullRepliesEndpoint);
   } catch (const zmq::error_t& e) {
     return IoError("bind " + options.endpoints.back() + ": " + e.what());
   }
-  loop->inbound = std::make_unique<InboundStreams>(*server->storage_, options.limits);
-  server->handler_->AddStatsSource([self = server.get()](Fields& f) {
-    const storage::StorageStats s = self->storage_->Stats();
-    f["trust.revocations"] = static_cast<int64_t>(self->revocations_.load());
-    f["trust.revoked_objects"] = static_cast<int64_t>(self->revoked_objects_.load());
+  return Status::Ok();
+}
+
+void NodeServer::AddStatsSources(Loop& loop) {
+  handler_->AddStatsSource([this](Fields& f) {
+    const storage::StorageStats s = storage_->Stats();
+    f["trust.revocations"] = static_cast<int64_t>(revocations_.load());
+    f["trust.revoked_objects"] = static_cast<int64_t>(revoked_objects_.load());
     f["trust.tenant_rejects"] = static_cast<int64_t>(s.tenant_rejects);
     f["trust.tenant_hidden"] = static_cast<int64_t>(s.tenant_hidden);
-    f["trust.revoked_refused"] = static_cast<int64_t>(self->revoked_refused_.load());
+    f["trust.revoked_refused"] = static_cast<int64_t>(revoked_refused_.load());
     f["trust.revoked_refusals"] = static_cast<int64_t>(s.revoked_refusals);
     f["trust.owner_table_refusals"] = static_cast<int64_t>(OwnerTableRefusals());
   });
-  server->handler_->AddStatsSource([inbound = loop->inbound.get()](Fields& f) {
+  handler_->AddStatsSource([inbound = loop.inbound.get()](Fields& f) {
     const InboundStreams::Counters c = inbound->counters();
     f["streamed_puts.started"] = static_cast<int64_t>(c.started);
     f["streamed_puts.completed"] = static_cast<int64_t>(c.completed);
@@ -222,60 +253,58 @@ Result<std::unique_ptr<NodeServer>> NodeServer::Start(NodeOptions options) {
     f["streamed_puts.broken"] = static_cast<int64_t>(c.broken);
     f["streamed_puts.expired"] = static_cast<int64_t>(c.expired);
   });
-  server->loop_ = std::move(loop);
-  if (Status s = server->StartZeroCopy(); !s.ok()) return s;
-  if (options.reporter) {
-    ReporterOptions r = *options.reporter;
-    r.security = options.security;
-    r.on_revoke = [self = server.get()](const std::string& engine, bool shared_tier) {
-      self->Revoke(engine, shared_tier);
-    };
-    if (r.node_id.empty()) r.node_id = options.node_id;
-    if (r.host.empty()) r.host = HostName();
-    for (const auto& ep : server->endpoints_) {
-      if (r.tcp.empty() && ep.rfind("tcp://", 0) == 0) r.tcp = AdvertisedTcp(ep, r.host);
-      if (r.ipc.empty() && ep.rfind("ipc://", 0) == 0) r.ipc = ep;
-    }
-    const uint64_t disk = options.storage.disk ? options.storage.disk->capacity_bytes : 0;
-    server->reporter_ =
-        std::make_unique<Reporter>(r, *server->events_, *server->storage_, *server->handler_,
-                                   options.storage.cpu.capacity_bytes, disk);
-    server->reporter_->Start();
+}
+
+void NodeServer::StartReporter() {
+  ReporterOptions r = *options_.reporter;
+  r.security = options_.security;
+  r.on_revoke = [this](const std::string& engine, bool shared_tier) {
+    Revoke(engine, shared_tier);
+  };
+  if (r.node_id.empty()) r.node_id = options_.node_id;
+  if (r.host.empty()) r.host = HostName();
+  for (const auto& ep : endpoints_) {
+    if (r.tcp.empty() && ep.rfind("tcp://", 0) == 0) r.tcp = AdvertisedTcp(ep, r.host);
+    if (r.ipc.empty() && ep.rfind("ipc://", 0) == 0) r.ipc = ep;
   }
-  NodeServer* self = server.get();
-  if (!options.http.empty()) {
-    std::map<std::string, http::Handler> routes;
-    routes["/metrics"] = [self](const http::Request&) {
-      return http::Response{
-          200, "text/plain; version=0.0.4",
-          NodeMetricsText(*self->handler_, *self->storage_, self->reporter_.get())};
-    };
-    routes["/healthz"] = [self](const http::Request&) {
-      const bool registered = self->reporter_ && self->reporter_->registered();
-      const auto cpu = self->storage_->Stats().tiers[static_cast<int>(TierKind::kCpu)];
-      return http::Response{
-          200, "application/json",
-          NodeHealthJson(self->options_.node_id, registered, self->reporter_ != nullptr,
-                         cpu.value_or(storage::TierStats{}))};
-    };
-    auto http = http::Server::Start({options.http}, std::move(routes));
-    if (!http.ok()) return http.status();
-    server->http_address_ = (*http)->address();
-    server->loop_->http = std::move(*http);
+  const uint64_t disk = options_.storage.disk ? options_.storage.disk->capacity_bytes : 0;
+  reporter_ = std::make_unique<Reporter>(r, *events_, *storage_, *handler_,
+                                         options_.storage.cpu.capacity_bytes, disk);
+  reporter_->Start();
+}
+
+Status NodeServer::StartHttp() {
+  if (options_.http.empty()) return Status::Ok();
+  std::map<std::string, http::Handler> routes;
+  routes["/metrics"] = [this](const http::Request&) {
+    return http::Response{200, "text/plain; version=0.0.4",
+                          NodeMetricsText(*handler_, *storage_, reporter_.get())};
+  };
+  routes["/healthz"] = [this](const http::Request&) {
+    const bool registered = reporter_ && reporter_->registered();
+    const auto cpu = storage_->Stats().tiers[static_cast<int>(TierKind::kCpu)];
+    return http::Response{200, "application/json",
+                          NodeHealthJson(options_.node_id, registered, reporter_ != nullptr,
+                                         cpu.value_or(storage::TierStats{}))};
+  };
+  auto http = http::Server::Start({options_.http}, std::move(routes));
+  if (!http.ok()) return http.status();
+  http_address_ = (*http)->address();
+  loop_->http = std::move(*http);
+  return Status::Ok();
+}
+
+void NodeServer::StartThreads() {
+  for (int i = 0; i < options_.workers; ++i) {
+    loop_->workers.push_back(
+        GuardedThread("node worker", [this, i] { WorkerLoop(loop_->jobs, kRepliesEndpoint, i); }));
   }
-  for (int i = 0; i < options.workers; ++i) {
-    server->loop_->workers.emplace_back(
-        [self, i] { self->WorkerLoop(self->loop_->jobs, kRepliesEndpoint, i); });
+  for (int i = 0; i < options_.pull_workers; ++i) {
+    loop_->pull_workers.push_back(GuardedThread(
+        "pull worker", [this, i] { WorkerLoop(loop_->pulls, kPullRepliesEndpoint, i); }));
   }
-  for (int i = 0; i < options.pull_workers; ++i) {
-    server->loop_->pull_workers.emplace_back(
-        [self, i] { self->WorkerLoop(self->loop_->pulls, kPullRepliesEndpoint, i); });
-  }
-  server->loop_->server = std::thread([self] { self->ServeLoop(); });
-  spdlog::info("node {} serving on {} endpoint(s) with {} workers ({})", options.node_id,
-               server->endpoints_.size(), options.workers,
-               options.security ? "CURVE on tcp" : "security off");
-  return server;
+  // A failure of the loop is logged and the node stops serving, visibly.
+  loop_->server = GuardedThread("node server", [this] { ServeLoop(); });
 }
 
 NodeServer::NodeServer()
@@ -406,16 +435,6 @@ Caller NodeServer::CallerOf(const CurvePeer* sender) const {
 }
 
 void NodeServer::ServeLoop() {
-  // Nothing may escape a thread: a failure here is logged and the node
-  // stops serving, visibly, instead of terminating the process.
-  try {
-    ServeLoopOnce();
-  } catch (const std::exception& e) {
-    spdlog::critical("node server thread failed: {}", e.what());
-  }
-}
-
-void NodeServer::ServeLoopOnce() {
   Loop& l = *loop_;
   std::vector<zmq::message_t> frames;
   std::vector<zmq::message_t> routing(1);

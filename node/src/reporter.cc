@@ -8,6 +8,7 @@
 #include <optional>
 #include <random>
 
+#include "pikv/common/guarded_thread.h"
 #include "pikv/proto/location.h"
 #include "pikv/proto/owner.h"
 #include "pikv/proto/zmq_frames.h"
@@ -97,7 +98,9 @@ Reporter::Reporter(ReporterOptions options, EventQueue& queue, storage::StorageM
 Reporter::~Reporter() { Stop(); }
 
 void Reporter::Start() {
-  thread_ = std::thread([this] { Run(); });
+  // A failure is logged, and the controller sees this node go silent and
+  // dead instead of the process aborting.
+  thread_ = GuardedThread("reporter", [this] { Run(); });
 }
 
 void Reporter::Stop() {
@@ -469,14 +472,6 @@ class Reporter::Loop {
   std::mt19937_64 rng_{std::random_device{}()};
 };
 
-void Reporter::Run() {
-  // Nothing may escape a thread: a failure is logged, and the controller
-  // sees this node go silent and dead instead of the process aborting.
-  try {
-    Loop(*this).Run();
-  } catch (const std::exception& e) {
-    spdlog::critical("reporter thread failed: {}", e.what());
-  }
-}
+void Reporter::Run() { Loop(*this).Run(); }
 
 }  // namespace pikv::node

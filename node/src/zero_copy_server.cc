@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "pikv/common/guarded_thread.h"
 #include "pikv/proto/local_channel.h"
 
 namespace pikv::node {
@@ -71,7 +72,7 @@ Result<std::unique_ptr<ZeroCopyServer>> ZeroCopyServer::Start(const ZeroCopyOpti
   if (!fd.ok()) return fd.status();
   std::unique_ptr<ZeroCopyServer> server(new ZeroCopyServer(storage, options, limits));
   server->listen_fd_ = *fd;
-  server->acceptor_ = std::thread([s = server.get()] { s->AcceptLoop(); });
+  server->acceptor_ = GuardedThread("zero-copy acceptor", [s = server.get()] { s->AcceptLoop(); });
   return server;
 }
 

@@ -63,7 +63,6 @@ class ControllerServer {
   struct Loop;
   ControllerServer() = default;
   Status StartHttp(Loop& loop);
-  void Run();
   void Serve();
 
   ControllerOptions options_;

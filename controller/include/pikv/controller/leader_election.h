@@ -69,7 +69,7 @@ class LeaderElection {
   struct Impl;
   class Campaign;
   explicit LeaderElection(ElectionOptions options);
-  void Run();
+  void Run();  // the thread's body: Campaign, defined beside it
 
   const ElectionOptions options_;
   std::unique_ptr<Impl> impl_;

@@ -111,9 +111,14 @@ class NodeServer {
  private:
   struct Loop;
   NodeServer();
-  void ServeLoop();
+  // Start's steps, in order.
+  Status Bind(Loop& loop);  // the ZAP handler, the frontend's endpoints, the reply sockets
+  void AddStatsSources(Loop& loop);
   Status StartZeroCopy();
-  void ServeLoopOnce();
+  void StartReporter();
+  Status StartHttp();
+  void StartThreads();  // workers, pull workers, the server loop
+  void ServeLoop();
   void WorkerLoop(JobQueue& jobs, const char* replies, int index);
   // Decodes one request; returns the reply now, or nullopt if it was queued.
   std::optional<Message> Dispatch(std::vector<zmq::message_t>& frames);

@@ -112,7 +112,7 @@ class Reporter {
 
  private:
   class Loop;
-  void Run();
+  void Run();  // the thread's body: Loop, defined beside it
 
   ReporterOptions options_;
   EventQueue& queue_;
