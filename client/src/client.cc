@@ -2,6 +2,8 @@
 
 #include <map>
 
+#include "pikv/client/background_stores.h"
+#include "pikv/common/enum_names.h"
 #include "pikv/coord/controller_finder.h"
 #include "pikv/proto/checksum.h"
 #include "pikv/proto/chunk_object.h"
@@ -39,17 +41,11 @@ std::optional<CurveClientKeys> CurveFor(const ClientOptions& o, const std::strin
 }  // namespace
 
 std::string_view SourceName(Source s) {
-  switch (s) {
-    case Source::kLocal:
-      return "local";
-    case Source::kPeer:
-      return "peer";
-    case Source::kRemote:
-      return "remote";
-    case Source::kMiss:
-      return "miss";
-  }
-  return "?";
+  static constexpr EnumName<Source> kNames[] = {{Source::kLocal, "local"},
+                                                {Source::kPeer, "peer"},
+                                                {Source::kRemote, "remote"},
+                                                {Source::kMiss, "miss"}};
+  return NameOf(kNames, s);
 }
 
 struct Client::Connections {
@@ -76,7 +72,9 @@ Status CheckClientSecurity(const ClientOptions& o) {
 }
 
 Client::Client(ClientOptions options)
-    : options_(std::move(options)), conn_(std::make_unique<Connections>()) {
+    : options_(std::move(options)),
+      conn_(std::make_unique<Connections>()),
+      background_(std::make_unique<BackgroundStores>()) {
   if (!options_.local_node.empty()) {
     conn_->local = std::make_unique<rpc::NodeClient>(
         options_.local_node, options_.node_timeout, WireLimits{},
@@ -500,17 +498,16 @@ std::future<Status> Ready(Status s) {
 }
 
 // A put on a connection of its own, so that it is safe beside the client's calls.
-std::future<Status> PutInBackground(std::string endpoint, std::chrono::milliseconds timeout,
+std::function<Status()> PutOnItsOwn(std::string endpoint, std::chrono::milliseconds timeout,
                                     std::optional<CurveClientKeys> curve, uint64_t stream_frame,
                                     ChunkKey key, SharedBuffer object) {
-  return std::async(std::launch::async,
-                    [endpoint = std::move(endpoint), timeout, curve = std::move(curve),
-                     stream_frame, key, object = std::move(object)]() -> Status {
-                      rpc::NodeClient node(endpoint, timeout, WireLimits{}, curve);
-                      node.set_stream_frame(stream_frame);
-                      auto put = node.Put({&key, 1}, {&object, 1});
-                      return put.ok() ? (*put)[0] : put.status();
-                    });
+  return [endpoint = std::move(endpoint), timeout, curve = std::move(curve), stream_frame, key,
+          object = std::move(object)]() -> Status {
+    rpc::NodeClient node(endpoint, timeout, WireLimits{}, curve);
+    node.set_stream_frame(stream_frame);
+    auto put = node.Put({&key, 1}, {&object, 1});
+    return put.ok() ? (*put)[0] : put.status();
+  };
 }
 
 }  // namespace
@@ -560,9 +557,10 @@ std::future<Status> Client::StoreObject(const ChunkKey& key, size_t size, const 
       stats_.zero_copy_stores++;
       if (async) {
         stats_.stores++;  // counted when handed off; the future says whether it landed
-        return std::async(std::launch::async, [zc, key, space = std::move(*space),
-                                               timeout = options_.node_timeout]() mutable {
-          return zc->Commit(key, std::move(space), timeout, /*seal=*/true);
+        // std::function wants a copyable callable: the reservation is shared.
+        auto held = std::make_shared<rpc::ZeroCopyClient::Space>(std::move(*space));
+        return background_->Run([zc, key, held, timeout = options_.node_timeout] {
+          return zc->Commit(key, std::move(*held), timeout, /*seal=*/true);
         });
       }
       Status s = zc->Commit(key, std::move(*space), options_.node_timeout, /*seal=*/true);
@@ -576,9 +574,10 @@ std::future<Status> Client::StoreObject(const ChunkKey& key, size_t size, const 
   if (!async) return Ready(Put(key, object));
   if (options_.local_node.empty()) return fail(Unavailable("no local node to store into"));
   stats_.stores++;  // counted when handed off; the future says whether it landed
-  return PutInBackground(options_.local_node, options_.node_timeout,
-                         CurveFor(options_, options_.local_node, &options_.local_node_id),
-                         options_.stream_frame, key, std::move(object));
+  return background_->Run(
+      PutOnItsOwn(options_.local_node, options_.node_timeout,
+                  CurveFor(options_, options_.local_node, &options_.local_node_id),
+                  options_.stream_frame, key, std::move(object)));
 }
 
 Status Client::Store(const ChunkKey& key, std::span<const int32_t> tokens, int64_t virtual_start,

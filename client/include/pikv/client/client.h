@@ -55,6 +55,8 @@
 
 namespace pikv::client {
 
+class BackgroundStores;
+
 struct ClientOptions {
   std::string local_node;  // this host's node (ipc:// or tcp://); empty = none
   std::string controller;  // empty = no controller (local-only plans)
@@ -273,6 +275,8 @@ class Client {
   std::unique_ptr<Connections> conn_;
   ClientStats stats_;
   std::mt19937_64 audit_rng_{std::random_device{}()};
+  // Stores handed off (async): last, so they end before the rest goes.
+  std::unique_ptr<BackgroundStores> background_;
 };
 
 }  // namespace pikv::client
