@@ -9,8 +9,9 @@ class Admin:
     """The controller at `endpoint`: one endpoint, a list of standbys, or
     etcd://h1:2379,...[/cluster][?tls=DIR] (the leader, followed across
     failovers; over mutual TLS with DIR's ca.crt, client.crt, client.key);
-    every call has a deadline and raises RuntimeError when no leader answers
-    in time. On a secure cluster give the key
+    every call has a deadline and raises pikv.Unavailable or pikv.Timeout
+    when no leader answers in time (pikv.PermissionDenied for a key whose
+    role may not ask). On a secure cluster give the key
     pair's prefix and the keyring (default: PIKV_CURVE_KEY and
     PIKV_CURVE_KEYRING, as `pikv admin`); changes need the admin key."""
 

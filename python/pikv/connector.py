@@ -17,10 +17,10 @@ engine recomputes what was not provided.
 
 import logging
 import re
-import threading
 from dataclasses import dataclass, field
 
 from pikv import _pikv
+from pikv.errors import InvalidArgument
 from pikv.device import DeviceKv, DeviceRemapper
 from pikv.paged import PACKINGS
 from pikv.tensors import kv_layout
@@ -103,8 +103,12 @@ class CoreStats:
 
 
 class ConnectorCore:
-    """One per engine process side (scheduler or worker), called from one
-    thread (the C++ client's calls are serialised by a lock).
+    """One per engine process side (scheduler or worker), called by one
+    thread at a time: not thread-safe, like the C++ client it owns (one set
+    of connections) and its device path. An engine calling from several
+    threads makes a core per thread. Saves handed off with wait=False run in
+    the C++ client's background; their results are read on the caller's
+    thread (`pending`, wait_for_saves).
 
     `settings`: the client settings (keys of deploy/client.example.yaml, e.g.
     model-id, model-config, local-node, controller); `settings_file` a YAML
@@ -126,11 +130,11 @@ class ConnectorCore:
     def __init__(self, settings=None, settings_file="", block_size=16, separator=None,
                  threads=1, path="auto", recompute=None, pin_arena=True):
         if path not in self.PATHS:
-            raise ValueError(f"path {path!r} is not one of {', '.join(self.PATHS)}")
+            raise InvalidArgument(f"path {path!r} is not one of {', '.join(self.PATHS)}")
         self.options = _pikv.Options.load(settings_file, {k: str(v) for k, v in
                                                           (settings or {}).items()})
         if self.options.num_layers == 0:
-            raise ValueError("no model: give model-config (the model's config.json) or "
+            raise InvalidArgument("no model: give model-config (the model's config.json) or "
                              "num-layers, num-kv-heads and head-dim")
         self.client = _pikv.Client(self.options)
         self.block_size = block_size
@@ -147,7 +151,6 @@ class ConnectorCore:
         self._device_load = None  # the load whose layers the forward pass waits for
         self._gathering = {}  # torch path: save id -> _Gathering
         self._layer_names = []
-        self._lock = threading.Lock()  # the C++ client is one connection set, one caller
 
     def require_whole_cache(self, engine_keeps_whole_cache):
         """Raises unless every layer the model windows (sliding or chunked
@@ -156,7 +159,7 @@ class ConnectorCore:
         has no room for a whole chunk, so loading one would be wrong."""
         windowed = list(self.options.windowed_layers)
         if windowed and not engine_keeps_whole_cache:
-            raise ValueError(
+            raise InvalidArgument(
                 f"layers {windowed[:8]}{'...' if len(windowed) > 8 else ''} attend over a "
                 "window or chunk, and this engine keeps only the window of them: pikv cannot "
                 "place whole chunks there (vLLM: --disable-hybrid-kv-cache-manager)")
@@ -174,8 +177,7 @@ class ConnectorCore:
             segments = self.segments(tokens, lengths)
             if segments is None:
                 return 0
-            with self._lock:
-                plan = self.client.plan(segments)
+            plan = self.client.plan(segments)
         except Exception as e:  # never into the engine loop
             self.stats.errors += 1
             log.warning("pikv plan failed: %s", e)
@@ -206,7 +208,7 @@ class ConnectorCore:
             layers = [layers[n] for n in names]
         if layout in PACKINGS:  # packings only pikv.device addresses (vLLM's own)
             if self.path == "cpp":
-                raise ValueError(f"layout {layout} is written by pikv.device only: path "
+                raise InvalidArgument(f"layout {layout} is written by pikv.device only: path "
                                  "'torch' or 'auto'")
             kv = DeviceKv(layers, layout=layout)
             built = kv.layout
@@ -214,7 +216,7 @@ class ConnectorCore:
             built = kv_layout(layers, layout=layout, axes=axes)
             kv = None
         if built.block_size != self.block_size:
-            raise ValueError(f"the cache's blocks hold {built.block_size} tokens, "
+            raise InvalidArgument(f"the cache's blocks hold {built.block_size} tokens, "
                              f"the engine said {self.block_size}")
         self._layout = built
         torch_path = self.path == "torch" or (self.path == "auto" and not built.host)
@@ -280,12 +282,11 @@ class ConnectorCore:
                 return result
             segments = self.segments(tokens, lengths)
             if segments is None:  # the engine was told these tokens would come
-                raise ValueError("the prompt does not split into segments")
-            with self._lock:
-                plan = self.client.plan(segments)
-                objects = self.client.fetch(plan)  # in plan order, None for a miss
-                self._audit(plan, objects, segments)
-                result.loaded_tokens = self._place(plan, objects, segments, block_ids, num_tokens)
+                raise InvalidArgument("the prompt does not split into segments")
+            plan = self.client.plan(segments)
+            objects = self.client.fetch(plan)  # in plan order, None for a miss
+            self._audit(plan, objects, segments)
+            result.loaded_tokens = self._place(plan, objects, segments, block_ids, num_tokens)
         except Exception as e:
             self.stats.errors += 1
             log.warning("pikv load stopped at token %d: %s", result.loaded_tokens, e)
@@ -366,16 +367,15 @@ class ConnectorCore:
         (wait) or handed off (not wait: a PendingStore is kept in `pending`)."""
         try:
             slots = slots_of(block_ids, self.block_size, virtual_start, len(tokens))
-            with self._lock:
-                if self._device:
-                    g = self._gathering.pop(save_id, None)
-                    whole = g is not None and g.slots == slots and \
-                        len(g.layers) == self._device.kv.num_layers
-                    pending = self._device.save(tokens, slots, virtual_start, wait,
-                                                gathered=g.payload if whole else None)
-                else:
-                    pending = self.client.store(list(tokens), self._layout, slots,
-                                                virtual_start, wait)
+            if self._device:
+                g = self._gathering.pop(save_id, None)
+                whole = g is not None and g.slots == slots and \
+                    len(g.layers) == self._device.kv.num_layers
+                pending = self._device.save(tokens, slots, virtual_start, wait,
+                                            gathered=g.payload if whole else None)
+            else:
+                pending = self.client.store(list(tokens), self._layout, slots,
+                                            virtual_start, wait)
             if pending is not None:
                 self._reap()
                 self.pending.append(pending)

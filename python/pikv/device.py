@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 import torch
 
 from pikv import _pikv
+from pikv.errors import InvalidArgument
 from pikv.paged import PACKINGS, Plane, geometry
 from pikv.tensors import TORCH_DTYPES, geometry_layout, kv_layout
 
@@ -107,7 +108,7 @@ class DeviceKv:
         would read another block, or fault the device)."""
         s = torch.as_tensor(slots, dtype=torch.int64)
         if s.numel() and (int(s.min()) < 0 or int(s.max()) >= self.num_slots):
-            raise ValueError(f"slots must be in 0..{self.num_slots - 1}")
+            raise InvalidArgument(f"slots must be in 0..{self.num_slots - 1}")
         b, o = s // self.block_size, s % self.block_size
         if self.device.type == "cuda":  # no wait on the engine's stream
             return (b.pin_memory().to(self.device, non_blocking=True),
@@ -263,7 +264,7 @@ class DeviceRemapper:
                 if fused:
                     raise
         if fused and self._fused is None:
-            raise ValueError("the fused remap needs a CUDA cache of plain strides and a pikv "
+            raise InvalidArgument("the fused remap needs a CUDA cache of plain strides and a pikv "
                              "built with nvcc whose CUDA runtime sees the device")
         # One load stream (CUDA); pinned staging buffers for host-to-device
         # copies, reused by every load once the previous one's copies are done.
@@ -457,7 +458,7 @@ class DeviceRemapper:
         `gathered`, from gather_layer): one device-to-host copy straight into
         the object's payload."""
         if len(slots) != len(tokens):
-            raise ValueError(f"{len(tokens)} tokens, {len(slots)} slots")
+            raise InvalidArgument(f"{len(tokens)} tokens, {len(slots)} slots")
         gathered = self.kv.gather(slots) if gathered is None else gathered
 
         def write(view):

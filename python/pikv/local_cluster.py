@@ -14,6 +14,8 @@ import subprocess
 import threading
 import time
 
+from pikv.errors import Unavailable
+
 
 class LocalCluster:
     def __init__(self, pikv_binary="pikv", nodes=2, redis="auto", timeout=30.0, secure=True,
@@ -51,7 +53,7 @@ class LocalCluster:
                 self._drainer.start()
                 return
         self.stop()
-        raise RuntimeError("pikv cluster did not come up")
+        raise Unavailable("pikv cluster did not come up")
 
     def security_settings(self, member="engine") -> dict:
         """Client settings for `member` (engine, admin, node-<id>): its key

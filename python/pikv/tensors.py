@@ -8,6 +8,8 @@ remap refuses it, pikv.device writes it with the engine's own torch."""
 import ctypes
 from dataclasses import dataclass
 
+from pikv.errors import InvalidArgument
+
 TORCH_DTYPES = {"torch.float32": "f32", "torch.float16": "f16", "torch.bfloat16": "bf16"}
 _TYPESTRS = {"f4": "f32", "f2": "f16"}  # bf16 has no typestr: pass dtype="bf16"
 _SIZES = {"f32": 4, "f16": 2, "bf16": 2}
@@ -31,7 +33,7 @@ def _span(shape, strides, itemsize):
     if any(n == 0 for n in shape):
         return 0
     if any(s < 0 for s in strides):
-        raise ValueError("negative strides are not supported")
+        raise InvalidArgument("negative strides are not supported")
     return (sum((n - 1) * s for n, s in zip(shape, strides)) + 1) * itemsize
 
 
@@ -41,24 +43,24 @@ def describe(obj, dtype: str = None, any_device: bool = False) -> TensorInfo:
     (bf16 in numpy or a raw buffer)."""
     if hasattr(obj, "data_ptr") and hasattr(obj, "stride"):  # torch
         if obj.device.type != "cpu" and not any_device:
-            raise ValueError(f"a {obj.device.type} tensor: pikv's C++ path writes CPU memory "
+            raise InvalidArgument(f"a {obj.device.type} tensor: pikv's C++ path writes CPU memory "
                              "only (pikv.device writes any device's)")
         name = TORCH_DTYPES.get(str(obj.dtype))
         if name is None:
-            raise ValueError(f"dtype {obj.dtype} is not float32, float16 or bfloat16")
+            raise InvalidArgument(f"dtype {obj.dtype} is not float32, float16 or bfloat16")
         shape, strides = tuple(obj.shape), tuple(obj.stride())
         return TensorInfo(obj.data_ptr(), name, shape, strides, _span(shape, strides, _SIZES[name]),
                           str(obj.device))
     if hasattr(obj, "__array_interface__"):  # numpy and friends
         ai = obj.__array_interface__
         if ai["data"][1]:
-            raise ValueError("the array is read-only")
+            raise InvalidArgument("the array is read-only")
         name = dtype or _TYPESTRS.get(ai["typestr"][1:])
         if name not in _SIZES:
-            raise ValueError(f"typestr {ai['typestr']} needs dtype= f32, f16 or bf16")
+            raise InvalidArgument(f"typestr {ai['typestr']} needs dtype= f32, f16 or bf16")
         size = _SIZES[name]
         if int(ai["typestr"][2:]) != size:
-            raise ValueError(f"typestr {ai['typestr']} does not hold {name}")
+            raise InvalidArgument(f"typestr {ai['typestr']} does not hold {name}")
         shape = tuple(ai["shape"])
         if ai.get("strides") is None:
             strides, step = [], 1
@@ -68,15 +70,15 @@ def describe(obj, dtype: str = None, any_device: bool = False) -> TensorInfo:
             strides = tuple(strides)
         else:
             if any(s % size for s in ai["strides"]):
-                raise ValueError("strides are not whole elements")
+                raise InvalidArgument("strides are not whole elements")
             strides = tuple(s // size for s in ai["strides"])
         return TensorInfo(ai["data"][0], name, shape, strides, _span(shape, strides, size))
     view = memoryview(obj)  # the buffer protocol
     if view.readonly:
-        raise ValueError("the buffer is read-only")
+        raise InvalidArgument("the buffer is read-only")
     name = dtype or {"f": "f32", "e": "f16"}.get(view.format)
     if name not in _SIZES or _SIZES[name] != view.itemsize:
-        raise ValueError(f"buffer format {view.format!r} needs dtype= f32, f16 or bf16")
+        raise InvalidArgument(f"buffer format {view.format!r} needs dtype= f32, f16 or bf16")
     ptr = ctypes.addressof(ctypes.c_char.from_buffer(view))
     strides = tuple(s // view.itemsize for s in view.strides)
     return TensorInfo(ptr, name, tuple(view.shape), strides, _span(view.shape, strides, view.itemsize))
@@ -99,7 +101,7 @@ def _detect(shape):
         return "flash"
     if len(shape) == 5 and shape[1] == 2 and shape[0] != 2:
         return "block_major"
-    raise ValueError(f"cannot tell the KV layout of shape {shape}: pass layout= "
+    raise InvalidArgument(f"cannot tell the KV layout of shape {shape}: pass layout= "
                      f"({', '.join(LAYOUTS)}) or axes= (a string of p, b, o, h, d)")
 
 
@@ -110,23 +112,23 @@ def kv_layout(layers, layout: str = None, axes: str = None, dtype: str = None):
     Its `axes` attribute says which tensor axis is which."""
     infos = [describe(t, dtype, any_device=True) for t in layers]
     if not infos:
-        raise ValueError("no layers")
+        raise InvalidArgument("no layers")
     first = infos[0]
     for i, info in enumerate(infos[1:], 1):
         if (info.shape, info.strides, info.dtype) != (first.shape, first.strides, first.dtype):
-            raise ValueError(f"layer {i} differs from layer 0 in shape, strides or dtype")
+            raise InvalidArgument(f"layer {i} differs from layer 0 in shape, strides or dtype")
         if info.device != first.device:
-            raise ValueError(f"layer {i} is on {info.device}, layer 0 on {first.device}")
+            raise InvalidArgument(f"layer {i} is on {info.device}, layer 0 on {first.device}")
     axes = axes or LAYOUTS[layout or _detect(first.shape)]
     if sorted(axes) not in (sorted("pbohd"), sorted("bod")) or len(axes) != len(first.shape):
-        raise ValueError(f"axes {axes!r} do not name the {len(first.shape)} axes of {first.shape}")
+        raise InvalidArgument(f"axes {axes!r} do not name the {len(first.shape)} axes of {first.shape}")
     dims = dict(zip(axes, first.shape))
     strides = dict(zip(axes, first.strides))
     if strides["d"] != 1:
-        raise ValueError("a head vector must be contiguous (stride 1 along d)")
+        raise InvalidArgument("a head vector must be contiguous (stride 1 along d)")
     mla = "p" not in axes
     if not mla and dims["p"] != 2:
-        raise ValueError(f"the plane axis holds {dims['p']}, not K and V")
+        raise InvalidArgument(f"the plane axis holds {dims['p']}, not K and V")
     built = _kv_layout(first.dtype, "mla" if mla else "standard", 1 if mla else dims["h"],
                        dims["d"], dims["o"], dims["b"],
                        (0 if mla else strides["p"], strides["b"], strides["o"],
@@ -146,7 +148,7 @@ def geometry_layout(layers, planes):
     infos = [describe(t, any_device=True) for t in layers]
     shapes = {geometry(p) for p in planes}
     if len(shapes) != 1 or len({i.dtype for i in infos}) != 1:
-        raise ValueError("every layer must have one geometry and dtype")
+        raise InvalidArgument("every layer must have one geometry and dtype")
     heads, dim, block_size, blocks, mla = shapes.pop()
     planes_n = 1 if mla else 2
     per_token = heads * dim

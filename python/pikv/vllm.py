@@ -39,6 +39,7 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import (
 )
 
 from pikv.connector import ConnectorCore
+from pikv.errors import InvalidArgument
 from pikv.tensors import TORCH_DTYPES
 
 # Keys of kv_connector_extra_config that are the adapter's, not client settings.
@@ -101,7 +102,7 @@ def client_settings(vllm_config, extra):
                 "model-config": _model_config_file(model.hf_text_config)}
     cache_dtype = getattr(vllm_config.cache_config, "cache_dtype", "auto")
     if cache_dtype != "auto":
-        raise ValueError(f"PikvConnector stores KV in the model's dtype; kv_cache_dtype "
+        raise InvalidArgument(f"PikvConnector stores KV in the model's dtype; kv_cache_dtype "
                          f"{cache_dtype!r} is not supported")
     settings["dtype"] = TORCH_DTYPES.get(str(model.dtype), "bf16")
     settings.update({k: v for k, v in extra.items() if k not in _ADAPTER_KEYS})
@@ -114,16 +115,16 @@ def check_engine_config(vllm_config):
     cache = vllm_config.cache_config
     if getattr(cache, "enable_prefix_caching", False):
         # vLLM would hash chunk-isolated KV as if it were ordinary prefix KV.
-        raise ValueError("PikvConnector needs vLLM's prefix caching off "
+        raise InvalidArgument("PikvConnector needs vLLM's prefix caching off "
                          "(--no-enable-prefix-caching)")
     policy = getattr(vllm_config.kv_transfer_config, "kv_load_failure_policy", "fail")
     if policy != "recompute":
-        raise ValueError('PikvConnector needs "kv_load_failure_policy": "recompute" in '
+        raise InvalidArgument('PikvConnector needs "kv_load_failure_policy": "recompute" in '
                          "kv_transfer_config: a chunk evicted between plan and load is then "
                          f"computed, not an error for the request (it is {policy!r})")
     tp = vllm_config.parallel_config.tensor_parallel_size
     if tp != 1:
-        raise ValueError(f"PikvConnector does not support tensor parallelism yet "
+        raise InvalidArgument(f"PikvConnector does not support tensor parallelism yet "
                          f"(tensor_parallel_size {tp}): a rank holds a share of the KV "
                          "heads and a chunk object all of them")
 
@@ -138,12 +139,12 @@ def packing_of(vllm_config, kv_caches):
         layer = layers.get(name)
         backend = getattr(layer, "attn_backend", None)
         if backend is None:
-            raise ValueError(f"layer {name}: no attention backend declared")
+            raise InvalidArgument(f"layer {name}: no attention backend declared")
         backend_name = backend.get_name()
         if backend_name == "CPU_ATTN":
             isa = getattr(layer, "isa", None)
             if isa not in _CPU_ISAS:
-                raise ValueError(f"layer {name}: vLLM's CPU attention packs its cache for ISA "
+                raise InvalidArgument(f"layer {name}: vLLM's CPU attention packs its cache for ISA "
                                  f"{isa!r}, which pikv does not address ({', '.join(_CPU_ISAS)})")
             found.add(_CPU_ISAS[isa])
         elif backend_name in _GPU_BACKENDS:
@@ -151,10 +152,10 @@ def packing_of(vllm_config, kv_caches):
         elif "MLA" in backend_name:
             found.add("vllm_mla")
         else:
-            raise ValueError(f"layer {name}: attention backend {backend_name} keeps a cache "
+            raise InvalidArgument(f"layer {name}: attention backend {backend_name} keeps a cache "
                              "layout pikv does not address")
     if len(found) != 1:
-        raise ValueError(f"the layers' caches are packed in several ways: {sorted(found)}")
+        raise InvalidArgument(f"the layers' caches are packed in several ways: {sorted(found)}")
     return found.pop()
 
 

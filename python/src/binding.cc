@@ -31,11 +31,29 @@ using namespace pybind11::literals;
 namespace pikv::python {
 namespace {
 
-// A failed Status becomes a Python exception with its message; callers on
-// the engine's hot path (the connector core) catch it and degrade.
-[[noreturn]] void Raise(const Status& s) {
-  if (s.code() == ErrorCode::kInvalidArgument) throw py::value_error(s.message());
-  throw std::runtime_error(s.ToString());
+// A failed Status on its way to Python: the module's translator raises the
+// class of pikv.errors for its code, with its message. Callers on the
+// engine's hot path (the connector core) catch it and degrade.
+struct StatusError : std::runtime_error {
+  explicit StatusError(Status s) : std::runtime_error(s.ToString()), status(std::move(s)) {}
+  Status status;
+};
+[[noreturn]] void Raise(const Status& s) { throw StatusError(s); }
+[[noreturn]] void RaiseInvalid(std::string message) { Raise(InvalidArgument(std::move(message))); }
+
+void TranslateStatusError(std::exception_ptr p) {
+  try {
+    if (p) std::rethrow_exception(p);
+  } catch (const StatusError& e) {
+    try {
+      py::object error =
+          py::module_::import("pikv.errors")
+              .attr("from_status")(std::string(ErrorCodeName(e.status.code())), e.status.message());
+      PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(error.ptr())), error.ptr());
+    } catch (py::error_already_set& import_failed) {
+      import_failed.restore();
+    }
+  }
 }
 template <typename T>
 T Take(Result<T> r) {
@@ -45,13 +63,13 @@ T Take(Result<T> r) {
 
 DType DTypeOf(const std::string& name) {
   auto d = ParseDType(name);
-  if (!d) throw py::value_error("dtype '" + name + "' is not f32, f16 or bf16");
+  if (!d) RaiseInvalid("dtype '" + name + "' is not f32, f16 or bf16");
   return *d;
 }
 
 py::object ModelInfo(const std::string& path, uint32_t max_model_len, const std::string& dtype) {
   std::ifstream file(path);
-  if (!file) throw py::value_error("cannot read " + path);
+  if (!file) RaiseInvalid("cannot read " + path);
   std::stringstream text;
   text << file.rdbuf();
   device::ModelConfigOptions options;
@@ -70,10 +88,10 @@ device::PagedLayout MakeLayout(const std::string& dtype, const std::string& kv_f
                                std::vector<uintptr_t> layer_ptrs, std::vector<uint64_t> layer_bytes,
                                bool host) {
   if (kv_format != "standard" && kv_format != "mla")
-    throw py::value_error("kv_format '" + kv_format + "' is not standard or mla");
-  if (strides.size() != 4) throw py::value_error("strides: (plane, block, offset, head)");
+    RaiseInvalid("kv_format '" + kv_format + "' is not standard or mla");
+  if (strides.size() != 4) RaiseInvalid("strides: (plane, block, offset, head)");
   if (layer_ptrs.size() != layer_bytes.size() || layer_ptrs.empty())
-    throw py::value_error("one address and one size per layer");
+    RaiseInvalid("one address and one size per layer");
   device::PagedLayout l;
   l.dtype = DTypeOf(dtype);
   l.kv_format = kv_format == "mla" ? KvFormat::kMla : KvFormat::kStandard;
@@ -89,11 +107,10 @@ device::PagedLayout MakeLayout(const std::string& dtype, const std::string& kv_f
   if (Status s = l.Validate(); !s.ok()) Raise(s);
   const uint64_t extent = l.ElementsPerLayer() * DTypeSize(l.dtype);
   for (size_t i = 0; i < layer_ptrs.size(); ++i) {
-    if (layer_ptrs[i] == 0) throw py::value_error("layer " + std::to_string(i) + " is null");
+    if (layer_ptrs[i] == 0) RaiseInvalid("layer " + std::to_string(i) + " is null");
     if (extent > layer_bytes[i]) {
-      throw py::value_error("layer " + std::to_string(i) + ": the layout spans " +
-                            std::to_string(extent) + " bytes but the tensor holds " +
-                            std::to_string(layer_bytes[i]));
+      RaiseInvalid("layer " + std::to_string(i) + ": the layout spans " + std::to_string(extent) +
+                   " bytes but the tensor holds " + std::to_string(layer_bytes[i]));
     }
     l.layers.push_back(reinterpret_cast<void*>(layer_ptrs[i]));
   }
@@ -139,7 +156,7 @@ py::dict PrepareRemap(client::Client& c, const SharedBuffer& object, const clien
 // cos and sin tables. The cache must be described by its real strides.
 void RemapCuda(client::Client& c, const SharedBuffer& object, const device::PagedLayout& cache,
                uintptr_t payload, uintptr_t slots, uintptr_t cos, uintptr_t sin, uintptr_t stream) {
-  if (cache.host) throw py::value_error("remap_cuda writes a CUDA device's cache, not host memory");
+  if (cache.host) RaiseInvalid("remap_cuda writes a CUDA device's cache, not host memory");
   auto header = ParseChunkHeader(object.span());
   if (!header.ok()) Raise(header.status());
   // What the kernel indexes by, checked here (the slots were, by
@@ -150,7 +167,7 @@ void RemapCuda(client::Client& c, const SharedBuffer& object, const device::Page
   if (g.dtype != cache.dtype || g.kv_format != cache.kv_format ||
       g.num_kv_heads != cache.num_kv_heads || g.head_dim != cache.head_dim ||
       g.num_layers != cache.layers.size() || header->rope_spec != c.options().rope.Signature())
-    throw py::value_error("remap_cuda: the object is not of this cache's geometry or RoPE");
+    RaiseInvalid("remap_cuda: the object is not of this cache's geometry or RoPE");
   Status s = device::RemapCudaLaunch(
       *header, reinterpret_cast<const uint8_t*>(payload), reinterpret_cast<const int64_t*>(slots),
       reinterpret_cast<const float*>(cos), reinterpret_cast<const float*>(sin), c.options().rope,
@@ -187,7 +204,7 @@ struct PendingStore {
 std::optional<ChunkKey> SysKey(const std::string& hex) {
   if (hex.empty()) return std::nullopt;
   auto key = ChunkKey::FromHex(hex);
-  if (!key) throw py::value_error("'" + hex + "' is not a chunk key");
+  if (!key) RaiseInvalid("'" + hex + "' is not a chunk key");
   return key;
 }
 
@@ -243,7 +260,7 @@ py::dict Audit(client::Client& c, const SharedBuffer& object, const client::Chun
   py::ssize_t step = info.itemsize;
   for (py::ssize_t d = info.ndim - 1; d >= 0; step *= info.shape[d], --d) {
     if (info.shape[d] > 1 && info.strides[d] != step)
-      throw py::value_error("the recomputed payload must be one contiguous buffer");
+      RaiseInvalid("the recomputed payload must be one contiguous buffer");
   }
   const std::span<const uint8_t> bytes(static_cast<const uint8_t*>(info.ptr),
                                        static_cast<size_t>(info.size * info.itemsize));
@@ -283,7 +300,7 @@ class AdminConnection {
     std::vector<ChunkKey> parsed;
     for (const auto& k : keys) {
       auto key = ChunkKey::FromHex(k);
-      if (!key) throw py::value_error("'" + k + "' is not a chunk key (32 hex digits)");
+      if (!key) RaiseInvalid("'" + k + "' is not a chunk key (32 hex digits)");
       parsed.push_back(*key);
     }
     Fields f;
@@ -308,11 +325,21 @@ class AdminConnection {
   std::unique_ptr<rpc::AdminClient> admin_;
 };
 
-}  // namespace
+void DefineErrors(py::module_& m) {
+  py::register_exception_translator(&TranslateStatusError);
+  m.def(
+      "status_codes",
+      [] {
+        std::vector<std::string> names;
+        for (const auto& [code, name] : kErrorCodeNames) {
+          if (code != ErrorCode::kOk) names.emplace_back(name);
+        }
+        return names;
+      },
+      "The names of pikv's failure codes (pikv.errors has a class for each)");
+}
 
-PYBIND11_MODULE(_pikv, m) {
-  m.doc() = "pikv's C++ client, model-config reader and admin client";
-  m.attr("__version__") = std::string(Version());
+void DefineCuda(py::module_& m) {
 #ifdef PIKV_HAVE_CUDA
   // Through pikv's own CUDA runtime: a failure is handled here, never left
   // as a pending error for the engine's next launch check.
@@ -335,6 +362,9 @@ PYBIND11_MODULE(_pikv, m) {
       },
       "address"_a);
 #endif
+}
+
+void DefineSettings(py::module_& m) {
   m.def("model_info", &ModelInfo, "path"_a, "max_model_len"_a = 0, "dtype"_a = "",
         "What pikv derives from a Hugging Face config.json (pikv model-info)");
 
@@ -374,7 +404,10 @@ PYBIND11_MODULE(_pikv, m) {
       .def_readonly("num_blocks", &device::PagedLayout::num_blocks)
       .def_property_readonly("num_layers",
                              [](const device::PagedLayout& l) { return l.layers.size(); });
+}
 
+// What the client's calls return.
+void DefineResults(py::module_& m) {
   py::class_<rpc::ZeroCopyClient::Arena>(m, "ZeroCopyArena")
       .def_property_readonly(
           "address",
@@ -407,7 +440,44 @@ PYBIND11_MODULE(_pikv, m) {
   py::class_<PendingStore>(m, "PendingStore")
       .def("result", &PendingStore::Wait, "Waits for the put; True if it landed (once)")
       .def("done", &PendingStore::Done, "Whether the put has ended (result() will not wait)");
+}
 
+py::list Fetch(client::Client& c, client::Plan& plan) {
+  std::vector<Result<SharedBuffer>> got;
+  {
+    py::gil_scoped_release nogil;
+    got = c.Fetch(plan);
+  }
+  py::list out;
+  for (auto& r : got) out.append(r.ok() ? py::cast(std::move(*r)) : py::none());
+  return out;
+}
+
+py::object StoreFromCache(client::Client& c, const std::vector<int32_t>& tokens,
+                          const device::PagedLayout& cache, const std::vector<int64_t>& slots,
+                          int64_t virtual_start, bool wait, const std::string& sys_key_hex) {
+  const std::optional<ChunkKey> sys_key = SysKey(sys_key_hex);
+  const ChunkKey* sys = sys_key ? &*sys_key : nullptr;
+  const ChunkKey key = c.KeyOf(tokens, sys);
+  std::future<Status> f;
+  {
+    py::gil_scoped_release nogil;
+    f = c.StoreFromCache(key, tokens, cache, slots, virtual_start, !wait, sys);
+  }
+  return StoreResult(std::move(f), wait);
+}
+
+py::object ZeroCopyArena(client::Client& c) {
+  std::optional<rpc::ZeroCopyClient::Arena> arena;
+  {
+    py::gil_scoped_release nogil;  // may (re)connect the zero-copy channel
+    arena = c.ZeroCopyArena();
+  }
+  if (!arena) return py::none();
+  return py::cast(*arena);
+}
+
+void DefineClient(py::module_& m) {
   py::class_<client::Client>(m, "Client")
       .def(py::init<client::ClientOptions>(), "options"_a)
       .def_property_readonly("options", &client::Client::options)
@@ -425,19 +495,8 @@ PYBIND11_MODULE(_pikv, m) {
             return c.MakePlan(prompt);
           },
           "segments"_a, "A source per chunk for [system, chunks..., question]")
-      .def(
-          "fetch",
-          [](client::Client& c, client::Plan& plan) {
-            std::vector<Result<SharedBuffer>> got;
-            {
-              py::gil_scoped_release nogil;
-              got = c.Fetch(plan);
-            }
-            py::list out;
-            for (auto& r : got) out.append(r.ok() ? py::cast(std::move(*r)) : py::none());
-            return out;
-          },
-          "plan"_a, "The plan's chunk objects, verified, in plan order; None for a miss")
+      .def("fetch", &Fetch, "plan"_a,
+           "The plan's chunk objects, verified, in plan order; None for a miss")
       .def(
           "remap",
           [](client::Client& c, const SharedBuffer& object, const client::ChunkPlan& chunk,
@@ -458,7 +517,7 @@ PYBIND11_MODULE(_pikv, m) {
             py::ssize_t step = info.itemsize;
             for (py::ssize_t d = info.ndim - 1; d >= 0; step *= info.shape[d], --d) {
               if (info.shape[d] > 1 && info.strides[d] != step)
-                throw py::value_error("the payload must be one contiguous buffer");
+                RaiseInvalid("the payload must be one contiguous buffer");
             }
             const std::optional<ChunkKey> sys_key = SysKey(sys_key_hex);
             const ChunkKey* sys = sys_key ? &*sys_key : nullptr;
@@ -484,46 +543,21 @@ PYBIND11_MODULE(_pikv, m) {
            "sin"_a, "stream"_a,
            "The fused CUDA remap of a chunk prepare_remap checked, staged on the device")
 #endif
-      .def(
-          "zero_copy_arena",
-          [](client::Client& c) -> py::object {
-            std::optional<rpc::ZeroCopyClient::Arena> arena;
-            {
-              py::gil_scoped_release nogil;  // may (re)connect the zero-copy channel
-              arena = c.ZeroCopyArena();
-            }
-            if (!arena) return py::none();
-            return py::cast(*arena);
-          },
-          "The local node's arena as leased objects are mapped (address, size; kept mapped "
-          "while the result lives), or None without a zero-copy channel")
+      .def("zero_copy_arena", &ZeroCopyArena,
+           "The local node's arena as leased objects are mapped (address, size; kept mapped "
+           "while the result lives), or None without a zero-copy channel")
       .def("lease_held", &client::Client::LeaseHeld, "chunk"_a,
            "False once the node may reuse a leased object's memory")
       .def("store_with", &StoreWith, "tokens"_a, "payload_nbytes"_a, "write"_a,
            "virtual_start"_a = 0, "wait"_a = true, "sys_key"_a = "",
            "Stores the chunk of `tokens` whose payload write(memoryview) puts straight into "
            "the object (in the local node's arena when it lends one)")
-      .def(
-          "store",
-          [](client::Client& c, const std::vector<int32_t>& tokens,
-             const device::PagedLayout& cache, const std::vector<int64_t>& slots,
-             int64_t virtual_start, bool wait, const std::string& sys_key_hex) -> py::object {
-            const std::optional<ChunkKey> sys_key = SysKey(sys_key_hex);
-            const ChunkKey* sys = sys_key ? &*sys_key : nullptr;
-            const ChunkKey key = c.KeyOf(tokens, sys);
-            std::future<Status> f;
-            {
-              py::gil_scoped_release nogil;
-              f = c.StoreFromCache(key, tokens, cache, slots, virtual_start, !wait, sys);
-            }
-            return StoreResult(std::move(f), wait);
-          },
-          "tokens"_a, "cache"_a, "slots"_a, "virtual_start"_a = 0, "wait"_a = true,
-          "sys_key"_a = "",
-          "Gathers a chunk by slots out of the cache and stores it under its key, "
-          "key_of(tokens) (in sys-prefixed mode after the system prompt whose key is `sys_key`, "
-          "hex); wait=False returns a PendingStore (the gather "
-          "is done either way)")
+      .def("store", &StoreFromCache, "tokens"_a, "cache"_a, "slots"_a, "virtual_start"_a = 0,
+           "wait"_a = true, "sys_key"_a = "",
+           "Gathers a chunk by slots out of the cache and stores it under its key, "
+           "key_of(tokens) (in sys-prefixed mode after the system prompt whose key is `sys_key`, "
+           "hex); wait=False returns a PendingStore (the gather "
+           "is done either way)")
       .def("should_audit", &client::Client::ShouldAudit,
            "True for the options' audit_rate share of calls: audit this hit")
       .def("audit", &Audit, "object"_a, "chunk"_a, "recomputed"_a, "start"_a = 0,
@@ -535,7 +569,9 @@ PYBIND11_MODULE(_pikv, m) {
            "comparable (false: not judged, not reported, do not use it), worst, worst_l2 (in "
            "units of their tolerances: above 1 is a mismatch), where, writer, reported}")
       .def("stats", [](const client::Client& c) { return StatsDict(c.Stats()); });
+}
 
+void DefineAdmin(py::module_& m) {
   py::enum_<MsgType>(m, "AdminQuery")
       .value("nodes", MsgType::kAdminNodes)
       .value("stats", MsgType::kAdminStats)
@@ -556,6 +592,19 @@ PYBIND11_MODULE(_pikv, m) {
            "The controller's document for an admin query (over CURVE with a key and keyring)")
       .def_property_readonly("endpoint", &AdminConnection::Endpoint,
                              "The controller the last call went to");
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_pikv, m) {
+  m.doc() = "pikv's C++ client, model-config reader and admin client";
+  m.attr("__version__") = std::string(Version());
+  DefineErrors(m);
+  DefineCuda(m);
+  DefineSettings(m);
+  DefineResults(m);
+  DefineClient(m);
+  DefineAdmin(m);
 }
 
 }  // namespace pikv::python

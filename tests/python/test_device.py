@@ -321,10 +321,10 @@ def test_saves_through_the_torch_path_are_checked_before_any_byte_is_stored():
         client.store_with(tokens, 1000, lambda view: None)
     nbytes = client.options.num_layers * 2 * len(tokens) * client.options.num_kv_heads * \
         client.options.head_dim * 2
-    with pytest.raises(RuntimeError, match="unavailable"):  # written, then no node to put it on
+    with pytest.raises(pikv.Unavailable):  # written, then no node to put it on
         client.store_with(tokens, nbytes, kept.append)
     with pytest.raises(ValueError, match="released"):
         kept[0][0]
     # A writer that raises fails the store, with its reason.
-    with pytest.raises(ValueError, match="writer failed"):
+    with pytest.raises(pikv.InvalidArgument, match="writer failed"):
         client.store_with(tokens, nbytes, lambda view: 1 / 0)
