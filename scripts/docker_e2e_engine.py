@@ -79,7 +79,7 @@ def wait_held(admin_, keys, node, tiers, timeout):
     while True:
         try:
             where = holders(admin_, keys)
-        except RuntimeError as e:  # a restarted controller answers again soon
+        except pikv.Error as e:  # a restarted controller answers again soon
             where = {"error": str(e)}
         if all(any(n == node and t in tiers for n, t in where.get(k, [])) for k in keys):
             return where
@@ -181,7 +181,7 @@ def locate(keydir, state_path, node, tiers):
         while True:
             try:
                 where = holders(adm, keys)
-            except RuntimeError as e:  # not answering is not an answer
+            except pikv.Error as e:  # not answering is not an answer
                 where = {"error": str(e)}
             if "error" not in where and \
                     not any(n == node for k in keys for n, _ in where.get(k, [])):
@@ -204,7 +204,7 @@ def unlisted(keydir, bad_key):
     try:
         pikv.Admin(CONTROLLER, timeout_ms=1000, curve_key=bad_key, curve_keyring=keyring).nodes()
         fail("the controller answered an unlisted key")
-    except RuntimeError as e:
+    except pikv.Error as e:
         print(f"controller 127.0.0.1:7300, unlisted key: refused in "
               f"{time.monotonic() - t0:.2f}s ({e})")
     for node in ("node1", "node2"):

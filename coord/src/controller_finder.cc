@@ -39,7 +39,7 @@ Result<std::shared_ptr<ControllerFinder>> ControllerFinder::Parse(
     auto access = EtcdAccess::Parse(rest, tls_dir);
     if (!access.ok()) return access.status();
     f->etcd_ = std::move(*access);
-    f->refresher_ = GuardedThread("leader finder", [raw = f.get()] { raw->Refresh(); });
+    f->refresher_ = EssentialThread("leader finder", [raw = f.get()] { raw->Refresh(); });
     return f;
   }
   for (size_t pos = 0; pos <= spec.size();) {

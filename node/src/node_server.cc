@@ -296,12 +296,15 @@ Status NodeServer::StartHttp() {
 
 void NodeServer::StartThreads() {
   for (int i = 0; i < options_.workers; ++i) {
-    loop_->workers.push_back(
-        GuardedThread("node worker", [this, i] { WorkerLoop(loop_->jobs, kRepliesEndpoint, i); }));
+    // A worker gone would leave its requests in flight, unanswered: essential.
+    loop_->workers.push_back(EssentialThread("node worker " + std::to_string(i), [this, i] {
+      WorkerLoop(loop_->jobs, kRepliesEndpoint, i);
+    }));
   }
   for (int i = 0; i < options_.pull_workers; ++i) {
-    loop_->pull_workers.push_back(GuardedThread(
-        "pull worker", [this, i] { WorkerLoop(loop_->pulls, kPullRepliesEndpoint, i); }));
+    loop_->pull_workers.push_back(EssentialThread("pull worker " + std::to_string(i), [this, i] {
+      WorkerLoop(loop_->pulls, kPullRepliesEndpoint, i);
+    }));
   }
   // A failure of the loop is logged and the node stops serving, visibly.
   loop_->server = GuardedThread("node server", [this] { ServeLoop(); });

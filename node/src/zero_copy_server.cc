@@ -72,7 +72,8 @@ Result<std::unique_ptr<ZeroCopyServer>> ZeroCopyServer::Start(const ZeroCopyOpti
   if (!fd.ok()) return fd.status();
   std::unique_ptr<ZeroCopyServer> server(new ZeroCopyServer(storage, options, limits));
   server->listen_fd_ = *fd;
-  server->acceptor_ = GuardedThread("zero-copy acceptor", [s = server.get()] { s->AcceptLoop(); });
+  server->acceptor_ =
+      EssentialThread("zero-copy acceptor", [s = server.get()] { s->AcceptLoop(); });
   return server;
 }
 

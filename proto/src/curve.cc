@@ -363,7 +363,7 @@ Result<std::unique_ptr<ZapHandler>> ZapHandler::Start(void* zmq_context, CurveKe
   std::unique_ptr<ZapHandler> handler(
       new ZapHandler(socket, std::move(allowed), std::move(revoked), std::move(keyring_path)));
   handler->log_ = std::move(log);
-  handler->thread_ = GuardedThread("ZAP handler", [h = handler.get()] { h->Serve(); });
+  handler->thread_ = EssentialThread("ZAP handler", [h = handler.get()] { h->Serve(); });
   return handler;
 }
 

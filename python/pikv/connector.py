@@ -135,7 +135,7 @@ class ConnectorCore:
                                                           (settings or {}).items()})
         if self.options.num_layers == 0:
             raise InvalidArgument("no model: give model-config (the model's config.json) or "
-                             "num-layers, num-kv-heads and head-dim")
+                                  "num-layers, num-kv-heads and head-dim")
         self.client = _pikv.Client(self.options)
         self.block_size = block_size
         self.separator = list(separator) if separator else None
@@ -209,7 +209,7 @@ class ConnectorCore:
         if layout in PACKINGS:  # packings only pikv.device addresses (vLLM's own)
             if self.path == "cpp":
                 raise InvalidArgument(f"layout {layout} is written by pikv.device only: path "
-                                 "'torch' or 'auto'")
+                                      "'torch' or 'auto'")
             kv = DeviceKv(layers, layout=layout)
             built = kv.layout
         else:
@@ -217,7 +217,7 @@ class ConnectorCore:
             kv = None
         if built.block_size != self.block_size:
             raise InvalidArgument(f"the cache's blocks hold {built.block_size} tokens, "
-                             f"the engine said {self.block_size}")
+                                  f"the engine said {self.block_size}")
         self._layout = built
         torch_path = self.path == "torch" or (self.path == "auto" and not built.host)
         self._device = DeviceRemapper(self.client, kv or DeviceKv(layers, described=built),

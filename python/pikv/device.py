@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import torch
 
 from pikv import _pikv
-from pikv.errors import InvalidArgument
+from pikv.errors import Error, InvalidArgument, Timeout
 from pikv.paged import PACKINGS, Plane, geometry
 from pikv.tensors import TORCH_DTYPES, geometry_layout, kv_layout
 
@@ -232,7 +232,7 @@ class _PinnedArenas:
             del self._held[arena.address]
             try:
                 _pikv.cuda_host_unregister(arena.address)
-            except (RuntimeError, OSError, ValueError):
+            except (Error, OSError):
                 pass  # released with the mapping
 
 
@@ -265,7 +265,7 @@ class DeviceRemapper:
                     raise
         if fused and self._fused is None:
             raise InvalidArgument("the fused remap needs a CUDA cache of plain strides and a pikv "
-                             "built with nvcc whose CUDA runtime sees the device")
+                                  "built with nvcc whose CUDA runtime sees the device")
         # One load stream (CUDA); pinned staging buffers for host-to-device
         # copies, reused by every load once the previous one's copies are done.
         self._stream = torch.cuda.Stream(kv.device) if self._cuda else None
@@ -314,7 +314,7 @@ class DeviceRemapper:
         self._unpin_arena()
         try:
             _PINNED.pin(arena)
-        except (RuntimeError, OSError, ValueError) as e:
+        except (Error, OSError) as e:
             warnings.warn(f"pikv: the node's arena could not be page-locked ({e}); leased "
                           "objects go through a pinned buffer")
             self._pin_arena = False
@@ -373,7 +373,7 @@ class DeviceRemapper:
                 copied = torch.cuda.Event()
                 copied.record(load.stream)
         if not direct and not self.client.lease_held(chunk):
-            raise TimeoutError("the lease on this chunk's object expired while it was copied off")
+            raise Timeout("the lease on this chunk's object expired while it was copied off")
         load.staged.append(_Staged(payload, tables, cos, sin, b, o, keep, chunk, obj, every,
                                    copied))
 
@@ -422,7 +422,7 @@ class DeviceRemapper:
                                            s.sin.data_ptr(), load.stream.cuda_stream)
                 event = torch.cuda.Event()
                 event.record(load.stream)
-        except (RuntimeError, ValueError) as e:
+        except (Error, RuntimeError) as e:  # pikv's checks, or torch's CUDA errors
             warnings.warn(f"pikv: the fused CUDA remap failed ({e}); writing with torch ops")
             self._fused = None
             return False
@@ -451,7 +451,7 @@ class DeviceRemapper:
         if load.stream:
             load.stream.synchronize()
         if not good:
-            raise TimeoutError("the lease on this chunk's object expired while it was read")
+            raise Timeout("the lease on this chunk's object expired while it was read")
 
     def save(self, tokens, slots, virtual_start=0, wait=True, sys_key="", gathered=None):
         """Stores a chunk gathered on the device (its slots gathered now, or

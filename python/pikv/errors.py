@@ -3,7 +3,7 @@ of `pikv.Error`, chosen by pikv's status code (common/include/pikv/common/
 status.h, the codes the nodes and the controller reply with), so a caller
 tells a miss from a dead node from its own mistake by class:
 
-    Error (RuntimeError)          `code`: the status's name, as logs print it
+    Error                         `code`: the status's name, which str() begins with
         NotFound                  no such chunk, node or key
         Rejected                  refused by policy: capacity, pinned, queue full
         Retry                     transiently busy; the same call may succeed later
@@ -20,14 +20,18 @@ tells a miss from a dead node from its own mistake by class:
         Internal                  a bug in pikv
 
 `InvalidArgument` is also a `ValueError` and `Timeout` a `TimeoutError`, so
-code written against Python's own exceptions keeps working.
+code written against Python's own exceptions keeps working; no other pikv
+failure is one of Python's (catch `pikv.Error` for all of them).
 """
 
 
-class Error(RuntimeError):
+class Error(Exception):
     """A pikv call failed; `code` names pikv's status code."""
 
     code = "unknown"
+
+    def __str__(self):
+        return f"{self.code}: {super().__str__()}"
 
 
 class NotFound(Error):

@@ -69,7 +69,7 @@ def _vllm_4d(t):
     """B, H, N, D of vLLM's (blocks, heads, block_size, 2*head_dim)."""
     if t.dim() != 4 or t.shape[3] % 2:
         raise InvalidArgument(f"vLLM's per-layer cache is (blocks, kv_heads, block_size, "
-                         f"2*head_dim); got {tuple(t.shape)}")
+                              f"2*head_dim); got {tuple(t.shape)}")
     B, H, N, C = t.shape
     return B, H, N, C // 2
 
@@ -78,8 +78,8 @@ def _cpu_pages(t):
     B, H, N, D = _vllm_4d(t)
     s = t.stride()
     if s[2:] != (2 * D, 1):
-        raise InvalidArgument(f"vLLM's CPU attention packs each (block, head) page densely; strides "
-                         f"{s} do not")
+        raise InvalidArgument(f"vLLM's CPU attention packs each (block, head) page densely; "
+                              f"strides {s} do not")
     return B, H, N, D, s[0], s[1]
 
 
@@ -92,7 +92,7 @@ def vllm_planes(t):
 def vllm_mla_planes(t):
     if t.dim() != 4 or t.shape[1] != 1:
         raise InvalidArgument(f"vLLM's MLA cache is (blocks, 1, block_size, latent + rope); got "
-                         f"{tuple(t.shape)}")
+                              f"{tuple(t.shape)}")
     return [Plane(t.permute(0, 2, 1, 3), (t.shape[2],), (t.shape[3],))]
 
 
@@ -105,7 +105,8 @@ def cpu_vec_planes(t):
 def cpu_amx_planes(t):
     B, H, N, D, sb, sh = _cpu_pages(t)
     if N % 16 or D % 16:
-        raise InvalidArgument(f"vLLM's AMX packing needs block size and head dim in 16s; got {N}, {D}")
+        raise InvalidArgument(f"vLLM's AMX packing needs block size and head dim in 16s; "
+                              f"got {N}, {D}")
     # K: tiles of 16 tokens, each token's dims in pairs: (n//16)*16D + (d//2)*32 + (n%16)*2 + d%2.
     k = _strided(t, 0, (B, N // 16, 16, H, D // 2, 2), (sb, 16 * D, 2, sh, 32, 1))
     # V: tiles of 16 dims, tokens in pairs: N*D + (d//16)*16N + (n//2)*32 + (d%16)*2 + n%2.

@@ -44,7 +44,7 @@ def describe(obj, dtype: str = None, any_device: bool = False) -> TensorInfo:
     if hasattr(obj, "data_ptr") and hasattr(obj, "stride"):  # torch
         if obj.device.type != "cpu" and not any_device:
             raise InvalidArgument(f"a {obj.device.type} tensor: pikv's C++ path writes CPU memory "
-                             "only (pikv.device writes any device's)")
+                                  "only (pikv.device writes any device's)")
         name = TORCH_DTYPES.get(str(obj.dtype))
         if name is None:
             raise InvalidArgument(f"dtype {obj.dtype} is not float32, float16 or bfloat16")
@@ -102,7 +102,7 @@ def _detect(shape):
     if len(shape) == 5 and shape[1] == 2 and shape[0] != 2:
         return "block_major"
     raise InvalidArgument(f"cannot tell the KV layout of shape {shape}: pass layout= "
-                     f"({', '.join(LAYOUTS)}) or axes= (a string of p, b, o, h, d)")
+                          f"({', '.join(LAYOUTS)}) or axes= (a string of p, b, o, h, d)")
 
 
 def kv_layout(layers, layout: str = None, axes: str = None, dtype: str = None):
@@ -121,7 +121,8 @@ def kv_layout(layers, layout: str = None, axes: str = None, dtype: str = None):
             raise InvalidArgument(f"layer {i} is on {info.device}, layer 0 on {first.device}")
     axes = axes or LAYOUTS[layout or _detect(first.shape)]
     if sorted(axes) not in (sorted("pbohd"), sorted("bod")) or len(axes) != len(first.shape):
-        raise InvalidArgument(f"axes {axes!r} do not name the {len(first.shape)} axes of {first.shape}")
+        raise InvalidArgument(f"axes {axes!r} do not name the {len(first.shape)} axes of "
+                              f"{first.shape}")
     dims = dict(zip(axes, first.shape))
     strides = dict(zip(axes, first.strides))
     if strides["d"] != 1:

@@ -103,7 +103,7 @@ def client_settings(vllm_config, extra):
     cache_dtype = getattr(vllm_config.cache_config, "cache_dtype", "auto")
     if cache_dtype != "auto":
         raise InvalidArgument(f"PikvConnector stores KV in the model's dtype; kv_cache_dtype "
-                         f"{cache_dtype!r} is not supported")
+                              f"{cache_dtype!r} is not supported")
     settings["dtype"] = TORCH_DTYPES.get(str(model.dtype), "bf16")
     settings.update({k: v for k, v in extra.items() if k not in _ADAPTER_KEYS})
     return settings
@@ -116,17 +116,17 @@ def check_engine_config(vllm_config):
     if getattr(cache, "enable_prefix_caching", False):
         # vLLM would hash chunk-isolated KV as if it were ordinary prefix KV.
         raise InvalidArgument("PikvConnector needs vLLM's prefix caching off "
-                         "(--no-enable-prefix-caching)")
+                              "(--no-enable-prefix-caching)")
     policy = getattr(vllm_config.kv_transfer_config, "kv_load_failure_policy", "fail")
     if policy != "recompute":
         raise InvalidArgument('PikvConnector needs "kv_load_failure_policy": "recompute" in '
-                         "kv_transfer_config: a chunk evicted between plan and load is then "
-                         f"computed, not an error for the request (it is {policy!r})")
+                              "kv_transfer_config: a chunk evicted between plan and load is then "
+                              f"computed, not an error for the request (it is {policy!r})")
     tp = vllm_config.parallel_config.tensor_parallel_size
     if tp != 1:
         raise InvalidArgument(f"PikvConnector does not support tensor parallelism yet "
-                         f"(tensor_parallel_size {tp}): a rank holds a share of the KV "
-                         "heads and a chunk object all of them")
+                              f"(tensor_parallel_size {tp}): a rank holds a share of the KV "
+                              "heads and a chunk object all of them")
 
 
 def packing_of(vllm_config, kv_caches):
@@ -144,8 +144,9 @@ def packing_of(vllm_config, kv_caches):
         if backend_name == "CPU_ATTN":
             isa = getattr(layer, "isa", None)
             if isa not in _CPU_ISAS:
-                raise InvalidArgument(f"layer {name}: vLLM's CPU attention packs its cache for ISA "
-                                 f"{isa!r}, which pikv does not address ({', '.join(_CPU_ISAS)})")
+                raise InvalidArgument(f"layer {name}: vLLM's CPU attention packs its cache for "
+                                      f"ISA {isa!r}, which pikv does not address "
+                                      f"({', '.join(_CPU_ISAS)})")
             found.add(_CPU_ISAS[isa])
         elif backend_name in _GPU_BACKENDS:
             found.add("vllm")
@@ -153,7 +154,7 @@ def packing_of(vllm_config, kv_caches):
             found.add("vllm_mla")
         else:
             raise InvalidArgument(f"layer {name}: attention backend {backend_name} keeps a cache "
-                             "layout pikv does not address")
+                                  "layout pikv does not address")
     if len(found) != 1:
         raise InvalidArgument(f"the layers' caches are packed in several ways: {sorted(found)}")
     return found.pop()

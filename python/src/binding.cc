@@ -46,9 +46,13 @@ void TranslateStatusError(std::exception_ptr p) {
     if (p) std::rethrow_exception(p);
   } catch (const StatusError& e) {
     try {
+      // A peer's message need not be UTF-8: what is not shows as U+FFFD.
+      const std::string& m = e.status.message();
+      py::object message = py::reinterpret_steal<py::object>(
+          PyUnicode_DecodeUTF8(m.data(), static_cast<Py_ssize_t>(m.size()), "replace"));
       py::object error =
           py::module_::import("pikv.errors")
-              .attr("from_status")(std::string(ErrorCodeName(e.status.code())), e.status.message());
+              .attr("from_status")(std::string(ErrorCodeName(e.status.code())), message);
       PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(error.ptr())), error.ptr());
     } catch (py::error_already_set& import_failed) {
       import_failed.restore();

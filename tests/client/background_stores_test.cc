@@ -22,6 +22,17 @@ TEST(BackgroundStoresTest, AFullQueueRunsTheStoreOnTheCallersThread) {
   std::vector<std::future<Status>> pending;
   {
     BackgroundStores pool;
+    // Whatever fails below, the blocked stores are let go before the pool
+    // joins them (it is declared after the pool, so it ends first).
+    struct ReleaseOnce {
+      std::promise<void>& promise;
+      bool done = false;
+      void operator()() {
+        if (!done) promise.set_value();
+        done = true;
+      }
+      ~ReleaseOnce() { (*this)(); }
+    } release_all{release};
     for (int i = 0; i < BackgroundStores::kThreads; ++i) {
       pending.push_back(pool.Run([&] {
         started++;
@@ -30,7 +41,10 @@ TEST(BackgroundStoresTest, AFullQueueRunsTheStoreOnTheCallersThread) {
         return Status::Ok();
       }));
     }
-    while (started < BackgroundStores::kThreads) std::this_thread::sleep_for(1ms);
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (started < BackgroundStores::kThreads && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(1ms);
+    ASSERT_EQ(started, BackgroundStores::kThreads) << "the pool's threads did not start";
     for (size_t i = 0; i < BackgroundStores::kMaxQueued; ++i) {
       pending.push_back(pool.Run([&] {
         ran++;
@@ -43,11 +57,11 @@ TEST(BackgroundStoresTest, AFullQueueRunsTheStoreOnTheCallersThread) {
       EXPECT_EQ(std::this_thread::get_id(), caller);
       return Unavailable("no node");
     });
-    ASSERT_EQ(inline_store.wait_for(0s), std::future_status::ready);
+    ASSERT_EQ(inline_store.wait_for(0s), std::future_status::ready) << "it waited for the pool";
     EXPECT_EQ(inline_store.get().code(), ErrorCode::kUnavailable);
     EXPECT_EQ(pool.ran_inline(), 1u);
     EXPECT_EQ(ran, 0) << "the queued stores wait for the pool";
-    release.set_value();
+    release_all();
   }  // the pool's end runs what is queued
   EXPECT_EQ(ran, BackgroundStores::kThreads + static_cast<int>(BackgroundStores::kMaxQueued));
   for (auto& f : pending) EXPECT_TRUE(f.get().ok());

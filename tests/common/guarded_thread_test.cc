@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <csignal>
 #include <stdexcept>
 
 namespace pikv {
@@ -23,6 +24,15 @@ TEST(GuardedThreadTest, AnEscapingExceptionEndsTheThreadNotTheProcess) {
   GuardedThread(
       "test", [] { throw 1; }, [] { throw std::logic_error("again"); })
       .join();
+}
+
+// A thread the process cannot serve without takes it down, saying which.
+TEST(GuardedThreadDeathTest, AnEssentialThreadsFailureAbortsTheProcess) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  // (Its log line goes to spdlog's sink, stdout here: the signal is what is checked.)
+  EXPECT_EXIT(EssentialThread("test worker", [] { throw std::runtime_error("boom"); }).join(),
+              testing::KilledBySignal(SIGABRT), "");
+  EssentialThread("test worker", [] {}).join();  // one that returns ends as any thread
 }
 
 TEST(GuardedThreadTest, ABodyThatReturnsRunsNoCleanUp) {

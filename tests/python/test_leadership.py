@@ -9,6 +9,8 @@ import time
 
 import pytest
 
+import pikv
+
 from conftest import CONFIGS, Cluster
 
 pytestmark = pytest.mark.skipif(shutil.which("etcd") is None, reason="etcd is not installed")
@@ -28,7 +30,7 @@ def wait_for(predicate, seconds, what):
             value = predicate()
             if value:
                 return value
-        except RuntimeError:  # no leader answering yet
+        except pikv.Error:  # no leader answering yet
             pass
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.1)
