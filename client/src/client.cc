@@ -95,6 +95,12 @@ Client::Client(ClientOptions options)
 
 Client::~Client() = default;
 
+ClientStats Client::Stats() const {
+  ClientStats s = stats_;
+  s.stores_ran_inline = background_->ran_inline();
+  return s;
+}
+
 std::shared_ptr<rpc::ZeroCopyClient> Client::ZeroCopy() {
   if (conn_->zero_copy_path.empty()) return nullptr;
   if (conn_->zero_copy && conn_->zero_copy->healthy()) return conn_->zero_copy;

@@ -11,9 +11,11 @@
 #include <thread>
 
 #include "inbound_streams.h"
+#include "node_stats_sources.h"
 #include "pikv/common/guarded_thread.h"
 #include "pikv/http/http_server.h"
 #include "pikv/node/node_metrics.h"
+#include "pikv/node/node_stats.h"
 #include "pikv/node/revocation_sweeper.h"
 #include "pikv/proto/endpoint.h"
 #include "pikv/proto/local_channel.h"
@@ -235,24 +237,14 @@ Status NodeServer::Bind(Loop& loop) {
 }
 
 void NodeServer::AddStatsSources(Loop& loop) {
-  handler_->AddStatsSource([this](Fields& f) {
-    const storage::StorageStats s = storage_->Stats();
-    f["trust.revocations"] = static_cast<int64_t>(revocations_.load());
-    f["trust.revoked_objects"] = static_cast<int64_t>(revoked_objects_.load());
-    f["trust.tenant_rejects"] = static_cast<int64_t>(s.tenant_rejects);
-    f["trust.tenant_hidden"] = static_cast<int64_t>(s.tenant_hidden);
-    f["trust.revoked_refused"] = static_cast<int64_t>(revoked_refused_.load());
-    f["trust.revoked_refusals"] = static_cast<int64_t>(s.revoked_refusals);
-    f["trust.owner_table_refusals"] = static_cast<int64_t>(OwnerTableRefusals());
+  StatsRegistry& registry = handler_->stats();
+  registry.AddSource([this](StatsSink& out) {
+    out.Add(stats::kTrust, "revocations", revocations_);
+    out.Add(stats::kTrust, "revoked_objects", revoked_objects_);
+    out.Add(stats::kTrust, "revoked_refused", revoked_refused_);
+    out.Add(stats::kTrust, "owner_table_refusals", OwnerTableRefusals());
   });
-  handler_->AddStatsSource([inbound = loop.inbound.get()](Fields& f) {
-    const InboundStreams::Counters c = inbound->counters();
-    f["streamed_puts.started"] = static_cast<int64_t>(c.started);
-    f["streamed_puts.completed"] = static_cast<int64_t>(c.completed);
-    f["streamed_puts.refused"] = static_cast<int64_t>(c.refused);
-    f["streamed_puts.broken"] = static_cast<int64_t>(c.broken);
-    f["streamed_puts.expired"] = static_cast<int64_t>(c.expired);
-  });
+  AddInboundSource(registry, *loop.inbound);
 }
 
 void NodeServer::StartReporter() {
@@ -270,6 +262,7 @@ void NodeServer::StartReporter() {
   const uint64_t disk = options_.storage.disk ? options_.storage.disk->capacity_bytes : 0;
   reporter_ = std::make_unique<Reporter>(r, *events_, *storage_, *handler_,
                                          options_.storage.cpu.capacity_bytes, disk);
+  AddReporterSource(handler_->stats(), *reporter_);
   reporter_->Start();
 }
 
@@ -277,8 +270,7 @@ Status NodeServer::StartHttp() {
   if (options_.http.empty()) return Status::Ok();
   std::map<std::string, http::Handler> routes;
   routes["/metrics"] = [this](const http::Request&) {
-    return http::Response{200, "text/plain; version=0.0.4",
-                          NodeMetricsText(*handler_, *storage_, reporter_.get())};
+    return http::Response{200, "text/plain; version=0.0.4", NodeMetricsText(*handler_)};
   };
   routes["/healthz"] = [this](const http::Request&) {
     const bool registered = reporter_ && reporter_->registered();
@@ -333,25 +325,7 @@ Status NodeServer::StartZeroCopy() {
   auto server = ZeroCopyServer::Start(z, *storage_, options_.limits);
   if (!server.ok()) return server.status();
   zero_copy_ = std::move(*server);
-  handler_->AddStatsSource([zc = zero_copy_.get()](Fields& f) {
-    const ZeroCopyServer::Counters c = zc->counters();
-    auto put = [&f](const std::string& name, uint64_t v) { f[name] = static_cast<int64_t>(v); };
-    put("zero_copy.clients", c.clients);
-    put("zero_copy.refused_clients", c.refused_clients);
-    put("zero_copy.requests", c.requests);
-    put("zero_copy.errors", c.errors);
-    put("zero_copy.leased_objects", c.leased_objects);
-    put("zero_copy.commits", c.commits);
-    put("zero_copy.commit_failures", c.commit_failures);
-    put("zero_copy.sealed_ahead", c.sealed_ahead);
-    put("zero_copy.sealed_whole", c.sealed_whole);
-    put("zero_copy.leases", c.leases.leases);
-    put("zero_copy.reservations", c.leases.reservations);
-    put("zero_copy.lent_bytes", c.leases.lent_bytes);
-    put("zero_copy.expired", c.leases.expired);
-    put("zero_copy.dropped", c.leases.dropped);
-    put("zero_copy.refused", c.leases.refused);
-  });
+  AddZeroCopySource(handler_->stats(), *zero_copy_);
   spdlog::info("node {} lends its CPU arena to local clients on {}", options_.node_id, z.path);
   return Status::Ok();
 }

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <memory>
 
+#include "node_stats_sources.h"
+#include "pikv/node/node_stats.h"
 #include "pikv/proto/chunk_object.h"
 #include "pikv/proto/endpoint.h"
 #include "puller.h"
@@ -42,8 +44,9 @@ void HideOtherTenants(StorageManager& storage, const std::string& tenant,
 }  // namespace
 
 RequestHandler::RequestHandler(StorageManager& storage, std::string node_id, PullOptions pull)
-    : storage_(storage), node_id_(std::move(node_id)) {
+    : storage_(storage), node_id_(std::move(node_id)), stats_(stats::kAll) {
   if (pull.controller) puller_ = std::make_unique<Puller>(storage_, node_id_, std::move(pull));
+  AddOwnSources();
 }
 
 RequestHandler::~RequestHandler() = default;
@@ -112,7 +115,7 @@ Message RequestHandler::Handle(Message& req, Clock::time_point received, const C
       unpins_++;
       return HandlePerKey(req, &StorageManager::Unpin);
     case MsgType::kStats:
-      stats_++;
+      stats_served_++;
       reply.header = ReplyTo(h);
       reply.header.fields = StatsFields();
       return reply;
@@ -252,95 +255,32 @@ void RequestHandler::RecordLatency(MsgType type, std::chrono::nanoseconds d) {
   latency_[static_cast<int>(c)].Record(d);
 }
 
-NodeCounters RequestHandler::Counters() const {
-  NodeCounters c;
-  c.requests = requests_;
-  c.gets = gets_;
-  c.puts = puts_;
-  c.exists = exists_;
-  c.deletes = deletes_;
-  c.pins = pins_;
-  c.unpins = unpins_;
-  c.stats = stats_;
-  c.pings = pings_;
-  c.clears = clears_;
-  c.pulls = pulls_;
-  c.streamed = streamed_;
-  if (puller_) {
-    c.pulled_objects = puller_->counters().objects;
-    c.pull_failures = puller_->counters().failures;
-    c.pulled_streamed = puller_->counters().streamed;
-    c.pulls_from_memory = puller_->counters().from_memory;
-  }
-  c.malformed = malformed_;
-  c.too_large = too_large_;
-  c.unsupported = unsupported_;
-  c.bad_requests = bad_requests_;
-  c.busy = busy_;
-  c.bytes_in = bytes_in_;
-  c.bytes_out = bytes_out_;
-  return c;
+void RequestHandler::AddOwnSources() {
+  stats_.AddSource([this](StatsSink& out) {
+    const std::pair<const char*, uint64_t> ops[] = {
+        {"get", gets_},     {"put", puts_},     {"exists", exists_},      {"delete", deletes_},
+        {"pin", pins_},     {"unpin", unpins_}, {"stats", stats_served_}, {"ping", pings_},
+        {"clear", clears_}, {"pull", pulls_}};
+    for (const auto& [op, n] : ops) out.Add(stats::kRequests, op, n);
+    out.Add(stats::kRequestsReceived, requests_);
+    const std::pair<const char*, uint64_t> errors[] = {{"malformed", malformed_},
+                                                       {"too_large", too_large_},
+                                                       {"unsupported", unsupported_},
+                                                       {"bad_request", bad_requests_},
+                                                       {"busy", busy_}};
+    for (const auto& [reason, n] : errors) out.Add(stats::kRequestErrors, reason, n);
+    out.Add(stats::kBytes, "in", bytes_in_);
+    out.Add(stats::kBytes, "out", bytes_out_);
+    out.Add(stats::kStreamedReplies, streamed_);
+  });
+  if (puller_) AddPullerSource(stats_, *puller_);
+  AddStorageSource(stats_, storage_);
 }
 
 Fields RequestHandler::StatsFields() const {
   Fields f;
-  auto put = [&f](const std::string& name, uint64_t v) { f[name] = static_cast<int64_t>(v); };
   f["node_id"] = node_id_;
-  NodeCounters c = Counters();
-  put("requests", c.requests);
-  put("requests.get", c.gets);
-  put("requests.put", c.puts);
-  put("requests.exists", c.exists);
-  put("requests.delete", c.deletes);
-  put("requests.pin", c.pins);
-  put("requests.unpin", c.unpins);
-  put("requests.clear", c.clears);
-  put("requests.pull", c.pulls);
-  put("requests.streamed", c.streamed);
-  put("p2p.pulled_objects", c.pulled_objects);
-  put("p2p.pull_failures", c.pull_failures);
-  put("p2p.pulls_from_memory", c.pulls_from_memory);
-  put("p2p.pulled_streamed", c.pulled_streamed);
-  put("errors.malformed", c.malformed);
-  put("errors.too_large", c.too_large);
-  put("errors.unsupported", c.unsupported);
-  put("errors.bad_request", c.bad_requests);
-  put("errors.busy", c.busy);
-  put("bytes_in", c.bytes_in);
-  put("bytes_out", c.bytes_out);
-  storage::StorageStats s = storage_.Stats();
-  put("storage.puts", s.puts);
-  put("storage.put_rejects", s.put_rejects);
-  put("storage.promotions", s.promotions);
-  put("storage.hits", s.hits);
-  put("storage.misses", s.misses);
-  for (int t = 0; t < storage::kNumTiers; ++t) {
-    if (!s.tiers[t]) continue;
-    const std::string p = std::string(storage::TierName(static_cast<storage::TierKind>(t))) + ".";
-    const storage::TierStats& ts = *s.tiers[t];
-    put(p + "capacity_bytes", ts.capacity_bytes);
-    put(p + "used_bytes", ts.used_bytes);
-    if (t == static_cast<int>(TierKind::kCpu)) put(p + "faulted_bytes", ts.faulted_bytes);
-    put(p + "entries", ts.entries);
-    put(p + "hits", ts.hits);
-    put(p + "misses", ts.misses);
-    put(p + "admits", ts.admits);
-    put(p + "evictions", ts.evictions);
-    put(p + "rejects", ts.rejects);
-    put(p + "corruptions", ts.corruptions);
-    put(p + "errors", ts.errors);
-  }
-  auto queue = [&](const std::string& p,
-                   const std::optional<storage::WriteThroughQueue::Stats>& q) {
-    if (!q) return;
-    put(p + "depth", q->depth);
-    put(p + "written", q->written);
-    put(p + "failed", q->failed);
-    put(p + "dropped", q->dropped);
-  };
-  queue("queue.disk.", s.disk_queue);
-  queue("queue.remote.", s.remote_queue);
-  for (const auto& source : stats_sources_) source(f);
+  for (auto& [name, value] : stats_.FieldValues()) f[std::move(name)] = static_cast<int64_t>(value);
   return f;
 }
 

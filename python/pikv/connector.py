@@ -98,8 +98,7 @@ class CoreStats:
     saves: int = 0
     save_failures: int = 0
     errors: int = 0  # unexpected exceptions turned into a degraded answer
-    audits: int = 0  # hits recomputed and compared (audit-rate, `recompute`)
-    audit_mismatches: int = 0  # of those, found wrong: reported, not loaded
+    # Audits are the client's to count: client.stats()["audits"], ["audit_mismatches"].
 
 
 class ConnectorCore:
@@ -308,13 +307,11 @@ class ConnectorCore:
             if obj is None or not self.client.should_audit():
                 continue
             finding = self.client.audit(obj, chunk, self.recompute(segments[chunk.segment]))
-            self.stats.audits += 1
             if not finding["match"] and not finding["comparable"]:
                 objects[i] = None
                 log.warning("pikv audit: chunk %s not comparable (%s): not used", chunk.key,
                             finding["where"])
             elif not finding["match"]:
-                self.stats.audit_mismatches += 1
                 objects[i] = None
                 log.warning("pikv audit: chunk %s (written by %s) differs in %s by %.3g of "
                             "the tolerance (relative L2 %.3g of its bound): reported, recomputed",

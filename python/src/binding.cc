@@ -180,17 +180,13 @@ void RemapCuda(client::Client& c, const SharedBuffer& object, const device::Page
 }
 #endif
 
+// The client's counters by their declared names (client_stats.h).
 py::dict StatsDict(const client::ClientStats& s) {
-  return py::dict(
-      "plans"_a = s.plans, "chunks_planned"_a = s.chunks_planned,
-      "planned_local"_a = s.planned_local, "planned_peer"_a = s.planned_peer,
-      "planned_remote"_a = s.planned_remote, "planned_miss"_a = s.planned_miss,
-      "fetched"_a = s.fetched, "fetch_misses"_a = s.fetch_misses, "corrupt"_a = s.corrupt,
-      "peer_direct"_a = s.peer_direct, "stores"_a = s.stores, "store_failures"_a = s.store_failures,
-      "local_node_timeouts"_a = s.local_node_timeouts,
-      "controller_timeouts"_a = s.controller_timeouts, "zero_copy_fetched"_a = s.zero_copy_fetched,
-      "zero_copy_stores"_a = s.zero_copy_stores, "lease_expired"_a = s.lease_expired,
-      "audits"_a = s.audits, "audit_mismatches"_a = s.audit_mismatches);
+  StatsSink sink;
+  client::SampleClientStats(s, sink);
+  py::dict d;
+  for (const MetricSample& sample : sink.Take()) d[py::str(FieldName(sample))] = sample.value;
+  return d;
 }
 
 // A store running in the background; result() waits (without the GIL).

@@ -8,6 +8,8 @@
 #include <regex>
 #include <thread>
 
+#include "pikv/node/node_server.h"
+#include "pikv/node/node_stats.h"
 #include "pikv/rpc/node_client.h"
 #include "test_support.h"
 
@@ -87,6 +89,66 @@ TEST(MetricsTest, NodeAndControllerExposeEveryDocumentedMetric) {
   EXPECT_EQ(Value(ctl_metrics, "pikv_controller_nodes{state=\"alive\"}"), 1);
   EXPECT_NE(Get(ctl.http, "/healthz").find("\"status\":\"ok\""), std::string::npos);
   EXPECT_NE(Get(node.http, "/healthz").find("\"controller\":\"registered\""), std::string::npos);
+}
+
+// Whether `text` has a sample line of `metric` (labelled or not).
+bool HasSample(const std::string& text, std::string_view metric) {
+  for (const char* after : {"{", " "})
+    if (text.find("\n" + std::string(metric) + after) != std::string::npos) return true;
+  return false;
+}
+
+// Every counter the node declares (node_stats.h) reaches /metrics, the stats
+// reply and docs/metrics.md, on a node with every part on: disk, zero-copy
+// channel, reporter and puller. And /metrics shows nothing undeclared.
+TEST(MetricsTest, EveryDeclaredNodeCounterReachesMetricsStatsAndTheDocs) {
+  testing::TempDir dir;
+  auto ctl = testing::StartController({"--endpoint",
+                                       "tcp://127.0.0.1:" + std::to_string(testing::FreePort()),
+                                       "--log-level", "error"});
+  node::NodeOptions o;
+  o.node_id = "all-parts";
+  o.endpoints = {"tcp://127.0.0.1:*", "ipc://" + dir.str() + "/node.sock"};
+  o.storage.cpu.capacity_bytes = 16 << 20;
+  o.storage.disk = storage::DiskTierOptions{.path = dir.str() + "/disk"};
+  o.http = "127.0.0.1:0";
+  o.reporter = node::ReporterOptions{.controller = ctl.endpoint};
+  auto server = node::NodeServer::Start(o);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  ASSERT_FALSE((*server)->zero_copy_path().empty());
+
+  const std::string metrics = Get((*server)->http_address(), "/metrics");
+  auto fields = rpc::NodeClient((*server)->endpoints()[0], 5s).Stats();
+  ASSERT_TRUE(fields.ok()) << fields.status().ToString();
+  const auto documented = Documented("pikv_node_");
+  for (const MetricFamily* family : node::stats::kAll) {
+    const std::string metric(family->metric);
+    EXPECT_TRUE(HasSample(metrics, metric)) << metric << " has no sample in /metrics";
+    EXPECT_NE(std::find(documented.begin(), documented.end(), metric), documented.end())
+        << metric << " is not in docs/metrics.md";
+    // Its stats field: the pattern's text before and after the label's value.
+    const std::string_view pattern = family->field;
+    const size_t at = pattern.find("{}");
+    const std::string head(pattern.substr(0, at));
+    const std::string tail(at == std::string_view::npos ? "" : pattern.substr(at + 2));
+    const bool in_stats = std::any_of(fields->begin(), fields->end(), [&](const auto& field) {
+      const std::string& name = field.first;
+      return at == std::string_view::npos ? name == head
+                                          : name.size() > head.size() + tail.size() &&
+                                                name.starts_with(head) && name.ends_with(tail);
+    });
+    EXPECT_TRUE(in_stats) << metric << ": no stats field " << pattern;
+  }
+  // Nothing else: every pikv_node_ family in /metrics is declared (or the
+  // latency histogram).
+  std::regex type("# TYPE (pikv_node_[a-z0-9_]+) ");
+  for (std::sregex_iterator it(metrics.begin(), metrics.end(), type), end; it != end; ++it) {
+    const std::string name = (*it)[1];
+    const bool declared = name == "pikv_node_request_seconds" ||
+                          std::any_of(std::begin(node::stats::kAll), std::end(node::stats::kAll),
+                                      [&](const MetricFamily* f) { return f->metric == name; });
+    EXPECT_TRUE(declared) << name;
+  }
 }
 
 // By default the node faults its CPU arena in on a thread: it answers at

@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "pikv/client/audit.h"
+#include "pikv/client/client_stats.h"
 #include "pikv/client/prompt.h"
 #include "pikv/device/attention_metadata.h"
 #include "pikv/device/remap.h"
@@ -124,17 +125,6 @@ struct Plan {
   device::AttentionMetadata metadata;
   bool local_node_answered = false;
   bool controller_answered = false;
-};
-
-struct ClientStats {
-  uint64_t plans = 0, chunks_planned = 0;
-  uint64_t planned_local = 0, planned_peer = 0, planned_remote = 0, planned_miss = 0;
-  uint64_t fetched = 0, fetch_misses = 0, corrupt = 0, peer_direct = 0;
-  uint64_t stores = 0, store_failures = 0;
-  uint64_t local_node_timeouts = 0, controller_timeouts = 0;
-  uint64_t zero_copy_fetched = 0, zero_copy_stores = 0;  // objects read / written in place
-  uint64_t lease_expired = 0;                            // remaps refused past a lease
-  uint64_t audits = 0, audit_mismatches = 0;             // hits audited; of those, found wrong
 };
 
 class Client {
@@ -231,7 +221,7 @@ class Client {
   Result<Audited> Audit(const SharedBuffer& fetched, const ChunkPlan& chunk,
                         std::span<const uint8_t> recomputed, RecomputedForm form = {});
 
-  ClientStats Stats() const { return stats_; }
+  ClientStats Stats() const;
   // Whether a paged cache is this client's namespace (dtype, format, heads,
   // head dim, layers) and its strides are sound.
   Status CheckLayout(const device::PagedLayout& cache) const;

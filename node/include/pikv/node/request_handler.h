@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 
+#include "pikv/common/stats_registry.h"
 #include "pikv/coord/controller_finder.h"
 #include "pikv/node/latency_histogram.h"
 #include "pikv/proto/curve.h"
@@ -19,21 +20,6 @@
 #include "pikv/storage/storage_manager.h"
 
 namespace pikv::node {
-
-struct NodeCounters {
-  uint64_t requests = 0;
-  uint64_t gets = 0, puts = 0, exists = 0, deletes = 0, pins = 0, unpins = 0, stats = 0, pings = 0;
-  uint64_t clears = 0;
-  uint64_t pulls = 0, pulled_objects = 0, pull_failures = 0, pulled_streamed = 0;
-  uint64_t pulls_from_memory = 0;  // planned on the last locations seen (no controller)
-  uint64_t streamed = 0;           // get replies sent in bounded frames
-  uint64_t malformed = 0;          // undecodable headers or frames
-  uint64_t too_large = 0;          // over a wire limit
-  uint64_t unsupported = 0;        // unknown type or version
-  uint64_t bad_requests = 0;       // decodable but inconsistent (e.g. key/payload count)
-  uint64_t busy = 0;               // answered kRetry (e.g. too many pulls in flight)
-  uint64_t bytes_in = 0, bytes_out = 0;
-};
 
 class Puller;
 
@@ -81,17 +67,15 @@ class RequestHandler {
   // The reply to a request that failed before it could be handled.
   Message Reject(const Header* request, const Status& why);
 
-  NodeCounters Counters() const;
-
   enum class LatencyClass { kGet, kPut, kOther };
   void RecordLatency(MsgType type, std::chrono::nanoseconds d);
   const LatencyHistogram& latency(LatencyClass c) const { return latency_[static_cast<int>(c)]; }
+  // The node's counters (node_stats.h): the handler's, the puller's and the
+  // storage manager's; the node server adds its other parts' before serving.
+  StatsRegistry& stats() { return stats_; }
+  const StatsRegistry& stats() const { return stats_; }
+  // The stats reply's fields: the node's id and every sample, by field name.
   Fields StatsFields() const;
-  // Adds what another part of the node counts to every stats reply (set
-  // before serving starts).
-  void AddStatsSource(std::function<void(Fields&)> source) {
-    stats_sources_.push_back(std::move(source));
-  }
 
  private:
   Message HandleGet(Message& req, const Caller& caller);
@@ -99,16 +83,17 @@ class RequestHandler {
   void MaybeStream(const Header& request, Message& reply);
   Message HandlePut(Message& req, const Caller& caller);
   Message HandlePull(Message& req, Clock::time_point received, const Caller& caller);
+  void AddOwnSources();  // the handler's counters, the puller's, the storage manager's
   Message HandlePerKey(Message& req, Status (storage::StorageManager::*op)(const ChunkKey&));
 
   storage::StorageManager& storage_;
   LatencyHistogram latency_[3];
   std::string node_id_;
   std::unique_ptr<Puller> puller_;
-  std::vector<std::function<void(Fields&)>> stats_sources_;  // added before serving
   std::atomic<uint64_t> requests_{0}, gets_{0}, puts_{0}, exists_{0}, deletes_{0}, pins_{0},
-      unpins_{0}, stats_{0}, pings_{0}, clears_{0}, pulls_{0}, streamed_{0}, malformed_{0},
+      unpins_{0}, stats_served_{0}, pings_{0}, clears_{0}, pulls_{0}, streamed_{0}, malformed_{0},
       busy_{0}, too_large_{0}, unsupported_{0}, bad_requests_{0}, bytes_in_{0}, bytes_out_{0};
+  StatsRegistry stats_;
 };
 
 }  // namespace pikv::node

@@ -1,0 +1,78 @@
+// Counters declared once. A MetricFamily names a counter or gauge for every
+// reader at the same time: Prometheus (/metrics) and the stats fields (admin
+// stats, heartbeats, Python's stats()). The parts that count add a source,
+// which reads their own counters into samples of declared families; every
+// reader renders from those samples, so no counter is copied by hand or read
+// back by name.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace pikv {
+
+enum class MetricKind { kCounter, kGauge };
+
+struct MetricFamily {
+  std::string_view metric;  // Prometheus name: pikv_node_requests_total
+  MetricKind kind;
+  std::string_view help;
+  std::string_view label;  // its one label's key; empty: unlabelled
+  // Its stats field, "{}" standing for the label's value: "requests.{}".
+  std::string_view field;
+};
+
+struct MetricSample {
+  const MetricFamily* family;
+  std::string label;  // the label's value; empty for an unlabelled family
+  uint64_t value;
+};
+
+// What a source reads into.
+class StatsSink {
+ public:
+  void Add(const MetricFamily& family, uint64_t value) { samples_.push_back({&family, {}, value}); }
+  void Add(const MetricFamily& family, std::string_view label, uint64_t value) {
+    samples_.push_back({&family, std::string(label), value});
+  }
+  std::vector<MetricSample> Take() { return std::move(samples_); }
+
+ private:
+  std::vector<MetricSample> samples_;
+};
+
+// The declared families and the sources that sample them. Sources are added
+// before reading starts; reads may then come from any thread, so a source
+// reads only what is safe to read concurrently (atomics, locked snapshots).
+class StatsRegistry {
+ public:
+  using Source = std::function<void(StatsSink&)>;
+
+  explicit StatsRegistry(std::span<const MetricFamily* const> families) : families_(families) {}
+
+  void AddSource(Source source) { sources_.push_back(std::move(source)); }
+  std::span<const MetricFamily* const> families() const { return families_; }
+
+  std::vector<MetricSample> Read() const;
+  // Prometheus text: every declared family's HELP and TYPE, with its samples
+  // (a family of a part that is off has none), then any sample of a family
+  // not declared here, under its own header.
+  std::string PrometheusText() const;
+  // (stats field, value) for every sample.
+  std::vector<std::pair<std::string, uint64_t>> FieldValues() const;
+
+ private:
+  std::span<const MetricFamily* const> families_;
+  std::vector<Source> sources_;
+};
+
+// The stats field a sample is known by: its family's field, "{}" replaced
+// with the sample's label value.
+std::string FieldName(const MetricSample& sample);
+
+}  // namespace pikv

@@ -1,0 +1,65 @@
+#include "pikv/common/stats_registry.h"
+
+#include <algorithm>
+
+namespace pikv {
+
+namespace {
+
+void WriteHeader(std::string& out, const MetricFamily& f) {
+  out.append("# HELP ").append(f.metric).append(" ").append(f.help).append("\n");
+  out.append("# TYPE ").append(f.metric);
+  out.append(f.kind == MetricKind::kCounter ? " counter\n" : " gauge\n");
+}
+
+void WriteSample(std::string& out, const MetricSample& s) {
+  out.append(s.family->metric);
+  if (!s.family->label.empty())
+    out.append("{").append(s.family->label).append("=\"").append(s.label).append("\"}");
+  out.append(" ").append(std::to_string(s.value)).append("\n");
+}
+
+}  // namespace
+
+std::vector<MetricSample> StatsRegistry::Read() const {
+  StatsSink sink;
+  for (const Source& source : sources_) source(sink);
+  return sink.Take();
+}
+
+std::string StatsRegistry::PrometheusText() const {
+  std::vector<MetricSample> samples = Read();
+  std::string out;
+  auto write_family = [&](const MetricFamily* family) {
+    WriteHeader(out, *family);
+    for (const MetricSample& s : samples)
+      if (s.family == family) WriteSample(out, s);
+  };
+  for (const MetricFamily* family : families_) write_family(family);
+  // Undeclared families still reach /metrics (and a test finds them there).
+  std::vector<const MetricFamily*> undeclared;
+  for (const MetricSample& s : samples) {
+    if (std::find(families_.begin(), families_.end(), s.family) == families_.end() &&
+        std::find(undeclared.begin(), undeclared.end(), s.family) == undeclared.end())
+      undeclared.push_back(s.family);
+  }
+  for (const MetricFamily* family : undeclared) write_family(family);
+  return out;
+}
+
+std::vector<std::pair<std::string, uint64_t>> StatsRegistry::FieldValues() const {
+  std::vector<std::pair<std::string, uint64_t>> out;
+  for (const MetricSample& s : Read()) out.emplace_back(FieldName(s), s.value);
+  return out;
+}
+
+std::string FieldName(const MetricSample& sample) {
+  const std::string_view field = sample.family->field;
+  const size_t at = field.find("{}");
+  if (at == std::string_view::npos) return std::string(field);
+  std::string name(field.substr(0, at));
+  name.append(sample.label).append(field.substr(at + 2));
+  return name;
+}
+
+}  // namespace pikv
