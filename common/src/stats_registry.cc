@@ -1,6 +1,8 @@
 #include "pikv/common/stats_registry.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 
 namespace pikv {
 
@@ -14,9 +16,27 @@ void WriteHeader(std::string& out, const MetricFamily& f) {
 
 void WriteSample(std::string& out, const MetricSample& s) {
   out.append(s.family->metric);
-  if (!s.family->label.empty())
-    out.append("{").append(s.family->label).append("=\"").append(s.label).append("\"}");
-  out.append(" ").append(std::to_string(s.value)).append("\n");
+  if (!s.family->label.empty()) {
+    out.append("{").append(s.family->label).append("=\"");
+    for (char c : s.label) {
+      if (c == '\\' || c == '"') out += '\\';
+      if (c == '\n') {
+        out += "\\n";
+        continue;
+      }
+      out += c;
+    }
+    out.append("\"}");
+  }
+  out.append(" ");
+  if (const uint64_t* count = std::get_if<uint64_t>(&s.value)) {
+    out.append(std::to_string(*count));
+  } else {
+    char real[32];
+    std::snprintf(real, sizeof(real), "%.6g", std::get<double>(s.value));
+    out.append(real);
+  }
+  out.append("\n");
 }
 
 }  // namespace
@@ -27,19 +47,19 @@ std::vector<MetricSample> StatsRegistry::Read() const {
   return sink.Take();
 }
 
-std::string StatsRegistry::PrometheusText() const {
-  std::vector<MetricSample> samples = Read();
+std::string PrometheusText(std::span<const MetricFamily* const> families,
+                           const std::vector<MetricSample>& samples) {
   std::string out;
   auto write_family = [&](const MetricFamily* family) {
     WriteHeader(out, *family);
     for (const MetricSample& s : samples)
       if (s.family == family) WriteSample(out, s);
   };
-  for (const MetricFamily* family : families_) write_family(family);
+  for (const MetricFamily* family : families) write_family(family);
   // Undeclared families still reach /metrics (and a test finds them there).
   std::vector<const MetricFamily*> undeclared;
   for (const MetricSample& s : samples) {
-    if (std::find(families_.begin(), families_.end(), s.family) == families_.end() &&
+    if (std::find(families.begin(), families.end(), s.family) == families.end() &&
         std::find(undeclared.begin(), undeclared.end(), s.family) == undeclared.end())
       undeclared.push_back(s.family);
   }
@@ -49,7 +69,11 @@ std::string StatsRegistry::PrometheusText() const {
 
 std::vector<std::pair<std::string, uint64_t>> StatsRegistry::FieldValues() const {
   std::vector<std::pair<std::string, uint64_t>> out;
-  for (const MetricSample& s : Read()) out.emplace_back(FieldName(s), s.value);
+  for (const MetricSample& s : Read()) {
+    const uint64_t* count = std::get_if<uint64_t>(&s.value);
+    out.emplace_back(FieldName(s),
+                     count ? *count : uint64_t(std::llround(std::get<double>(s.value))));
+  }
   return out;
 }
 

@@ -133,14 +133,9 @@ Status ControllerServer::StartHttp(Loop& loop) {
       return json(StatsJson(*state, Clock::now()));
     };
     routes["/metrics"] = [state, self](const http::Request&) {
-      std::string text = MetricsText(*state, Clock::now(), self->leadership());
-      text +=
-          "# HELP pikv_controller_rejected_requests_total Malformed, oversized or unknown "
-          "requests.\n";
-      text += "# TYPE pikv_controller_rejected_requests_total counter\n";
-      text += "pikv_controller_rejected_requests_total " +
-              std::to_string(self->handler_->rejected()) + "\n";
-      return http::Response{200, "text/plain; version=0.0.4", std::move(text)};
+      return http::Response{
+          200, "text/plain; version=0.0.4",
+          MetricsText(*state, Clock::now(), self->leadership(), self->handler_->rejected())};
     };
     routes["/locate"] = [state, self, json](const http::Request& req) {
       if (const Leadership l = self->leadership(); l.role == "standby") {

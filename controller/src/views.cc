@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
+#include "pikv/controller/controller_stats.h"
 #include "pikv/proto/admin_wire.h"
 
 namespace pikv::controller {
@@ -177,73 +177,45 @@ std::string ForwardedJson(const std::vector<std::string>& node_ids, size_t keys)
 }
 
 std::string MetricsText(const ClusterState& state, Clock::time_point now,
-                        const Leadership& leadership) {
-  ClusterStats s = state.Stats();
-  std::ostringstream m;
-  auto gauge = [&](const char* name, const char* help, double v, const std::string& labels = "") {
-    m << "# HELP " << name << " " << help << "\n# TYPE " << name << " gauge\n"
-      << name << labels << " " << v << "\n";
-  };
-  auto counter = [&](const char* name, const char* help, double v) {
-    m << "# HELP " << name << " " << help << "\n# TYPE " << name << " counter\n"
-      << name << " " << v << "\n";
-  };
-  // A counter with one series per name (names are checked identity names).
-  auto labelled = [&](const char* name, const char* help, const char* label,
-                      const std::map<std::string, uint64_t>& by_name) {
-    m << "# HELP " << name << " " << help << "\n# TYPE " << name << " counter\n";
-    for (const auto& [who, n] : by_name)
-      m << name << "{" << label << "=\"" << who << "\"} " << n << "\n";
-  };
-  m << "# HELP pikv_controller_nodes Nodes by lifecycle state.\n# TYPE pikv_controller_nodes "
-       "gauge\n";
-  m << "pikv_controller_nodes{state=\"alive\"} " << s.nodes_alive << "\n";
-  m << "pikv_controller_nodes{state=\"suspect\"} " << s.nodes_suspect << "\n";
-  m << "pikv_controller_nodes{state=\"dead\"} " << s.nodes_dead << "\n";
-  gauge("pikv_controller_registry_keys", "Distinct chunk keys in the registry.", s.keys);
-  gauge("pikv_controller_registry_locations", "(key, node, tier) locations in the registry.",
-        s.locations);
-  gauge("pikv_controller_registry_bytes", "Memory held by the registry tables.", s.registry_bytes);
-  gauge("pikv_controller_shared_tier_chunks", "Chunks in the shared remote tier (Redis).",
-        s.shared_tier_chunks);
-  gauge("pikv_controller_events_per_second", "Admit/evict events applied per second.",
-        s.events_per_second);
-  counter("pikv_controller_events_applied_total", "Admit/evict events applied.", s.events_applied);
-  counter("pikv_controller_events_ignored_total", "Events ignored (duplicates, awaiting resync).",
-          s.events_ignored);
-  counter("pikv_controller_sequence_gaps_total", "Event sequence gaps that triggered a resync.",
-          s.gaps);
-  counter("pikv_controller_resyncs_total", "Full node inventories applied.", s.resyncs);
-  counter("pikv_controller_node_deaths_total", "Nodes declared dead.", s.deaths);
-  labelled("pikv_controller_audit_reports_total",
-           "Audit-mismatch reports taken (each key dropped cluster-wide), by reporter.", "reporter",
-           s.audits.reports_by_reporter);
-  labelled("pikv_controller_audit_reports_refused_total",
-           "Audit-mismatch reports refused over the reporter's rate (nothing dropped).", "reporter",
-           s.audits.refused_by_reporter);
-  labelled("pikv_controller_audit_confirmed_total",
-           "Objects found wrong by two different reporters, by the writer they named.", "writer",
-           s.audits.confirmed_by_writer);
-  gauge("pikv_controller_leader", "1 while this controller leads (or runs alone), 0 standing by.",
-        leadership.role == "standby" ? 0 : 1);
-  gauge("pikv_controller_epoch", "The epoch this controller serves (0 standing by).",
-        static_cast<double>(state.epoch()));
-  counter("pikv_controller_leaderships_total", "Times this controller became leader.",
-          leadership.leaderships);
-  counter("pikv_controller_step_downs_total", "Times this controller stopped leading.",
-          leadership.step_downs);
-  gauge("pikv_controller_last_failover_seconds",
-        "Its last win: seconds since the previous leader was last seen.",
-        leadership.last_failover_seconds);
-  m << "# HELP pikv_controller_chunks Chunks per node and tier.\n# TYPE pikv_controller_chunks "
-       "gauge\n";
+                        const Leadership& leadership, uint64_t rejected_requests) {
+  const ClusterStats s = state.Stats();
+  StatsSink out;
+  out.Add(stats::kNodes, "alive", s.nodes_alive);
+  out.Add(stats::kNodes, "suspect", s.nodes_suspect);
+  out.Add(stats::kNodes, "dead", s.nodes_dead);
+  out.Add(stats::kRegistryKeys, s.keys);
+  out.Add(stats::kRegistryLocations, s.locations);
+  out.Add(stats::kRegistryBytes, s.registry_bytes);
+  out.Add(stats::kSharedTierChunks, s.shared_tier_chunks);
+  out.AddReal(stats::kEventsPerSecond, s.events_per_second);
+  out.Add(stats::kEventsApplied, s.events_applied);
+  out.Add(stats::kEventsIgnored, s.events_ignored);
+  out.Add(stats::kSequenceGaps, s.gaps);
+  out.Add(stats::kResyncs, s.resyncs);
+  out.Add(stats::kNodeDeaths, s.deaths);
+  for (const auto& [who, n] : s.audits.reports_by_reporter) out.Add(stats::kAuditReports, who, n);
+  for (const auto& [who, n] : s.audits.refused_by_reporter)
+    out.Add(stats::kAuditReportsRefused, who, n);
+  for (const auto& [who, n] : s.audits.confirmed_by_writer) out.Add(stats::kAuditConfirmed, who, n);
+  out.Add(stats::kLeader, leadership.role == "standby" ? 0 : 1);
+  out.Add(stats::kEpoch, state.epoch());
+  out.Add(stats::kLeaderships, leadership.leaderships);
+  out.Add(stats::kStepDowns, leadership.step_downs);
+  out.AddReal(stats::kLastFailoverSeconds, leadership.last_failover_seconds);
+  out.Add(stats::kRejectedRequests, rejected_requests);
+  std::string text = PrometheusText(stats::kAll, out.Take());
+  // Chunks per node and tier: two labels, one series per node.
+  text +=
+      "# HELP pikv_controller_chunks Chunks per node and tier.\n"
+      "# TYPE pikv_controller_chunks gauge\n";
   for (const auto& n : state.Nodes(now)) {
     for (int t = 0; t < kNumTiers; ++t) {
-      m << "pikv_controller_chunks{node=\"" << LabelValue(n.reg.id) << "\",tier=\""
-        << TierName(static_cast<TierKind>(t)) << "\"} " << n.chunks[t] << "\n";
+      text += "pikv_controller_chunks{node=\"" + LabelValue(n.reg.id) + "\",tier=\"" +
+              std::string(TierName(static_cast<TierKind>(t))) + "\"} " +
+              std::to_string(n.chunks[t]) + "\n";
     }
   }
-  return m.str();
+  return text;
 }
 
 }  // namespace pikv::controller

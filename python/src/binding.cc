@@ -185,7 +185,8 @@ py::dict StatsDict(const client::ClientStats& s) {
   StatsSink sink;
   client::SampleClientStats(s, sink);
   py::dict d;
-  for (const MetricSample& sample : sink.Take()) d[py::str(FieldName(sample))] = sample.value;
+  for (const MetricSample& sample : sink.Take())
+    d[py::str(FieldName(sample))] = std::get<uint64_t>(sample.value);
   return d;
 }
 

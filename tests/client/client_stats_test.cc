@@ -29,7 +29,7 @@ TEST(ClientStatsTest, EveryCounterHasItsOwnFieldUnderADeclaredFamily) {
                 std::end(stats::kAll))
         << sample.family->metric << " is not in stats::kAll";
     fields.insert(FieldName(sample));
-    values.insert(sample.value);
+    values.insert(std::get<uint64_t>(sample.value));
   }
   EXPECT_EQ(fields.size(), kCounters) << "two counters share a field";
   EXPECT_EQ(values.size(), kCounters) << "a counter is sampled twice, another never";

@@ -8,6 +8,7 @@
 #include <regex>
 #include <thread>
 
+#include "pikv/controller/controller_stats.h"
 #include "pikv/node/node_server.h"
 #include "pikv/node/node_stats.h"
 #include "pikv/rpc/node_client.h"
@@ -85,6 +86,12 @@ TEST(MetricsTest, NodeAndControllerExposeEveryDocumentedMetric) {
   ASSERT_GE(ctl_names.size(), 12u);
   for (const auto& name : ctl_names)
     EXPECT_NE(ctl_metrics.find("# TYPE " + name + " "), std::string::npos) << name;
+  for (const MetricFamily* family : controller::stats::kAll) {
+    const std::string name(family->metric);
+    EXPECT_NE(std::find(ctl_names.begin(), ctl_names.end(), name), ctl_names.end())
+        << name << " is not in docs/metrics.md";
+    EXPECT_NE(ctl_metrics.find("# TYPE " + name + " "), std::string::npos) << name;
+  }
   EXPECT_EQ(Value(ctl_metrics, "pikv_controller_registry_keys"), 1);
   EXPECT_EQ(Value(ctl_metrics, "pikv_controller_nodes{state=\"alive\"}"), 1);
   EXPECT_NE(Get(ctl.http, "/healthz").find("\"status\":\"ok\""), std::string::npos);

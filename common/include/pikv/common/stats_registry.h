@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <variant>
 #include <vector>
 
 namespace pikv {
@@ -29,8 +30,8 @@ struct MetricFamily {
 
 struct MetricSample {
   const MetricFamily* family;
-  std::string label;  // the label's value; empty for an unlabelled family
-  uint64_t value;
+  std::string label;                     // the label's value; empty for an unlabelled family
+  std::variant<uint64_t, double> value;  // a count, or a rate or a time
 };
 
 // What a source reads into.
@@ -40,11 +41,20 @@ class StatsSink {
   void Add(const MetricFamily& family, std::string_view label, uint64_t value) {
     samples_.push_back({&family, std::string(label), value});
   }
+  void AddReal(const MetricFamily& family, double value) {
+    samples_.push_back({&family, {}, value});
+  }
   std::vector<MetricSample> Take() { return std::move(samples_); }
 
  private:
   std::vector<MetricSample> samples_;
 };
+
+// Prometheus text: every declared family's HELP and TYPE, with its samples
+// (a family of a part that is off has none), then any sample of a family not
+// declared, under its own header. Label values are escaped.
+std::string PrometheusText(std::span<const MetricFamily* const> families,
+                           const std::vector<MetricSample>& samples);
 
 // The declared families and the sources that sample them. Sources are added
 // before reading starts; reads may then come from any thread, so a source
@@ -59,11 +69,8 @@ class StatsRegistry {
   std::span<const MetricFamily* const> families() const { return families_; }
 
   std::vector<MetricSample> Read() const;
-  // Prometheus text: every declared family's HELP and TYPE, with its samples
-  // (a family of a part that is off has none), then any sample of a family
-  // not declared here, under its own header.
-  std::string PrometheusText() const;
-  // (stats field, value) for every sample.
+  std::string PrometheusText() const { return pikv::PrometheusText(families_, Read()); }
+  // (stats field, value) for every sample; rates and times rounded.
   std::vector<std::pair<std::string, uint64_t>> FieldValues() const;
 
  private:

@@ -32,7 +32,8 @@ struct Located {
 std::string LocateJson(const std::vector<ChunkKey>& keys, const std::vector<Located>& located);
 // The reply to an admin command forwarded to nodes.
 std::string ForwardedJson(const std::vector<std::string>& node_ids, size_t keys);
+// `rejected_requests`: the handler's malformed, oversized or unknown requests.
 std::string MetricsText(const ClusterState& state, Clock::time_point now,
-                        const Leadership& leadership);
+                        const Leadership& leadership, uint64_t rejected_requests = 0);
 
 }  // namespace pikv::controller
