@@ -45,17 +45,7 @@ int main(int argc, char** argv) {
                  "HTTP address to publish for this controller (default: as bound)");
   pikv::DeclareCurveSettings(config);
   config.Declare("log-level", K::kString, "info", "trace, debug, info, warn, error");
-  pikv::ConfigFlags flags;
-  pikv::AddConfigFlags(app, config, flags);
-  CLI11_PARSE(app, argc, argv);
-  if (pikv::Status s = pikv::ApplyConfigLayers(config, flags); !s.ok()) {
-    std::cerr << "pikv-controller: " << s.message() << "\n";
-    return 2;
-  }
-  if (flags.print) {
-    std::cout << config.Print();
-    return 0;
-  }
+  if (auto exit = pikv::ParseCommandLine(app, config, "pikv-controller", argc, argv)) return *exit;
   if (config.Duration("dead-after") <= config.Duration("suspect-after")) {
     std::cerr << "pikv-controller: dead-after must be longer than suspect-after\n";
     return 2;

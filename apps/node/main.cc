@@ -65,46 +65,29 @@ pikv::Config NodeConfig() {
   return c;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{"pikv-node: per-host KV chunk cache agent (CPU, RocksDB and Redis tiers)"};
-  app.set_version_flag("--version", pikv::VersionLine("pikv-node"));
-  pikv::Config config = NodeConfig();
-  pikv::ConfigFlags flags;
-  pikv::AddConfigFlags(app, config, flags);
-  CLI11_PARSE(app, argc, argv);
-  if (pikv::Status s = pikv::ApplyConfigLayers(config, flags); !s.ok()) {
-    std::cerr << "pikv-node: " << s.message() << "\n";
-    return 2;
-  }
-  if (flags.print) {
-    std::cout << config.Print();
-    return 0;
-  }
+// The node's options from its settings (everything but logging); an
+// InvalidArgument for a setting that does not parse.
+pikv::Result<pikv::node::NodeOptions> OptionsFrom(const pikv::Config& config) {
   pikv::node::NodeOptions options;
   const std::string data_dir = config.String("data-dir");
   options.node_id = config.String("node-id");
   options.workers = static_cast<int>(config.Int("workers"));
   options.pull_workers = static_cast<int>(config.Int("pull-workers"));
   options.max_pulls_in_flight = static_cast<int>(config.Int("max-pulls-in-flight"));
+  options.pull_stream_frame = config.Size("pull-stream-frame");
   options.http = config.String("http");
   options.tenant = config.String("tenant");
   options.storage.cpu.capacity_bytes = config.Size("cpu-capacity");
   options.storage.cpu.prefault = config.Bool("prefault");
   options.limits.max_payload_bytes = config.Size("max-object-size");
   if (config.Bool("disk")) {
-    pikv::storage::DiskTierOptions disk;
-    disk.path = (std::filesystem::path(data_dir) / "disk").string();
-    disk.capacity_bytes = config.Size("disk-capacity");
-    options.storage.disk = disk;
+    options.storage.disk =
+        pikv::storage::DiskTierOptions{.path = (std::filesystem::path(data_dir) / "disk").string(),
+                                       .capacity_bytes = config.Size("disk-capacity")};
   }
   if (!config.String("redis").empty()) {
     auto remote = pikv::storage::ParseRedisAddress(config.String("redis"));
-    if (!remote.ok()) {
-      std::cerr << "pikv-node: redis: " << remote.status().message() << "\n";
-      return 2;
-    }
+    if (!remote.ok()) return pikv::InvalidArgument("redis: " + remote.status().message());
     remote->key_namespace = config.String("redis-namespace");
     remote->password = config.String("redis-password");
     remote->ttl_seconds = static_cast<uint32_t>(config.Duration("redis-ttl").count() / 1000);
@@ -117,39 +100,21 @@ int main(int argc, char** argv) {
     r.heartbeat_interval = config.Duration("heartbeat-interval");
     options.reporter = r;
   }
-  std::vector<std::string> endpoints = config.List("endpoint");
-  const std::string log_level = config.String("log-level");
-  spdlog::set_default_logger(spdlog::stderr_color_mt("pikv-node"));
-  spdlog::set_level(spdlog::level::from_str(log_level));
-  std::error_code ec;
-  std::filesystem::create_directories(data_dir, ec);
-  if (ec) {
-    spdlog::error("cannot create data dir {}: {}", data_dir, ec.message());
-    return 1;
+  options.endpoints = config.List("endpoint");
+  if (options.endpoints.empty()) {
+    options.endpoints = {"tcp://127.0.0.1:7400",
+                         "ipc://" + (std::filesystem::absolute(data_dir) / "node.sock").string()};
   }
-  if (endpoints.empty()) {
-    endpoints = {"tcp://127.0.0.1:7400",
-                 "ipc://" + (std::filesystem::absolute(data_dir) / "node.sock").string()};
-  }
-  options.endpoints = endpoints;
-  options.pull_stream_frame = config.Size("pull-stream-frame");
   options.zero_copy.enabled = config.Bool("zero-copy");
   options.zero_copy.lease_ttl = config.Duration("lease-ttl");
   auto security = pikv::CurveSecurityFrom(config);
-  if (!security.ok()) {
-    spdlog::error("pikv-node: {}", security.status().ToString());
-    return 2;
-  }
+  if (!security.ok()) return security.status();
   options.security = *security;
+  return options;
+}
 
-  // Large request frames are malloc'd by ZeroMQ; keep freed ones in the heap
-  // instead of returning them to the kernel, so steady-state puts do not page
-  // fault on every object.
-  mallopt(M_MMAP_THRESHOLD, 1 << 30);
-  mallopt(M_TRIM_THRESHOLD, 1 << 30);
-
-  const sigset_t stop_signals = pikv::BlockStopSignals();  // before any thread starts
-
+// Serves until SIGTERM or SIGINT; prints what it bound for whoever started it.
+int Serve(const pikv::node::NodeOptions& options, const sigset_t& stop_signals) {
   auto server = pikv::node::NodeServer::Start(options);
   if (!server.ok()) {
     spdlog::error("pikv-node failed to start: {}", server.status().ToString());
@@ -166,4 +131,34 @@ int main(int argc, char** argv) {
   spdlog::info("signal {}: shutting down", sig);
   (*server)->Stop();
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"pikv-node: per-host KV chunk cache agent (CPU, RocksDB and Redis tiers)"};
+  app.set_version_flag("--version", pikv::VersionLine("pikv-node"));
+  pikv::Config config = NodeConfig();
+  if (auto exit = pikv::ParseCommandLine(app, config, "pikv-node", argc, argv)) return *exit;
+  auto options = OptionsFrom(config);
+  if (!options.ok()) {
+    std::cerr << "pikv-node: " << options.status().message() << "\n";
+    return 2;
+  }
+  spdlog::set_default_logger(spdlog::stderr_color_mt("pikv-node"));
+  spdlog::set_level(spdlog::level::from_str(config.String("log-level")));
+  const std::string data_dir = config.String("data-dir");
+  std::error_code ec;
+  std::filesystem::create_directories(data_dir, ec);
+  if (ec) {
+    spdlog::error("cannot create data dir {}: {}", data_dir, ec.message());
+    return 1;
+  }
+  // Large request frames are malloc'd by ZeroMQ; keep freed ones in the heap
+  // instead of returning them to the kernel, so steady-state puts do not page
+  // fault on every object.
+  mallopt(M_MMAP_THRESHOLD, 1 << 30);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  const sigset_t stop_signals = pikv::BlockStopSignals();  // before any thread starts
+  return Serve(*options, stop_signals);
 }

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <iostream>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "pikv/common/config.h"
@@ -51,6 +53,31 @@ inline Status ApplyConfigLayers(Config& config, const ConfigFlags& flags) {
     }
   }
   return Status::Ok();
+}
+
+// A daemon's whole command line, written once: a flag per declared key,
+// parsed and layered into `config`; --print-config prints it. Returns the
+// exit code when main should return now (--help, --version: 0; a bad flag or
+// value: 2, told on stderr as "<program>: ..."; --print-config: 0), nullopt
+// to run.
+inline std::optional<int> ParseCommandLine(CLI::App& app, Config& config, const char* program,
+                                           int argc, char** argv) {
+  ConfigFlags flags;
+  AddConfigFlags(app, config, flags);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  if (Status s = ApplyConfigLayers(config, flags); !s.ok()) {
+    std::cerr << program << ": " << s.message() << "\n";
+    return 2;
+  }
+  if (flags.print) {
+    std::cout << config.Print();
+    return 0;
+  }
+  return std::nullopt;
 }
 
 }  // namespace pikv
