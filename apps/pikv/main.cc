@@ -2,16 +2,20 @@
 // a table, or the controller's JSON with --json. Exits 1 with a message when
 // the controller does not answer within --timeout, 2 on bad usage.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdlib>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "cli_tables.h"
 #include "demo.h"
 #include "key_commands.h"
 #include "model_info.h"
-#include "pikv/common/text_table.h"
 #include "pikv/common/units.h"
 #include "pikv/common/version.h"
 #include "pikv/proto/curve.h"
@@ -20,14 +24,251 @@
 namespace {
 
 using nlohmann::json;
-using pikv::cli::PrintLeadership;
-using pikv::cli::PrintLocate;
-using pikv::cli::PrintNodes;
-using pikv::cli::PrintStats;
+using pikv::MsgType;
+using pikv::rpc::AdminClient;
 
 int Fail(const std::string& message) {
   std::cerr << "pikv: " << message << "\n";
   return 1;
+}
+
+std::string Env(const char* name, const char* otherwise = "") {
+  const char* value = std::getenv(name);
+  return value ? value : otherwise;
+}
+
+// `demo` and `cluster` start the same local cluster; `demo` then runs a workload.
+std::pair<CLI::App*, CLI::App*> AddDemo(CLI::App& app, pikv::cli::DemoOptions& o) {
+  CLI::App* demo =
+      app.add_subcommand("demo", "Run a local cluster and a RAG workload through it, then report");
+  CLI::App* cluster =
+      app.add_subcommand("cluster", "Run a local cluster in the foreground until Ctrl-C");
+  for (CLI::App* sub : {demo, cluster}) {
+    sub->add_option("--nodes", o.cluster.nodes, "Nodes to start (1-64)")->capture_default_str();
+    sub->add_option("--controllers", o.cluster.controllers,
+                    "Controllers (1-5); more than 1: standbys elected on a local etcd cluster")
+        ->capture_default_str();
+    sub->add_option("--redis", o.cluster.redis, "auto, off, or host:port")->capture_default_str();
+    sub->add_option("--cpu-capacity", o.cluster.cpu_capacity, "Each node's CPU tier")
+        ->capture_default_str();
+    sub->add_option("--bin-dir", o.cluster.bin_dir,
+                    "Where pikv-node and pikv-controller are (default: next to pikv, then PATH)");
+    sub->add_flag(
+        "--insecure", [&o](int64_t) { o.cluster.secure = false; },
+        "No CURVE (a laptop demo): anyone who reaches the ports may read, write and clear");
+  }
+  demo->add_option("--prompts", o.prompts, "Prompts in the workload")->capture_default_str();
+  demo->add_option("--docs", o.docs, "Distinct documents")->capture_default_str();
+  demo->add_option("--check-every", o.check_every, "Check every Nth answer against recomputing")
+      ->capture_default_str();
+  return {demo, cluster};
+}
+
+CLI::App* AddModelInfo(CLI::App& app, pikv::cli::ModelInfoOptions& o) {
+  CLI::App* sub = app.add_subcommand(
+      "model-info", "What pikv derives from a model's config.json (RoPE, geometry, KV size)");
+  sub->add_option("config", o.path, "The model's config.json")->required();
+  sub->add_option("--max-model-len", o.max_model_len,
+                  "The engine's maximum model length (picks LongRoPE's factors)");
+  sub->add_option("--dtype", o.dtype,
+                  "KV dtype (f32, f16, bf16) instead of the config's torch_dtype");
+  sub->add_flag("--json", o.json, "Print JSON");
+  return sub;
+}
+
+// What `pikv admin` parses into: the options every operation shares, then
+// those of one operation or another.
+struct AdminOptions {
+  std::string controller = Env("PIKV_CONTROLLER", "tcp://127.0.0.1:7300"), timeout = "2s";
+  std::string curve_key = Env("PIKV_CURVE_KEY"), curve_keyring = Env("PIKV_CURVE_KEYRING");
+  bool json = false;
+  std::vector<std::string> hex_keys;
+  std::string node, tokens, model, dtype = "bf16", rope, mode = "isolated", host, engine;
+};
+
+// An admin operation: its request, and how it prints the controller's reply
+// (returning the exit code).
+struct AdminOp {
+  const char* name;
+  const char* help;
+  MsgType type;
+  int (*print)(const json& reply, AdminClient& client);
+};
+
+template <void (*Print)(const json&)>
+int Show(const json& j, AdminClient&) {
+  Print(j);
+  return 0;
+}
+
+int ShowHealth(const json& j, AdminClient&) { return pikv::cli::PrintHealth(j); }
+
+// The nodes, then who leads: that is in the health document, a second call.
+int ShowNodes(const json& j, AdminClient& client) {
+  pikv::cli::PrintNodes(j);
+  if (auto health = client.Json(MsgType::kAdminHealth); health.ok())
+    pikv::cli::PrintLeadership(json::parse(*health, nullptr, /*allow_exceptions=*/false));
+  return 0;
+}
+
+// In the order `pikv admin --help` lists them.
+const AdminOp kAdminOps[] = {
+    {"nodes", "Nodes, their state and tier usage", MsgType::kAdminNodes, ShowNodes},
+    {"stats", "Cluster-wide hits, misses, bytes and chunks per tier; event rates",
+     MsgType::kAdminStats, Show<pikv::cli::PrintStats>},
+    {"health", "Is the cluster healthy", MsgType::kAdminHealth, ShowHealth},
+    {"locate", "Where chunks are, by key or by token ids", MsgType::kLocate,
+     Show<pikv::cli::PrintLocate>},
+    {"clear", "Drop every chunk from one node's CPU and disk tiers, or all nodes'",
+     MsgType::kAdminClear, Show<pikv::cli::PrintForwarded>},
+    {"pin", "Pin chunks on every node holding them", MsgType::kAdminPin,
+     Show<pikv::cli::PrintForwarded>},
+    {"unpin", "Unpin chunks on every node", MsgType::kAdminUnpin, Show<pikv::cli::PrintForwarded>},
+    {"evict", "Delete chunks from every node and the shared tier", MsgType::kAdminEvict,
+     Show<pikv::cli::PrintForwarded>},
+    {"revoke", "Drop every object an engine wrote, on every node and in Redis, and refuse its key",
+     MsgType::kAdminRevoke, Show<pikv::cli::PrintForwarded>},
+};
+
+CLI::App* AddAdmin(CLI::App& app, AdminOptions& o) {
+  CLI::App* admin =
+      app.add_subcommand("admin", "Query and administer the cluster through its controller");
+  admin->require_subcommand(1);
+  admin
+      ->add_option("--controller", o.controller,
+                   "Controller: an endpoint, a list, or etcd://h1:2379,...[/cluster] (env "
+                   "PIKV_CONTROLLER)")
+      ->capture_default_str();
+  admin->add_option("--timeout", o.timeout, "How long to wait for the controller")
+      ->capture_default_str();
+  admin->add_flag("--json", o.json, "Print the controller's JSON instead of a table");
+  admin->add_option("--curve-key", o.curve_key,
+                    "Key pair PREFIX for a secure cluster (env PIKV_CURVE_KEY); changes need the "
+                    "admin key");
+  admin->add_option("--curve-keyring", o.curve_keyring,
+                    "The cluster's keyring (env PIKV_CURVE_KEYRING)");
+  // --controller, --timeout and --json may follow the operation too.
+  for (const AdminOp& op : kAdminOps) admin->add_subcommand(op.name, op.help)->fallthrough();
+
+  CLI::App* locate = admin->get_subcommand("locate");
+  locate->add_option("keys", o.hex_keys, "Chunk keys (32 hex digits)");
+  locate->add_option("--tokens", o.tokens, "Token ids, comma-separated (with --model ...)");
+  locate->add_option("--model", o.model, "Model id of the key namespace");
+  locate->add_option("--dtype", o.dtype, "KV dtype of the key namespace")->capture_default_str();
+  locate->add_option("--rope", o.rope, "RoPE signature of the key namespace");
+  locate->add_option("--mode", o.mode, "isolated or sys-prefixed")->capture_default_str();
+  locate->add_option("--host", o.host, "Rank replicas for a client on this host");
+  admin->get_subcommand("clear")->add_option("--node", o.node, "Only this node");
+  for (const char* name : {"pin", "unpin", "evict"}) {
+    admin->get_subcommand(name)
+        ->add_option("keys", o.hex_keys, "Chunk keys (32 hex digits)")
+        ->required();
+  }
+  admin->get_subcommand("revoke")
+      ->add_option("engine", o.engine, "The engine's name in the keyring")
+      ->required();
+  return admin;
+}
+
+// locate --tokens: the key of those token ids in the namespace the options
+// name; nullopt, with the reason on stderr, when they do not name one.
+std::optional<pikv::ChunkKey> TokensKey(const AdminOptions& o) {
+  auto d = pikv::ParseDType(o.dtype);
+  if (o.model.empty() || !d || (o.mode != "isolated" && o.mode != "sys-prefixed")) {
+    std::cerr << "pikv: locate --tokens needs --model, a valid --dtype and --mode\n";
+    return std::nullopt;
+  }
+  std::vector<int32_t> ids;
+  std::stringstream ss(o.tokens);
+  for (std::string t; std::getline(ss, t, ',');) {
+    try {
+      ids.push_back(std::stoi(t));
+    } catch (const std::exception&) {
+      std::cerr << "pikv: '" << t << "' is not a token id\n";
+      return std::nullopt;
+    }
+  }
+  // The default tenant's key (a tenant's own keys differ: owner.h).
+  const pikv::KeyNamespace ns{.model_id = o.model,
+                              .dtype = *d,
+                              .rope_signature = o.rope,
+                              .attention_mode = o.mode == "isolated"
+                                                    ? pikv::AttentionMode::kIsolated
+                                                    : pikv::AttentionMode::kSysPrefixed};
+  return pikv::MakeChunkKey(ns, ids);
+}
+
+// The keys an operation names; nullopt, with the reason on stderr, on bad usage.
+std::optional<std::vector<pikv::ChunkKey>> ChunkKeys(const AdminOptions& o, bool locate) {
+  std::vector<pikv::ChunkKey> keys;
+  for (const auto& h : o.hex_keys) {
+    auto k = pikv::ChunkKey::FromHex(h);
+    if (!k) {
+      std::cerr << "pikv: '" << h << "' is not a chunk key (32 hex digits)\n";
+      return std::nullopt;
+    }
+    keys.push_back(*k);
+  }
+  if (locate && !o.tokens.empty()) {
+    auto k = TokensKey(o);
+    if (!k) return std::nullopt;
+    keys.push_back(*k);
+  }
+  if (locate && keys.empty()) {
+    std::cerr << "pikv: locate needs keys or --tokens\n";
+    return std::nullopt;
+  }
+  return keys;
+}
+
+// The controller's CURVE keys; none when the options ask for no security.
+pikv::Result<std::optional<pikv::CurveClientKeys>> ControllerKeys(const AdminOptions& o) {
+  auto security = pikv::CurveSecurity::Load(o.curve_key, o.curve_keyring);
+  if (!security.ok()) return security.status();
+  if (!*security) return std::optional<pikv::CurveClientKeys>();
+  auto keys = (*security)->ForController();
+  if (!keys.ok()) return keys.status();
+  return std::optional(std::move(*keys));
+}
+
+int RunAdmin(const CLI::App& admin, const AdminOptions& o) {
+  const AdminOp& op =
+      *std::find_if(std::begin(kAdminOps), std::end(kAdminOps),
+                    [&](const AdminOp& op) { return admin.got_subcommand(op.name); });
+  auto wait = pikv::ParseDuration(o.timeout);
+  if (!wait.ok()) {
+    std::cerr << "pikv: --timeout: " << wait.status().message() << "\n";
+    return 2;
+  }
+  auto keys = ChunkKeys(o, op.type == MsgType::kLocate);
+  if (!keys) return 2;
+  pikv::Fields fields;
+  if (!o.engine.empty()) fields["engine"] = o.engine;
+  if (!o.node.empty()) fields["node_id"] = o.node;
+  if (!o.host.empty()) fields["host"] = o.host;
+  auto curve = ControllerKeys(o);
+  if (!curve.ok()) return Fail(curve.status().ToString());
+
+  AdminClient client(o.controller, *wait, *curve);
+  auto reply = client.Json(op.type, *keys, fields);
+  if (!reply.ok()) {
+    if (reply.code() == pikv::ErrorCode::kTimeout ||
+        reply.code() == pikv::ErrorCode::kUnavailable) {
+      return Fail("controller " + o.controller + " did not answer within " + o.timeout);
+    }
+    return Fail(reply.status().ToString());
+  }
+  if (o.json) {
+    std::cout << *reply << "\n";
+    return 0;
+  }
+  json j = json::parse(*reply, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return Fail("controller sent unreadable JSON");
+  try {
+    return op.print(j, client);
+  } catch (const json::exception& e) {
+    return Fail(std::string("controller sent an unexpected document: ") + e.what());
+  }
 }
 
 }  // namespace
@@ -36,199 +277,19 @@ int main(int argc, char** argv) {
   CLI::App app{"pikv: operate a pikv cluster"};
   app.set_version_flag("--version", pikv::VersionLine("pikv"));
   app.require_subcommand(1);
-  const char* env_controller = std::getenv("PIKV_CONTROLLER");
-  std::string controller = env_controller ? env_controller : "tcp://127.0.0.1:7300";
-  std::string timeout = "2s";
-  bool as_json = false;
+  // Each subcommand parses into its options; --help lists them in this order.
   pikv::cli::DemoOptions demo_options;
-  CLI::App* demo =
-      app.add_subcommand("demo", "Run a local cluster and a RAG workload through it, then report");
-  CLI::App* cluster =
-      app.add_subcommand("cluster", "Run a local cluster in the foreground until Ctrl-C");
-  for (CLI::App* sub : {demo, cluster}) {
-    sub->add_option("--nodes", demo_options.cluster.nodes, "Nodes to start (1-64)")
-        ->capture_default_str();
-    sub->add_option("--controllers", demo_options.cluster.controllers,
-                    "Controllers (1-5); more than 1: standbys elected on a local etcd cluster")
-        ->capture_default_str();
-    sub->add_option("--redis", demo_options.cluster.redis, "auto, off, or host:port")
-        ->capture_default_str();
-    sub->add_option("--cpu-capacity", demo_options.cluster.cpu_capacity, "Each node's CPU tier")
-        ->capture_default_str();
-    sub->add_option("--bin-dir", demo_options.cluster.bin_dir,
-                    "Where pikv-node and pikv-controller are (default: next to pikv, then PATH)");
-    sub->add_flag(
-        "--insecure", [&demo_options](int64_t) { demo_options.cluster.secure = false; },
-        "No CURVE (a laptop demo): anyone who reaches the ports may read, write and clear");
-  }
-  demo->add_option("--prompts", demo_options.prompts, "Prompts in the workload")
-      ->capture_default_str();
-  demo->add_option("--docs", demo_options.docs, "Distinct documents")->capture_default_str();
-  demo->add_option("--check-every", demo_options.check_every,
-                   "Check every Nth answer against recomputing")
-      ->capture_default_str();
+  auto [demo, cluster] = AddDemo(app, demo_options);
   pikv::cli::ModelInfoOptions model_info_options;
-  CLI::App* model_info = app.add_subcommand(
-      "model-info", "What pikv derives from a model's config.json (RoPE, geometry, KV size)");
-  model_info->add_option("config", model_info_options.path, "The model's config.json")->required();
-  model_info->add_option("--max-model-len", model_info_options.max_model_len,
-                         "The engine's maximum model length (picks LongRoPE's factors)");
-  model_info->add_option("--dtype", model_info_options.dtype,
-                         "KV dtype (f32, f16, bf16) instead of the config's torch_dtype");
-  model_info->add_flag("--json", model_info_options.json, "Print JSON");
+  CLI::App* model_info = AddModelInfo(app, model_info_options);
   pikv::cli::KeyCommands key_commands(app);
-  const char* env_key = std::getenv("PIKV_CURVE_KEY");
-  const char* env_keyring = std::getenv("PIKV_CURVE_KEYRING");
-  std::string curve_key = env_key ? env_key : "", curve_keyring = env_keyring ? env_keyring : "";
-  CLI::App* admin =
-      app.add_subcommand("admin", "Query and administer the cluster through its controller");
-  admin->require_subcommand(1);
-  admin
-      ->add_option("--controller", controller,
-                   "Controller: an endpoint, a list, or etcd://h1:2379,...[/cluster] (env "
-                   "PIKV_CONTROLLER)")
-      ->capture_default_str();
-  admin->add_option("--timeout", timeout, "How long to wait for the controller")
-      ->capture_default_str();
-  admin->add_flag("--json", as_json, "Print the controller's JSON instead of a table");
-  admin->add_option("--curve-key", curve_key,
-                    "Key pair PREFIX for a secure cluster (env PIKV_CURVE_KEY); changes need the "
-                    "admin key");
-  admin->add_option("--curve-keyring", curve_keyring,
-                    "The cluster's keyring (env PIKV_CURVE_KEYRING)");
-
-  std::vector<std::string> hex_keys;
-  std::string node, tokens, model, dtype = "bf16", rope, mode = "isolated", host;
-  auto* nodes = admin->add_subcommand("nodes", "Nodes, their state and tier usage");
-  auto* stats = admin->add_subcommand(
-      "stats", "Cluster-wide hits, misses, bytes and chunks per tier; event rates");
-  auto* health = admin->add_subcommand("health", "Is the cluster healthy");
-  auto* locate = admin->add_subcommand("locate", "Where chunks are, by key or by token ids");
-  locate->add_option("keys", hex_keys, "Chunk keys (32 hex digits)");
-  locate->add_option("--tokens", tokens, "Token ids, comma-separated (with --model ...)");
-  locate->add_option("--model", model, "Model id of the key namespace");
-  locate->add_option("--dtype", dtype, "KV dtype of the key namespace")->capture_default_str();
-  locate->add_option("--rope", rope, "RoPE signature of the key namespace");
-  locate->add_option("--mode", mode, "isolated or sys-prefixed")->capture_default_str();
-  locate->add_option("--host", host, "Rank replicas for a client on this host");
-  auto* clear = admin->add_subcommand(
-      "clear", "Drop every chunk from one node's CPU and disk tiers, or all nodes'");
-  clear->add_option("--node", node, "Only this node");
-  auto* pin = admin->add_subcommand("pin", "Pin chunks on every node holding them");
-  auto* unpin = admin->add_subcommand("unpin", "Unpin chunks on every node");
-  auto* evict = admin->add_subcommand("evict", "Delete chunks from every node and the shared tier");
-  for (auto* sub : {pin, unpin, evict})
-    sub->add_option("keys", hex_keys, "Chunk keys (32 hex digits)")->required();
-  std::string engine;
-  auto* revoke = admin->add_subcommand(
-      "revoke",
-      "Drop every object an engine wrote, on every node and in Redis, and refuse its key");
-  revoke->add_option("engine", engine, "The engine's name in the keyring")->required();
-  // --controller, --timeout and --json may follow the operation too.
-  for (auto* sub : {nodes, stats, health, locate, clear, pin, unpin, evict, revoke})
-    sub->fallthrough();
+  AdminOptions admin_options;
+  CLI::App* admin = AddAdmin(app, admin_options);
   CLI11_PARSE(app, argc, argv);
+
   if (demo->parsed()) return pikv::cli::RunDemo(demo_options);
   if (cluster->parsed()) return pikv::cli::RunCluster(demo_options);
   if (model_info->parsed()) return pikv::cli::RunModelInfo(model_info_options);
   if (auto status = key_commands.Run()) return *status;
-
-  auto wait = pikv::ParseDuration(timeout);
-  if (!wait.ok()) {
-    std::cerr << "pikv: --timeout: " << wait.status().message() << "\n";
-    return 2;
-  }
-  std::vector<pikv::ChunkKey> keys;
-  for (const auto& h : hex_keys) {
-    auto k = pikv::ChunkKey::FromHex(h);
-    if (!k) {
-      std::cerr << "pikv: '" << h << "' is not a chunk key (32 hex digits)\n";
-      return 2;
-    }
-    keys.push_back(*k);
-  }
-  if (locate->parsed() && !tokens.empty()) {
-    auto d = pikv::ParseDType(dtype);
-    if (model.empty() || !d || (mode != "isolated" && mode != "sys-prefixed")) {
-      std::cerr << "pikv: locate --tokens needs --model, a valid --dtype and --mode\n";
-      return 2;
-    }
-    std::vector<int32_t> ids;
-    std::stringstream ss(tokens);
-    for (std::string t; std::getline(ss, t, ',');) {
-      try {
-        ids.push_back(std::stoi(t));
-      } catch (const std::exception&) {
-        std::cerr << "pikv: '" << t << "' is not a token id\n";
-        return 2;
-      }
-    }
-    pikv::KeyNamespace ns{
-        model,
-        pikv::KvFormat::kStandard,
-        *d,
-        rope,
-        mode == "isolated" ? pikv::AttentionMode::kIsolated : pikv::AttentionMode::kSysPrefixed,
-        {}};
-    keys.push_back(pikv::MakeChunkKey(ns, ids));
-  }
-  if (locate->parsed() && keys.empty()) {
-    std::cerr << "pikv: locate needs keys or --tokens\n";
-    return 2;
-  }
-
-  pikv::MsgType type = nodes->parsed()    ? pikv::MsgType::kAdminNodes
-                       : stats->parsed()  ? pikv::MsgType::kAdminStats
-                       : health->parsed() ? pikv::MsgType::kAdminHealth
-                       : locate->parsed() ? pikv::MsgType::kLocate
-                       : clear->parsed()  ? pikv::MsgType::kAdminClear
-                       : pin->parsed()    ? pikv::MsgType::kAdminPin
-                       : unpin->parsed()  ? pikv::MsgType::kAdminUnpin
-                       : revoke->parsed() ? pikv::MsgType::kAdminRevoke
-                                          : pikv::MsgType::kAdminEvict;
-  pikv::Fields fields;
-  if (!engine.empty()) fields["engine"] = engine;
-  if (!node.empty()) fields["node_id"] = node;
-  if (!host.empty()) fields["host"] = host;
-  auto security = pikv::CurveSecurity::Load(curve_key, curve_keyring);
-  if (!security.ok()) return Fail(security.status().ToString());
-  std::optional<pikv::CurveClientKeys> curve;
-  if (*security) {
-    auto keys = (*security)->ForController();
-    if (!keys.ok()) return Fail(keys.status().ToString());
-    curve = std::move(*keys);
-  }
-  pikv::rpc::AdminClient client(controller, *wait, curve);
-  auto reply = client.Json(type, keys, fields);
-  if (!reply.ok()) {
-    if (reply.code() == pikv::ErrorCode::kTimeout ||
-        reply.code() == pikv::ErrorCode::kUnavailable) {
-      return Fail("controller " + controller + " did not answer within " + timeout);
-    }
-    return Fail(reply.status().ToString());
-  }
-  if (as_json) {
-    std::cout << *reply << "\n";
-    return 0;
-  }
-  json j = json::parse(*reply, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return Fail("controller sent unreadable JSON");
-  try {
-    if (nodes->parsed()) {
-      PrintNodes(j);
-      if (auto health = client.Json(pikv::MsgType::kAdminHealth); health.ok())
-        PrintLeadership(json::parse(*health, nullptr, /*allow_exceptions=*/false));
-    } else if (stats->parsed()) {
-      PrintStats(j);
-    } else if (health->parsed()) {
-      return pikv::cli::PrintHealth(j);
-    } else if (locate->parsed()) {
-      PrintLocate(j);
-    } else {
-      pikv::cli::PrintForwarded(j);
-    }
-  } catch (const json::exception& e) {
-    return Fail(std::string("controller sent an unexpected document: ") + e.what());
-  }
-  return 0;
+  return RunAdmin(*admin, admin_options);  // require_subcommand(1): admin is what is left
 }

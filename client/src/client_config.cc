@@ -2,7 +2,6 @@
 
 #include <cstdlib>
 #include <fstream>
-#include <optional>
 #include <sstream>
 #include <tuple>
 
@@ -12,10 +11,11 @@
 
 namespace pikv::client {
 
-Result<ClientOptions> LoadClientOptions(const std::string& path, Config* config_out,
-                                        const std::map<std::string, std::string>& overrides) {
-  using K = Config::Kind;
-  Config c;
+namespace {
+
+using K = Config::Kind;
+
+void DeclareSettings(Config& c) {
   c.Declare("local-node", K::kString, "tcp://127.0.0.1:7400", "This host's node");
   c.Declare("controller", K::kString, "tcp://127.0.0.1:7300",
             "The controller: an endpoint, a list of standbys, or etcd://h1:2379,...[/cluster] "
@@ -50,26 +50,19 @@ Result<ClientOptions> LoadClientOptions(const std::string& path, Config* config_
   DeclareCurveSettings(c);
   c.Declare("local-node-id", K::kString, "",
             "The local node's id, for its key when security is on and local-node is tcp://");
-  if (!path.empty()) {
-    if (Status s = c.LoadYamlFile(path); !s.ok()) return s;
-  }
-  if (Status s = c.LoadEnv(); !s.ok()) return s;
-  for (const auto& [key, value] : overrides) {
-    if (Status s = c.Set(key, value, Config::Source::kFlag); !s.ok()) return s;
-  }
+}
 
-  ClientOptions o;
-  o.local_node = c.String("local-node");
-  o.controller = c.String("controller");
-  o.host = c.String("host");
+// The model as the settings give it: a model config (ReadModelFile) may
+// override all but model-id and attention-mode.
+Status ReadModelSettings(const Config& c, ClientOptions& o) {
   o.model_id = c.String("model-id");
-  std::optional<DType> dtype;
-  if (!c.String("dtype").empty()) {
-    dtype = ParseDType(c.String("dtype"));
-    if (!dtype)
-      return InvalidArgument("dtype: '" + c.String("dtype") + "' is not f32, f16 or bf16");
+  const std::string dtype = c.String("dtype");
+  o.dtype = DType::kBF16;
+  if (!dtype.empty()) {
+    auto parsed = ParseDType(dtype);
+    if (!parsed) return InvalidArgument("dtype: '" + dtype + "' is not f32, f16 or bf16");
+    o.dtype = *parsed;
   }
-  o.dtype = dtype.value_or(DType::kBF16);
   o.num_layers = static_cast<uint32_t>(c.Int("num-layers"));
   o.num_kv_heads = static_cast<uint32_t>(c.Int("num-kv-heads"));
   o.head_dim = static_cast<uint32_t>(c.Int("head-dim"));
@@ -78,66 +71,119 @@ Result<ClientOptions> LoadClientOptions(const std::string& path, Config* config_
     return InvalidArgument("attention-mode: '" + mode + "' is not isolated or sys-prefixed");
   }
   o.mode = mode == "isolated" ? AttentionMode::kIsolated : AttentionMode::kSysPrefixed;
+  return Status::Ok();
+}
+
+Status ReadAuditRate(const Config& c, ClientOptions& o) {
+  const std::string rate = c.String("audit-rate");
+  char* end = nullptr;
+  o.audit_rate = std::strtod(rate.c_str(), &end);
+  if (rate.empty() || *end != '\0' || !(o.audit_rate >= 0 && o.audit_rate <= 1))
+    return InvalidArgument("audit-rate: '" + rate + "' is not a share between 0 and 1");
+  return Status::Ok();
+}
+
+Status ReadTenant(const Config& c, ClientOptions& o) {
   o.tenant = c.String("tenant");
-  {
-    const std::string rate = c.String("audit-rate");
-    char* end = nullptr;
-    o.audit_rate = std::strtod(rate.c_str(), &end);
-    if (rate.empty() || *end != '\0' || !(o.audit_rate >= 0 && o.audit_rate <= 1))
-      return InvalidArgument("audit-rate: '" + rate + "' is not a share between 0 and 1");
-  }
   if (!IsTenantName(o.tenant) || IsReservedName(o.tenant))
     return InvalidArgument("tenant: '" + o.tenant +
                            "' is not 1..63 of [A-Za-z0-9._-] other than 'default' and 'unknown'");
-  if (const std::string path = c.String("model-config"); !path.empty()) {
-    std::ifstream f(path);
-    if (!f) return InvalidArgument("model-config: cannot read " + path);
-    std::stringstream text;
-    text << f.rdbuf();
-    device::ModelConfigOptions read;
-    const int64_t max_len = c.Int("max-model-len");
-    if (max_len < 0 || max_len > UINT32_MAX)
-      return InvalidArgument("max-model-len: " + std::to_string(max_len) + " is out of range");
-    read.max_model_len = static_cast<uint32_t>(max_len);
-    read.dtype = dtype;
-    auto model = device::ReadModelConfig(text.str(), read, path);
-    if (!model.ok()) return InvalidArgument("model-config: " + model.status().message());
-    // Given sizes are checks on the config, never silent overrides of it.
-    const device::KvGeometry& g = model->geometry;
-    for (auto [key, given, derived] : {std::tuple{"num-layers", o.num_layers, g.num_layers},
-                                       {"num-kv-heads", o.num_kv_heads, g.num_kv_heads},
-                                       {"head-dim", o.head_dim, g.head_dim}}) {
-      if (given != 0 && given != derived) {
-        return InvalidArgument(std::string(key) + ": " + std::to_string(given) + " but " + path +
-                               " says " + std::to_string(derived));
-      }
+  return Status::Ok();
+}
+
+// Given sizes are checks on the config, never silent overrides of it.
+Status TakeModel(const device::ModelSpec& model, const std::string& path, ClientOptions& o) {
+  const device::KvGeometry& g = model.geometry;
+  for (auto [key, given, derived] : {std::tuple{"num-layers", o.num_layers, g.num_layers},
+                                     {"num-kv-heads", o.num_kv_heads, g.num_kv_heads},
+                                     {"head-dim", o.head_dim, g.head_dim}}) {
+    if (given != 0 && given != derived) {
+      return InvalidArgument(std::string(key) + ": " + std::to_string(given) + " but " + path +
+                             " says " + std::to_string(derived));
     }
-    o.num_layers = g.num_layers;
-    o.num_kv_heads = g.num_kv_heads;
-    o.head_dim = g.head_dim;
-    o.kv_format = g.format;
-    o.dtype = model->dtype;
-    o.rope = model->rope;
-    for (uint32_t l = 0; l < model->attention.size(); ++l)
-      if (model->attention[l].span != device::AttentionSpan::kFull) o.windowed_layers.push_back(l);
   }
+  o.num_layers = g.num_layers;
+  o.num_kv_heads = g.num_kv_heads;
+  o.head_dim = g.head_dim;
+  o.kv_format = g.format;
+  o.dtype = model.dtype;
+  o.rope = model.rope;
+  for (uint32_t l = 0; l < model.attention.size(); ++l)
+    if (model.attention[l].span != device::AttentionSpan::kFull) o.windowed_layers.push_back(l);
+  return Status::Ok();
+}
+
+// The model's config.json, read as the engines read it (when one is named).
+Status ReadModelFile(const Config& c, ClientOptions& o) {
+  const std::string path = c.String("model-config");
+  if (path.empty()) return Status::Ok();
+  std::ifstream f(path);
+  if (!f) return InvalidArgument("model-config: cannot read " + path);
+  std::stringstream text;
+  text << f.rdbuf();
+  device::ModelConfigOptions read;
+  const int64_t max_len = c.Int("max-model-len");
+  if (max_len < 0 || max_len > UINT32_MAX)
+    return InvalidArgument("max-model-len: " + std::to_string(max_len) + " is out of range");
+  read.max_model_len = static_cast<uint32_t>(max_len);
+  // Only a dtype the settings name beats the config's.
+  if (!c.String("dtype").empty()) read.dtype = o.dtype;
+  auto model = device::ReadModelConfig(text.str(), read, path);
+  if (!model.ok()) return InvalidArgument("model-config: " + model.status().message());
+  return TakeModel(*model, path, o);
+}
+
+Status ReadTransport(const Config& c, ClientOptions& o) {
+  o.local_node = c.String("local-node");
+  o.controller = c.String("controller");
+  o.host = c.String("host");
   o.node_timeout = c.Duration("node-timeout");
   o.controller_timeout = c.Duration("controller-timeout");
   o.fetch_timeout = c.Duration("fetch-timeout");
   o.zero_copy = c.Bool("zero-copy");
-  o.stream_frame = c.Size("stream-frame");
   const int64_t store_threads = c.Int("store-threads");
   if (store_threads < 1 || store_threads > 64) return InvalidArgument("store-threads: 1 to 64");
   o.store_threads = static_cast<int>(store_threads);
+  return Status::Ok();
+}
+
+// After ReadTransport: which keys are needed depends on the endpoints.
+Status ReadSecurity(const Config& c, ClientOptions& o) {
   auto security = CurveSecurityFrom(c);
   if (!security.ok()) return security.status();
   o.security = *security;
   o.local_node_id = c.String("local-node-id");
-  if (Status s = CheckClientSecurity(o); !s.ok()) return s;
+  return CheckClientSecurity(o);
+}
+
+Status ReadStreamFrame(const Config& c, ClientOptions& o) {
+  o.stream_frame = c.Size("stream-frame");
   if (o.stream_frame != 0 &&
       (o.stream_frame < uint64_t{kMinStreamFrame} || o.stream_frame > uint64_t{kMaxStreamFrame}))
     return InvalidArgument("stream-frame: 0 (off) or " + std::to_string(kMinStreamFrame) + " to " +
                            std::to_string(kMaxStreamFrame) + " bytes");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<ClientOptions> LoadClientOptions(const std::string& path, Config* config_out,
+                                        const std::map<std::string, std::string>& overrides) {
+  Config c;
+  DeclareSettings(c);
+  if (!path.empty()) {
+    if (Status s = c.LoadYamlFile(path); !s.ok()) return s;
+  }
+  if (Status s = c.LoadEnv(); !s.ok()) return s;
+  for (const auto& [key, value] : overrides) {
+    if (Status s = c.Set(key, value, Config::Source::kFlag); !s.ok()) return s;
+  }
+  ClientOptions o;
+  // The first bad setting, in this order, is the one reported.
+  for (auto step : {ReadModelSettings, ReadAuditRate, ReadTenant, ReadModelFile, ReadTransport,
+                    ReadSecurity, ReadStreamFrame}) {
+    if (Status s = step(c, o); !s.ok()) return s;
+  }
   if (config_out) *config_out = c;
   return o;
 }

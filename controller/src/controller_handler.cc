@@ -399,22 +399,9 @@ void ControllerHandler::OnMismatch(const std::string& identity, const CurvePeer*
 }
 
 void ControllerHandler::AnswerLocate(const std::vector<Located>& all, Header& reply) const {
-  std::map<uint16_t, const Replica*> referenced;
-  for (const auto& located : all) {
-    const auto& replicas = located.copies;
-    reply.values.push_back(static_cast<int64_t>(replicas.size()));
-    for (const auto& r : replicas) {
-      reply.values.push_back(r.location.Code());
-      referenced[r.location.node] = &r;
-    }
-  }
-  for (const auto& [index, r] : referenced) {
-    const std::string p = "n" + std::to_string(index) + ".";
-    reply.fields[p + "id"] = r->node_id;
-    reply.fields[p + "host"] = r->host;
-    reply.fields[p + "tcp"] = r->tcp;
-    reply.fields[p + "ipc"] = r->ipc;
-  }
+  LocateReplyEncoder encoder(reply);
+  for (const auto& located : all) encoder.AddKey(located.copies);
+  encoder.Finish();
 }
 
 Result<std::vector<std::string>> ControllerHandler::Forward(const Header& h,

@@ -26,34 +26,145 @@ double CorrectionDim(double rotations, double dim, double base, double max_pos) 
   return dim * std::log(max_pos / (rotations * 2 * kPi)) / (2 * std::log(base));
 }
 
-}  // namespace
+using config_json::Count;
+using config_json::CountOr;
+using config_json::NumberOr;
+using nlohmann::json;
 
-namespace {
+// Each kind's own rope_scaling keys (after factor and the original length).
+void ReadLlama3(const json& r, uint32_t /*max_pos*/, RopeSpec& s) {
+  s.low_freq_factor = r.value("low_freq_factor", 1.0);
+  s.high_freq_factor = r.value("high_freq_factor", 4.0);
+}
 
-// The rope_scaling keys each type understands: anything else changes the
-// encoding in a way pikv does not implement, so it is refused, not ignored.
-Status CheckScalingKeys(const nlohmann::json& r, const std::string& type) {
+void ReadYarn(const json& r, uint32_t /*max_pos*/, RopeSpec& s) {
+  s.beta_fast = r.value("beta_fast", 32.0);
+  s.beta_slow = r.value("beta_slow", 1.0);
+  s.yarn_attention_factor = r.value("attention_factor", 0.0);
+  s.yarn_mscale = r.value("mscale", 0.0);
+  s.yarn_mscale_all_dim = r.value("mscale_all_dim", 0.0);
+  s.yarn_truncate = r.value("truncate", true);
+}
+
+void ReadLongRope(const json& r, uint32_t max_pos, RopeSpec& s) {
+  s.long_factor = r.value("long_factor", std::vector<double>{});
+  s.short_factor = r.value("short_factor", std::vector<double>{});
+  s.longrope_attention_factor = r.value("attention_factor", 0.0);
+  s.max_position = max_pos;
+  if (!(s.longrope_attention_factor > 0) && s.original_max_position > 1) {
+    // From the config's context extension, as both engines do, whichever
+    // factors a deployment's max_model_len later picks.
+    const double scale = static_cast<double>(max_pos) / s.original_max_position;
+    s.longrope_attention_factor =
+        scale > 1 ? std::sqrt(1 + std::log(scale) / std::log(s.original_max_position)) : 1.0;
+  }
+}
+
+// A rope_scaling type pikv implements: its scaling, the keys it understands
+// beyond the common ones, and the reader of those keys (none: it has none).
+struct ScalingKind {
+  RopeScaling scaling;
+  std::set<std::string> keys;
+  void (*read)(const json& r, uint32_t max_pos, RopeSpec& s);
+};
+
+const ScalingKind* FindScalingKind(const std::string& type) {
+  static const std::set<std::string> longrope = {"long_factor", "short_factor", "attention_factor"};
+  static const std::map<std::string, ScalingKind> kinds = {
+      {"default", {RopeScaling::kNone, {}, nullptr}},
+      {"linear", {RopeScaling::kLinear, {}, nullptr}},
+      {"llama3", {RopeScaling::kLlama3, {"low_freq_factor", "high_freq_factor"}, ReadLlama3}},
+      {"ntk", {RopeScaling::kNtk, {}, nullptr}},
+      {"static_ntk", {RopeScaling::kNtk, {}, nullptr}},
+      {"yarn",
+       {RopeScaling::kYarn,
+        {"beta_fast", "beta_slow", "attention_factor", "mscale", "mscale_all_dim", "truncate"},
+        ReadYarn}},
+      {"longrope", {RopeScaling::kLongRope, longrope, ReadLongRope}},
+      {"su", {RopeScaling::kLongRope, longrope, ReadLongRope}},
+  };
+  const auto it = kinds.find(type);
+  return it == kinds.end() ? nullptr : &it->second;
+}
+
+// Any other key changes the encoding in a way pikv does not implement, so it
+// is refused, not ignored.
+Status CheckScalingKeys(const json& r, const std::string& type, const ScalingKind& kind) {
   static const std::set<std::string> common = {"type", "rope_type", "factor",
                                                "original_max_position_embeddings"};
-  static const std::map<std::string, std::set<std::string>> by_type = {
-      {"default", {}},
-      {"linear", {}},
-      {"llama3", {"low_freq_factor", "high_freq_factor"}},
-      {"ntk", {}},
-      {"static_ntk", {}},
-      {"yarn",
-       {"beta_fast", "beta_slow", "attention_factor", "mscale", "mscale_all_dim", "truncate"}},
-      {"longrope", {"long_factor", "short_factor", "attention_factor"}},
-      {"su", {"long_factor", "short_factor", "attention_factor"}},
-  };
-  const auto known = by_type.find(type);
-  if (known == by_type.end()) return Status::Ok();  // the type itself is refused by the caller
   for (const auto& [key, value] : r.items()) {
-    if (!common.count(key) && !known->second.count(key)) {
+    if (!common.count(key) && !kind.keys.count(key)) {
       return Unsupported("rope_scaling." + key + " (" + type +
                          ") changes the encoding in a way pikv does not implement");
     }
   }
+  return Status::Ok();
+}
+
+// head_dim, or hidden / heads (under their GPT-J names too: n_embd, n_head).
+Status ReadHeadDim(const json& c, RopeSpec& s) {
+  const uint32_t hidden = CountOr(c, "hidden_size", CountOr(c, "n_embd", 0));
+  const uint32_t heads = CountOr(c, "num_attention_heads", CountOr(c, "n_head", 0));
+  if (c.contains("head_dim") && !c["head_dim"].is_null()) {
+    s.head_dim = Count(c["head_dim"], "head_dim");
+  } else if (hidden > 0 && heads > 0) {
+    if (hidden % heads != 0)
+      return InvalidArgument("hidden_size is not a multiple of num_attention_heads");
+    s.head_dim = hidden / heads;
+  } else {
+    return InvalidArgument("config has neither head_dim nor hidden_size and num_attention_heads");
+  }
+  return Status::Ok();
+}
+
+// The rotated part: an absolute rotary_dim (GPT-J), or a fraction of the
+// head (partial_rotary_factor; GPT-NeoX/Pythia call it rotary_pct).
+Status ReadRotaryDim(const json& c, RopeSpec& s) {
+  const int ways =
+      c.contains("rotary_dim") + c.contains("partial_rotary_factor") + c.contains("rotary_pct");
+  if (ways > 1)
+    return InvalidArgument(
+        "more than one of rotary_dim, partial_rotary_factor and rotary_pct is given");
+  s.rotary_dim = s.head_dim;
+  if (c.contains("rotary_dim")) s.rotary_dim = Count(c["rotary_dim"], "rotary_dim");
+  for (const char* fraction : {"partial_rotary_factor", "rotary_pct"}) {
+    if (c.contains(fraction)) {
+      const double f = c[fraction].get<double>();
+      if (!(f > 0 && f <= 1)) return InvalidArgument(std::string(fraction) + " must be in (0, 1]");
+      // As the engines do: int(head_dim * fraction).
+      s.rotary_dim = static_cast<uint32_t>(s.head_dim * f);
+    }
+  }
+  return Status::Ok();
+}
+
+Status ReadScaling(const json& c, RopeSpec& s) {
+  // Read (and so checked) with or without a rope_scaling.
+  const uint32_t max_pos = CountOr(c, "max_position_embeddings", CountOr(c, "n_positions", 0));
+  // Phi-3 keeps the pretrained length at the top level, not in rope_scaling.
+  const uint32_t top_original = CountOr(c, "original_max_position_embeddings", 0);
+  const auto& r = c.contains("rope_scaling") ? c["rope_scaling"] : json();
+  if (r.is_null()) return Status::Ok();
+  if (!r.is_object()) return InvalidArgument("rope_scaling is not an object");
+  const std::string type = r.value("rope_type", r.value("type", std::string("default")));
+  const ScalingKind* kind = FindScalingKind(type);
+  if (kind) {
+    if (Status st = CheckScalingKeys(r, type, *kind); !st.ok()) return st;
+  }
+  s.factor = r.value("factor", 1.0);
+  // A count, never a float cast (1e30 would be undefined behaviour).
+  s.original_max_position = CountOr(r, "original_max_position_embeddings",
+                                    top_original ? top_original
+                                    : max_pos    ? max_pos
+                                                 : 8192u);
+  if (type == "dynamic") {
+    return Unsupported(
+        "dynamic NTK scaling depends on the sequence length, so a cached key cannot be "
+        "re-rotated exactly");
+  }
+  if (!kind) return Unsupported("unknown rope_scaling type '" + type + "'");
+  s.scaling = kind->scaling;
+  if (kind->read) kind->read(r, max_pos, s);
   return Status::Ok();
 }
 
@@ -106,91 +217,10 @@ Result<RopeSpec> RopeFromConfig(const nlohmann::json& c, RopeStyle style) {
           "kv_lora_rank / qk_rope_head_dim: multi-head latent attention (MLA) keeps its rope "
           "part beside a latent, which pikv cannot place yet");
     }
-    // hidden/heads under their GPT-J names too (n_embd, n_head).
-    const uint32_t hidden = CountOr(c, "hidden_size", CountOr(c, "n_embd", 0));
-    const uint32_t heads = CountOr(c, "num_attention_heads", CountOr(c, "n_head", 0));
-    if (c.contains("head_dim") && !c["head_dim"].is_null()) {
-      s.head_dim = Count(c["head_dim"], "head_dim");
-    } else if (hidden > 0 && heads > 0) {
-      if (hidden % heads != 0)
-        return InvalidArgument("hidden_size is not a multiple of num_attention_heads");
-      s.head_dim = hidden / heads;
-    } else {
-      return InvalidArgument("config has neither head_dim nor hidden_size and num_attention_heads");
-    }
-    // The rotated part: an absolute rotary_dim (GPT-J), or a fraction of the
-    // head (partial_rotary_factor; GPT-NeoX/Pythia call it rotary_pct).
-    const int ways =
-        c.contains("rotary_dim") + c.contains("partial_rotary_factor") + c.contains("rotary_pct");
-    if (ways > 1) {
-      return InvalidArgument(
-          "more than one of rotary_dim, partial_rotary_factor and rotary_pct is given");
-    }
-    s.rotary_dim = s.head_dim;
-    if (c.contains("rotary_dim")) s.rotary_dim = Count(c["rotary_dim"], "rotary_dim");
-    for (const char* fraction : {"partial_rotary_factor", "rotary_pct"}) {
-      if (c.contains(fraction)) {
-        const double f = c[fraction].get<double>();
-        if (!(f > 0 && f <= 1))
-          return InvalidArgument(std::string(fraction) + " must be in (0, 1]");
-        // As the engines do: int(head_dim * fraction).
-        s.rotary_dim = static_cast<uint32_t>(s.head_dim * f);
-      }
-    }
+    if (Status st = ReadHeadDim(c, s); !st.ok()) return st;
+    if (Status st = ReadRotaryDim(c, s); !st.ok()) return st;
     s.theta = NumberOr(c, "rope_theta", NumberOr(c, "rotary_emb_base", s.theta));
-    const uint32_t max_pos = CountOr(c, "max_position_embeddings", CountOr(c, "n_positions", 0));
-    // Phi-3 keeps the pretrained length at the top level, not in rope_scaling.
-    const uint32_t top_original = CountOr(c, "original_max_position_embeddings", 0);
-    const auto& r = c.contains("rope_scaling") ? c["rope_scaling"] : nlohmann::json();
-    if (!r.is_null()) {
-      if (!r.is_object()) return InvalidArgument("rope_scaling is not an object");
-      std::string type = r.value("rope_type", r.value("type", std::string("default")));
-      if (Status st = CheckScalingKeys(r, type); !st.ok()) return st;
-      s.factor = r.value("factor", 1.0);
-      // A count, never a float cast (1e30 would be undefined behaviour).
-      s.original_max_position = CountOr(r, "original_max_position_embeddings",
-                                        top_original ? top_original
-                                        : max_pos    ? max_pos
-                                                     : 8192u);
-      if (type == "default") {
-        s.scaling = RopeScaling::kNone;
-      } else if (type == "linear") {
-        s.scaling = RopeScaling::kLinear;
-      } else if (type == "llama3") {
-        s.scaling = RopeScaling::kLlama3;
-        s.low_freq_factor = r.value("low_freq_factor", 1.0);
-        s.high_freq_factor = r.value("high_freq_factor", 4.0);
-      } else if (type == "ntk" || type == "static_ntk") {
-        s.scaling = RopeScaling::kNtk;
-      } else if (type == "yarn") {
-        s.scaling = RopeScaling::kYarn;
-        s.beta_fast = r.value("beta_fast", 32.0);
-        s.beta_slow = r.value("beta_slow", 1.0);
-        s.yarn_attention_factor = r.value("attention_factor", 0.0);
-        s.yarn_mscale = r.value("mscale", 0.0);
-        s.yarn_mscale_all_dim = r.value("mscale_all_dim", 0.0);
-        s.yarn_truncate = r.value("truncate", true);
-      } else if (type == "longrope" || type == "su") {
-        s.scaling = RopeScaling::kLongRope;
-        s.long_factor = r.value("long_factor", std::vector<double>{});
-        s.short_factor = r.value("short_factor", std::vector<double>{});
-        s.longrope_attention_factor = r.value("attention_factor", 0.0);
-        s.max_position = max_pos;
-        if (!(s.longrope_attention_factor > 0) && s.original_max_position > 1) {
-          // From the config's context extension, as both engines do, whichever
-          // factors a deployment's max_model_len later picks.
-          const double scale = static_cast<double>(max_pos) / s.original_max_position;
-          s.longrope_attention_factor =
-              scale > 1 ? std::sqrt(1 + std::log(scale) / std::log(s.original_max_position)) : 1.0;
-        }
-      } else if (type == "dynamic") {
-        return Unsupported(
-            "dynamic NTK scaling depends on the sequence length, so a cached key cannot be "
-            "re-rotated exactly");
-      } else {
-        return Unsupported("unknown rope_scaling type '" + type + "'");
-      }
-    }
+    if (Status st = ReadScaling(c, s); !st.ok()) return st;
   } catch (const std::exception& e) {  // nlohmann's type errors and Count's
     return InvalidArgument(std::string("model config: ") + e.what());
   }

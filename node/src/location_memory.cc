@@ -5,15 +5,15 @@
 namespace pikv::node {
 
 void LocationMemory::Remember(std::span<const ChunkKey> keys,
-                              const std::vector<std::vector<LocatedCopy>>& copies) {
+                              const std::vector<std::vector<Replica>>& copies) {
   std::lock_guard lock(mu_);
   for (size_t i = 0; i < keys.size() && i < copies.size(); ++i) {
-    std::vector<LocatedCopy> held;
-    for (const LocatedCopy& c : copies[i]) {
-      if (c.tier == TierKind::kRemote) continue;  // the node reads Redis itself
+    std::vector<Replica> held;
+    for (const Replica& c : copies[i]) {
+      if (c.location.tier == TierKind::kRemote) continue;  // the node reads Redis itself
       held.push_back(c);
       auto same = std::find_if(peers_.begin(), peers_.end(),
-                               [&](const LocatedCopy& p) { return p.node_id == c.node_id; });
+                               [&](const Replica& p) { return p.node_id == c.node_id; });
       if (same != peers_.end()) peers_.erase(same);
       peers_.insert(peers_.begin(), c);
       if (peers_.size() > kMaxPeers) peers_.pop_back();
@@ -31,10 +31,10 @@ void LocationMemory::Remember(std::span<const ChunkKey> keys,
   }
 }
 
-std::vector<std::vector<LocatedCopy>> LocationMemory::Recall(std::span<const ChunkKey> keys,
-                                                             bool peers_for_unknown) const {
+std::vector<std::vector<Replica>> LocationMemory::Recall(std::span<const ChunkKey> keys,
+                                                         bool peers_for_unknown) const {
   std::lock_guard lock(mu_);
-  std::vector<std::vector<LocatedCopy>> out(keys.size());
+  std::vector<std::vector<Replica>> out(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) {
     auto it = by_key_.find(keys[i]);
     if (it != by_key_.end())

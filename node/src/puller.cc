@@ -62,9 +62,9 @@ Puller::Puller(storage::StorageManager& storage, std::string node_id, PullOption
       options_(std::move(options)),
       pool_(options_.max_idle_connections) {}
 
-Result<std::vector<std::vector<LocatedCopy>>> Puller::Locate(const std::vector<ChunkKey>& keys,
-                                                             Clock::time_point deadline,
-                                                             bool& filling) {
+Result<std::vector<std::vector<Replica>>> Puller::Locate(const std::vector<ChunkKey>& keys,
+                                                         Clock::time_point deadline,
+                                                         bool& filling) {
   std::optional<CurveClientKeys> curve;
   if (options_.security) {
     auto dial = options_.security->ForController();
@@ -108,10 +108,10 @@ std::vector<std::vector<Puller::Source>> Puller::Sources(const Header& request,
   // The controller gets half the deadline (a dead leader must leave time
   // for the peers), and is not asked again for kLocateBackoff after it
   // failed to answer.
-  std::vector<std::vector<LocatedCopy>> copies;
+  std::vector<std::vector<Replica>> copies;
   bool filling = false;
   const auto now = Clock::now();
-  Result<std::vector<std::vector<LocatedCopy>>> located =
+  Result<std::vector<std::vector<Replica>>> located =
       Unavailable("no answer from the controller a moment ago");
   if (now.time_since_epoch().count() >= skip_locate_until_.load()) {
     located = Locate(keys, now + Left(deadline) / 2, filling);
@@ -128,8 +128,8 @@ std::vector<std::vector<Puller::Source>> Puller::Sources(const Header& request,
     // is taken at its word: no broadcast).
     std::vector<size_t> unnamed;
     for (size_t i = 0; i < keys.size(); ++i) {
-      if (std::none_of(copies[i].begin(), copies[i].end(), [&](const LocatedCopy& c) {
-            return c.tier != TierKind::kRemote && c.node_id != node_id_;
+      if (std::none_of(copies[i].begin(), copies[i].end(), [&](const Replica& c) {
+            return c.location.tier != TierKind::kRemote && c.node_id != node_id_;
           }))
         unnamed.push_back(i);
     }
@@ -153,8 +153,8 @@ std::vector<std::vector<Puller::Source>> Puller::Sources(const Header& request,
   const std::string preferred = FieldString(request.fields, "from");
   std::vector<std::vector<Source>> sources(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) {
-    for (const LocatedCopy& c : copies[i]) {
-      if (c.tier == TierKind::kRemote || c.node_id == node_id_) continue;
+    for (const Replica& c : copies[i]) {
+      if (c.location.tier == TierKind::kRemote || c.node_id == node_id_) continue;
       if (!ParseTcpEndpoint(c.tcp).ok()) continue;
       if (options_.security && !options_.security->keyring.NodeKey(c.node_id)) continue;
       sources[i].push_back({c.tcp, c.node_id});

@@ -68,8 +68,8 @@ class Puller {
                    Clock::time_point deadline, std::vector<SharedBuffer>& objects);
   // Where `keys` are, from the leader controller.
   // `filling`: the registry may not know every copy yet (message.h).
-  Result<std::vector<std::vector<LocatedCopy>>> Locate(const std::vector<ChunkKey>& keys,
-                                                       Clock::time_point deadline, bool& filling);
+  Result<std::vector<std::vector<Replica>>> Locate(const std::vector<ChunkKey>& keys,
+                                                   Clock::time_point deadline, bool& filling);
   // Receives a streamed reply's hits into reserved arena space and commits
   // each (admitted[i] for keys[i]); false when the stream broke off or is
   // malformed.

@@ -73,16 +73,7 @@ Result<std::vector<std::vector<Replica>>> AdminClient::Locate(const std::vector<
   if (!reply.ok()) return reply.status();
   const Header& h = reply->header;
   if (h.status != ErrorCode::kOk) return Status(h.status, h.reason);
-  auto copies = DecodeLocateReply(h, keys.size());
-  if (!copies.ok()) return copies.status();
-  std::vector<std::vector<Replica>> out(keys.size());
-  for (size_t k = 0; k < keys.size(); ++k) {
-    for (auto& c : (*copies)[k]) {
-      out[k].push_back({Location{c.node, c.tier}, std::move(c.node_id), std::move(c.host),
-                        std::move(c.tcp), std::move(c.ipc)});
-    }
-  }
-  return out;
+  return DecodeLocateReply(h, keys.size());
 }
 
 Result<uint64_t> AdminClient::ReportMismatch(const std::vector<MismatchReport>& reports) {

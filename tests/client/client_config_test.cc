@@ -99,6 +99,19 @@ TEST(ClientConfigTest, BadValuesNameTheKey) {
   EXPECT_TRUE(LoadClientOptions("").ok()) << "defaults alone are valid";
 }
 
+TEST(ClientConfigTest, EachCheckedSettingNamesItself) {
+  const std::string llama = kConfigs + "llama-3.1-8b.json";
+  for (const auto& [key, value] :
+       std::vector<std::pair<std::string, std::string>>{{"audit-rate", "1.5"},
+                                                        {"audit-rate", ""},
+                                                        {"tenant", "default"},
+                                                        {"store-threads", "0"},
+                                                        {"max-model-len", "-1"}}) {
+    auto o = LoadClientOptions("", nullptr, {{"model-config", llama}, {key, value}});
+    EXPECT_EQ(o.status().message().rfind(key + ":", 0), 0u) << o.status().ToString();
+  }
+}
+
 TEST(ClientConfigTest, TheExampleLoadsUpToItsModelConfig) {
   auto o = LoadClientOptions(std::string(PIKV_SOURCE_DIR) + "/deploy/client.example.yaml");
   // The example points at a model config that is not on this machine.

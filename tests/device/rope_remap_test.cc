@@ -506,6 +506,30 @@ TEST(RopeSpecTest, RefusesWhatItDoesNotUnderstandByName) {
   EXPECT_EQ(uneven.code(), ErrorCode::kInvalidArgument);
 }
 
+// Every rope_scaling type is read by its one entry: aliases included, and
+// what is neither an object nor a known type refused by name.
+TEST(RopeSpecTest, ReadsEachScalingTypeByItsEntry) {
+  auto ntk = RopeSpec::FromConfigJson(
+      R"({"head_dim":64,"rope_scaling":{"type":"static_ntk","factor":2.0}})");
+  ASSERT_TRUE(ntk.ok()) << ntk.status().ToString();
+  EXPECT_EQ(ntk->scaling, RopeScaling::kNtk);
+  auto su = RopeSpec::FromConfigJson(R"({"head_dim":4,"max_position_embeddings":8192,
+    "rope_scaling":{"type":"su","long_factor":[1,2],"short_factor":[1,1],
+    "original_max_position_embeddings":4096}})");
+  ASSERT_TRUE(su.ok()) << su.status().ToString();
+  EXPECT_EQ(su->scaling, RopeScaling::kLongRope);
+  EXPECT_EQ(su->max_position, 8192u);
+  auto foreign = RopeSpec::FromConfigJson(
+      R"({"head_dim":64,"rope_scaling":{"type":"ntk","factor":2.0,"low_freq_factor":1.0}})");
+  EXPECT_EQ(foreign.code(), ErrorCode::kUnsupported) << "llama3's key is not ntk's";
+  auto scalar = RopeSpec::FromConfigJson(R"({"head_dim":64,"rope_scaling":2.0})");
+  EXPECT_EQ(scalar.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(scalar.status().message().find("rope_scaling is not an object"), std::string::npos);
+  auto unknown = RopeSpec::FromConfigJson(R"({"head_dim":64,"rope_scaling":{"type":"xpos"}})");
+  EXPECT_EQ(unknown.code(), ErrorCode::kUnsupported);
+  EXPECT_NE(unknown.status().message().find("unknown rope_scaling type 'xpos'"), std::string::npos);
+}
+
 TEST(RopeSpecTest, SignatureSeparatesEverythingThatChangesTheKv) {
   std::set<std::string> seen;
   for (auto scaling : {RopeScaling::kNone, RopeScaling::kLinear, RopeScaling::kLlama3,

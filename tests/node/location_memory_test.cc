@@ -9,15 +9,15 @@ namespace {
 
 ChunkKey Key(uint64_t i) { return ChunkKey{i, i * 7 + 1}; }
 
-LocatedCopy Copy(const std::string& node, TierKind tier = TierKind::kCpu) {
-  LocatedCopy c;
+Replica Copy(const std::string& node, TierKind tier = TierKind::kCpu) {
+  Replica c;
   c.node_id = node;
-  c.tier = tier;
+  c.location.tier = tier;
   c.tcp = "tcp://" + node + ":1";
   return c;
 }
 
-std::vector<std::string> Nodes(const std::vector<LocatedCopy>& copies) {
+std::vector<std::string> Nodes(const std::vector<Replica>& copies) {
   std::vector<std::string> out;
   for (const auto& c : copies) out.push_back(c.node_id);
   return out;

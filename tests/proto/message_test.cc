@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "pikv/common/units.h"
+#include "pikv/proto/locate_reply.h"
 
 namespace pikv {
 namespace {
@@ -82,6 +83,42 @@ TEST(MessageTest, PayloadLimits) {
   EXPECT_EQ(CheckPayloadLimits(big, lim).code(), ErrorCode::kTooLarge);
   EXPECT_EQ(CheckPayloadLimits(total, lim).code(), ErrorCode::kTooLarge);
   EXPECT_EQ(CheckPayloadLimits(many, lim).code(), ErrorCode::kTooLarge);
+}
+
+// The controller's encoder and every asker's decoder are one definition:
+// what is written is read back, through the wire, copy for copy; a reply
+// for another number of keys is refused.
+TEST(LocateReplyTest, WhatTheControllerWritesIsReadBackCopyForCopy) {
+  const Replica a{{3, TierKind::kCpu}, "a", "host-a", "tcp://a:1", "ipc:///a"};
+  const Replica a_disk{{3, TierKind::kDisk}, "a", "host-a", "tcp://a:1", "ipc:///a"};
+  const Replica b{{9, TierKind::kRemote}, "b", "host-b", "tcp://b:1", ""};
+  const std::vector<std::vector<Replica>> per_key = {{a, b}, {}, {a_disk}};
+  Header reply;
+  LocateReplyEncoder encoder(reply);
+  for (const auto& copies : per_key) encoder.AddKey(copies);
+  encoder.Finish();
+  const std::string wire = EncodeHeader(reply);
+  auto decoded_header =
+      DecodeHeader({reinterpret_cast<const uint8_t*>(wire.data()), wire.size()}, WireLimits{});
+  ASSERT_TRUE(decoded_header.ok());
+
+  auto decoded = DecodeLocateReply(*decoded_header, per_key.size());
+  ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+  ASSERT_EQ(decoded->size(), per_key.size());
+  for (size_t k = 0; k < per_key.size(); ++k) {
+    ASSERT_EQ((*decoded)[k].size(), per_key[k].size());
+    for (size_t i = 0; i < per_key[k].size(); ++i) {
+      const Replica& got = (*decoded)[k][i];
+      const Replica& want = per_key[k][i];
+      EXPECT_EQ(got.location, want.location);
+      EXPECT_EQ(got.node_id, want.node_id);
+      EXPECT_EQ(got.host, want.host);
+      EXPECT_EQ(got.tcp, want.tcp);
+      EXPECT_EQ(got.ipc, want.ipc);
+    }
+  }
+  EXPECT_EQ(DecodeLocateReply(*decoded_header, 2).status().code(), ErrorCode::kProtocol);
+  EXPECT_EQ(DecodeLocateReply(*decoded_header, 4).status().code(), ErrorCode::kProtocol);
 }
 
 TEST(UnitsTest, SizesAndDurations) {

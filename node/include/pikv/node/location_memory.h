@@ -27,24 +27,23 @@ class LocationMemory {
 
   // The controller's answer for `keys`; a key it names no node copy of
   // keeps what was remembered.
-  void Remember(std::span<const ChunkKey> keys,
-                const std::vector<std::vector<LocatedCopy>>& copies);
+  void Remember(std::span<const ChunkKey> keys, const std::vector<std::vector<Replica>>& copies);
   // Per key: its remembered copies, or for a key never located (when
   // `peers_for_unknown`) the peers named most recently, newest first.
-  std::vector<std::vector<LocatedCopy>> Recall(std::span<const ChunkKey> keys,
-                                               bool peers_for_unknown = true) const;
+  std::vector<std::vector<Replica>> Recall(std::span<const ChunkKey> keys,
+                                           bool peers_for_unknown = true) const;
   size_t size() const;
 
  private:
   struct Entry {
-    std::vector<LocatedCopy> copies;
+    std::vector<Replica> copies;
     std::list<ChunkKey>::iterator age;
   };
   const size_t max_keys_;
   mutable std::mutex mu_;
   std::list<ChunkKey> ages_;                    // guarded by mu_: newest first
   std::unordered_map<ChunkKey, Entry> by_key_;  // guarded by mu_
-  std::vector<LocatedCopy> peers_;              // guarded by mu_: newest first, distinct node ids
+  std::vector<Replica> peers_;                  // guarded by mu_: newest first, distinct node ids
 };
 
 }  // namespace pikv::node

@@ -1,5 +1,5 @@
-// The controller's reply to kLocate, decoded for whoever asked (clients, the
-// CLI, a node resolving the peers it pulls from).
+// The controller's reply to kLocate: written by the controller, decoded for whoever asked (clients,
+// the CLI, a node resolving the peers it pulls from).
 //
 // On the wire: values hold, per requested key, a count n and then n location
 // codes (node_index << 2 | tier), cheapest first; fields hold, per node index
@@ -7,11 +7,12 @@
 #pragma once
 
 #include <cstdint>
-#include <string>
+#include <map>
+#include <span>
 #include <vector>
 
+#include "pikv/proto/location.h"
 #include "pikv/proto/message.h"
-#include "pikv/proto/tier_kind.h"
 
 namespace pikv {
 
@@ -19,14 +20,21 @@ namespace pikv {
 // so a reply to a full batch of keys fits WireLimits::max_values.
 inline constexpr size_t kMaxLocateCopies = 8;
 
-struct LocatedCopy {
-  uint16_t node = 0;  // the controller's node index
-  TierKind tier = TierKind::kCpu;
-  std::string node_id, host, tcp, ipc;
+// Writes a reply, one key at a time in the request's order, then the nodes
+// the copies name. The replicas must outlive Finish().
+class LocateReplyEncoder {
+ public:
+  explicit LocateReplyEncoder(Header& reply) : reply_(reply) {}
+  void AddKey(std::span<const Replica> copies);
+  void Finish();
+
+ private:
+  Header& reply_;
+  std::map<uint16_t, const Replica*> nodes_;  // by node index
 };
 
 // Per key, its copies; ProtocolError when the reply does not describe
 // exactly `keys` keys.
-Result<std::vector<std::vector<LocatedCopy>>> DecodeLocateReply(const Header& reply, size_t keys);
+Result<std::vector<std::vector<Replica>>> DecodeLocateReply(const Header& reply, size_t keys);
 
 }  // namespace pikv
