@@ -18,15 +18,7 @@ void WriteSample(std::string& out, const MetricSample& s) {
   out.append(s.family->metric);
   if (!s.family->label.empty()) {
     out.append("{").append(s.family->label).append("=\"");
-    for (char c : s.label) {
-      if (c == '\\' || c == '"') out += '\\';
-      if (c == '\n') {
-        out += "\\n";
-        continue;
-      }
-      out += c;
-    }
-    out.append("\"}");
+    out.append(EscapeLabelValue(s.label)).append("\"}");
   }
   out.append(" ");
   if (const uint64_t* count = std::get_if<uint64_t>(&s.value)) {
@@ -73,6 +65,19 @@ std::vector<std::pair<std::string, uint64_t>> StatsRegistry::FieldValues() const
     const uint64_t* count = std::get_if<uint64_t>(&s.value);
     out.emplace_back(FieldName(s),
                      count ? *count : uint64_t(std::llround(std::get<double>(s.value))));
+  }
+  return out;
+}
+
+std::string EscapeLabelValue(std::string_view value) {
+  std::string out;
+  for (char c : value) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
   }
   return out;
 }

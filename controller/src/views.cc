@@ -17,19 +17,6 @@ using nlohmann::json;
 std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 // A Prometheus label value: backslash, double quote and newline escaped.
-std::string LabelValue(std::string_view v) {
-  std::string out;
-  for (char c : v) {
-    if (c == '\\' || c == '"') out += '\\';
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    out += c;
-  }
-  return out;
-}
-
 int64_t Usage(const NodeView& n, const std::string& name) { return FieldInt(n.usage, name); }
 
 // Totals by tier over live nodes. The remote tier is one Redis shared by the
@@ -210,7 +197,7 @@ std::string MetricsText(const ClusterState& state, Clock::time_point now,
       "# TYPE pikv_controller_chunks gauge\n";
   for (const auto& n : state.Nodes(now)) {
     for (int t = 0; t < kNumTiers; ++t) {
-      text += "pikv_controller_chunks{node=\"" + LabelValue(n.reg.id) + "\",tier=\"" +
+      text += "pikv_controller_chunks{node=\"" + EscapeLabelValue(n.reg.id) + "\",tier=\"" +
               std::string(TierName(static_cast<TierKind>(t))) + "\"} " +
               std::to_string(n.chunks[t]) + "\n";
     }

@@ -47,6 +47,10 @@ class InboundStreams {
   // Ends streams idle for longer than kStreamStallMs; returns how many.
   size_t ExpireStalled(Clock::time_point now);
 
+  // Ends every unfinished stream, freeing its space (the node stopping; the
+  // counters stay readable until the object goes).
+  void EndAll() { streams_.clear(); }
+
   size_t active() const { return streams_.size(); }
   Counters counters() const;
 

@@ -245,6 +245,7 @@ void NodeServer::AddStatsSources(Loop& loop) {
     out.Add(stats::kTrust, "owner_table_refusals", OwnerTableRefusals());
   });
   AddInboundSource(registry, *loop.inbound);
+  AddReporterSource(registry, reporter_);
 }
 
 void NodeServer::StartReporter() {
@@ -262,7 +263,6 @@ void NodeServer::StartReporter() {
   const uint64_t disk = options_.storage.disk ? options_.storage.disk->capacity_bytes : 0;
   reporter_ = std::make_unique<Reporter>(r, *events_, *storage_, *handler_,
                                          options_.storage.cpu.capacity_bytes, disk);
-  AddReporterSource(handler_->stats(), *reporter_);
   reporter_->Start();
 }
 
@@ -514,7 +514,9 @@ void NodeServer::Stop() {
   for (auto& w : l.workers) w.join();
   for (auto& w : l.pull_workers) w.join();
   if (l.http) l.http->Stop();
-  l.inbound.reset();                   // unfinished streams free their space before storage stops
+  // Unfinished streams free their space before storage stops; the object
+  // stays, its counters read by the reporter's heartbeats until it stops.
+  l.inbound->EndAll();
   if (zero_copy_) zero_copy_->Stop();  // clients' leases end before storage does
   l.frontend.close();
   l.replies.close();

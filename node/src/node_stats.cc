@@ -49,9 +49,9 @@ void AddStorageSource(StatsRegistry& registry, const storage::StorageManager& st
   });
 }
 
-void AddPullerSource(StatsRegistry& registry, const Puller& puller) {
-  registry.AddSource([&puller](StatsSink& out) {
-    const Puller::Counters c = puller.counters();
+void AddPullerSource(StatsRegistry& registry, const Puller* puller) {
+  registry.AddSource([puller](StatsSink& out) {
+    const Puller::Counters c = puller ? puller->counters() : Puller::Counters{};
     out.Add(stats::kPulledObjects, c.objects);
     out.Add(stats::kPullFailures, c.failures);
     out.Add(stats::kPullsFromMemory, c.from_memory);
@@ -92,10 +92,10 @@ void AddZeroCopySource(StatsRegistry& registry, const ZeroCopyServer& zero_copy)
   });
 }
 
-void AddReporterSource(StatsRegistry& registry, const Reporter& reporter) {
+void AddReporterSource(StatsRegistry& registry, const std::unique_ptr<Reporter>& reporter) {
   registry.AddSource([&reporter](StatsSink& out) {
-    out.Add(stats::kReporterInventories, reporter.inventories_sent());
-    out.Add(stats::kReporterRefused, reporter.refused());
+    out.Add(stats::kReporterInventories, reporter ? reporter->inventories_sent() : 0);
+    out.Add(stats::kReporterRefused, reporter ? reporter->refused() : 0);
   });
 }
 

@@ -3,6 +3,8 @@
 // mapped to its name.
 #pragma once
 
+#include <memory>
+
 #include "inbound_streams.h"
 #include "pikv/common/stats_registry.h"
 #include "pikv/storage/storage_manager.h"
@@ -14,9 +16,11 @@ namespace pikv::node {
 class Reporter;
 
 void AddStorageSource(StatsRegistry& stats, const storage::StorageManager& storage);
-void AddPullerSource(StatsRegistry& stats, const Puller& puller);
+// `puller` null (no controller): zeros, as for the reporter.
+void AddPullerSource(StatsRegistry& stats, const Puller* puller);
 void AddInboundSource(StatsRegistry& stats, const InboundStreams& inbound);
 void AddZeroCopySource(StatsRegistry& stats, const ZeroCopyServer& zero_copy);
-void AddReporterSource(StatsRegistry& stats, const Reporter& reporter);
+// Read through `reporter` at each read: it is made after the sources are.
+void AddReporterSource(StatsRegistry& stats, const std::unique_ptr<Reporter>& reporter);
 
 }  // namespace pikv::node

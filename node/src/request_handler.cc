@@ -273,7 +273,7 @@ void RequestHandler::AddOwnSources() {
     out.Add(stats::kBytes, "out", bytes_out_);
     out.Add(stats::kStreamedReplies, streamed_);
   });
-  if (puller_) AddPullerSource(stats_, *puller_);
+  AddPullerSource(stats_, puller_.get());
   AddStorageSource(stats_, storage_);
 }
 

@@ -53,7 +53,7 @@ inline constexpr MetricFamily kStoresRanInline{
     "Background stores run on the caller's thread: the queue was full.", "", "stores_ran_inline"};
 inline constexpr MetricFamily kTimeouts{
     "pikv_client_timeouts_total", kCounter,
-    "Plans that went on without an answer, by whom: local_node, controller.", "peer",
+    "Plans that went on without an answer, by whom: local_node, controller.", "whom",
     "{}_timeouts"};
 inline constexpr MetricFamily kZeroCopyFetched{"pikv_client_zero_copy_fetched_total", kCounter,
                                                "Objects read in place from the node's arena.", "",

@@ -78,6 +78,10 @@ class StatsRegistry {
   std::vector<Source> sources_;
 };
 
+// A label value as Prometheus text needs it: backslash, quote and newline
+// escaped (values may come from peers: node ids, engine names).
+std::string EscapeLabelValue(std::string_view value);
+
 // The stats field a sample is known by: its family's field, "{}" replaced
 // with the sample's label value.
 std::string FieldName(const MetricSample& sample);

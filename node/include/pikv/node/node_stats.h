@@ -1,7 +1,7 @@
 // Every counter and gauge the node keeps, declared once (common/stats_registry.h):
 // its Prometheus name, help, label and stats field. docs/metrics.md documents
-// each; tests/node/node_stats_test.cc proves each reaches /metrics and the
-// stats fields.
+// each; tests/controller/metrics_test.cc proves each reaches /metrics, the
+// stats fields and the docs.
 #pragma once
 
 #include "pikv/common/stats_registry.h"
