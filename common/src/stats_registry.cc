@@ -63,8 +63,11 @@ std::vector<std::pair<std::string, uint64_t>> StatsRegistry::FieldValues() const
   std::vector<std::pair<std::string, uint64_t>> out;
   for (const MetricSample& s : Read()) {
     const uint64_t* count = std::get_if<uint64_t>(&s.value);
-    out.emplace_back(FieldName(s),
-                     count ? *count : uint64_t(std::llround(std::get<double>(s.value))));
+    const double real = count ? 0 : std::get<double>(s.value);
+    // A whole number (the fields are integers); a negative or NaN real is 0.
+    out.emplace_back(FieldName(s), count                     ? *count
+                                   : real > 0 && real < 9e18 ? uint64_t(std::llround(real))
+                                                             : 0);
   }
   return out;
 }

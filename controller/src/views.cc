@@ -16,7 +16,6 @@ using nlohmann::json;
 // registration, and anything that is still not UTF-8 is replaced, never thrown on.
 std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
-// A Prometheus label value: backslash, double quote and newline escaped.
 int64_t Usage(const NodeView& n, const std::string& name) { return FieldInt(n.usage, name); }
 
 // Totals by tier over live nodes. The remote tier is one Redis shared by the

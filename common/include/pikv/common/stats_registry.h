@@ -66,7 +66,6 @@ class StatsRegistry {
   explicit StatsRegistry(std::span<const MetricFamily* const> families) : families_(families) {}
 
   void AddSource(Source source) { sources_.push_back(std::move(source)); }
-  std::span<const MetricFamily* const> families() const { return families_; }
 
   std::vector<MetricSample> Read() const;
   std::string PrometheusText() const { return pikv::PrometheusText(families_, Read()); }
