@@ -36,15 +36,9 @@ Result<std::unique_ptr<CpuTier>> CpuTier::Create(const CpuTierOptions& options,
 }
 
 CpuTier::CpuTier(std::shared_ptr<Shared> shared, EventListener listener)
-    : shared_(std::move(shared)),
-      listener_(std::move(listener)),
-      counters_(std::make_unique<TierCounters>()) {}
+    : Tier(std::move(listener)), shared_(std::move(shared)) {}
 
 CpuTier::~CpuTier() = default;
-
-void CpuTier::Emit(const std::vector<TierEvent>& events) {
-  if (listener_ && !events.empty()) listener_(events);
-}
 
 bool CpuTier::EvictOneLocked(std::vector<TierEvent>& events) {
   for (auto it = lru_.rbegin(); it != lru_.rend(); ++it) {
@@ -212,21 +206,14 @@ TierStats CpuTier::Stats() const {
   return s;
 }
 
-std::optional<Owner> CpuTier::OwnerOfKey(const ChunkKey& key) const {
+std::vector<std::optional<Owner>> CpuTier::OwnersOf(std::span<const ChunkKey> keys) {
+  std::vector<std::optional<Owner>> out(keys.size());
   MutexLock lock(mu_);
-  auto it = index_.find(key);
-  if (it == index_.end()) return std::nullopt;
-  return ReadOwner({it->second.block->data(), it->second.size});
-}
-
-std::vector<ChunkKey> CpuTier::KeysWrittenBy(std::string_view writer) const {
-  std::vector<ChunkKey> keys;
-  MutexLock lock(mu_);
-  for (const auto& [key, entry] : index_) {
-    const auto owner = ReadOwner({entry.block->data(), entry.size});
-    if (owner && owner->writer == writer) keys.push_back(key);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    auto it = index_.find(keys[i]);
+    if (it != index_.end()) out[i] = ReadOwner({it->second.block->data(), it->second.size});
   }
-  return keys;
+  return out;
 }
 
 std::vector<ChunkKey> CpuTier::LruOrder() const {

@@ -124,10 +124,7 @@ Result<std::unique_ptr<DiskTier>> DiskTier::Open(const DiskTierOptions& options,
 }
 
 DiskTier::DiskTier(std::unique_ptr<Db> db, const DiskTierOptions& options, EventListener listener)
-    : db_(std::move(db)),
-      options_(options),
-      listener_(std::move(listener)),
-      counters_(std::make_unique<TierCounters>()) {}
+    : Tier(std::move(listener)), db_(std::move(db)), options_(options) {}
 
 DiskTier::~DiskTier() = default;
 
@@ -174,10 +171,6 @@ Status DiskTier::RebuildIndex() {
                  options_.path);
   }
   return Status::Ok();
-}
-
-void DiskTier::Emit(const std::vector<TierEvent>& events) {
-  if (listener_ && !events.empty()) listener_(events);
 }
 
 Status DiskTier::DeleteFromDb(const ChunkKey& key) {
@@ -319,21 +312,15 @@ Result<SharedBuffer> DiskTier::Get(const ChunkKey& key) {
   return NotFound("corrupt copy deleted");
 }
 
-std::optional<OwnerId> DiskTier::OwnerOfKey(const ChunkKey& key) const {
+std::vector<std::optional<Owner>> DiskTier::OwnersOf(std::span<const ChunkKey> keys) {
+  std::vector<std::optional<Owner>> out(keys.size());
   MutexLock lock(mu_);
-  auto it = index_.find(key);
-  if (it == index_.end()) return std::nullopt;
-  return it->second.owner;
-}
-
-std::vector<ChunkKey> DiskTier::KeysWrittenBy(std::string_view writer) const {
-  std::vector<ChunkKey> keys;
-  MutexLock lock(mu_);
-  for (const auto& [key, entry] : index_) {
-    const Owner* owner = FindOwner(entry.owner);
-    if (owner && owner->writer == writer) keys.push_back(key);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    auto it = index_.find(keys[i]);
+    const Owner* owner = it == index_.end() ? nullptr : FindOwner(it->second.owner);
+    if (owner) out[i] = *owner;
   }
-  return keys;
+  return out;
 }
 
 bool DiskTier::Contains(const ChunkKey& key) {

@@ -72,10 +72,7 @@ Result<RemoteTierOptions> ParseRedisAddress(const std::string& address) {
 }
 
 RemoteTier::RemoteTier(RemoteTierOptions options, EventListener listener)
-    : options_(std::move(options)),
-      listener_(std::move(listener)),
-      breaker_(options_.breaker),
-      counters_(std::make_unique<TierCounters>()) {}
+    : Tier(std::move(listener)), options_(std::move(options)), breaker_(options_.breaker) {}
 
 RemoteTier::~RemoteTier() {
   std::lock_guard lock(mu_);
@@ -164,10 +161,6 @@ Result<std::vector<std::shared_ptr<RemoteTier::Reply>>> RemoteTier::PerKey(
   cmds.reserve(keys.size());
   for (const auto& n : names) cmds.push_back({verb, n});
   return Pipeline(cmds);
-}
-
-void RemoteTier::Emit(const std::vector<TierEvent>& events) {
-  if (listener_ && !events.empty()) listener_(events);
 }
 
 std::vector<Status> RemoteTier::PutMany(std::span<const ChunkKey> keys,
@@ -513,10 +506,10 @@ std::vector<std::optional<Owner>> RemoteTier::OwnersOf(std::span<const ChunkKey>
   return out;
 }
 
-Result<std::vector<ChunkKey>> RemoteTier::KeysWrittenBy(std::string_view writer) {
+Result<std::vector<ChunkKey>> RemoteTier::Keys() {
   const std::string pattern = "pikv:" + options_.key_namespace + ":*";
   const size_t prefix = pattern.size() - 1;
-  std::vector<ChunkKey> candidates;
+  std::vector<ChunkKey> keys;
   std::string cursor = "0";
   do {
     auto r = Pipeline({{"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"}});
@@ -532,19 +525,9 @@ Result<std::vector<ChunkKey>> RemoteTier::KeysWrittenBy(std::string_view writer)
       const std::string_view name(names->element[i]->str, names->element[i]->len);
       // Parts are `<key>:part:...`: only the bare key names an object.
       if (auto key = ChunkKey::FromHex(name.substr(std::min(prefix, name.size()))))
-        candidates.push_back(*key);
+        keys.push_back(*key);
     }
   } while (cursor != "0");
-  std::vector<ChunkKey> keys;
-  constexpr size_t kBatch = 512;
-  for (size_t at = 0; at < candidates.size(); at += kBatch) {
-    const std::span<const ChunkKey> batch(candidates.data() + at,
-                                          std::min(kBatch, candidates.size() - at));
-    const auto owners = OwnersOf(batch);
-    for (size_t i = 0; i < batch.size(); ++i) {
-      if (owners[i] && owners[i]->writer == writer) keys.push_back(batch[i]);
-    }
-  }
   return keys;
 }
 
@@ -567,7 +550,7 @@ Status RemoteTier::Remove(const ChunkKey& key) {
   const redisReply* r = (*replies)[0]->r;
   if (r->type != REDIS_REPLY_INTEGER) return Unavailable("redis refused DEL");
   // The key is gone now, whoever deleted it. That is reported either way, so
-  // the registry's shared-tier entry cannot outlive the object when another
+  // the registry's remote-tier entry cannot outlive the object when another
   // node's delete (or Redis's own expiry) came first.
   RefreshServerMemory();
   Emit({{TierKind::kRemote, EventKind::kEvict, key, 0}});

@@ -164,7 +164,7 @@ std::vector<Result<SharedBuffer>> StorageManager::Get(std::span<const ChunkKey> 
     if (!r.ok() && disk_ && disk_->Contains(keys[i])) {
       // The index knows the owner: another tenant's object is not even read.
       const auto admitting = Admitting();
-      const std::optional<Owner> owner = DiskOwner(keys[i]);
+      const std::optional<Owner> owner = disk_->OwnerOf(keys[i]);
       if (!Visible(owner, only_tenant) || Refused(owner)) {
         out.push_back(NotFound());
         continue;
@@ -237,17 +237,9 @@ bool StorageManager::Refused(const std::optional<Owner>& owner) {
   return owner && Refused(owner->writer);
 }
 
-std::optional<Owner> StorageManager::DiskOwner(const ChunkKey& key) const {
-  if (!disk_) return std::nullopt;
-  auto id = disk_->OwnerOfKey(key);
-  const Owner* owner = id ? FindOwner(*id) : nullptr;
-  if (!owner) return std::nullopt;
-  return *owner;
-}
-
 std::optional<Owner> StorageManager::LocalOwner(const ChunkKey& key) const {
-  if (auto owner = cpu_->OwnerOfKey(key)) return owner;
-  return DiskOwner(key);
+  if (auto owner = cpu_->OwnerOf(key)) return owner;
+  return disk_ ? disk_->OwnerOf(key) : std::nullopt;
 }
 
 Result<SharedBuffer> StorageManager::Get(const ChunkKey& key) {
@@ -327,7 +319,7 @@ std::vector<std::optional<SharedBuffer>> StorageManager::GetEachInCpuOrDisk(
     // In CPU but not given: another tenant's.
     if (out[i] || cpu_->Contains(keys[i]) || !disk_->Contains(keys[i])) continue;
     const auto admitting = Admitting();
-    const std::optional<Owner> owner = DiskOwner(keys[i]);
+    const std::optional<Owner> owner = disk_->OwnerOf(keys[i]);
     if (!Visible(owner, only_tenant) || Refused(owner)) continue;
     Result<SharedBuffer> read = disk_->Get(keys[i]);
     if (!read.ok()) continue;
@@ -353,7 +345,7 @@ TierMask StorageManager::LocalMask(const ChunkKey& key, const std::string* only_
   if (only_tenant) {
     const bool in_cpu = cpu_->Contains(key), on_disk = disk_ && disk_->Contains(key);
     if (!in_cpu && !on_disk) return 0;
-    if (!Visible(in_cpu ? cpu_->OwnerOfKey(key) : DiskOwner(key), only_tenant)) return 0;
+    if (!Visible(in_cpu ? cpu_->OwnerOf(key) : disk_->OwnerOf(key), only_tenant)) return 0;
     return (in_cpu ? Bit(TierKind::kCpu) : 0) | (on_disk ? Bit(TierKind::kDisk) : 0);
   }
   TierMask m = cpu_->Contains(key) ? Bit(TierKind::kCpu) : 0;
@@ -371,29 +363,22 @@ StorageManager::Dropped StorageManager::DropWrittenBy(std::string_view writer, b
     any_revoked_ = true;
   }
   Dropped d;
-  std::vector<ChunkKey> local = cpu_->KeysWrittenBy(writer);
+  std::vector<ChunkKey> local = cpu_->WrittenBy(cpu_->LruOrder(), writer);
   for (const ChunkKey& k : local) d.cpu += cpu_->Remove(k).ok() ? 1 : 0;
   if (disk_queue_) disk_queue_->Drain();  // nothing queued may land after the drop
   if (disk_) {
-    for (const ChunkKey& k : disk_->KeysWrittenBy(writer)) {
+    for (const ChunkKey& k : disk_->WrittenBy(disk_->LruOrder(), writer)) {
       d.disk += disk_->Remove(k).ok() ? 1 : 0;
       local.push_back(k);
     }
   }
   if (remote_queue_) remote_queue_->Drain();
   if (!remote_) return d;
-  Result<std::vector<ChunkKey>> keys = local;
-  if (shared_tier) {
-    keys = remote_->KeysWrittenBy(writer);  // a SCAN of the namespace
-  } else {
-    // Another node sweeps the shared tier; what this node's write-through
-    // put there (drained above, so perhaps after that sweep) goes here.
-    const auto owners = remote_->OwnersOf(local);
-    std::vector<ChunkKey> ours;
-    for (size_t i = 0; i < local.size() && i < owners.size(); ++i)
-      if (owners[i] && owners[i]->writer == writer) ours.push_back(local[i]);
-    keys = std::move(ours);
-  }
+  // Without `shared_tier` another node sweeps the remote tier; what this
+  // node's write-through put there (drained above, so perhaps after that
+  // sweep) goes here.
+  Result<std::vector<ChunkKey>> keys =
+      shared_tier ? remote_->KeysWrittenBy(writer) : remote_->WrittenBy(local, writer);
   if (!keys.ok()) {
     d.remote_error = keys.status();
     return d;

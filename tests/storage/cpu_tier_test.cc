@@ -5,6 +5,7 @@
 #include <map>
 #include <random>
 
+#include "pikv/proto/chunk_object.h"
 #include "pikv/storage/arena.h"
 #include "test_support.h"
 
@@ -54,6 +55,28 @@ TEST_F(CpuTierTest, EvictsLeastRecentlyUsedFirst) {
   EXPECT_EQ(tier_->LruOrder(), (std::vector<ChunkKey>{d.key, a.key, c.key}));
   EXPECT_EQ(Count(EventKind::kAdmit), 4u);
   EXPECT_EQ(Count(EventKind::kEvict), 1u);
+}
+
+// The base's owner scans, over what the tier's OwnersOf and Keys answer.
+TEST_F(CpuTierTest, OwnersOfNamesHeldObjectsOwnersAndScansFindAWritersKeys) {
+  Open(ObjSize() * 4);
+  auto a = Obj(1), b = Obj(2), absent = Obj(3);
+  std::vector<uint8_t> stamped(b.bytes.data(), b.bytes.data() + b.bytes.size());
+  ASSERT_TRUE(StampWriter(stamped, "engine-b").ok());
+  Put(a);
+  ASSERT_TRUE(tier_->Put(b.key, SharedBuffer::FromVector(std::move(stamped))).ok());
+  Tier& tier = *tier_;
+  const ChunkKey keys[] = {a.key, b.key, absent.key};
+  const auto owners = tier.OwnersOf(keys);
+  ASSERT_EQ(owners.size(), 3u);
+  EXPECT_EQ(owners[0], (Owner{"", std::string(kUnknownWriter)}));
+  EXPECT_EQ(owners[1], (Owner{"", "engine-b"}));
+  EXPECT_EQ(owners[2], std::nullopt);
+  EXPECT_EQ(tier.OwnerOf(absent.key), std::nullopt);
+  EXPECT_EQ(tier.WrittenBy(keys, "engine-b"), (std::vector<ChunkKey>{b.key}));
+  auto written = tier.KeysWrittenBy("engine-b");
+  ASSERT_TRUE(written.ok());
+  EXPECT_EQ(*written, (std::vector<ChunkKey>{b.key}));
 }
 
 TEST_F(CpuTierTest, PinnedObjectsAreSkippedByEviction) {

@@ -60,7 +60,7 @@ TEST_F(RemoteTierTest, PutGetUnderNamespacedKey) {
   EXPECT_EQ(tier_->Get(MakeObject(2, 1024).key).code(), ErrorCode::kNotFound);
 }
 
-// The shared tier's size is the server's: used_memory and maxmemory, read
+// The remote tier's size is the server's: used_memory and maxmemory, read
 // after each write and delete.
 TEST_F(RemoteTierTest, StatsReportTheServersMemoryAfterWritesAndDeletes) {
   freeReplyObject(Raw({"CONFIG", "SET", "maxmemory", "64mb"}));
@@ -156,7 +156,7 @@ TEST_F(RemoteTierTest, APasswordProtectedRedisServesOnlyTheRightPassword) {
   EXPECT_FALSE(none.Get(o.key).ok());
 }
 
-// The shared tier's registry entry is cleared by whichever node's delete
+// The remote tier's registry entry is cleared by whichever node's delete
 // runs: a node that finds the key already gone (another node deleted it, or
 // Redis dropped it) still reports it absent, or a stale "in Redis" entry that
 // an earlier admit report left behind would outlive every later evict.

@@ -237,12 +237,12 @@ TEST_F(StorageManagerTest, DeleteRemovesFromEveryTier) {
   EXPECT_EQ(manager_->Delete(o.key).code(), ErrorCode::kNotFound);
   EXPECT_EQ(Events(TierKind::kCpu, EventKind::kEvict, o.key), 1u);
   EXPECT_EQ(Events(TierKind::kDisk, EventKind::kEvict, o.key), 1u);
-  // The shared tier reports the key absent on every delete that reached
+  // The remote tier reports the key absent on every delete that reached
   // Redis (RemoteTierTest.RemovingAKeyAlreadyGoneStillReportsItEvicted).
   EXPECT_EQ(Events(TierKind::kRemote, EventKind::kEvict, o.key), 2u);
 }
 
-TEST_F(StorageManagerTest, ClearDropsCpuAndDiskButNotTheSharedTier) {
+TEST_F(StorageManagerTest, ClearDropsCpuAndDiskButNotTheRemoteTier) {
   Open();
   auto a = MakeObject(30, 4096), b = MakeObject(31, 4096);
   ASSERT_TRUE(manager_->Put(a.key, a.bytes).ok());
@@ -321,8 +321,8 @@ TEST_F(StorageManagerTest, TenantsSeeAndWriteOnlyTheirOwnAndWritersAreRecorded) 
   auto got = manager_->Get({&a.key, 1}, &acme_tenant);
   ASSERT_TRUE(got[0].ok());
   EXPECT_EQ(ReadOwner(got[0]->span()), (Owner{"acme", "engine-a"}));
-  EXPECT_EQ(manager_->disk()->OwnerOfKey(a.key), InternOwner({"acme", "engine-a"}));
-  EXPECT_EQ(manager_->remote()->OwnersOf({&a.key, 1})[0], (Owner{"acme", "engine-a"}));
+  EXPECT_EQ(manager_->disk()->OwnerOf(a.key), (Owner{"acme", "engine-a"}));
+  EXPECT_EQ(manager_->remote()->OwnerOf(a.key), (Owner{"acme", "engine-a"}));
   EXPECT_NE(manager_->Exists({&a.key, 1})[0], 0);  // unscoped: admin and nodes see all
   // Every tier's admit carries the owner, read as the object was admitted
   // (the reporter sends it from there: the object may be gone by then).
@@ -432,7 +432,7 @@ TEST_F(StorageManagerTest, RevokedWritersObjectsAreDroppedEverywhereAcrossRestar
   ASSERT_TRUE(manager_->Put(g.key, g.bytes, &good).ok());
   manager_->WaitForWriteThrough();
   Open();  // a restart: the disk tier's index comes back from RocksDB
-  EXPECT_EQ(FindOwner(*manager_->disk()->OwnerOfKey(b1.key))->writer, "bad");
+  EXPECT_EQ(manager_->disk()->OwnerOf(b1.key)->writer, "bad");
   const auto dropped = manager_->DropWrittenBy("bad");
   EXPECT_TRUE(dropped.remote_error.ok()) << dropped.remote_error.ToString();
   EXPECT_EQ(dropped.disk, 2u);
@@ -497,7 +497,7 @@ TEST_F(StorageManagerTest, ARevokedWritersDiskCopyIsNotPromoted) {
   // disk passes, where a read finds it on disk alone.
   manager_->DropWrittenBy("bad");
   ASSERT_TRUE(manager_->disk()->Put(b.key, stamped).ok());
-  ASSERT_EQ(FindOwner(*manager_->disk()->OwnerOfKey(b.key))->writer, "bad");
+  ASSERT_EQ(manager_->disk()->OwnerOf(b.key)->writer, "bad");
   ASSERT_TRUE(manager_->disk()->Contains(b.key));
   EXPECT_EQ(manager_->GetEachInCpuOrDisk({&b.key, 1}, nullptr)[0], std::nullopt);
   EXPECT_EQ(manager_->Get(b.key).code(), ErrorCode::kNotFound);

@@ -14,7 +14,7 @@
 #include <string_view>
 
 #include "pikv/common/status.h"
-#include "pikv/proto/curve.h"
+#include "pikv/proto/peer.h"
 #include "pikv/proto/message.h"
 
 namespace pikv {

@@ -1,4 +1,4 @@
-// CpuTier (L1): chunk objects in one shared-memory arena, LRU-evicted.
+// CpuTier: the CPU tier, chunk objects in one shared-memory arena, LRU-evicted.
 //
 // Owns: the arena and its allocator, the key index, the LRU list, pin counts.
 // Capacity is the arena size, so it is never exceeded, whatever the workload.
@@ -50,6 +50,9 @@ class CpuTier final : public Tier {
   Status Pin(const ChunkKey& key) override;
   Status Unpin(const ChunkKey& key) override;
   TierStats Stats() const override;
+  // The owners their objects' headers name.
+  std::vector<std::optional<Owner>> OwnersOf(std::span<const ChunkKey> keys) override;
+  Result<std::vector<ChunkKey>> Keys() override { return LruOrder(); }
 
   // Put that also returns the arena copy (not counted as a hit); with
   // `stamp_writer`, the copy has that writer (StampWriter) before anyone
@@ -81,10 +84,6 @@ class CpuTier final : public Tier {
 
   // Keys from most to least recently used.
   std::vector<ChunkKey> LruOrder() const;
-  // The owner its object's header names (proto/owner.h), or nullopt when
-  // the tier does not hold key.
-  std::optional<Owner> OwnerOfKey(const ChunkKey& key) const;
-  std::vector<ChunkKey> KeysWrittenBy(std::string_view writer) const;
 
  private:
   struct Shared;
@@ -98,7 +97,6 @@ class CpuTier final : public Tier {
   CpuTier(std::shared_ptr<Shared> shared, EventListener listener);
   // Evicts the least recently used evictable entry; false if there is none.
   bool EvictOneLocked(std::vector<TierEvent>& events) PIKV_REQUIRES(mu_);
-  void Emit(const std::vector<TierEvent>& events);
   Result<SharedBuffer> HoldLocked(const ChunkKey& key) PIKV_REQUIRES(mu_);
   // A range of `bytes` (evicting as needed) or why there is none.
   Result<std::shared_ptr<Block>> AllocateLocked(uint64_t bytes, std::vector<TierEvent>& events)
@@ -108,11 +106,9 @@ class CpuTier final : public Tier {
                                      uint64_t size, std::vector<TierEvent>& events);
 
   std::shared_ptr<Shared> shared_;
-  EventListener listener_;
   mutable Mutex mu_;
   std::unordered_map<ChunkKey, Entry, ChunkKeyHash> index_ PIKV_GUARDED_BY(mu_);
   std::list<ChunkKey> lru_ PIKV_GUARDED_BY(mu_);  // front = most recent
-  std::unique_ptr<TierCounters> counters_;
 };
 
 }  // namespace pikv::storage

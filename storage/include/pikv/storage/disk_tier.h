@@ -1,4 +1,4 @@
-// DiskTier (L2): chunk objects in RocksDB under the node's data dir.
+// DiskTier: the disk tier, chunk objects in RocksDB under the node's data dir.
 //
 // Owns: the RocksDB instance, an in-memory index (key -> size, recency,
 // pins) and the LRU order. Objects live in the default column family with
@@ -53,15 +53,14 @@ class DiskTier final : public Tier {
   Status Pin(const ChunkKey& key) override;
   Status Unpin(const ChunkKey& key) override;
   TierStats Stats() const override;
+  // The owners kept in the index (and its LRU records): no object is read.
+  std::vector<std::optional<Owner>> OwnersOf(std::span<const ChunkKey> keys) override;
+  Result<std::vector<ChunkKey>> Keys() override { return LruOrder(); }
 
   // Persists memtables so a restart finds everything written so far.
   Status Flush();
   // Keys from most to least recently used.
   std::vector<ChunkKey> LruOrder() const;
-  // The owner of key's object (kept in the index and its LRU record), or
-  // nullopt when the tier does not hold it.
-  std::optional<OwnerId> OwnerOfKey(const ChunkKey& key) const;
-  std::vector<ChunkKey> KeysWrittenBy(std::string_view writer) const;
 
  private:
   struct Db;
@@ -77,18 +76,15 @@ class DiskTier final : public Tier {
   Status RebuildIndex();
   // Deletes key's object and metadata; the caller reports the event.
   Status DeleteFromDb(const ChunkKey& key);
-  void Emit(const std::vector<TierEvent>& events);
 
   std::unique_ptr<Db> db_;
   DiskTierOptions options_;
-  EventListener listener_;
   Mutex write_mu_;  // serializes puts and removes (taken before mu_)
   mutable Mutex mu_ PIKV_ACQUIRED_AFTER(write_mu_);
   std::unordered_map<ChunkKey, Entry, ChunkKeyHash> index_ PIKV_GUARDED_BY(mu_);
   std::list<ChunkKey> lru_ PIKV_GUARDED_BY(mu_);  // front = most recent
   uint64_t used_ PIKV_GUARDED_BY(mu_) = 0;
   uint64_t next_tick_ PIKV_GUARDED_BY(mu_) = 1;
-  std::unique_ptr<TierCounters> counters_;
 };
 
 }  // namespace pikv::storage

@@ -1,4 +1,5 @@
-// RemoteTier (L3): chunk objects in Redis, shared by the nodes of a cluster.
+// RemoteTier: the remote tier, chunk objects in Redis, shared by the nodes
+// of a cluster.
 //
 // Owns: one hiredis connection and the circuit breaker in front of it.
 // Keys are `pikv:<namespace>:<key-hex>`; values are chunk objects, verified
@@ -14,7 +15,7 @@
 // admits and our own deletes are reported.
 // Stats' used_bytes and capacity_bytes are the Redis server's own figures
 // (INFO memory: used_memory, maxmemory; 0 = no limit), read after each of
-// this tier's writes and deletes: the shared tier's size is the server's,
+// this tier's writes and deletes: the remote tier's size is the server's,
 // not what this node wrote, and reads do not change it. Between this node's
 // writes they can lag other nodes' writes and Redis's own expiry.
 // Thread-safety: thread-safe; calls are serialized on the one connection.
@@ -70,7 +71,13 @@ class RemoteTier final : public Tier {
   Result<SharedBuffer> Get(const ChunkKey& key) override;
   bool Contains(const ChunkKey& key) override;
   Status Remove(const ChunkKey& key) override;
+  // Stats' rejects: operations refused by the open breaker.
   TierStats Stats() const override;
+  // Read from the first bytes of each object (one pipelined GETRANGE; a
+  // parted object's first part takes one more); all nullopt on a dead Redis.
+  std::vector<std::optional<Owner>> OwnersOf(std::span<const ChunkKey> keys) override;
+  // A SCAN of this namespace.
+  Result<std::vector<ChunkKey>> Keys() override;
 
   std::vector<Result<SharedBuffer>> GetMany(std::span<const ChunkKey> keys) override;
   // Where the object read for keys[index] is to land once its size is
@@ -89,13 +96,6 @@ class RemoteTier final : public Tier {
   std::vector<bool> ContainsMany(std::span<const ChunkKey> keys) override;
 
   std::string RedisKey(const ChunkKey& key) const;
-  // Each key's owner, read from the first bytes of its object (one
-  // pipelined GETRANGE; a parted object's first part takes one more);
-  // nullopt for a key Redis does not hold (or a dead Redis).
-  std::vector<std::optional<Owner>> OwnersOf(std::span<const ChunkKey> keys);
-  // Every key of this namespace whose object `writer` wrote (SCAN; for a
-  // revocation, not a hot path).
-  Result<std::vector<ChunkKey>> KeysWrittenBy(std::string_view writer);
   CircuitBreaker::State breaker_state() const;
   // Operations refused because the circuit was open.
   uint64_t unavailable() const;
@@ -125,17 +125,14 @@ class RemoteTier final : public Tier {
                    Status& key_status);
   Status ConnectLocked();
   void DisconnectLocked();
-  void Emit(const std::vector<TierEvent>& events);
   // Reads the server's used_memory and maxmemory (best effort: a failure
   // keeps the last figures).
   void RefreshServerMemory();
 
   RemoteTierOptions options_;
-  EventListener listener_;
   mutable std::mutex mu_;
-  redisContext* ctx_ = nullptr;             // guarded by mu_
-  CircuitBreaker breaker_;                  // guarded by mu_
-  std::unique_ptr<TierCounters> counters_;  // rejects = ops refused by the open breaker
+  redisContext* ctx_ = nullptr;  // guarded by mu_
+  CircuitBreaker breaker_;       // guarded by mu_
   std::atomic<uint64_t> server_used_bytes_{0}, server_max_bytes_{0};
 };
 

@@ -109,12 +109,12 @@ class StorageManager {
   // touches the network.
   std::vector<std::optional<SharedBuffer>> GetEachInCpuOrDisk(std::span<const ChunkKey> keys,
                                                               const std::string* only_tenant);
-  // Drops every object `writer` wrote from every tier, the shared one with
+  // Drops every object `writer` wrote from every tier, the remote one with
   // `shared_tier` (a revocation): what each tier dropped, and why Redis
   // could not be searched. From its start on, and for as long as this
   // process runs, none of the writer's objects is admitted again: a put of
   // one is refused (kPermissionDenied), and one that only a lower tier
-  // holds is a miss, not promoted nor reported by Exists (the shared tier
+  // holds is a miss, not promoted nor reported by Exists (the remote tier
   // may be swept by another node, later).
   struct Dropped {
     uint64_t cpu = 0, disk = 0, remote = 0;
@@ -130,8 +130,8 @@ class StorageManager {
   Status Pin(const ChunkKey& key);
   Status Unpin(const ChunkKey& key);
 
-  // Drops every object from the CPU and disk tiers (not the shared remote
-  // tier), reporting each evict. Returns how many objects were dropped.
+  // Drops every object from the CPU and disk tiers (not the remote tier,
+  // which the nodes share), reporting each evict. Returns how many objects were dropped.
   uint64_t Clear();
 
   // Blocks until queued write-through work is applied.
@@ -165,7 +165,6 @@ class StorageManager {
   TierMask LocalMask(const ChunkKey& key, const std::string* only_tenant);
   // Whether an object of `owner` may be read by `only_tenant` (counted when not).
   bool Visible(const std::optional<Owner>& owner, const std::string* only_tenant);
-  std::optional<Owner> DiskOwner(const ChunkKey& key) const;
   // Held by an admission from its check until it has landed. Nothing done
   // under it may enter StorageManager again (the tier listener included):
   // a revocation waiting at the turnstile would deadlock it.

@@ -1,5 +1,7 @@
 // The tier interface every storage level implements (CPU, disk, remote), and
-// the events and stats they report.
+// the events and stats they report. The base holds what every tier shares:
+// the listener its events go to, its counters, and the owner scans built on
+// OwnersOf and Keys.
 //
 // Contract shared by all tiers:
 //   - Put stores the object's bytes under its key; kRejected when it cannot
@@ -18,6 +20,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -67,7 +71,7 @@ struct TierCounters;  // storage-internal counters behind TierStats
 
 class Tier {
  public:
-  virtual ~Tier() = default;
+  virtual ~Tier();
   virtual TierKind kind() const = 0;
   virtual Status Put(const ChunkKey& key, const SharedBuffer& object) = 0;
   virtual Result<SharedBuffer> Get(const ChunkKey& key) = 0;
@@ -83,6 +87,27 @@ class Tier {
   virtual std::vector<Status> PutMany(std::span<const ChunkKey> keys,
                                       std::span<const SharedBuffer> objects);
   virtual std::vector<bool> ContainsMany(std::span<const ChunkKey> keys);
+
+  // Each key's owner (proto/owner.h); nullopt for a key the tier does not
+  // hold or whose owner is not known. A remote tier pipelines the batch.
+  virtual std::vector<std::optional<Owner>> OwnersOf(std::span<const ChunkKey> keys) = 0;
+  std::optional<Owner> OwnerOf(const ChunkKey& key) { return OwnersOf({&key, 1})[0]; }
+  // Every key the tier holds (the remote tier: its namespace's, by SCAN).
+  virtual Result<std::vector<ChunkKey>> Keys() = 0;
+  // Those of `keys` whose object `writer` wrote.
+  std::vector<ChunkKey> WrittenBy(std::span<const ChunkKey> keys, std::string_view writer);
+  // Every key held whose object `writer` wrote (a revocation's sweep, not a hot path).
+  Result<std::vector<ChunkKey>> KeysWrittenBy(std::string_view writer);
+
+ protected:
+  explicit Tier(EventListener listener);
+  // Reports events to the listener; the caller holds none of its tier's locks.
+  void Emit(const std::vector<TierEvent>& events) const;
+
+  const std::unique_ptr<TierCounters> counters_;
+
+ private:
+  EventListener listener_;
 };
 
 }  // namespace pikv::storage

@@ -53,6 +53,7 @@
 #include <vector>
 
 #include "pikv/common/status.h"
+#include "pikv/proto/peer.h"
 
 namespace pikv {
 
@@ -74,21 +75,6 @@ Result<CurveKeyPair> ReadCurveKeyPair(const std::string& prefix);
 Status WriteClusterKeys(const std::string& dir, const std::vector<std::string>& node_ids);
 // True when `z85` is a well-formed CurveZMQ key.
 bool IsCurveKey(std::string_view z85);
-
-enum class Role : uint8_t { kAdmin, kEngine, kNode, kController };
-
-inline constexpr std::string_view kDefaultEngineName = "engine";
-
-struct CurvePeer {
-  Role role = Role::kEngine;
-  std::string node_id;                                 // kNode only
-  std::string name = std::string(kDefaultEngineName);  // kEngine only
-  std::string tenant;                                  // kEngine only; "" = the default tenant
-  std::string UserId() const;
-  friend bool operator==(const CurvePeer&, const CurvePeer&) = default;
-};
-// The peer a user id names; nullopt for anything UserId does not write.
-std::optional<CurvePeer> ParseUserId(std::string_view user_id);
 
 class CurveKeyring {
  public:

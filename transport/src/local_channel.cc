@@ -1,4 +1,4 @@
-#include "pikv/proto/local_channel.h"
+#include "pikv/transport/local_channel.h"
 
 #include <sys/socket.h>
 #include <sys/un.h>

@@ -1,7 +1,7 @@
 // CurveZMQ keys, the allow-list, and the ZAP handler on real ZeroMQ sockets:
 // a CURVE server admits exactly the listed keys and tells each message's
 // role; unknown keys and unencrypted peers never get a message through.
-#include "pikv/proto/curve.h"
+#include "pikv/transport/curve.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

@@ -1,4 +1,4 @@
-#include "pikv/proto/zmq_frames.h"
+#include "pikv/transport/zmq_frames.h"
 
 #include <algorithm>
 

@@ -14,7 +14,7 @@
 #include <memory>
 #include <string>
 
-#include "pikv/proto/curve.h"
+#include "pikv/transport/curve.h"
 #include "pikv/proto/message.h"
 
 namespace pikv {

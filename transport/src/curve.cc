@@ -1,4 +1,4 @@
-#include "pikv/proto/curve.h"
+#include "pikv/transport/curve.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -142,37 +142,6 @@ Result<CurveKeyPair> ReadCurveKeyPair(const std::string& prefix) {
   if (zmq_curve_public(derived, sec->c_str()) != 0 || *pub != derived)
     return InvalidArgument(prefix + ".pub is not the public key of " + prefix + ".key");
   return CurveKeyPair{std::move(*pub), std::move(*sec)};
-}
-
-std::string CurvePeer::UserId() const {
-  switch (role) {
-    case Role::kAdmin:
-      return "admin";
-    case Role::kEngine:
-      return "engine:" + name + "@" + tenant;
-    case Role::kNode:
-      return "node:" + node_id;
-    case Role::kController:
-      return "controller";
-  }
-  return "";
-}
-
-std::optional<CurvePeer> ParseUserId(std::string_view user_id) {
-  if (user_id == "admin") return CurvePeer{Role::kAdmin, ""};
-  if (user_id == "engine") return CurvePeer{Role::kEngine, ""};  // before engines had names
-  if (user_id.starts_with("engine:")) {
-    const std::string_view rest = user_id.substr(7);
-    const auto at = rest.find('@');
-    if (at == std::string_view::npos) return std::nullopt;
-    CurvePeer peer{Role::kEngine, "", std::string(rest.substr(0, at)),
-                   std::string(rest.substr(at + 1))};
-    if (!IsIdentityName(peer.name) || !IsTenantName(peer.tenant)) return std::nullopt;
-    return peer;
-  }
-  if (user_id.starts_with("node:") && user_id.size() > 5)
-    return CurvePeer{Role::kNode, std::string(user_id.substr(5))};
-  return std::nullopt;
 }
 
 Result<CurveKeyring> CurveKeyring::Parse(std::string_view text) {

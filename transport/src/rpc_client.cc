@@ -1,7 +1,7 @@
-#include "pikv/proto/rpc_client.h"
+#include "pikv/transport/rpc_client.h"
 
 #include "pikv/proto/endpoint.h"
-#include "pikv/proto/zmq_frames.h"
+#include "pikv/transport/zmq_frames.h"
 
 namespace pikv {
 
