@@ -7,7 +7,7 @@
 #include <map>
 #include <zmq.hpp>
 
-#include "pikv/proto/zmq_frames.h"
+#include "pikv/transport/zmq_frames.h"
 
 namespace pikv::bench {
 namespace {

@@ -28,8 +28,8 @@
 
 #include "bench_util.h"
 #include "pikv/controller/registry.h"
-#include "pikv/proto/zmq_frames.h"
 #include "pikv/rpc/admin_client.h"
+#include "pikv/transport/zmq_frames.h"
 #include "sim_node.h"
 #include "test_support.h"
 

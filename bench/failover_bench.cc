@@ -29,6 +29,7 @@
 
 #include "bench_util.h"
 #include "cluster_queries.h"
+#include "pikv/coord/find_controllers.h"
 #include "pikv/launch/etcd.h"
 #include "pikv/rpc/admin_client.h"
 #include "pikv/rpc/node_client.h"
@@ -71,7 +72,8 @@ class Cluster {
   // Clients with the admin key (or engine `as`'s): the controller's leader, and node i.
   std::unique_ptr<AdminClient> Admin(std::chrono::milliseconds timeout,
                                      const std::string& as = "admin") const {
-    return std::make_unique<AdminClient>(Spec(), timeout, keys_.Dial(as));
+    return std::make_unique<AdminClient>(pikv::coord::FindControllers(Spec()), timeout,
+                                         keys_.Dial(as));
   }
   std::unique_ptr<NodeClient> Node(int i, std::chrono::milliseconds timeout) const {
     return std::make_unique<NodeClient>(node(i), timeout, pikv::WireLimits{},

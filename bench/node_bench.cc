@@ -30,8 +30,8 @@
 #include "bare_zmq_server.h"
 #include "bench_util.h"
 #include "pikv/common/units.h"
-#include "pikv/proto/zmq_frames.h"
 #include "pikv/rpc/node_client.h"
+#include "pikv/transport/zmq_frames.h"
 #include "test_support.h"
 
 namespace pikv::bench {

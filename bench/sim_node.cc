@@ -2,8 +2,9 @@
 
 #include <zmq.hpp>
 
+#include "pikv/proto/control_wire.h"
 #include "pikv/proto/location.h"
-#include "pikv/proto/zmq_frames.h"
+#include "pikv/transport/zmq_frames.h"
 
 namespace pikv::bench {
 
@@ -15,32 +16,23 @@ ChunkKey SpreadKey(uint64_t i) {
 
 Header AdmitBatch(const std::string& node_id, int64_t incarnation, uint64_t seq, uint64_t first_key,
                   size_t n) {
-  Header h;
-  h.type = MsgType::kEvents;
-  h.fields = {
-      {"node_id", node_id}, {"incarnation", incarnation}, {"seq", static_cast<int64_t>(seq)}};
+  NodeReport report{node_id, static_cast<uint64_t>(incarnation), seq};
   for (size_t i = 0; i < n; ++i) {
-    h.keys.push_back(SpreadKey(first_key + i));
-    h.values.push_back(EncodeEvent(TierKind::kCpu, true));
+    report.keys.push_back(SpreadKey(first_key + i));
+    report.values.push_back(EncodeEvent(TierKind::kCpu, true));
   }
-  return h;
+  return EncodeReport(MsgType::kEvents, std::move(report));
 }
 
 bool RegisterSimulatedNode(zmq::socket_t& socket, const std::string& node_id, int64_t incarnation) {
   std::vector<zmq::message_t> none;
-  Header reg;
-  reg.type = MsgType::kRegister;
-  reg.fields = {{"node_id", node_id}, {"incarnation", incarnation}, {"host", std::string("bench")}};
-  if (!SendMessage(socket, none, reg, {})) return false;
+  const auto inc = static_cast<uint64_t>(incarnation);
+  if (!SendMessage(socket, none, EncodeRegister({node_id, "bench", {}, {}, inc}), {})) return false;
   std::vector<zmq::message_t> reply;
   if (!RecvFrames(socket, reply)) return false;
-  Header inv;
-  inv.type = MsgType::kInventory;
-  inv.fields = {{"node_id", node_id},
-                {"incarnation", incarnation},
-                {"seq", int64_t{0}},
-                {"final", int64_t{1}}};
-  return SendMessage(socket, none, inv, {});
+  NodeReport inventory{node_id, inc};
+  inventory.final = true;
+  return SendMessage(socket, none, EncodeReport(MsgType::kInventory, std::move(inventory)), {});
 }
 
 }  // namespace pikv::bench

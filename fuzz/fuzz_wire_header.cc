@@ -1,7 +1,10 @@
-// The wire header decoder, then the locate reply decoder over what it gives;
-// a header that decodes must re-encode to something that decodes the same.
+// The wire header decoder, then every declared message's decoder
+// (locate_reply.h, control_wire.h) over what it gives; a header that
+// decodes must re-encode to something that decodes the same, and so must
+// each declared message.
 #include <cstdlib>
 
+#include "pikv/proto/control_wire.h"
 #include "pikv/proto/locate_reply.h"
 #include "pikv/proto/message.h"
 
@@ -9,6 +12,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto h = pikv::DecodeHeader({data, size});
   if (!h.ok()) return 0;
   pikv::DecodeLocateReply(*h, h->keys.size()).status().IgnoreError();
+  const pikv::NodeRegistration reg = pikv::DecodeRegister(*h);
+  if (pikv::DecodeRegister(pikv::EncodeRegister(reg)) != reg) abort();
+  pikv::DecodeRegisterReply(*h);
+  pikv::NodeReport report = pikv::DecodeReport(*h);
+  const pikv::NodeReport again_report = pikv::DecodeReport(pikv::EncodeReport(h->type, report));
+  if (again_report.keys != report.keys || again_report.values != report.values ||
+      again_report.owners.size() != report.owners.size())
+    abort();
+  const auto mismatches = pikv::DecodeMismatches(*h);
+  if (pikv::DecodeMismatches(pikv::EncodeMismatches(mismatches)) != mismatches) abort();
+  pikv::DecodeMismatchReply(*h).status().IgnoreError();
+  const pikv::Revocation revocation = pikv::DecodeRevoke(*h);
+  if (pikv::DecodeRevoke(pikv::EncodeRevoke(h->type, revocation)) != revocation) abort();
   const std::string again = pikv::EncodeHeader(*h);
   auto h2 = pikv::DecodeHeader({reinterpret_cast<const uint8_t*>(again.data()), again.size()});
   if (!h2.ok() || h2->keys != h->keys || h2->values != h->values || h2->fields != h->fields ||

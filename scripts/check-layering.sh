@@ -5,7 +5,7 @@
 # part itself or one listed there. Prints each violation; exits 1 if any.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-parts=(common proto http coord storage device rpc node controller client engine launch apps python)
+parts=(common proto transport http coord storage device rpc node controller client engine launch apps python)
 status=0
 for part in "${parts[@]}"; do
   readme="$part/README.md"

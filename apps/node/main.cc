@@ -36,7 +36,7 @@ pikv::Config NodeConfig() {
             "Lend the CPU arena to clients on this host (a unix socket beside the ipc one)");
   c.Declare("lease-ttl", K::kDuration, "30s",
             "How long a local client may hold a lent object or reserved space");
-  c.Declare("redis", K::kString, "", "Redis host:port for the shared tier (empty: none)");
+  c.Declare("redis", K::kString, "", "Redis host:port for the remote tier (empty: none)");
   c.Declare("redis-namespace", K::kString, "default", "Key namespace in Redis");
   c.Declare("redis-password", K::kSecret, "",
             "Redis password, sent with AUTH (prefer PIKV_REDIS_PASSWORD or the config file: "

@@ -10,6 +10,7 @@
 
 #include "cli_tables.h"
 #include "pikv/common/stop_signal.h"
+#include "pikv/coord/find_controllers.h"
 #include "pikv/engine/demo_engine.h"
 #include "pikv/rpc/admin_client.h"
 #include "pikv/rpc/node_client.h"
@@ -60,6 +61,7 @@ int RunDemo(const DemoOptions& o) {
         engine::ReferenceClientOptions(cfg, "pikv-demo-reference", cluster.nodes()[i].ipc,
                                        cluster.controller_spec(), cluster.NodeHost(i));
     options.security = cluster.Security("engine");
+    options.find_controllers = &coord::FindControllers;  // standbys elected on etcd
     engines.push_back(std::make_unique<engine::Engine>(model, std::move(options)));
   }
   std::cout
@@ -101,7 +103,7 @@ int RunDemo(const DemoOptions& o) {
   std::cout << "\nreport\n";
   pikv::TextTable t({"", "value"});
   const char* names[4] = {"chunks from the engine's own node", "chunks pulled from a peer (P2P)",
-                          "chunks from the shared Redis tier", "chunks computed"};
+                          "chunks from the remote tier (Redis)", "chunks computed"};
   for (int s = 0; s < 4; ++s) {
     t.Add({names[s], std::to_string(by_source[s]) + " (" +
                          Num(json(100.0 * by_source[s] / std::max<uint64_t>(1, chunks))) + " %)"});
@@ -117,7 +119,7 @@ int RunDemo(const DemoOptions& o) {
 
   std::optional<CurveClientKeys> admin_keys;
   if (admin_security) admin_keys = *admin_security->ForController();
-  rpc::AdminClient admin(cluster.controller_spec(), 2s, admin_keys);
+  rpc::AdminClient admin(coord::FindControllers(cluster.controller_spec()), 2s, admin_keys);
   try {
     if (auto nodes = admin.Json(MsgType::kAdminNodes); nodes.ok()) {
       std::cout << "\npikv admin nodes\n";

@@ -4,7 +4,7 @@
 #include <iostream>
 
 #include "pikv/launch/etcd_certs.h"
-#include "pikv/proto/curve.h"
+#include "pikv/transport/curve.h"
 
 namespace pikv::cli {
 

@@ -18,8 +18,9 @@
 #include "model_info.h"
 #include "pikv/common/units.h"
 #include "pikv/common/version.h"
-#include "pikv/proto/curve.h"
+#include "pikv/coord/find_controllers.h"
 #include "pikv/rpc/admin_client.h"
+#include "pikv/transport/curve.h"
 
 namespace {
 
@@ -124,7 +125,7 @@ const AdminOp kAdminOps[] = {
     {"pin", "Pin chunks on every node holding them", MsgType::kAdminPin,
      Show<pikv::cli::PrintForwarded>},
     {"unpin", "Unpin chunks on every node", MsgType::kAdminUnpin, Show<pikv::cli::PrintForwarded>},
-    {"evict", "Delete chunks from every node and the shared tier", MsgType::kAdminEvict,
+    {"evict", "Delete chunks from every node and the remote tier (Redis)", MsgType::kAdminEvict,
      Show<pikv::cli::PrintForwarded>},
     {"revoke", "Drop every object an engine wrote, on every node and in Redis, and refuse its key",
      MsgType::kAdminRevoke, Show<pikv::cli::PrintForwarded>},
@@ -249,7 +250,7 @@ int RunAdmin(const CLI::App& admin, const AdminOptions& o) {
   auto curve = ControllerKeys(o);
   if (!curve.ok()) return Fail(curve.status().ToString());
 
-  AdminClient client(o.controller, *wait, *curve);
+  AdminClient client(pikv::coord::FindControllers(o.controller), *wait, *curve);
   auto reply = client.Json(op.type, *keys, fields);
   if (!reply.ok()) {
     if (reply.code() == pikv::ErrorCode::kTimeout ||

@@ -46,9 +46,9 @@
 #include "client_result.h"
 #include "key_mix.h"
 #include "pikv/proto/chunk_object.h"
-#include "pikv/proto/local_channel.h"
 #include "pikv/rpc/node_client.h"
 #include "pikv/rpc/zero_copy_client.h"
+#include "pikv/transport/local_channel.h"
 #include "test_support.h"
 
 namespace pikv::bench {

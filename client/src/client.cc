@@ -2,15 +2,11 @@
 
 #include <map>
 
+#include "channels.h"
 #include "pikv/client/background_stores.h"
-#include "pikv/common/enum_names.h"
-#include "pikv/coord/controller_finder.h"
 #include "pikv/proto/checksum.h"
 #include "pikv/proto/chunk_object.h"
-#include "pikv/proto/local_channel.h"
-#include "pikv/rpc/admin_client.h"
-#include "pikv/rpc/node_client.h"
-#include "pikv/rpc/zero_copy_client.h"
+#include "planner.h"
 
 namespace pikv::client {
 
@@ -18,80 +14,50 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// A channel that failed is tried again after this long.
-constexpr auto kZeroCopyRetry = std::chrono::seconds(1);
-
 std::chrono::milliseconds Left(Clock::time_point deadline) {
   return std::max(std::chrono::milliseconds(1),
                   std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
 }
 
-// The keys to dial `endpoint`: node `node_id`'s, or the controller's when
-// node_id is null. nullopt when none are needed (security off, ipc) or the
-// keyring lacks them: that server then refuses the connection, a miss
-// (CheckClientSecurity catches a missing local node or controller key).
-std::optional<CurveClientKeys> CurveFor(const ClientOptions& o, const std::string& endpoint,
-                                        const std::string* node_id) {
-  if (!o.security || !UsesCurve(endpoint)) return std::nullopt;
-  auto keys = node_id ? o.security->ForNode(*node_id) : o.security->ForController();
-  if (!keys.ok()) return std::nullopt;
-  return std::move(*keys);
+// Each fetched object: kept if it is the chunk's (misses and corrupt
+// objects become kNotFound), counted, and flagged approximate where reuse is.
+void CheckFetched(Plan& plan, std::vector<Result<SharedBuffer>>& out,
+                  const std::vector<bool>& in_place, AttentionMode mode, ClientStats& stats) {
+  for (size_t i = 0; i < out.size(); ++i) {
+    ChunkPlan& c = plan.chunks[i];
+    if (!out[i].ok()) {
+      if (c.source != Source::kMiss) stats.fetch_misses++;
+      out[i] = NotFound();
+      continue;
+    }
+    // Whatever crossed a network is checked before an engine trusts it. An
+    // object lent in place was verified by the node when it was admitted and
+    // cannot be changed since: its header must still name the chunk.
+    const std::span<const uint8_t> bytes = out[i]->span();
+    auto header = ParseChunkHeader(bytes);
+    if (!header.ok() || header->key != c.key ||
+        (!in_place[i] &&
+         PayloadChecksum(ChunkPayload(bytes, *header)) != header->payload_checksum)) {
+      stats.corrupt++;
+      out[i] = NotFound("corrupt object");
+      c.lease_deadline = {};
+      continue;
+    }
+    stats.fetched++;
+    if (in_place[i]) stats.zero_copy_fetched++;
+    // Sys-prefixed chunks are computed right after the system prompt, which
+    // starts at 0: reuse is exact only where the chunk starts where it was computed.
+    if (mode == AttentionMode::kSysPrefixed && c.segment > 0)
+      c.approximate = header->virtual_start != c.actual_start;
+  }
 }
 
 }  // namespace
 
-std::string_view SourceName(Source s) {
-  static constexpr EnumName<Source> kNames[] = {{Source::kLocal, "local"},
-                                                {Source::kPeer, "peer"},
-                                                {Source::kRemote, "remote"},
-                                                {Source::kMiss, "miss"}};
-  return NameOf(kNames, s);
-}
-
-struct Client::Connections {
-  std::unique_ptr<rpc::NodeClient> local;
-  std::unique_ptr<rpc::AdminClient> controller;
-  std::map<std::string, std::unique_ptr<rpc::NodeClient>>
-      peers;                   // direct, when the local node is down
-  std::string zero_copy_path;  // empty: the local node has no zero-copy channel for us
-  std::shared_ptr<rpc::ZeroCopyClient> zero_copy;
-  Clock::time_point zero_copy_retry{};
-};
-
-Status CheckClientSecurity(const ClientOptions& o) {
-  if (!o.security) return Status::Ok();
-  if (UsesCurve(o.local_node)) {
-    if (o.local_node_id.empty())
-      return InvalidArgument("security on with a tcp local node needs local-node-id");
-    if (auto keys = o.security->ForNode(o.local_node_id); !keys.ok()) return keys.status();
-  }
-  if (coord::DialsTcp(o.controller)) {
-    if (auto keys = o.security->ForController(); !keys.ok()) return keys.status();
-  }
-  return Status::Ok();
-}
-
 Client::Client(ClientOptions options)
     : options_(std::move(options)),
-      conn_(std::make_unique<Connections>()),
-      background_(std::make_unique<BackgroundStores>()) {
-  if (!options_.local_node.empty()) {
-    conn_->local = std::make_unique<rpc::NodeClient>(
-        options_.local_node, options_.node_timeout, WireLimits{},
-        CurveFor(options_, options_.local_node, &options_.local_node_id));
-    conn_->local->set_stream_frame(options_.stream_frame);
-    if (options_.zero_copy) conn_->zero_copy_path = ZeroCopySocketFor(options_.local_node);
-  }
-  if (!options_.controller.empty()) {
-    // A list or etcd:// spec names tcp controllers: CURVE when security is on.
-    std::optional<CurveClientKeys> curve;
-    if (options_.security && coord::DialsTcp(options_.controller)) {
-      if (auto keys = options_.security->ForController(); keys.ok()) curve = std::move(*keys);
-    }
-    conn_->controller = std::make_unique<rpc::AdminClient>(
-        options_.controller, options_.controller_timeout, std::move(curve));
-  }
-}
+      channels_(std::make_unique<Channels>(options_)),
+      background_(std::make_unique<BackgroundStores>()) {}
 
 Client::~Client() = default;
 
@@ -99,21 +65,6 @@ ClientStats Client::Stats() const {
   ClientStats s = stats_;
   s.stores_ran_inline = background_->ran_inline();
   return s;
-}
-
-std::shared_ptr<rpc::ZeroCopyClient> Client::ZeroCopy() {
-  if (conn_->zero_copy_path.empty()) return nullptr;
-  if (conn_->zero_copy && conn_->zero_copy->healthy()) return conn_->zero_copy;
-  conn_->zero_copy.reset();
-  const auto now = Clock::now();
-  if (now < conn_->zero_copy_retry) return nullptr;
-  auto connected = rpc::ZeroCopyClient::Connect(conn_->zero_copy_path, options_.node_timeout);
-  if (!connected.ok()) {
-    conn_->zero_copy_retry = now + kZeroCopyRetry;  // copies meanwhile
-    return nullptr;
-  }
-  conn_->zero_copy = std::move(*connected);
-  return conn_->zero_copy;
 }
 
 KeyNamespace Client::Namespace(const ChunkKey* sys_key) const {
@@ -130,91 +81,7 @@ ChunkKey Client::KeyOf(std::span<const int32_t> tokens, const ChunkKey* sys_key)
 }
 
 Plan Client::MakePlan(const ChunkedPrompt& prompt) {
-  stats_.plans++;
-  Plan plan;
-  auto meta = device::BuildAttentionMetadata(prompt.Lengths(), options_.mode);
-  if (!meta.ok()) return plan;  // a ChunkedPrompt is already validated; nothing to plan otherwise
-  plan.metadata = std::move(*meta);
-  const ChunkKey sys_key = KeyOf(prompt.system());
-  std::vector<ChunkKey> keys;
-  for (size_t s = 0; s + 1 < prompt.segments.size(); ++s) {
-    ChunkPlan c;
-    c.segment = static_cast<uint32_t>(s);
-    c.key = s == 0 ? sys_key : KeyOf(prompt.segments[s], &sys_key);
-    if (s > 0 && options_.mode == AttentionMode::kSysPrefixed) c.sys_key = sys_key;
-    c.actual_start = plan.metadata.positions[plan.metadata.segment_starts[s]];
-    plan.chunks.push_back(c);
-    keys.push_back(c.key);
-  }
-  stats_.chunks_planned += keys.size();
-
-  // 1. The local node: CPU or disk is local; Redis-only is remote (through it).
-  // Only its live look into Redis decides the shared tier: the registry's
-  // shared-tier entries lag behind deletes (another node's, Redis's own
-  // expiry), and a plan on a stale one fails at fetch.
-  std::vector<bool> remote_here(keys.size(), false);
-  if (conn_->local) {
-    conn_->local->set_timeout(options_.node_timeout);
-    auto masks = conn_->local->Exists(keys);
-    if (masks.ok()) {
-      plan.local_node_answered = true;
-      for (size_t i = 0; i < keys.size(); ++i) {
-        const TierMask m = (*masks)[i];
-        if (m & (Bit(TierKind::kCpu) | Bit(TierKind::kDisk)))
-          plan.chunks[i].source = Source::kLocal;
-        remote_here[i] = (m & Bit(TierKind::kRemote)) != 0;
-      }
-    } else {
-      stats_.local_node_timeouts++;
-    }
-  }
-  // 2. The controller for the rest: a peer's CPU or disk beats the shared tier.
-  std::vector<size_t> rest;
-  for (size_t i = 0; i < keys.size(); ++i) {
-    if (plan.chunks[i].source != Source::kLocal) rest.push_back(i);
-  }
-  if (conn_->controller && !rest.empty()) {
-    std::vector<ChunkKey> ask;
-    for (size_t i : rest) ask.push_back(keys[i]);
-    auto located = conn_->controller->Locate(ask, options_.host);
-    if (located.ok()) {
-      plan.controller_answered = true;
-      for (size_t j = 0; j < rest.size(); ++j) {
-        ChunkPlan& c = plan.chunks[rest[j]];
-        for (const auto& r : (*located)[j]) {
-          if (r.location.tier == TierKind::kRemote) continue;
-          if (c.source == Source::kMiss && r.host != options_.host && !r.tcp.empty()) {
-            c.source = Source::kPeer;  // replicas come cheapest first
-            c.peer_id = r.node_id;
-            c.peer_endpoint = r.tcp;
-          }
-        }
-      }
-    } else {
-      stats_.controller_timeouts++;
-    }
-  }
-  // 3. The shared tier, reachable only through a live local node.
-  for (size_t i = 0; i < keys.size(); ++i) {
-    ChunkPlan& c = plan.chunks[i];
-    if (c.source == Source::kMiss && remote_here[i] && plan.local_node_answered)
-      c.source = Source::kRemote;
-    switch (c.source) {
-      case Source::kLocal:
-        stats_.planned_local++;
-        break;
-      case Source::kPeer:
-        stats_.planned_peer++;
-        break;
-      case Source::kRemote:
-        stats_.planned_remote++;
-        break;
-      case Source::kMiss:
-        stats_.planned_miss++;
-        break;
-    }
-  }
-  return plan;
+  return BuildPlan(prompt, *this, *channels_, stats_);
 }
 
 std::vector<Result<SharedBuffer>> Client::Fetch(Plan& plan) {
@@ -237,14 +104,15 @@ std::vector<Result<SharedBuffer>> Client::Fetch(Plan& plan) {
     for (size_t i : idx) k.push_back(plan.chunks[i].key);
     return k;
   };
-  bool local_up = conn_->local && plan.local_node_answered;
+  rpc::NodeClient* local = channels_->local();
+  bool local_up = local && plan.local_node_answered;
   // In place from the local node's arena what is in its CPU tier; the rest
   // (disk, Redis, or no channel) by copy.
   std::vector<bool> in_place(plan.chunks.size(), false);
   if (local_up) here = LeaseInPlace(plan, here, deadline, out, in_place);
   if (local_up && !here.empty()) {
-    conn_->local->set_timeout(Left(deadline));
-    auto got = conn_->local->Get(keys_of(here));
+    local->set_timeout(Left(deadline));
+    auto got = local->Get(keys_of(here));
     if (!got.ok()) local_up = false;
     take(here, std::move(got));
   }
@@ -253,64 +121,33 @@ std::vector<Result<SharedBuffer>> Client::Fetch(Plan& plan) {
   for (const auto& [endpoint, idx] : by_peer) {
     if (local_up) {
       const auto left = Left(deadline);
-      conn_->local->set_timeout(left);
+      local->set_timeout(left);
       // The node's own pull must give up before our deadline does.
       const auto pull_timeout = std::max(std::chrono::milliseconds(1), left * 8 / 10);
-      if (ZeroCopy()) {
+      if (channels_->ZeroCopy()) {
         // Admitted there, then read in place: the bytes never cross the socket.
-        auto pulled = conn_->local->PullHere(keys_of(idx), endpoint, pull_timeout);
+        auto pulled = local->PullHere(keys_of(idx), endpoint, pull_timeout);
         std::vector<size_t> admitted;
         for (size_t j = 0; pulled.ok() && j < idx.size() && j < pulled->size(); ++j) {
           if ((*pulled)[j].ok()) admitted.push_back(idx[j]);
         }
         // What did not land in its CPU tier (no room) is read by copy.
         auto rest = LeaseInPlace(plan, admitted, deadline, out, in_place);
-        if (!rest.empty()) take(rest, conn_->local->Get(keys_of(rest)));
+        if (!rest.empty()) take(rest, local->Get(keys_of(rest)));
         continue;
       }
-      take(idx, conn_->local->Pull(keys_of(idx), endpoint, pull_timeout));
+      take(idx, local->Pull(keys_of(idx), endpoint, pull_timeout));
     } else {
-      auto& peer = conn_->peers[endpoint];
-      if (!peer) {
-        peer = std::make_unique<rpc::NodeClient>(
-            endpoint, Left(deadline), WireLimits{},
-            CurveFor(options_, endpoint, &plan.chunks[idx.front()].peer_id));
-        peer->set_stream_frame(options_.stream_frame);
-      }
-      peer->set_timeout(Left(deadline));
+      rpc::NodeClient& peer =
+          channels_->Peer(endpoint, plan.chunks[idx.front()].peer_id, Left(deadline));
+      peer.set_timeout(Left(deadline));
       stats_.peer_direct += idx.size();
-      auto got = peer->Get(keys_of(idx));
-      if (!got.ok()) conn_->peers.erase(endpoint);  // reconnect next time
+      auto got = peer.Get(keys_of(idx));
+      if (!got.ok()) channels_->DropPeer(endpoint);  // reconnect next time
       take(idx, std::move(got));
     }
   }
-  for (size_t i = 0; i < out.size(); ++i) {
-    ChunkPlan& c = plan.chunks[i];
-    if (!out[i].ok()) {
-      if (c.source != Source::kMiss) stats_.fetch_misses++;
-      out[i] = NotFound();
-      continue;
-    }
-    // Whatever crossed a network is checked before an engine trusts it. An
-    // object lent in place was verified by the node when it was admitted and
-    // cannot be changed since: its header must still name the chunk.
-    const std::span<const uint8_t> bytes = out[i]->span();
-    auto header = ParseChunkHeader(bytes);
-    if (!header.ok() || header->key != c.key ||
-        (!in_place[i] &&
-         PayloadChecksum(ChunkPayload(bytes, *header)) != header->payload_checksum)) {
-      stats_.corrupt++;
-      out[i] = NotFound("corrupt object");
-      c.lease_deadline = {};
-      continue;
-    }
-    stats_.fetched++;
-    if (in_place[i]) stats_.zero_copy_fetched++;
-    // Sys-prefixed chunks are computed right after the system prompt, which
-    // starts at 0: reuse is exact only where the chunk starts where it was computed.
-    if (options_.mode == AttentionMode::kSysPrefixed && c.segment > 0)
-      c.approximate = header->virtual_start != c.actual_start;
-  }
+  CheckFetched(plan, out, in_place, options_.mode, stats_);
   return out;
 }
 
@@ -318,7 +155,7 @@ std::vector<size_t> Client::LeaseInPlace(Plan& plan, const std::vector<size_t>& 
                                          Clock::time_point deadline,
                                          std::vector<Result<SharedBuffer>>& out,
                                          std::vector<bool>& in_place) {
-  auto zc = idx.empty() ? nullptr : ZeroCopy();
+  auto zc = idx.empty() ? nullptr : channels_->ZeroCopy();
   if (!zc) return idx;
   std::vector<ChunkKey> keys;
   for (size_t i : idx) keys.push_back(plan.chunks[i].key);
@@ -361,7 +198,7 @@ Status Client::Remap(const SharedBuffer& object, const ChunkPlan& chunk,
 }
 
 std::optional<rpc::ZeroCopyClient::Arena> Client::ZeroCopyArena() {
-  auto zc = ZeroCopy();
+  auto zc = channels_->ZeroCopy();
   if (!zc) return std::nullopt;
   return zc->ReadOnlyArena();
 }
@@ -383,55 +220,6 @@ Result<device::RemapTables> Client::PrepareRemap(const SharedBuffer& object, con
   }
   if (Status s = CheckLayout(cache); !s.ok()) return s;
   return device::PrepareRemap(object.span(), options_.rope, chunk.actual_start, slots, cache);
-}
-
-bool Client::ShouldAudit() {
-  if (options_.audit_rate <= 0) return false;
-  return std::uniform_real_distribution<double>(0, 1)(audit_rng_) < options_.audit_rate;
-}
-
-Result<Client::Audited> Client::Audit(const SharedBuffer& fetched, const ChunkPlan& chunk,
-                                      std::span<const uint8_t> recomputed, RecomputedForm form) {
-  if (Status s = CheckIsChunk(fetched.span(), chunk); !s.ok()) return s;
-  auto finding = CompareWithRecomputed(fetched.span(), recomputed, options_.rope, form);
-  if (!finding.ok()) return finding.status();
-  stats_.audits++;
-  Audited a{*finding, false};
-  // Not comparable: not used, and nothing to report (no judgement was made).
-  if (a.finding.match || !a.finding.comparable) return a;
-  stats_.audit_mismatches++;
-  if (conn_->controller) {
-    // The controller drops the key everywhere; if it cannot be told, the
-    // engine still knows not to use the object.
-    auto dropped =
-        conn_->controller->ReportMismatch({{chunk.key, a.finding.writer, a.finding.checksum}});
-    a.reported = dropped.ok() && *dropped == 1;
-  }
-  return a;
-}
-
-Status Client::CheckIsChunk(std::span<const uint8_t> object, const ChunkPlan& chunk) const {
-  auto h = ParseChunkHeader(object);
-  if (!h.ok()) return h.status();
-  const KeyNamespace ours = Namespace(chunk.sys_key ? &*chunk.sys_key : nullptr);
-  const KeyNamespace theirs = NamespaceOf(*h);
-  std::string differs;
-  if (theirs.model_id != ours.model_id) differs = "model " + theirs.model_id;
-  if (theirs.dtype != ours.dtype) differs = "dtype " + std::string(DTypeName(theirs.dtype));
-  if (theirs.kv_format != ours.kv_format) differs = "KV format";
-  if (theirs.rope_signature != ours.rope_signature) differs = "RoPE " + theirs.rope_signature;
-  if (theirs.attention_mode != ours.attention_mode || theirs.sys_key != ours.sys_key)
-    differs = "attention mode or system prompt";
-  if (theirs.tenant != ours.tenant) differs = "tenant";
-  if (h->geometry.num_layers != options_.num_layers ||
-      h->geometry.num_kv_heads != options_.num_kv_heads ||
-      h->geometry.head_dim != options_.head_dim)
-    differs = "geometry";
-  if (!differs.empty())
-    return InvalidArgument("chunk " + chunk.key.Hex() + ": the object is for another " + differs);
-  if (h->key != chunk.key || KeyOfContent(*h) != chunk.key)
-    return InvalidArgument("chunk " + chunk.key.Hex() + ": the object is another chunk's");
-  return Status::Ok();
 }
 
 Result<KeyNamespace> Client::NamespaceOfKey(const ChunkKey& key, std::span<const int32_t> tokens,
@@ -480,12 +268,12 @@ ChunkHeader Client::MakeHeader(const ChunkKey& key, const KeyNamespace& ns,
 }
 
 Status Client::Put(const ChunkKey& key, const SharedBuffer& object) {
-  if (!conn_->local) {
+  if (!channels_->local()) {
     stats_.store_failures++;
     return Unavailable("no local node to store into");
   }
-  conn_->local->set_timeout(options_.node_timeout);
-  auto put = conn_->local->Put({&key, 1}, {&object, 1});
+  channels_->local()->set_timeout(options_.node_timeout);
+  auto put = channels_->local()->Put({&key, 1}, {&object, 1});
   Status s = put.ok() ? (*put)[0] : put.status();
   if (s.ok()) {
     stats_.stores++;
@@ -501,19 +289,6 @@ std::future<Status> Ready(Status s) {
   std::promise<Status> p;
   p.set_value(std::move(s));
   return p.get_future();
-}
-
-// A put on a connection of its own, so that it is safe beside the client's calls.
-std::function<Status()> PutOnItsOwn(std::string endpoint, std::chrono::milliseconds timeout,
-                                    std::optional<CurveClientKeys> curve, uint64_t stream_frame,
-                                    ChunkKey key, SharedBuffer object) {
-  return [endpoint = std::move(endpoint), timeout, curve = std::move(curve), stream_frame, key,
-          object = std::move(object)]() -> Status {
-    rpc::NodeClient node(endpoint, timeout, WireLimits{}, curve);
-    node.set_stream_frame(stream_frame);
-    auto put = node.Put({&key, 1}, {&object, 1});
-    return put.ok() ? (*put)[0] : put.status();
-  };
 }
 
 }  // namespace
@@ -553,7 +328,7 @@ std::future<Status> Client::StoreObject(const ChunkKey& key, size_t size, const 
     stats_.store_failures++;
     return Ready(std::move(s));
   };
-  if (auto zc = ZeroCopy()) {
+  if (auto zc = channels_->ZeroCopy()) {
     // A node whose arena cannot take it may still write it to disk or
     // Redis: then the copying put below is the way.
     if (auto space = zc->Reserve(size, options_.node_timeout); space.ok()) {
@@ -580,10 +355,7 @@ std::future<Status> Client::StoreObject(const ChunkKey& key, size_t size, const 
   if (!async) return Ready(Put(key, object));
   if (options_.local_node.empty()) return fail(Unavailable("no local node to store into"));
   stats_.stores++;  // counted when handed off; the future says whether it landed
-  return background_->Run(
-      PutOnItsOwn(options_.local_node, options_.node_timeout,
-                  CurveFor(options_, options_.local_node, &options_.local_node_id),
-                  options_.stream_frame, key, std::move(object)));
+  return background_->Run(channels_->PutOnItsOwn(key, std::move(object)));
 }
 
 Status Client::Store(const ChunkKey& key, std::span<const int32_t> tokens, int64_t virtual_start,

@@ -6,8 +6,8 @@
 #include <tuple>
 
 #include "pikv/device/model_config.h"
-#include "pikv/proto/curve.h"
 #include "pikv/proto/message.h"
+#include "pikv/transport/curve.h"
 
 namespace pikv::client {
 

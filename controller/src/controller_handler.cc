@@ -4,6 +4,7 @@
 
 #include "pikv/controller/views.h"
 #include "pikv/proto/admin_wire.h"
+#include "pikv/proto/control_wire.h"
 #include "pikv/proto/locate_reply.h"
 #include "pikv/proto/owner.h"
 #include "pikv/proto/permissions.h"
@@ -181,7 +182,7 @@ void ControllerHandler::Apply(const std::string& identity, const CurvePeer* send
     case MsgType::kAdminUnpin:
     case MsgType::kAdminEvict:
     case MsgType::kAdminRevoke: {
-      const std::string engine = FieldString(h.fields, "engine");
+      const std::string engine = DecodeRevoke(h).engine;
       if (h.type == MsgType::kAdminRevoke) {
         if (!IsIdentityName(engine)) {
           out = Reject(identity, &h, InvalidArgument("revoke names an engine"));
@@ -227,27 +228,16 @@ bool ControllerHandler::OnNodeRequest(const std::string& identity, const Header&
   const uint64_t incarnation = static_cast<uint64_t>(FieldInt(h.fields, "incarnation"));
   Stamp(reply);
   if (h.type == MsgType::kRegister) {
-    NodeRegistration reg{
-        node_id,
-        FieldString(h.fields, "host"),
-        FieldString(h.fields, "tcp"),
-        FieldString(h.fields, "ipc"),
-        incarnation,
-        static_cast<uint64_t>(std::max<int64_t>(0, FieldInt(h.fields, "cpu_capacity"))),
-        static_cast<uint64_t>(std::max<int64_t>(0, FieldInt(h.fields, "disk_capacity")))};
+    const NodeRegistration reg = DecodeRegister(h);
     auto index = state_.Register(reg, now);
     if (!index.ok()) {
       out = Reject(identity, &h, index.status());
       return false;
     }
     identities_[node_id] = identity;
-    reply.fields["node_index"] = int64_t{*index};
     // A node that was away when an engine was revoked learns of it here.
-    size_t n = 0;
-    for (const auto& engine : revoked_->Names()) {
-      if (n == kMaxRevokedInRegisterReply) break;
-      reply.fields["revoked." + std::to_string(n++)] = engine;
-    }
+    const std::set<std::string> revoked = revoked_->Names();
+    EncodeRegisterReply({*index, {revoked.begin(), revoked.end()}}, reply);
     spdlog::info("node {} registered (incarnation {}, {})", node_id, incarnation, reg.tcp);
     return true;
   }
@@ -272,37 +262,29 @@ bool ControllerHandler::OnNodeRequest(const std::string& identity, const Header&
   return true;
 }
 
-std::vector<OwnerId> ControllerHandler::ReportOwners(const Fields& fields) {
-  std::vector<OwnerId> owners(1, kUnknownOwner);  // slot 0: not known
-  for (int slot = 1; slot <= kMaxOwnersPerReport; ++slot) {
-    auto it = fields.find(kOwnerFieldPrefix + std::to_string(slot));
-    if (it == fields.end()) break;
-    const auto* text = std::get_if<std::string>(&it->second);
-    const auto owner = text ? ParseOwnerWire(*text) : std::nullopt;
+std::vector<OwnerId> ControllerHandler::InternOwners(
+    const std::vector<std::optional<Owner>>& owners) {
+  std::vector<OwnerId> ids(1, kUnknownOwner);  // slot 0: not known
+  for (const auto& owner : owners) {
     if (!owner) bad_owners_++;
     // A full table leaves the owner not known: no tenant is answered it.
-    owners.push_back(owner ? InternOwner(*owner).value_or(kUnknownOwner) : kUnknownOwner);
+    ids.push_back(owner ? InternOwner(*owner).value_or(kUnknownOwner) : kUnknownOwner);
   }
-  return owners;
+  return ids;
 }
 
 void ControllerHandler::OnNodeReport(const std::string& identity, const Header& h,
                                      Clock::time_point now, std::vector<Outgoing>& out) {
-  const std::string node_id = FieldString(h.fields, "node_id");
-  const uint64_t incarnation = static_cast<uint64_t>(FieldInt(h.fields, "incarnation"));
-  const auto seq = static_cast<uint64_t>(FieldInt(h.fields, "seq"));
-  const std::vector<OwnerId> owners = ReportOwners(h.fields);
-  const ClusterState::Report report{h.keys, h.values, owners};
-  const bool gap = h.type == MsgType::kEvents
-                       ? state_.ApplyEvents(node_id, incarnation, seq, report, now) ==
-                             ClusterState::Outcome::kNeedResync
-                       : state_.ApplyInventory(node_id, incarnation, seq,
-                                               static_cast<uint64_t>(FieldInt(h.fields, "part")),
-                                               FieldInt(h.fields, "final") != 0, report,
-                                               now) == ClusterState::Outcome::kNeedResync;
-  if (!gap) return;
-  spdlog::warn("node {}: {} at {}, asking for a resync", node_id,
-               h.type == MsgType::kEvents ? "event sequence gap" : "inventory part missing", seq);
+  const NodeReport r = DecodeReport(h);
+  const std::vector<OwnerId> owners = InternOwners(r.owners);
+  const ClusterState::Report report{r.keys, r.values, owners};
+  const bool events = h.type == MsgType::kEvents;
+  const auto outcome =
+      events ? state_.ApplyEvents(r.node_id, r.incarnation, r.seq, report, now)
+             : state_.ApplyInventory(r.node_id, r.incarnation, r.seq, r.part, r.final, report, now);
+  if (outcome != ClusterState::Outcome::kNeedResync) return;
+  spdlog::warn("node {}: {} at {}, asking for a resync", r.node_id,
+               events ? "event sequence gap" : "inventory part missing", r.seq);
   Header resync;
   resync.type = MsgType::kResync;
   Stamp(resync);
@@ -327,22 +309,20 @@ std::vector<Located> ControllerHandler::AllCopies(const Header& h,
 }
 
 AuditLedger::Report ControllerHandler::ReportOf(const std::string& reporter,
-                                                const CurvePeer* sender, const Header& h,
-                                                size_t i) const {
+                                                const CurvePeer* sender,
+                                                const MismatchReport& reported) const {
   AuditLedger::Report r;
   r.reporter = reporter;
   r.trusted = sender == nullptr;
-  r.key = h.keys[i];
+  r.key = reported.key;
   Registry::Provenance p;
   r.held = !state_.Locate(r.key, "", &p).empty();
   const Owner* owner = FindOwner(p.owner);
-  const std::string n = std::to_string(i);
-  r.checksum = static_cast<uint64_t>(FieldInt(h.fields, admin::kMismatchChecksumPrefix + n));
+  r.checksum = reported.checksum;
   // The writer: the registry's when one wrote every copy, else (several
   // writers, an owner not known, a key already dropped) what the object
   // the auditor fetched named.
-  r.writer = owner && !p.several_writers ? owner->writer
-                                         : FieldString(h.fields, admin::kMismatchWriterPrefix + n);
+  r.writer = owner && !p.several_writers ? owner->writer : reported.writer;
   if (!IsIdentityName(r.writer)) r.writer = kUnknownWriter;
   // The tenant the evidence is about: the object's as the registry knows
   // it (an owner not known: none an engine has), else the reporter's.
@@ -362,9 +342,9 @@ void ControllerHandler::OnMismatch(const std::string& identity, const CurvePeer*
   const std::string reporter = sender ? sender->name : "connection " + HexOf(identity);
   Header drop;
   drop.type = MsgType::kAdminEvict;  // forwarded as kDelete to every live node
-  int64_t refused = 0;
-  for (size_t i = 0; i < h.keys.size(); ++i) {
-    const AuditLedger::Report r = ReportOf(reporter, sender, h, i);
+  uint64_t refused = 0;
+  for (const MismatchReport& reported : DecodeMismatches(h)) {
+    const AuditLedger::Report r = ReportOf(reporter, sender, reported);
     // A held key of another tenant: an engine cannot drop another tenant's
     // objects by naming their keys.
     if (r.held && engine && r.tenant != sender->tenant) continue;
@@ -388,8 +368,7 @@ void ControllerHandler::OnMismatch(const std::string& identity, const CurvePeer*
                  confirmed ? "; a second reporter confirms it, counted against " + r.writer : "");
     if (r.held) drop.keys.push_back(r.key);
   }
-  reply.values.push_back(static_cast<int64_t>(drop.keys.size()));
-  reply.fields[admin::kMismatchRefused] = refused;
+  EncodeMismatchReply({drop.keys.size(), refused}, reply);
   if (drop.keys.empty()) return;
   auto sent = Forward(drop, out);
   if (!sent.ok()) {
@@ -413,17 +392,20 @@ Result<std::vector<std::string>> ControllerHandler::Forward(const Header& h,
                  : h.type == MsgType::kAdminUnpin  ? MsgType::kUnpin
                  : h.type == MsgType::kAdminRevoke ? MsgType::kRevoke
                                                    : MsgType::kDelete;
+  const Revocation revocation = DecodeRevoke(h);  // kAdminRevoke's
+  if (h.type == MsgType::kAdminRevoke) command = EncodeRevoke(MsgType::kRevoke, revocation);
   command.keys = h.keys;
-  if (h.type == MsgType::kAdminRevoke) command.fields["engine"] = FieldString(h.fields, "engine");
   Stamp(command);
   std::vector<std::string> sent;
   for (const auto& [index, id] : state_.LiveNodes(h.type == MsgType::kAdminClear ? node_id : "")) {
     auto it = identities_.find(id);
     if (it == identities_.end()) continue;
     out.push_back({it->second, command, {}});
-    // A revocation's shared tier (Redis) is swept by one node, the first.
-    if (command.type == MsgType::kRevoke && sent.empty())
-      out.back().header.fields[kSweepSharedField] = int64_t{1};
+    // A revocation's remote tier (Redis) is swept by one node, the first.
+    if (command.type == MsgType::kRevoke && sent.empty()) {
+      out.back().header = EncodeRevoke(MsgType::kRevoke, {revocation.engine, true});
+      Stamp(out.back().header);
+    }
     sent.push_back(id);
   }
   if (h.type == MsgType::kAdminClear && !node_id.empty() && sent.empty())

@@ -11,7 +11,7 @@
 #include "pikv/controller/controller_handler.h"
 #include "pikv/controller/views.h"
 #include "pikv/http/http_server.h"
-#include "pikv/proto/zmq_frames.h"
+#include "pikv/transport/zmq_frames.h"
 
 namespace pikv::controller {
 

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "pikv/coord/find_controllers.h"
 #include "pikv/rpc/admin_client.h"
 
 namespace pikv::launch {
@@ -114,7 +115,7 @@ Status LocalCluster::StartAll(const LocalClusterOptions& o) {
 Status LocalCluster::WaitAlive(size_t n, std::chrono::milliseconds timeout) {
   std::optional<CurveClientKeys> keys;
   if (auto security = Security("admin")) keys = *security->ForController();
-  rpc::AdminClient admin(controller_spec(), 1s, keys);
+  rpc::AdminClient admin(coord::FindControllers(controller_spec()), 1s, keys);
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
     auto health = admin.Health();

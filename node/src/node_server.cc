@@ -13,14 +13,15 @@
 #include "inbound_streams.h"
 #include "node_stats_sources.h"
 #include "pikv/common/guarded_thread.h"
+#include "pikv/coord/find_controllers.h"
 #include "pikv/http/http_server.h"
 #include "pikv/node/node_metrics.h"
 #include "pikv/node/node_stats.h"
 #include "pikv/node/revocation_sweeper.h"
 #include "pikv/proto/endpoint.h"
-#include "pikv/proto/local_channel.h"
 #include "pikv/proto/permissions.h"
-#include "pikv/proto/zmq_frames.h"
+#include "pikv/transport/local_channel.h"
+#include "pikv/transport/zmq_frames.h"
 #include "zero_copy_server.h"
 
 namespace pikv::node {
@@ -29,8 +30,8 @@ namespace {
 
 // The controller spec, checked: each listed endpoint is tcp (etcd:// names
 // its leader at run time).
-Result<std::shared_ptr<coord::ControllerFinder>> FinderOf(const std::string& spec) {
-  auto finder = coord::ControllerFinder::Parse(spec);
+Result<std::shared_ptr<ControllerFinder>> FinderOf(const std::string& spec) {
+  auto finder = coord::FindControllers(spec);
   if (!finder.ok()) return InvalidArgument("controller: " + finder.status().message());
   for (const auto& endpoint : (*finder)->listed()) {
     if (auto ep = ParseTcpEndpoint(endpoint); !ep.ok())

@@ -16,7 +16,7 @@
 #include <mutex>
 #include <string>
 
-#include "pikv/proto/rpc_client.h"
+#include "pikv/transport/rpc_client.h"
 
 namespace pikv::node {
 

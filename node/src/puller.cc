@@ -147,7 +147,7 @@ std::vector<std::vector<Puller::Source>> Puller::Sources(const Header& request,
     from_memory_++;
     spdlog::debug("pull: {}; asking where it last named", why_none);
   }
-  // Never this node, never the shared tier (the node reads Redis itself on
+  // Never this node, never the remote tier (the node reads Redis itself on
   // a get); with security on, only peers whose key the keyring lists (CURVE
   // then proves they are who the controller says). The preferred peer first.
   const std::string preferred = FieldString(request.fields, "from");

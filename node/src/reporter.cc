@@ -7,11 +7,13 @@
 #include <map>
 #include <optional>
 #include <random>
+#include <utility>
 
 #include "pikv/common/guarded_thread.h"
+#include "pikv/proto/control_wire.h"
 #include "pikv/proto/location.h"
 #include "pikv/proto/owner.h"
-#include "pikv/proto/zmq_frames.h"
+#include "pikv/transport/zmq_frames.h"
 
 namespace pikv::node {
 
@@ -24,8 +26,8 @@ uint64_t RandomIncarnation() {
   return (uint64_t{rd()} << 32 | rd()) & INT64_MAX;
 }
 
-// The owner table of one report (fields "owner.<i>", location.h): a slot
-// per distinct owner, at most kMaxOwnersPerReport.
+// The owner table of one report (control_wire.h: NodeReport::owners): a
+// slot per distinct owner, at most kMaxOwnersPerReport.
 class ReportOwners {
  public:
   // The slot for `owner` (0: not known); nullopt when the table is full
@@ -38,15 +40,17 @@ class ReportOwners {
     if (slots_.size() >= static_cast<size_t>(kMaxOwnersPerReport)) return std::nullopt;
     const int slot = static_cast<int>(slots_.size()) + 1;
     slots_.emplace(std::move(wire), slot);
+    owners_.push_back(owner);
     return slot;
   }
-  void MoveInto(Fields& fields) {
-    for (auto& [wire, slot] : slots_) fields[kOwnerFieldPrefix + std::to_string(slot)] = wire;
+  std::vector<std::optional<Owner>> Take() {
     slots_.clear();
+    return std::exchange(owners_, {});
   }
 
  private:
-  std::map<std::string, int> slots_;
+  std::map<std::string, int> slots_;          // by OwnerWire text
+  std::vector<std::optional<Owner>> owners_;  // slot i at i - 1
 };
 
 }  // namespace
@@ -214,15 +218,16 @@ class Reporter::Loop {
     return SendMessage(*socket_, none, h, {}, /*dontwait=*/true);
   }
 
+  NodeReport Report() const {
+    NodeReport report;
+    report.node_id = o_.node_id;
+    report.incarnation = r_.incarnation_;
+    return report;
+  }
+
   void Register() {
-    Header h;
-    h.type = MsgType::kRegister;
-    h.fields["host"] = o_.host;
-    h.fields["tcp"] = o_.tcp;
-    h.fields["ipc"] = o_.ipc;
-    h.fields["cpu_capacity"] = static_cast<int64_t>(r_.capacity_cpu_);
-    h.fields["disk_capacity"] = static_cast<int64_t>(r_.capacity_disk_);
-    Send(std::move(h));
+    Send(EncodeRegister({o_.node_id, o_.host, o_.tcp, o_.ipc, r_.incarnation_, r_.capacity_cpu_,
+                         r_.capacity_disk_}));
   }
 
   void SendInventory() {
@@ -240,19 +245,18 @@ class Reporter::Loop {
     size_t i = 0;
     ReportOwners owners;
     do {
-      Header h;
-      h.type = MsgType::kInventory;
-      h.fields["seq"] = static_cast<int64_t>(seq_);
-      h.fields["part"] = static_cast<int64_t>(part++);
-      for (; i < all.size() && h.keys.size() < part_keys; ++i) {
+      NodeReport report = Report();
+      report.seq = seq_;
+      report.part = part++;
+      for (; i < all.size() && report.keys.size() < part_keys; ++i) {
         const auto slot = owners.Slot(r_.storage_.LocalOwner(all[i].first));
         if (!slot) break;  // the part's owner table is full: the next part goes on
-        h.keys.push_back(all[i].first);
-        h.values.push_back(EncodeHeld(all[i].second, *slot));
+        report.keys.push_back(all[i].first);
+        report.values.push_back(EncodeHeld(all[i].second, *slot));
       }
-      owners.MoveInto(h.fields);
-      h.fields["final"] = int64_t{i == all.size()};
-      if (!Send(std::move(h))) {
+      report.owners = owners.Take();
+      report.final = i == all.size();
+      if (!Send(EncodeReport(MsgType::kInventory, std::move(report)))) {
         // The socket would block (controller gone or slow): try again later;
         // the controller also asks again while the inventory is overdue.
         inventory_owed_ = true;
@@ -282,9 +286,8 @@ class Reporter::Loop {
   void SendBatch() {
     ReportOwners owners;
     for (size_t i = 0; i < batch_.size();) {
-      Header h;
-      h.type = MsgType::kEvents;
-      h.fields["seq"] = static_cast<int64_t>(++seq_);
+      NodeReport report = Report();
+      report.seq = ++seq_;
       for (; i < batch_.size(); ++i) {
         const auto& e = batch_[i];
         const bool admit = e.kind == storage::EventKind::kAdmit;
@@ -292,11 +295,12 @@ class Reporter::Loop {
         const Owner* owner = FindOwner(e.owner);
         const auto slot = admit ? owners.Slot(owner ? std::optional(*owner) : std::nullopt) : 0;
         if (!slot) break;
-        h.keys.push_back(e.key);
-        h.values.push_back(EncodeEvent(e.tier, admit, *slot));
+        report.keys.push_back(e.key);
+        report.values.push_back(EncodeEvent(e.tier, admit, *slot));
       }
-      owners.MoveInto(h.fields);
-      if (!Send(std::move(h))) spdlog::debug("reporter: event batch {} not sent", seq_);
+      report.owners = owners.Take();
+      if (!Send(EncodeReport(MsgType::kEvents, std::move(report))))
+        spdlog::debug("reporter: event batch {} not sent", seq_);
     }
   }
 
@@ -378,11 +382,9 @@ class Reporter::Loop {
           r_.registered_ = true;
           register_at_ = Clock::time_point::max();
           spdlog::info("reporter: registered with controller {} epoch {}", connected_, epoch_);
-          for (size_t i = 0; i < kMaxRevokedInRegisterReply; ++i) {
-            const std::string engine = FieldString(h.fields, "revoked." + std::to_string(i));
-            if (engine.empty()) break;
-            // Swept in the shared tier when it was revoked: this node's only.
-            if (o_.on_revoke && IsIdentityName(engine)) o_.on_revoke(engine, false);
+          // Swept in the remote tier when it was revoked: this node's only.
+          for (const std::string& engine : DecodeRegisterReply(h).revoked) {
+            if (o_.on_revoke) o_.on_revoke(engine, false);
           }
           SendInventory();
         }
@@ -414,9 +416,8 @@ class Reporter::Loop {
         for (const auto& k : h.keys) r_.storage_.Delete(k).IgnoreError();
         break;
       case MsgType::kRevoke:
-        if (const std::string engine = FieldString(h.fields, "engine");
-            o_.on_revoke && IsIdentityName(engine))
-          o_.on_revoke(engine, FieldInt(h.fields, kSweepSharedField) != 0);
+        if (const Revocation r = DecodeRevoke(h); o_.on_revoke && IsIdentityName(r.engine))
+          o_.on_revoke(r.engine, r.sweep_shared);
         break;
       default:
         break;

@@ -22,7 +22,7 @@ bool RevocationSweeper::Request(const std::string& engine, bool shared_tier) {
     const bool local = local_.insert(engine).second;
     const bool shared = shared_tier && shared_.insert(engine).second;
     if (!local && !shared) return false;
-    // A sweep of this node's tiers again when only the shared tier is new:
+    // A sweep of this node's tiers again when only the remote tier is new:
     // cheap, and what a revoked engine's late copies would need anyway.
     queue_.emplace_back(engine, shared);
   }

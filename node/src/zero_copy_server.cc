@@ -11,7 +11,7 @@
 #include <cstring>
 
 #include "pikv/common/guarded_thread.h"
-#include "pikv/proto/local_channel.h"
+#include "pikv/transport/local_channel.h"
 
 namespace pikv::node {
 

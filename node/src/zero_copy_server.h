@@ -1,5 +1,5 @@
 // ZeroCopyServer: the node's side of the zero-copy channel to the clients on
-// its own host (proto/local_channel.h).
+// its own host (transport/local_channel.h).
 //
 // On connect a client is sent the CPU arena's memfd (kShareHello) and maps
 // it. Then, per request: kLease lends the objects of a batch in place

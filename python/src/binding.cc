@@ -18,6 +18,7 @@
 #include "pikv/client/client_config.h"
 #include "pikv/client/prompt.h"
 #include "pikv/common/version.h"
+#include "pikv/coord/find_controllers.h"
 #include "pikv/device/model_config.h"
 #ifdef PIKV_HAVE_CUDA
 #include "pikv/device/cuda_memory.h"
@@ -279,7 +280,9 @@ py::dict Audit(client::Client& c, const SharedBuffer& object, const client::Chun
 
 client::ClientOptions LoadOptions(const std::string& path,
                                   const std::map<std::string, std::string>& overrides) {
-  return Take(client::LoadClientOptions(path, nullptr, overrides));
+  client::ClientOptions o = Take(client::LoadClientOptions(path, nullptr, overrides));
+  o.find_controllers = &coord::FindControllers;  // etcd:// specs too
+  return o;
 }
 
 // A controller connection for pikv.Admin: one AdminClient, so its finder
@@ -292,8 +295,8 @@ class AdminConnection {
     std::optional<CurveClientKeys> curve;
     if (auto security = Take(CurveSecurity::Load(curve_key, curve_keyring)))
       curve = Take(security->ForController());
-    admin_ = std::make_unique<rpc::AdminClient>(endpoint, std::chrono::milliseconds(timeout_ms),
-                                                std::move(curve));
+    admin_ = std::make_unique<rpc::AdminClient>(
+        coord::FindControllers(endpoint), std::chrono::milliseconds(timeout_ms), std::move(curve));
   }
 
   py::object Json(MsgType type, const std::vector<std::string>& keys,

@@ -2,16 +2,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "pikv/coord/controller_finder.h"
 #include "pikv/proto/admin_wire.h"
 #include "pikv/proto/locate_reply.h"
 
 namespace pikv::rpc {
 
-AdminClient::AdminClient(std::string controller, std::chrono::milliseconds timeout,
-                         std::optional<CurveClientKeys> curve)
+AdminClient::AdminClient(Result<std::shared_ptr<ControllerFinder>> finder,
+                         std::chrono::milliseconds timeout, std::optional<CurveClientKeys> curve)
     : curve_(std::move(curve)), timeout_(timeout) {
-  auto finder = coord::ControllerFinder::Parse(controller);
   if (finder.ok()) {
     finder_ = std::move(*finder);
   } else {
@@ -78,20 +76,14 @@ Result<std::vector<std::vector<Replica>>> AdminClient::Locate(const std::vector<
 
 Result<uint64_t> AdminClient::ReportMismatch(const std::vector<MismatchReport>& reports) {
   Message req;
-  req.header.type = MsgType::kAuditMismatch;
-  for (size_t i = 0; i < reports.size(); ++i) {
-    const std::string n = std::to_string(i);
-    req.header.keys.push_back(reports[i].key);
-    req.header.fields[admin::kMismatchWriterPrefix + n] = reports[i].writer;
-    req.header.fields[admin::kMismatchChecksumPrefix + n] =
-        static_cast<int64_t>(reports[i].checksum);
-  }
+  req.header = EncodeMismatches(reports);
   auto reply = Call(req);
   if (!reply.ok()) return reply.status();
   const Header& h = reply->header;
   if (h.status != ErrorCode::kOk) return Status(h.status, h.reason);
-  if (h.values.size() != 1 || h.values[0] < 0) return IoError("malformed mismatch reply");
-  return static_cast<uint64_t>(h.values[0]);
+  auto decoded = DecodeMismatchReply(h);
+  if (!decoded.ok()) return decoded.status();
+  return decoded->dropped;
 }
 
 Result<std::string> AdminClient::Json(MsgType type, const std::vector<ChunkKey>& keys,

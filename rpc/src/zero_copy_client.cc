@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "pikv/proto/local_channel.h"
+#include "pikv/transport/local_channel.h"
 
 namespace pikv::rpc {
 

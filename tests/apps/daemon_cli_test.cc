@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 
-#include "pikv/proto/curve.h"
+#include "pikv/transport/curve.h"
 #include "test_support.h"
 
 namespace pikv {

@@ -10,9 +10,9 @@
 #include <zmq.hpp>
 
 #include "cluster_fixture.h"
-#include "pikv/proto/zmq_frames.h"
 #include "pikv/rpc/admin_client.h"
 #include "pikv/rpc/node_client.h"
+#include "pikv/transport/zmq_frames.h"
 #include "test_support.h"
 
 namespace pikv::controller {

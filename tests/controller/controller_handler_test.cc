@@ -7,6 +7,7 @@
 
 #include "pikv/controller/views.h"
 #include "pikv/proto/admin_wire.h"
+#include "pikv/proto/control_wire.h"
 #include "pikv/proto/location.h"
 
 namespace pikv::controller {
@@ -105,9 +106,7 @@ TEST_F(ControllerHandlerTest, AdminCommandsGoToTheNodesThatRegistered) {
   ASSERT_EQ(out.size(), 3u);
   EXPECT_EQ(out[0].header.type, MsgType::kRevoke);
   EXPECT_EQ(FieldString(out[1].header.fields, "engine"), "bad");
-  EXPECT_EQ(FieldInt(out[0].header.fields, kSweepSharedField) +
-                FieldInt(out[1].header.fields, kSweepSharedField),
-            1);
+  EXPECT_EQ(DecodeRevoke(out[0].header).sweep_shared + DecodeRevoke(out[1].header).sweep_shared, 1);
 }
 
 // A locate reply for a full batch of widely replicated keys must decode

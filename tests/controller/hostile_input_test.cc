@@ -13,7 +13,7 @@
 
 #include "cluster_fixture.h"
 #include "fake_node.h"
-#include "pikv/proto/zmq_frames.h"
+#include "pikv/transport/zmq_frames.h"
 
 namespace pikv::controller {
 namespace {

@@ -15,12 +15,13 @@
 #include "pikv/controller/controller_handler.h"
 #include "pikv/controller/leader_election.h"
 #include "pikv/coord/etcd_client.h"
+#include "pikv/coord/find_controllers.h"
 #include "pikv/coord/leader_key.h"
 #include "pikv/launch/etcd.h"
-#include "pikv/proto/rpc_client.h"
-#include "pikv/proto/zmq_frames.h"
 #include "pikv/rpc/admin_client.h"
 #include "pikv/rpc/node_client.h"
+#include "pikv/transport/rpc_client.h"
+#include "pikv/transport/zmq_frames.h"
 #include "test_support.h"
 
 namespace pikv::controller {
@@ -121,7 +122,7 @@ class LeadershipTest : public ::testing::Test {
   // Every object is located on exactly the node that holds it, and nowhere
   // else; counts locations that name a node not holding the key.
   bool RegistryWhole(AdminClient* admin = nullptr, uint64_t* wrong = nullptr) {
-    AdminClient own(Spec(), 1s, AdminKeys());
+    AdminClient own(coord::FindControllers(Spec()), 1s, AdminKeys());
     if (!admin) admin = &own;
     bool whole = true;
     for (int i = 0; i < kNodes; ++i) {
@@ -154,7 +155,7 @@ class LeadershipTest : public ::testing::Test {
     Failover f;
     f.old_leader = LeaderIndex();
     EXPECT_GE(f.old_leader, 0);
-    AdminClient admin(Spec(), 200ms, AdminKeys());
+    AdminClient admin(coord::FindControllers(Spec()), 200ms, AdminKeys());
     EXPECT_TRUE(RegistryWhole(&admin));
     const auto t0 = Clock::now();
     controllers_[f.old_leader].process->Signal(sig);
@@ -211,7 +212,7 @@ TEST_F(LeadershipTest, OneLeadsAndStandbysNameIt) {
   EXPECT_EQ(h["epoch"], std::to_string((*key)->create_revision));
   // Every spec finds the leader: a standby's single endpoint, the list.
   for (const std::string& spec : {Endpoint((leader + 1) % kControllers), List(), Spec()}) {
-    AdminClient admin(spec, 1s, AdminKeys());
+    AdminClient admin(coord::FindControllers(spec), 1s, AdminKeys());
     auto health = admin.Health();
     ASSERT_TRUE(health.ok()) << spec << ": " << health.status().ToString();
     EXPECT_EQ(health->nodes_alive, 2u) << spec;
@@ -272,7 +273,7 @@ TEST_F(LeadershipTest, PausedLeaderLosesItsLeaseAndStaysDeposed) {
   std::this_thread::sleep_for(1s);
   EXPECT_EQ(LeaderIndex(), leader);
   EXPECT_TRUE(RegistryWhole());
-  AdminClient admin(Spec(), 2s, AdminKeys());
+  AdminClient admin(coord::FindControllers(Spec()), 2s, AdminKeys());
   ASSERT_TRUE(admin.Json(MsgType::kAdminEvict, {objects_[0][0].key}).ok());
   EXPECT_TRUE(WaitFor(
       [&] { return testing::Holders(Spec(), objects_[0][0].key, AdminKeys()).empty(); }, 5s));
@@ -337,7 +338,7 @@ TEST_F(LeadershipTest, AllControllersDownThenOneBack) {
     c.process.reset();
   }
   std::this_thread::sleep_for(kTtl + 500ms);  // every lease gone
-  EXPECT_FALSE(AdminClient(Spec(), 300ms, AdminKeys()).Health().ok());
+  EXPECT_FALSE(AdminClient(coord::FindControllers(Spec()), 300ms, AdminKeys()).Health().ok());
   StartControllerProcess(1);
   EXPECT_TRUE(WaitFor([&] { return LeaderIndex() == 1; }, 5s));
   EXPECT_TRUE(WaitFor([&] { return RegistryWhole(); }, 5s));
@@ -351,7 +352,8 @@ TEST_F(LeadershipTest, ListFindsTheLeaderPastADeadController) {
   const std::string spec = Endpoint(dead) + "," + Endpoint((dead + 1) % kControllers) + "," +
                            Endpoint((dead + 2) % kControllers);
   for (int call = 0; call < 3; ++call) {
-    AdminClient admin(spec, 600ms, AdminKeys());  // new each time: no memory of the last
+    AdminClient admin(coord::FindControllers(spec), 600ms,
+                      AdminKeys());  // new each time: no memory of the last
     auto health = admin.Health();
     ASSERT_TRUE(health.ok()) << health.status().ToString();
     EXPECT_EQ(admin.endpoint(), Endpoint(leader));
@@ -379,11 +381,11 @@ TEST_F(SecureLeadershipTest, KilledLeaderIsReplacedOverCurve) {
 // confirmed poisonings stay counted.
 TEST_F(SecureLeadershipTest, ARevokedEngineStaysRefusedAcrossALeaderKill) {
   auto locate_as = [&](const std::string& engine) {
-    AdminClient as(Spec(), 1s, testing::DialKeys(keys_, engine));
+    AdminClient as(coord::FindControllers(Spec()), 1s, testing::DialKeys(keys_, engine));
     return as.Locate({objects_[0][0].key}).status();
   };
   EXPECT_TRUE(locate_as("bad").ok());
-  auto revoked = AdminClient(Spec(), 2s, AdminKeys())
+  auto revoked = AdminClient(coord::FindControllers(Spec()), 2s, AdminKeys())
                      .Json(MsgType::kAdminRevoke, {}, {{"engine", std::string("bad")}});
   ASSERT_TRUE(revoked.ok()) << revoked.status().ToString();
   // Refused: at the CURVE handshake (ZAP), so no answer at all, or by the

@@ -19,9 +19,9 @@
 #include "pikv/proto/chunk_object.h"
 #include "pikv/proto/endpoint.h"
 #include "pikv/proto/permissions.h"
-#include "pikv/proto/rpc_client.h"
 #include "pikv/rpc/admin_client.h"
 #include "pikv/rpc/node_client.h"
+#include "pikv/transport/rpc_client.h"
 #include "test_support.h"
 
 namespace pikv {

@@ -9,8 +9,8 @@
 #include <atomic>
 #include <thread>
 
-#include "pikv/coord/controller_finder.h"
 #include "pikv/coord/etcd_client.h"
+#include "pikv/coord/find_controllers.h"
 #include "pikv/coord/http_post.h"
 #include "pikv/coord/leader_key.h"
 #include "pikv/launch/etcd.h"
@@ -236,18 +236,23 @@ TEST(ControllerFinder, MovesAlongAListAndFollowsRedirects) {
   EXPECT_EQ(one->Current(), "tcp://newer:1");
   EXPECT_FALSE(ControllerFinder::Parse("").ok());
   EXPECT_FALSE(ControllerFinder::Parse("tcp://a:1,,tcp://b:1").ok());
-  EXPECT_FALSE(ControllerFinder::Parse("etcd://h:2379/bad name").ok());
-  EXPECT_FALSE(ControllerFinder::Parse("etcd://nope").ok());
+  EXPECT_FALSE(FindControllers("etcd://h:2379/bad name").ok());
+  EXPECT_FALSE(FindControllers("etcd://nope").ok());
+  // The engine's client library parses listed specs only; etcd is coord's.
+  auto etcd_in_transport = ControllerFinder::Parse("etcd://h:2379");
+  ASSERT_FALSE(etcd_in_transport.ok());
+  EXPECT_NE(etcd_in_transport.status().message().find("etcd"), std::string::npos);
+  EXPECT_EQ((*FindControllers("tcp://a:1,tcp://b:1"))->listed().size(), 2u);
   EXPECT_TRUE(DialsTcp("etcd://h:1") && DialsTcp("tcp://a:1") && !DialsTcp("ipc:///x"));
 }
 
 TEST(ControllerFinder, AnEtcdSpecWithNoLeaderNamesNone) {
   CannedServer empty(Http(R"({"header":{"revision":"3"}})"));
-  auto f = *ControllerFinder::Parse("etcd://" + empty.address() + "/c1");
+  auto f = *FindControllers("etcd://" + empty.address() + "/c1");
   EXPECT_EQ(f->Await(std::chrono::steady_clock::now() + 300ms), "");  // read, and no leader
   CannedServer named(Http(R"({"kvs":[{"key":"eA==","create_revision":"9","value":")" +
                           std::string("eyJlbmRwb2ludCI6InRjcDovL2w6MSJ9") + R"("}]})"));
-  auto g = *ControllerFinder::Parse("etcd://" + named.address());
+  auto g = *FindControllers("etcd://" + named.address());
   const auto soon = std::chrono::steady_clock::now() + 2s;
   EXPECT_EQ(g->Await(soon), "tcp://l:1");  // {"endpoint":"tcp://l:1"}
   g->Failed("tcp://l:1");
@@ -257,7 +262,7 @@ TEST(ControllerFinder, AnEtcdSpecWithNoLeaderNamesNone) {
 TEST(ControllerFinder, NeverWaitsOnEtcdInCurrent) {
   // etcd that never answers: the finder's own thread waits, callers do not.
   CannedServer silent("");
-  auto f = *ControllerFinder::Parse("etcd://" + silent.address());
+  auto f = *FindControllers("etcd://" + silent.address());
   for (int i = 0; i < 20; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     EXPECT_EQ(f->Current(), "");
@@ -271,13 +276,13 @@ TEST(ControllerFinder, NeverWaitsOnEtcdInCurrent) {
 }
 
 TEST(ControllerFinder, ParsesTlsOptions) {
-  EXPECT_FALSE(ControllerFinder::Parse("etcd://h:2379?tls=/nonexistent").ok());  // unreadable
-  EXPECT_FALSE(ControllerFinder::Parse("etcd://h:2379?tls=").ok());
-  EXPECT_FALSE(ControllerFinder::Parse("etcd://h:2379?insecure=1").ok());
-  EXPECT_FALSE(ControllerFinder::Parse("etcd://https://h:2379").ok());  // https needs tls=
+  EXPECT_FALSE(FindControllers("etcd://h:2379?tls=/nonexistent").ok());  // unreadable
+  EXPECT_FALSE(FindControllers("etcd://h:2379?tls=").ok());
+  EXPECT_FALSE(FindControllers("etcd://h:2379?insecure=1").ok());
+  EXPECT_FALSE(FindControllers("etcd://https://h:2379").ok());  // https needs tls=
   launch::TempDir certs;
   ASSERT_TRUE(launch::WriteEtcdCerts(certs.str(), {"localhost"}).ok());
-  EXPECT_TRUE(ControllerFinder::Parse("etcd://h:2379,[::1]:2379/c1?tls=" + certs.str()).ok());
+  EXPECT_TRUE(FindControllers("etcd://h:2379,[::1]:2379/c1?tls=" + certs.str()).ok());
 }
 
 }  // namespace

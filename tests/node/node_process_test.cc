@@ -8,8 +8,8 @@
 #include <zmq.hpp>
 
 #include "pikv/proto/message.h"
-#include "pikv/proto/zmq_frames.h"
 #include "pikv/rpc/node_client.h"
+#include "pikv/transport/zmq_frames.h"
 #include "test_support.h"
 
 namespace pikv::node {

@@ -12,9 +12,9 @@
 
 #include "pikv/node/node_server.h"
 #include "pikv/proto/chunk_object.h"
-#include "pikv/proto/local_channel.h"
 #include "pikv/rpc/node_client.h"
 #include "pikv/rpc/zero_copy_client.h"
+#include "pikv/transport/local_channel.h"
 #include "test_support.h"
 
 namespace pikv::node {

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "pikv/proto/rpc_client.h"
+#include "pikv/transport/rpc_client.h"
 
 namespace pikv {
 namespace {

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include "pikv/common/units.h"
+#include "pikv/proto/control_wire.h"
 #include "pikv/proto/locate_reply.h"
+#include "pikv/proto/location.h"
 
 namespace pikv {
 namespace {
@@ -119,6 +121,94 @@ TEST(LocateReplyTest, WhatTheControllerWritesIsReadBackCopyForCopy) {
   }
   EXPECT_EQ(DecodeLocateReply(*decoded_header, 2).status().code(), ErrorCode::kProtocol);
   EXPECT_EQ(DecodeLocateReply(*decoded_header, 4).status().code(), ErrorCode::kProtocol);
+}
+
+TEST(ControlWireTest, ARegistrationIsReadBackAsSent) {
+  const NodeRegistration reg{"node-a", "host-a",  "tcp://10.0.0.1:7400", "ipc:///run/a", 42,
+                             1 << 30,  5ull << 40};
+  const std::string bytes = EncodeHeader(EncodeRegister(reg));
+  auto h = DecodeHeader({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()});
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  EXPECT_EQ(h->type, MsgType::kRegister);
+  EXPECT_EQ(DecodeRegister(*h), reg);
+  // What a hostile sender sets: negative capacities read as none.
+  h->fields["cpu_capacity"] = int64_t{-5};
+  EXPECT_EQ(DecodeRegister(*h).cpu_capacity, 0u);
+}
+
+TEST(ControlWireTest, ARegisterReplyKeepsOnlyEngineNamesUpToItsLimit) {
+  RegisterReply sent{7, {"good", "bad name", "also-good"}};
+  for (size_t i = 0; i < kMaxRevokedInRegisterReply; ++i)
+    sent.revoked.push_back("e" + std::to_string(i));
+  Header reply;
+  EncodeRegisterReply(sent, reply);
+  const RegisterReply got = DecodeRegisterReply(reply);
+  EXPECT_EQ(got.node_index, 7);
+  ASSERT_EQ(got.revoked.size(), kMaxRevokedInRegisterReply - 1);  // the bad name dropped
+  EXPECT_EQ(got.revoked[0], "good");
+  EXPECT_EQ(got.revoked[1], "also-good");
+  EXPECT_EQ(DecodeRegisterReply(Header{}), RegisterReply{});
+}
+
+// Every declared control message is read back as it was sent, through the
+// bytes on the wire.
+Header ThroughTheWire(const Header& h) {
+  const std::string bytes = EncodeHeader(h);
+  auto back = DecodeHeader({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()});
+  EXPECT_TRUE(back.ok()) << back.status().ToString();
+  return back.ok() ? *back : Header{};
+}
+
+TEST(ControlWireTest, AReportKeepsItsOwnerTableSlotForSlot) {
+  const ChunkKey a{1, 2}, b{3, 4};
+  NodeReport sent{"node-a",
+                  9,
+                  17,
+                  2,
+                  true,
+                  {a, b},
+                  {EncodeHeld(TierKind::kCpu, 1), EncodeHeld(TierKind::kDisk, 2)}};
+  sent.owners = {Owner{"t1", "w1"}, Owner{"", "w2"}};
+  const NodeReport got = DecodeReport(ThroughTheWire(EncodeReport(MsgType::kInventory, sent)));
+  EXPECT_EQ(got.node_id, "node-a");
+  EXPECT_EQ(got.incarnation, 9u);
+  EXPECT_EQ(got.seq, 17u);
+  EXPECT_EQ(got.part, 2u);
+  EXPECT_TRUE(got.final);
+  EXPECT_EQ(got.keys, sent.keys);
+  EXPECT_EQ(got.values, sent.values);
+  ASSERT_EQ(got.owners.size(), 2u);
+  EXPECT_EQ(got.owners[1]->writer, "w2");
+  // An event report says no part; a table entry that is not an owner reads
+  // as one not known, and the table ends at the first slot missing.
+  Header events = EncodeReport(MsgType::kEvents, sent);
+  EXPECT_EQ(events.fields.count("part"), 0u);
+  events.fields["owner.1"] = std::string("not an owner");
+  events.fields["owner.4"] = OwnerWire(Owner{"t", "w"});
+  const NodeReport odd = DecodeReport(ThroughTheWire(events));
+  ASSERT_EQ(odd.owners.size(), 2u);
+  EXPECT_FALSE(odd.owners[0]);
+  EXPECT_TRUE(odd.owners[1]);
+}
+
+TEST(ControlWireTest, MismatchesAndRevocationsAreReadBackAsSent) {
+  const std::vector<MismatchReport> sent = {{{1, 2}, "w1", 0xfedcba9876543210ull},
+                                            {{3, 4}, "w2", 7}};
+  EXPECT_EQ(DecodeMismatches(ThroughTheWire(EncodeMismatches(sent))), sent);
+  Header reply;
+  EncodeMismatchReply({3, 1}, reply);
+  auto back = DecodeMismatchReply(ThroughTheWire(reply));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->dropped, 3u);
+  EXPECT_EQ(back->refused, 1u);
+  reply.values = {-1};
+  EXPECT_FALSE(DecodeMismatchReply(reply).ok());
+  EXPECT_FALSE(DecodeMismatchReply(Header{}).ok());
+  for (const Revocation r : {Revocation{"bad", false}, Revocation{"bad", true}}) {
+    const Header h = ThroughTheWire(EncodeRevoke(MsgType::kRevoke, r));
+    EXPECT_EQ(h.type, MsgType::kRevoke);
+    EXPECT_EQ(DecodeRevoke(h), r);
+  }
 }
 
 TEST(UnitsTest, SizesAndDurations) {

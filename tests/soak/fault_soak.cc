@@ -31,6 +31,7 @@
 #include <thread>
 
 #include "cluster_queries.h"
+#include "pikv/coord/find_controllers.h"
 #include "pikv/launch/etcd.h"
 #include "pikv/rpc/admin_client.h"
 #include "pikv/rpc/node_client.h"
@@ -228,7 +229,7 @@ class Soak {
 
   // Whether the controller's picture equals the nodes' own, now.
   bool Converged(std::string* why) {
-    rpc::AdminClient admin(ControllerEndpoint(), 2s);
+    rpc::AdminClient admin(coord::FindControllers(ControllerEndpoint()), 2s);
     auto nodes = admin.Json(MsgType::kAdminNodes);
     if (!nodes.ok()) return *why = "controller: " + nodes.status().ToString(), false;
     int alive = 0;

@@ -7,15 +7,17 @@
 #include <set>
 #include <string>
 
-#include "pikv/proto/rpc_client.h"
+#include "pikv/coord/find_controllers.h"
 #include "pikv/rpc/admin_client.h"
+#include "pikv/transport/rpc_client.h"
 
 namespace pikv::testing {
 
 // Alive nodes, or -1 when the controller does not answer.
 inline int AliveNodes(const std::string& controller,
                       std::optional<CurveClientKeys> keys = std::nullopt) {
-  rpc::AdminClient admin(controller, std::chrono::seconds(1), std::move(keys));
+  rpc::AdminClient admin(coord::FindControllers(controller), std::chrono::seconds(1),
+                         std::move(keys));
   auto j = admin.Json(MsgType::kAdminHealth);
   return j.ok() ? nlohmann::json::parse(*j)["nodes_alive"].get<int>() : -1;
 }
@@ -23,7 +25,8 @@ inline int AliveNodes(const std::string& controller,
 // Ids of the nodes holding `key` in CPU or disk (the shared tier excluded).
 inline std::set<std::string> Holders(const std::string& controller, const ChunkKey& key,
                                      std::optional<CurveClientKeys> keys = std::nullopt) {
-  rpc::AdminClient admin(controller, std::chrono::seconds(1), std::move(keys));
+  rpc::AdminClient admin(coord::FindControllers(controller), std::chrono::seconds(1),
+                         std::move(keys));
   auto r = admin.Locate({key});
   std::set<std::string> out;
   if (!r.ok()) return out;

@@ -7,8 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "pikv/proto/rpc_client.h"
+#include "pikv/proto/control_wire.h"
+#include "pikv/proto/location.h"
 #include "pikv/proto/tier_kind.h"
+#include "pikv/transport/rpc_client.h"
 
 namespace pikv::testing {
 
@@ -19,25 +21,17 @@ class FakeNode {
       : rpc_(controller, WireLimits{}, std::move(keys)), id_(std::move(id)) {}
   Result<Message> Register(const std::string& tcp, const std::string& host = "fake-host") {
     Message m;
-    m.header.type = MsgType::kRegister;
-    m.header.fields = {{"node_id", id_},
-                       {"incarnation", int64_t{1}},
-                       {"host", host},
-                       {"tcp", tcp},
-                       {"ipc", std::string()}};
+    m.header = EncodeRegister({id_, host, tcp, {}, 1});
     return rpc_.Call(std::move(m), std::chrono::seconds(2));
   }
   // Claims to hold `keys` in CPU (no reply comes: the short wait is expected).
   void Inventory(const std::vector<ChunkKey>& keys) {
+    NodeReport inventory{id_, 1};
+    inventory.final = true;
+    inventory.keys = keys;
+    inventory.values.assign(keys.size(), EncodeHeld(TierKind::kCpu));
     Message m;
-    m.header.type = MsgType::kInventory;
-    m.header.keys = keys;
-    m.header.values.assign(keys.size(), static_cast<int64_t>(TierKind::kCpu));
-    m.header.fields = {{"node_id", id_},
-                       {"incarnation", int64_t{1}},
-                       {"seq", int64_t{0}},
-                       {"part", int64_t{0}},
-                       {"final", int64_t{1}}};
+    m.header = EncodeReport(MsgType::kInventory, std::move(inventory));
     rpc_.Call(std::move(m), std::chrono::milliseconds(50)).status().IgnoreError();
   }
 

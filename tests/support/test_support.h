@@ -12,8 +12,8 @@
 #include "pikv/launch/daemons.h"
 #include "pikv/launch/process.h"
 #include "pikv/proto/chunk_object.h"
-#include "pikv/proto/curve.h"
 #include "pikv/proto/shared_buffer.h"
+#include "pikv/transport/curve.h"
 
 namespace pikv::testing {
 

@@ -1,47 +1,30 @@
-#include "pikv/coord/controller_finder.h"
+#include "pikv/transport/controller_finder.h"
 
 #include <algorithm>
 
 #include "pikv/common/guarded_thread.h"
-#include "pikv/coord/etcd_client.h"
-#include "pikv/coord/leader_key.h"
 
-namespace pikv::coord {
+namespace pikv {
 
 bool DialsTcp(const std::string& spec) {
   return spec.rfind("tcp://", 0) == 0 || spec.rfind("etcd://", 0) == 0;
 }
 
 namespace {
-// How often a known leader is checked against etcd: a new leadership is
+// How often a known leader is checked against the source: a new leadership is
 // seen within this, before any caller has to fail over.
 constexpr auto kRecheck = std::chrono::seconds(1);
-constexpr auto kEtcdTimeout = std::chrono::milliseconds(250);
 }  // namespace
 
-Result<std::shared_ptr<ControllerFinder>> ControllerFinder::Parse(
-    const std::string& spec, std::chrono::milliseconds reread) {
+Result<std::shared_ptr<ControllerFinder>> ControllerFinder::Parse(const std::string& spec) {
+  if (spec.find("://") != std::string::npos && spec.rfind("tcp://", 0) != 0 &&
+      spec.rfind("ipc://", 0) != 0) {
+    return InvalidArgument("'" + spec +
+                           "' is not a tcp:// or ipc:// endpoint (an etcd:// spec needs a program "
+                           "that reads etcd: pikv, pikv-node, the Python package)");
+  }
   std::shared_ptr<ControllerFinder> f(new ControllerFinder());
   f->spec_ = spec;
-  f->reread_ = reread;
-  if (spec.rfind("etcd://", 0) == 0) {
-    std::string rest = spec.substr(7), tls_dir;
-    if (const size_t query = rest.find('?'); query != std::string::npos) {
-      if (rest.compare(query + 1, 4, "tls=") != 0 || query + 5 == rest.size())
-        return InvalidArgument("etcd spec: the only option is ?tls=DIR, in '" + spec + "'");
-      tls_dir = rest.substr(query + 5);
-      rest.resize(query);
-    }
-    const size_t slash = rest.find('/');
-    f->cluster_ = slash == std::string::npos ? "pikv" : rest.substr(slash + 1);
-    if (slash != std::string::npos) rest.resize(slash);
-    if (Status s = CheckClusterName(f->cluster_); !s.ok()) return s;
-    auto access = EtcdAccess::Parse(rest, tls_dir);
-    if (!access.ok()) return access.status();
-    f->etcd_ = std::move(*access);
-    f->refresher_ = EssentialThread("leader finder", [raw = f.get()] { raw->Refresh(); });
-    return f;
-  }
   for (size_t pos = 0; pos <= spec.size();) {
     const size_t end = std::min(spec.find(',', pos), spec.size());
     if (end == pos) return InvalidArgument("empty controller in '" + spec + "'");
@@ -62,23 +45,24 @@ ControllerFinder::~ControllerFinder() {
   if (refresher_.joinable()) refresher_.join();
 }
 
+std::shared_ptr<ControllerFinder> ControllerFinder::Following(std::string spec,
+                                                              std::unique_ptr<LeaderSource> source,
+                                                              std::chrono::milliseconds reread) {
+  std::shared_ptr<ControllerFinder> f(new ControllerFinder());
+  f->spec_ = std::move(spec);
+  f->source_ = std::move(source);
+  f->reread_ = reread;
+  f->refresher_ = EssentialThread("leader finder", [raw = f.get()] { raw->Refresh(); });
+  return f;
+}
+
 void ControllerFinder::Refresh() {
-  EtcdClient etcd(etcd_, kEtcdTimeout);  // one, so its connections are kept
   std::unique_lock lock(mu_);
   while (!stop_) {
     lock.unlock();
-    // Each read starts at the next member: one cut off from etcd's quorum
-    // (still answering from its stale copy) is not asked first forever. A
-    // hint is enough (a stale one is corrected by kNotLeader): a
-    // serializable read, answered while etcd elects its own leader.
-    etcd.StartAtNextMember();
-    ControllerInfo leader;
-    auto kv = etcd.Get(LeaderKey(cluster_), true);
-    if (kv.ok() && kv->has_value()) {
-      if (auto info = LeaderFromKv(**kv); info.ok()) leader = *info;
-    }
+    const LeaderSource::Leader leader = source_->Read();
     lock.lock();
-    // etcd has the last word when nobody is known, or on a newer leadership.
+    // The source has the last word when nobody is known, or on a newer leadership.
     if (!leader.endpoint.empty() && (current_.empty() || leader.epoch > max_epoch_)) {
       current_ = leader.endpoint;
       changed_.notify_all();
@@ -123,13 +107,13 @@ void ControllerFinder::Redirect(const std::string& leader, int64_t epoch) {
 void ControllerFinder::Failed(const std::string& endpoint) {
   std::lock_guard lock(mu_);
   if (endpoint != current_) return;  // someone moved on already
-  if (!etcd_.empty()) {
+  if (source_) {
     current_.clear();
-    changed_.notify_all();  // the refresher reads etcd now
+    changed_.notify_all();  // the refresher reads the source now
     return;
   }
   current_ = listed_[next_];
   next_ = (next_ + 1) % listed_.size();
 }
 
-}  // namespace pikv::coord
+}  // namespace pikv

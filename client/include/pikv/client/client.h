@@ -8,7 +8,7 @@
 // (locate) for the rest, and gives each chunk a source, in order of cost:
 // kLocal (this host's node has it in CPU or disk), kPeer (another live node
 // has it in CPU or disk: fetched P2P through the local node, which keeps a
-// copy), kRemote (the shared Redis tier, through the local node), kMiss.
+// copy), kRemote (the remote tier, Redis, through the local node), kMiss.
 // Zero copy on the local host: when the local node is reached over ipc, the
 // client also opens the node's zero-copy channel (rpc/zero_copy_client.h).
 // Then Fetch returns the local node's CPU-resident objects as leased views
@@ -50,18 +50,24 @@
 #include "pikv/device/remap.h"
 #include "pikv/proto/chunk_key.h"
 #include "pikv/proto/chunk_object.h"
-#include "pikv/proto/curve.h"
 #include "pikv/proto/shared_buffer.h"
 #include "pikv/rpc/zero_copy_client.h"
+#include "pikv/transport/controller_finder.h"
+#include "pikv/transport/curve.h"
 
 namespace pikv::client {
 
 class BackgroundStores;
+class Channels;
 
 struct ClientOptions {
   std::string local_node;  // this host's node (ipc:// or tcp://); empty = none
   std::string controller;  // empty = no controller (local-only plans)
-  std::string host;        // this host's name, for locate's ranking
+  // How `controller` becomes the finder the client follows: listed specs by
+  // default; a program that links coord passes coord::FindControllers for
+  // etcd:// specs (the library itself links no etcd code).
+  FindControllersFn find_controllers = &ControllerFinder::Parse;
+  std::string host;  // this host's name, for locate's ranking
   // The namespace: everything the KV depends on besides the tokens.
   std::string model_id;
   DType dtype = DType::kBF16;
@@ -91,7 +97,7 @@ struct ClientOptions {
   std::chrono::milliseconds node_timeout{500};        // exists, get, put on the local node
   std::chrono::milliseconds controller_timeout{200};  // locate
   std::chrono::milliseconds fetch_timeout{2000};      // a whole Fetch, P2P pulls included
-  // CURVE on tcp connections (proto/curve.h): this engine's keys and the
+  // CURVE on tcp connections (transport/curve.h): this engine's keys and the
   // cluster's keyring; null: security off. A tcp local node is dialled with
   // the key the keyring lists for local_node_id (an ipc one needs none).
   std::shared_ptr<const CurveSecurity> security;
@@ -227,7 +233,6 @@ class Client {
   Status CheckLayout(const device::PagedLayout& cache) const;
 
  private:
-  struct Connections;
   KeyNamespace Namespace(const ChunkKey* sys_key) const;
   Status Put(const ChunkKey& key, const SharedBuffer& object);
   // The namespace a stored chunk's key was made in (this client's, after
@@ -240,7 +245,7 @@ class Client {
   ChunkHeader MakeHeader(const ChunkKey& key, const KeyNamespace& ns,
                          std::span<const int32_t> tokens, int64_t virtual_start) const;
   // InvalidArgument unless `object` is `chunk`'s, in this client's namespace
-  // and geometry (checked before anything is remapped from it).
+  // and geometry (checked before anything is remapped from it; auditor.cc).
   Status CheckIsChunk(std::span<const uint8_t> object, const ChunkPlan& chunk) const;
   // Stores an object of `size` bytes that `fill` writes: into space reserved
   // in the local node's arena when the zero-copy channel is up (committed
@@ -258,11 +263,11 @@ class Client {
                                    std::chrono::steady_clock::time_point deadline,
                                    std::vector<Result<SharedBuffer>>& out,
                                    std::vector<bool>& in_place);
-  // The zero-copy channel, (re)connected when due; null when there is none.
-  std::shared_ptr<rpc::ZeroCopyClient> ZeroCopy();
 
   ClientOptions options_;
-  std::unique_ptr<Connections> conn_;
+  // The local node, controller, peers and zero-copy channel (channels.h);
+  // after options_, which it reads.
+  std::unique_ptr<Channels> channels_;
   ClientStats stats_;
   std::mt19937_64 audit_rng_{std::random_device{}()};
   // Stores handed off (async): last, so they end before the rest goes.

@@ -9,7 +9,7 @@
 //   num-kv-heads, head-dim (without a model config; with one they must agree
 //   with it), attention-mode (isolated | sys-prefixed), node-timeout,
 //   controller-timeout, fetch-timeout, curve-key and curve-keyring (security
-//   on: proto/curve.h), local-node-id (a tcp local node's key).
+//   on: transport/curve.h), local-node-id (a tcp local node's key).
 #pragma once
 
 #include <map>

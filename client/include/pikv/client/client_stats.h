@@ -29,10 +29,10 @@ inline constexpr MetricFamily kPlans{"pikv_client_plans_total", kCounter, "Promp
                                      "plans"};
 inline constexpr MetricFamily kChunksPlanned{"pikv_client_chunks_planned_total", kCounter,
                                              "Chunks planned.", "", "chunks_planned"};
-inline constexpr MetricFamily kPlanned{
-    "pikv_client_planned_total", kCounter,
-    "Chunks planned, by where the plan found them: local, peer, remote (the shared tier), miss.",
-    "source", "planned_{}"};
+inline constexpr MetricFamily kPlanned{"pikv_client_planned_total", kCounter,
+                                       "Chunks planned, by where the plan found them: local, peer, "
+                                       "remote (Redis, shared by the nodes), miss.",
+                                       "source", "planned_{}"};
 inline constexpr MetricFamily kFetched{"pikv_client_fetched_total", kCounter,
                                        "Chunk objects fetched and verified.", "", "fetched"};
 inline constexpr MetricFamily kFetchMisses{"pikv_client_fetch_misses_total", kCounter,

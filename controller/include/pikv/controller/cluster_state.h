@@ -42,6 +42,7 @@
 #include "pikv/common/mutex.h"
 #include "pikv/controller/audit_ledger.h"
 #include "pikv/controller/registry.h"
+#include "pikv/proto/control_wire.h"
 #include "pikv/proto/message.h"
 
 namespace pikv::controller {
@@ -57,16 +58,6 @@ enum class NodeState : uint8_t {
 std::string_view NodeStateName(NodeState s);
 
 inline constexpr uint16_t kSharedTierNode = 0;  // owner of remote-tier locations
-
-struct NodeRegistration {
-  std::string id;
-  std::string host;
-  std::string tcp;
-  std::string ipc;
-  uint64_t incarnation = 0;
-  uint64_t cpu_capacity = 0;
-  uint64_t disk_capacity = 0;
-};
 
 struct NodeView {
   uint16_t index = 0;
@@ -185,7 +176,7 @@ class ClusterState {
   std::atomic<uint64_t> epoch_;
   std::atomic<Clock::rep> started_{0};  // steady-clock ticks of the last Reset
   mutable Mutex mu_;
-  std::vector<Node> nodes_ PIKV_GUARDED_BY(mu_);  // by index; index 0 is the shared tier
+  std::vector<Node> nodes_ PIKV_GUARDED_BY(mu_);  // by index; index 0 is the remote tier
   std::map<std::string, uint16_t> ids_ PIKV_GUARDED_BY(mu_);
   std::vector<uint16_t> free_ PIKV_GUARDED_BY(mu_);  // unused indexes
   Registry registry_;

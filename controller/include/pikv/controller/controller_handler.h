@@ -30,7 +30,7 @@
 #include "pikv/controller/leader_election.h"
 #include "pikv/controller/trust_record.h"
 #include "pikv/controller/views.h"
-#include "pikv/proto/curve.h"
+#include "pikv/transport/curve.h"
 
 namespace pikv::controller {
 
@@ -85,18 +85,19 @@ class ControllerHandler {
   // Events and inventory parts: a kResync to `out` after a gap.
   void OnNodeReport(const std::string& identity, const Header& h, Clock::time_point now,
                     std::vector<Outgoing>& out);
+  // A report's owner table (control_wire.h) interned: ids[slot],
+  // kUnknownOwner for slot 0 and for entries that did not parse (counted in
+  // bad_owners()).
+  std::vector<OwnerId> InternOwners(const std::vector<std::optional<Owner>>& owners);
   // Each key's copies and provenance; an engine (`only_tenant`) is answered
   // no copies of another tenant's keys.
-  // A report's owner table (location.h): owners[slot], kUnknownOwner for
-  // slot 0 and for entries that do not parse (counted in bad_owners()).
-  std::vector<OwnerId> ReportOwners(const Fields& fields);
   std::vector<Located> AllCopies(const Header& locate, const std::string* only_tenant) const;
   // Reads the trust record for leadership `epoch` (revocations, confirmed
   // counts); false while it cannot be read: the leadership does not answer.
   bool ReadTrust(uint64_t epoch, Clock::time_point now);
-  // Key i of a kAuditMismatch as the ledger takes it.
+  // One key of a kAuditMismatch as the ledger takes it.
   AuditLedger::Report ReportOf(const std::string& reporter, const CurvePeer* sender,
-                               const Header& h, size_t i) const;
+                               const MismatchReport& reported) const;
   // kAuditMismatch: the reported keys of the reporter's tenant, taken as
   // evidence (AuditLedger: rate-limited per reporter, a writer counted once
   // a second reporter confirms the object), dropped on every node; the

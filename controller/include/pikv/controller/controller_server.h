@@ -21,7 +21,7 @@
 #include "pikv/controller/cluster_state.h"
 #include "pikv/controller/controller_handler.h"
 #include "pikv/controller/leader_election.h"
-#include "pikv/proto/curve.h"
+#include "pikv/transport/curve.h"
 
 namespace pikv::controller {
 
@@ -30,7 +30,7 @@ struct ControllerOptions {
   std::string http = "127.0.0.1:7380";  // host:port for HTTP; empty = off; port 0 = any
   ClusterState::Options lifecycle;
   WireLimits limits;
-  // CURVE on a tcp endpoint (proto/curve.h); null: security off.
+  // CURVE on a tcp endpoint (transport/curve.h); null: security off.
   std::shared_ptr<const CurveSecurity> security;
   // Standbys (docs/operations.md): the etcd members holding the leadership
   // of `cluster`, and how to reach them; empty: this controller runs alone.

@@ -13,7 +13,7 @@
 
 #include "pikv/launch/daemons.h"
 #include "pikv/launch/etcd.h"
-#include "pikv/proto/curve.h"
+#include "pikv/transport/curve.h"
 
 namespace pikv::launch {
 

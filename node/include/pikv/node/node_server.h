@@ -82,7 +82,7 @@ struct NodeOptions {
   std::optional<ReporterOptions> reporter;
   ZeroCopyOptions zero_copy;
   // CURVE on tcp endpoints and on the node's own connections to the
-  // controller and peers (proto/curve.h); null: security off. With it on,
+  // controller and peers (transport/curve.h); null: security off. With it on,
   // clear, delete, pin and unpin need the admin role (or ipc: the node's
   // own user).
   std::shared_ptr<const CurveSecurity> security;

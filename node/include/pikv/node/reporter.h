@@ -16,7 +16,7 @@
 //     kDelete; a heartbeat reply with fields["resync"] (inventory overdue)
 //     and a kError reply (the controller refused a message) also resend the
 //     inventory, so nothing the controller missed stays missing;
-//   - follows the leader among several controllers (coord/controller_finder.h):
+//   - follows the leader among several controllers (transport/controller_finder.h):
 //     a kNotLeader reply names the leader to move to; a controller silent
 //     for a heartbeat interval plus 500 ms is given up, and the finder asked
 //     again every 250 ms until one answers. On moving it registers and sends
@@ -30,7 +30,7 @@
 // controller decodes; a part that cannot be sent makes the whole inventory
 // go again at the next heartbeat.
 // Remote-tier (Redis) keys are reported as events but not inventoried: the
-// shared tier is the cluster's. Thread-safety: OnEvents from any thread;
+// remote tier is the cluster's. Thread-safety: OnEvents from any thread;
 // Start/Stop from the owner.
 #pragma once
 
@@ -43,17 +43,17 @@
 #include <string>
 #include <thread>
 
-#include "pikv/coord/controller_finder.h"
 #include "pikv/node/request_handler.h"
 #include "pikv/storage/storage_manager.h"
+#include "pikv/transport/controller_finder.h"
 
 namespace pikv::node {
 
 struct ReporterOptions {
-  // The controller: an endpoint, a list, or etcd://... (coord/controller_finder.h).
+  // The controller: an endpoint, a list, or etcd://... (coord/find_controllers.h).
   std::string controller;
   // Shared with the node's puller; NodeServer::Start makes it from `controller`.
-  std::shared_ptr<coord::ControllerFinder> finder;
+  std::shared_ptr<ControllerFinder> finder;
   std::string node_id;
   std::string host;  // for same-host ordering in locate
   std::string tcp;   // advertised endpoints
@@ -70,7 +70,7 @@ struct ReporterOptions {
   std::shared_ptr<const CurveSecurity> security;
   // Told of each engine the controller revokes (kRevoke, and the revoked
   // engines a register reply names), and whether this node is the one to
-  // sweep the shared tier for it (kRevoke's sweep_shared); must return at
+  // sweep the remote tier for it (kRevoke's sweep_shared); must return at
   // once (the reporter's thread). Set by NodeServer::Start.
   std::function<void(const std::string& engine, bool shared_tier)> on_revoke;
 };

@@ -13,11 +13,11 @@
 #include <string>
 
 #include "pikv/common/stats_registry.h"
-#include "pikv/coord/controller_finder.h"
 #include "pikv/node/latency_histogram.h"
-#include "pikv/proto/curve.h"
 #include "pikv/proto/message.h"
 #include "pikv/storage/storage_manager.h"
+#include "pikv/transport/controller_finder.h"
+#include "pikv/transport/curve.h"
 
 namespace pikv::node {
 
@@ -37,7 +37,7 @@ struct Caller {
 // How a node pulls from its peers (kPull).
 struct PullOptions {
   // Where the peers are looked up (the reporter's finder); null: pulls are refused.
-  std::shared_ptr<coord::ControllerFinder> controller;
+  std::shared_ptr<ControllerFinder> controller;
   size_t max_idle_connections = 16;  // peer connections kept between pulls
   // Frame size asked of peers for streamed replies (message.h); 0: unstreamed.
   uint64_t stream_frame_bytes = 1 << 20;

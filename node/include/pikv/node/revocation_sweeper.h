@@ -31,7 +31,7 @@ class RevocationSweeper {
   RevocationSweeper& operator=(const RevocationSweeper&) = delete;
 
   // Queues a sweep of `engine` unless one was queued before and did not
-  // fail (for the shared tier: one with it). Whether one was queued.
+  // fail (for the remote tier: one with it). Whether one was queued.
   bool Request(const std::string& engine, bool shared_tier);
   // Until every queued sweep has run (tests).
   void WaitIdle();
@@ -43,7 +43,7 @@ class RevocationSweeper {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::pair<std::string, bool>> queue_;
-  std::set<std::string> local_, shared_;  // engines swept here; and in the shared tier
+  std::set<std::string> local_, shared_;  // engines swept here; and in the remote tier
   bool busy_ = false, stop_ = false;
   std::thread thread_;  // last: starts after the rest is built
 };

@@ -74,13 +74,6 @@ inline constexpr char kConfirmedByWriter[] = "confirmed_by_writer";        // {w
 inline constexpr char kReportsByReporter[] = "audit_reports_by_reporter";  // {engine: count}
 inline constexpr char kRefusedByReporter[] = "audit_refused_by_reporter";  // {engine: count}
 
-// kAuditMismatch: per key i, the writer the fetched object named and its
-// payload checksum (int64 bits; which object was judged); the reply's
-// value is how many keys were dropped, its field how many were refused.
-inline constexpr char kMismatchWriterPrefix[] = "writer.";
-inline constexpr char kMismatchChecksumPrefix[] = "checksum.";
-inline constexpr char kMismatchRefused[] = "refused";
-
 // locate: keys: [{key, tenant, writer, several_writers,
 //                  locations: [{node, tier, host, tcp, ipc}]}]
 // (tenant and writer as the nodes reported the first copy; "default" is

@@ -34,10 +34,9 @@ struct Replica {
 
 // An event value on the wire: tier | kind << 4 | owner << 8 (kind 1 = admit,
 // 2 = evict; an inventory's values have kind 0 = held, an admit). `owner`
-// indexes the message's owner table (fields "owner.<i>", OwnerWire), 1 to
+// indexes the report's owner table (control_wire.h: NodeReport), 1 to
 // kMaxOwnersPerReport; 0 is an owner the node did not know (or an evict).
 inline constexpr int kMaxOwnersPerReport = 255;
-inline constexpr char kOwnerFieldPrefix[] = "owner.";
 
 struct LocationEvent {
   TierKind tier = TierKind::kCpu;

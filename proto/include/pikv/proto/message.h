@@ -45,18 +45,16 @@ enum class MsgType : uint16_t {
   kClear = 17,  // drop every object this node holds; values: [objects dropped]
   kPull =
       18,  // P2P: get keys from the peer at fields["from"], admit them here, return them like kGet
-  // controller -> node: drop every object engine fields["engine"] wrote, in
-  // every tier (the shared one too), and refuse the engine from now on.
+  // controller -> node: drop every object an engine wrote, in every tier
+  // (the remote one too), and refuse the engine from now on (control_wire.h).
   kRevoke = 19,
   // 30-49: node <-> controller. Events and inventory get no reply; the
   // controller asks for a resync when it sees a gap.
-  kRegister =
-      30,  // fields: node_id, host, tcp, ipc, incarnation, *_capacity; reply: epoch, node_index
+  kRegister = 30,   // control_wire.h: NodeRegistration; reply: epoch and RegisterReply
   kHeartbeat = 31,  // fields: node_id, incarnation, usage; reply: epoch (kNotFound: register again)
-  // Events and inventory values: EncodeEvent / EncodeHeld (location.h), with
-  // the owners of admitted objects in fields "owner.<i>".
-  kEvents = 32,      // fields: node_id, incarnation, seq, owner.<i>; keys; values: events
-  kInventory = 33,   // fields: node_id, incarnation, seq, part, final, owner.<i>; keys; values
+  // Events and inventory: control_wire.h's NodeReport.
+  kEvents = 32,
+  kInventory = 33,
   kDeregister = 34,  // fields: node_id, incarnation
   kResync = 35,      // controller -> node: send a full inventory
   // 50-69: queries and admin. Admin replies carry fields["json"].
@@ -68,10 +66,10 @@ enum class MsgType : uint16_t {
   kAdminPin = 55,     // keys
   kAdminUnpin = 56,   // keys
   kAdminEvict = 57,   // keys
-  kAdminRevoke = 58,  // fields: engine; forwarded to every live node as kRevoke
-  // engine -> controller: keys whose fetched objects an audit found wrong;
-  // fields "writer.<i>": the writer object i named. The controller drops
-  // them on every node (kDelete) and counts each writer's mismatches.
+  kAdminRevoke = 58,  // control_wire.h's Revocation; forwarded to every live node as kRevoke
+  // engine -> controller: keys whose fetched objects an audit found wrong
+  // (control_wire.h). The controller drops them on every node (kDelete)
+  // and counts each writer's mismatches.
   kAuditMismatch = 59,
   // 70-79: the zero-copy channel between a node and its host's clients
   // (local_channel.h; never on ZeroMQ). Offsets are into the node's CPU arena.
@@ -89,8 +87,6 @@ std::string_view MsgTypeName(MsgType t);
 // A register reply names at most this many revoked engines (fields
 // "revoked.<i>"), within WireLimits::max_fields.
 inline constexpr size_t kMaxRevokedInRegisterReply = 1024;
-// kRevoke: 1 for the one node that sweeps the shared tier (Redis) too.
-inline constexpr char kSweepSharedField[] = "sweep_shared";
 
 using FieldValue = std::variant<int64_t, std::string>;
 using Fields = std::map<std::string, FieldValue>;

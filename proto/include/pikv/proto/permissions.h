@@ -14,8 +14,8 @@
 #include <string_view>
 
 #include "pikv/common/status.h"
-#include "pikv/proto/peer.h"
 #include "pikv/proto/message.h"
+#include "pikv/proto/peer.h"
 
 namespace pikv {
 

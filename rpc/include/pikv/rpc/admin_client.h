@@ -1,9 +1,9 @@
 // AdminClient: typed calls to a pikv-controller, for the client library, the
 // CLI, launchers and tests. Every call has a deadline; a controller that does
 // not answer is kUnavailable or kTimeout. The controller may be a spec of
-// several (a list, or etcd://...: coord/controller_finder.h): calls go to the
-// leader, follow a standby's kNotLeader to it within the deadline, and move
-// on after one that did not answer (until one has answered, each listed
+// several (a list: transport/controller_finder.h; etcd://...: given as
+// coord::FindControllers(spec)): calls go to the leader, follow a standby's kNotLeader to it within
+// the deadline, and move on after one that did not answer (until one has answered, each listed
 // controller gets its share of the deadline). Not thread-safe: one per thread.
 #pragma once
 
@@ -12,13 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "pikv/proto/control_wire.h"
 #include "pikv/proto/location.h"
 #include "pikv/proto/message.h"
-#include "pikv/proto/rpc_client.h"
-
-namespace pikv::coord {
-class ControllerFinder;
-}
+#include "pikv/transport/controller_finder.h"
+#include "pikv/transport/rpc_client.h"
 
 namespace pikv::rpc {
 
@@ -30,9 +28,16 @@ struct ClusterHealth {
 
 class AdminClient {
  public:
-  explicit AdminClient(std::string controller,
+  // The controllers `finder` follows; its error, if it is one, is every
+  // call's answer.
+  explicit AdminClient(Result<std::shared_ptr<ControllerFinder>> finder,
                        std::chrono::milliseconds timeout = std::chrono::seconds(2),
                        std::optional<CurveClientKeys> curve = std::nullopt);
+  // A listed spec: one endpoint or several (ControllerFinder::Parse).
+  explicit AdminClient(const std::string& controller,
+                       std::chrono::milliseconds timeout = std::chrono::seconds(2),
+                       std::optional<CurveClientKeys> curve = std::nullopt)
+      : AdminClient(ControllerFinder::Parse(controller), timeout, std::move(curve)) {}
   ~AdminClient();
 
   // Replicas per key, cheapest first for a client on `host`.
@@ -42,11 +47,7 @@ class AdminClient {
   // Reports keys an audit found wrong (kAuditMismatch), with the writer and
   // payload checksum of each object fetched; returns how many the
   // controller dropped (it refuses reports past a reporter's rate).
-  struct MismatchReport {
-    ChunkKey key;
-    std::string writer;
-    uint64_t checksum = 0;
-  };
+  using MismatchReport = ::pikv::MismatchReport;  // proto/control_wire.h
   Result<uint64_t> ReportMismatch(const std::vector<MismatchReport>& reports);
   // An admin request (kAdmin*, or kLocate answered as a document); returns
   // the reply's JSON document, at most admin::kMaxAdminReplyBytes.
@@ -59,8 +60,8 @@ class AdminClient {
   // The leader's reply to `request`, within the deadline.
   Result<Message> Call(const Message& request);
 
-  std::shared_ptr<coord::ControllerFinder> finder_;  // null: the spec did not parse
-  Status invalid_;                                   // why, then
+  std::shared_ptr<ControllerFinder> finder_;  // null: the spec did not parse
+  Status invalid_;                            // why, then
   std::optional<CurveClientKeys> curve_;
   std::unique_ptr<RpcClient> rpc_;  // to the controller last used
   bool confirmed_ = false;          // it answered the last call as leader

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "pikv/proto/rpc_client.h"
+#include "pikv/transport/rpc_client.h"
 
 namespace pikv::rpc {
 

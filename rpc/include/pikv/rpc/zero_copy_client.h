@@ -1,5 +1,5 @@
 // ZeroCopyClient: a local client's side of its node's zero-copy channel
-// (proto/local_channel.h; the node's side is node/src/zero_copy_server.h).
+// (transport/local_channel.h; the node's side is node/src/zero_copy_server.h).
 //
 // Connecting receives the node's CPU arena (a memfd) and maps it read-only.
 // Lease returns the objects of a batch that the node holds on this host (in

@@ -14,8 +14,8 @@
 #include <memory>
 #include <string>
 
-#include "pikv/transport/curve.h"
 #include "pikv/proto/message.h"
+#include "pikv/transport/curve.h"
 
 namespace pikv {
 

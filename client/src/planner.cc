@@ -1,0 +1,135 @@
+#include "planner.h"
+
+#include <vector>
+
+#include "pikv/common/enum_names.h"
+#include "pikv/proto/tier_kind.h"
+
+namespace pikv::client {
+
+namespace {
+
+// The plan's chunks, one per segment before the question, keyed and placed;
+// their keys in plan order.
+std::vector<ChunkKey> AddChunks(const ChunkedPrompt& prompt, const Client& client, Plan& plan) {
+  const ChunkKey sys_key = client.KeyOf(prompt.system());
+  std::vector<ChunkKey> keys;
+  for (size_t s = 0; s + 1 < prompt.segments.size(); ++s) {
+    ChunkPlan c;
+    c.segment = static_cast<uint32_t>(s);
+    c.key = s == 0 ? sys_key : client.KeyOf(prompt.segments[s], &sys_key);
+    if (s > 0 && client.options().mode == AttentionMode::kSysPrefixed) c.sys_key = sys_key;
+    c.actual_start = plan.metadata.positions[plan.metadata.segment_starts[s]];
+    plan.chunks.push_back(c);
+    keys.push_back(c.key);
+  }
+  return keys;
+}
+
+// 1. The local node: CPU or disk is local; Redis-only is remote (through it).
+// Only its live look into Redis decides the shared tier: the registry's
+// shared-tier entries lag behind deletes (another node's, Redis's own
+// expiry), and a plan on a stale one fails at fetch. Returns, per chunk,
+// whether the node's Redis holds it.
+std::vector<bool> AskLocalNode(Plan& plan, const std::vector<ChunkKey>& keys,
+                               const ClientOptions& options, Channels& channels,
+                               ClientStats& stats) {
+  std::vector<bool> remote_here(keys.size(), false);
+  rpc::NodeClient* local = channels.local();
+  if (!local) return remote_here;
+  local->set_timeout(options.node_timeout);
+  auto masks = local->Exists(keys);
+  if (!masks.ok()) {
+    stats.local_node_timeouts++;
+    return remote_here;
+  }
+  plan.local_node_answered = true;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const TierMask m = (*masks)[i];
+    if (m & (Bit(TierKind::kCpu) | Bit(TierKind::kDisk))) plan.chunks[i].source = Source::kLocal;
+    remote_here[i] = (m & Bit(TierKind::kRemote)) != 0;
+  }
+  return remote_here;
+}
+
+// 2. The controller for the rest: a peer's CPU or disk beats the shared tier.
+void AskController(Plan& plan, const std::vector<ChunkKey>& keys, const ClientOptions& options,
+                   Channels& channels, ClientStats& stats) {
+  std::vector<size_t> rest;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (plan.chunks[i].source != Source::kLocal) rest.push_back(i);
+  }
+  rpc::AdminClient* controller = channels.controller();
+  if (!controller || rest.empty()) return;
+  std::vector<ChunkKey> ask;
+  for (size_t i : rest) ask.push_back(keys[i]);
+  auto located = controller->Locate(ask, options.host);
+  if (!located.ok()) {
+    stats.controller_timeouts++;
+    return;
+  }
+  plan.controller_answered = true;
+  for (size_t j = 0; j < rest.size(); ++j) {
+    ChunkPlan& c = plan.chunks[rest[j]];
+    for (const auto& r : (*located)[j]) {
+      if (r.location.tier == TierKind::kRemote) continue;
+      if (c.source == Source::kMiss && r.host != options.host && !r.tcp.empty()) {
+        c.source = Source::kPeer;  // replicas come cheapest first
+        c.peer_id = r.node_id;
+        c.peer_endpoint = r.tcp;
+      }
+    }
+  }
+}
+
+// 3. The remote tier, reachable only through a live local node; then the
+// plan is counted by source.
+void SettleRemote(Plan& plan, const std::vector<bool>& remote_here, ClientStats& stats) {
+  for (size_t i = 0; i < plan.chunks.size(); ++i) {
+    ChunkPlan& c = plan.chunks[i];
+    if (c.source == Source::kMiss && remote_here[i] && plan.local_node_answered)
+      c.source = Source::kRemote;
+    switch (c.source) {
+      case Source::kLocal:
+        stats.planned_local++;
+        break;
+      case Source::kPeer:
+        stats.planned_peer++;
+        break;
+      case Source::kRemote:
+        stats.planned_remote++;
+        break;
+      case Source::kMiss:
+        stats.planned_miss++;
+        break;
+    }
+  }
+}
+
+}  // namespace
+
+std::string_view SourceName(Source s) {
+  static constexpr EnumName<Source> kNames[] = {{Source::kLocal, "local"},
+                                                {Source::kPeer, "peer"},
+                                                {Source::kRemote, "remote"},
+                                                {Source::kMiss, "miss"}};
+  return NameOf(kNames, s);
+}
+
+Plan BuildPlan(const ChunkedPrompt& prompt, const Client& client, Channels& channels,
+               ClientStats& stats) {
+  const ClientOptions& options = client.options();
+  stats.plans++;
+  Plan plan;
+  auto meta = device::BuildAttentionMetadata(prompt.Lengths(), options.mode);
+  if (!meta.ok()) return plan;  // a ChunkedPrompt is already validated; nothing to plan otherwise
+  plan.metadata = std::move(*meta);
+  const std::vector<ChunkKey> keys = AddChunks(prompt, client, plan);
+  stats.chunks_planned += keys.size();
+  const std::vector<bool> remote_here = AskLocalNode(plan, keys, options, channels, stats);
+  AskController(plan, keys, options, channels, stats);
+  SettleRemote(plan, remote_here, stats);
+  return plan;
+}
+
+}  // namespace pikv::client

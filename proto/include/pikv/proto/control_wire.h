@@ -1,0 +1,98 @@
+// The control plane's messages as declared types (message.h has the
+// frame): what a node says of itself and holds, what an engine's audit
+// found, what an admin revokes. The sender encodes one and the receiver
+// decodes one, so no field is named by hand at either end. Decoding never
+// fails where a field is missing (it reads as its zero); names are checked
+// where they are used (the registry checks endpoints, Authorize checks
+// node_id against the sender's key, an engine name is checked before it is
+// acted on).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "pikv/proto/message.h"
+#include "pikv/proto/owner.h"
+
+namespace pikv {
+
+// kRegister: a node joins, or joins again (a restart: a new incarnation; a
+// new leadership). Every node -> controller message carries node_id and
+// incarnation the same way.
+struct NodeRegistration {
+  std::string id;
+  std::string host;
+  std::string tcp;
+  std::string ipc;
+  uint64_t incarnation = 0;
+  uint64_t cpu_capacity = 0;
+  uint64_t disk_capacity = 0;
+  friend bool operator==(const NodeRegistration&, const NodeRegistration&) = default;
+};
+Header EncodeRegister(const NodeRegistration& reg);
+NodeRegistration DecodeRegister(const Header& request);  // negative capacities read as 0
+
+// The register reply: the node's index in locate replies, and the engines
+// revoked (while the node was away, perhaps), at most
+// kMaxRevokedInRegisterReply of them.
+struct RegisterReply {
+  int64_t node_index = 0;
+  std::vector<std::string> revoked;
+  friend bool operator==(const RegisterReply&, const RegisterReply&) = default;
+};
+// Into `reply` (a ReplyTo the request, stamped by the controller).
+void EncodeRegisterReply(const RegisterReply& r, Header& reply);
+// Revoked names that are not identity names (owner.h) are dropped.
+RegisterReply DecodeRegisterReply(const Header& reply);
+
+// kEvents and kInventory: what a node admitted and evicted, or all it holds
+// (in parts), one value per key (location.h: EncodeEvent, EncodeHeld), with
+// the owners of admitted objects in a table: a value's owner slot 0 is an
+// owner not known, slot i is owners[i - 1], at most kMaxOwnersPerReport.
+struct NodeReport {
+  std::string node_id;
+  uint64_t incarnation = 0;
+  uint64_t seq = 0;
+  uint64_t part = 0;   // kInventory
+  bool final = false;  // kInventory: the last part
+  std::vector<ChunkKey> keys;
+  std::vector<int64_t> values;
+  std::vector<std::optional<Owner>> owners;  // decoded: nullopt where the text was not an owner
+};
+Header EncodeReport(MsgType type, NodeReport report);
+NodeReport DecodeReport(const Header& h);
+
+// kAuditMismatch (engine -> controller): keys whose fetched objects an audit
+// found wrong, with the writer each object named and its payload checksum
+// (which object was judged). The reply: how many keys were dropped, and how
+// many reports were refused (past the reporter's rate).
+struct MismatchReport {
+  ChunkKey key;
+  std::string writer;  // as the object named it: checked where used
+  uint64_t checksum = 0;
+  friend bool operator==(const MismatchReport&, const MismatchReport&) = default;
+};
+Header EncodeMismatches(std::span<const MismatchReport> reports);
+std::vector<MismatchReport> DecodeMismatches(const Header& h);  // one per key
+struct MismatchReply {
+  uint64_t dropped = 0;
+  uint64_t refused = 0;
+};
+void EncodeMismatchReply(const MismatchReply& r, Header& reply);
+Result<MismatchReply> DecodeMismatchReply(const Header& reply);  // an error when malformed
+
+// kAdminRevoke (admin -> controller) and kRevoke (controller -> node): an
+// engine refused from now on, and what it wrote dropped; sweep_shared (kRevoke
+// only) names the one node that sweeps the remote tier too.
+struct Revocation {
+  std::string engine;
+  bool sweep_shared = false;
+  friend bool operator==(const Revocation&, const Revocation&) = default;
+};
+Header EncodeRevoke(MsgType type, const Revocation& r);
+Revocation DecodeRevoke(const Header& h);
+
+}  // namespace pikv

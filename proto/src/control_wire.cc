@@ -1,0 +1,151 @@
+#include "pikv/proto/control_wire.h"
+
+#include <algorithm>
+
+#include "pikv/proto/location.h"
+
+namespace pikv {
+
+namespace {
+
+constexpr char kNodeId[] = "node_id", kIncarnation[] = "incarnation", kHost[] = "host",
+               kTcp[] = "tcp", kIpc[] = "ipc", kCpuCapacity[] = "cpu_capacity",
+               kDiskCapacity[] = "disk_capacity", kNodeIndex[] = "node_index",
+               kRevokedPrefix[] = "revoked.", kSeq[] = "seq", kPart[] = "part", kFinal[] = "final",
+               kWriterPrefix[] = "writer.", kChecksumPrefix[] = "checksum.", kRefused[] = "refused",
+               kEngine[] = "engine", kSweepShared[] = "sweep_shared",
+               kOwnerFieldPrefix[] = "owner.";
+
+uint64_t Count(const Fields& fields, const char* name) {
+  return static_cast<uint64_t>(std::max<int64_t>(0, FieldInt(fields, name)));
+}
+
+}  // namespace
+
+Header EncodeRegister(const NodeRegistration& reg) {
+  Header h;
+  h.type = MsgType::kRegister;
+  h.fields = {{kNodeId, reg.id},
+              {kIncarnation, static_cast<int64_t>(reg.incarnation)},
+              {kHost, reg.host},
+              {kTcp, reg.tcp},
+              {kIpc, reg.ipc},
+              {kCpuCapacity, static_cast<int64_t>(reg.cpu_capacity)},
+              {kDiskCapacity, static_cast<int64_t>(reg.disk_capacity)}};
+  return h;
+}
+
+NodeRegistration DecodeRegister(const Header& request) {
+  const Fields& f = request.fields;
+  // The incarnation as every other node message reads it (an id, not a count).
+  return {FieldString(f, kNodeId),
+          FieldString(f, kHost),
+          FieldString(f, kTcp),
+          FieldString(f, kIpc),
+          static_cast<uint64_t>(FieldInt(f, kIncarnation)),
+          Count(f, kCpuCapacity),
+          Count(f, kDiskCapacity)};
+}
+
+void EncodeRegisterReply(const RegisterReply& r, Header& reply) {
+  reply.fields[kNodeIndex] = r.node_index;
+  const size_t n = std::min(r.revoked.size(), kMaxRevokedInRegisterReply);
+  for (size_t i = 0; i < n; ++i) reply.fields[kRevokedPrefix + std::to_string(i)] = r.revoked[i];
+}
+
+RegisterReply DecodeRegisterReply(const Header& reply) {
+  RegisterReply r;
+  r.node_index = FieldInt(reply.fields, kNodeIndex);
+  for (size_t i = 0; i < kMaxRevokedInRegisterReply; ++i) {
+    std::string engine = FieldString(reply.fields, kRevokedPrefix + std::to_string(i));
+    if (engine.empty()) break;
+    if (IsIdentityName(engine)) r.revoked.push_back(std::move(engine));
+  }
+  return r;
+}
+
+Header EncodeReport(MsgType type, NodeReport report) {
+  Header h;
+  h.type = type;
+  h.keys = std::move(report.keys);
+  h.values = std::move(report.values);
+  h.fields = {{kNodeId, std::move(report.node_id)},
+              {kIncarnation, static_cast<int64_t>(report.incarnation)},
+              {kSeq, static_cast<int64_t>(report.seq)}};
+  if (type == MsgType::kInventory) {
+    h.fields[kPart] = static_cast<int64_t>(report.part);
+    h.fields[kFinal] = int64_t{report.final};
+  }
+  for (size_t i = 0; i < report.owners.size(); ++i) {
+    h.fields[kOwnerFieldPrefix + std::to_string(i + 1)] =
+        report.owners[i] ? OwnerWire(*report.owners[i]) : std::string();
+  }
+  return h;
+}
+
+NodeReport DecodeReport(const Header& h) {
+  NodeReport r{FieldString(h.fields, kNodeId),
+               static_cast<uint64_t>(FieldInt(h.fields, kIncarnation)),
+               static_cast<uint64_t>(FieldInt(h.fields, kSeq)),
+               static_cast<uint64_t>(FieldInt(h.fields, kPart)),
+               FieldInt(h.fields, kFinal) != 0,
+               h.keys,
+               h.values,
+               {}};
+  for (int slot = 1; slot <= kMaxOwnersPerReport; ++slot) {
+    auto it = h.fields.find(kOwnerFieldPrefix + std::to_string(slot));
+    if (it == h.fields.end()) break;
+    const auto* text = std::get_if<std::string>(&it->second);
+    r.owners.push_back(text ? ParseOwnerWire(*text) : std::nullopt);
+  }
+  return r;
+}
+
+Header EncodeMismatches(std::span<const MismatchReport> reports) {
+  Header h;
+  h.type = MsgType::kAuditMismatch;
+  for (size_t i = 0; i < reports.size(); ++i) {
+    const std::string n = std::to_string(i);
+    h.keys.push_back(reports[i].key);
+    h.fields[kWriterPrefix + n] = reports[i].writer;
+    h.fields[kChecksumPrefix + n] = static_cast<int64_t>(reports[i].checksum);
+  }
+  return h;
+}
+
+std::vector<MismatchReport> DecodeMismatches(const Header& h) {
+  std::vector<MismatchReport> out;
+  out.reserve(h.keys.size());
+  for (size_t i = 0; i < h.keys.size(); ++i) {
+    const std::string n = std::to_string(i);
+    out.push_back({h.keys[i], FieldString(h.fields, kWriterPrefix + n),
+                   static_cast<uint64_t>(FieldInt(h.fields, kChecksumPrefix + n))});
+  }
+  return out;
+}
+
+void EncodeMismatchReply(const MismatchReply& r, Header& reply) {
+  reply.values = {static_cast<int64_t>(r.dropped)};
+  reply.fields[kRefused] = static_cast<int64_t>(r.refused);
+}
+
+Result<MismatchReply> DecodeMismatchReply(const Header& reply) {
+  if (reply.values.size() != 1 || reply.values[0] < 0) return IoError("malformed mismatch reply");
+  return MismatchReply{
+      static_cast<uint64_t>(reply.values[0]),
+      static_cast<uint64_t>(std::max<int64_t>(0, FieldInt(reply.fields, kRefused)))};
+}
+
+Header EncodeRevoke(MsgType type, const Revocation& r) {
+  Header h;
+  h.type = type;
+  h.fields[kEngine] = r.engine;
+  if (r.sweep_shared) h.fields[kSweepShared] = int64_t{1};
+  return h;
+}
+
+Revocation DecodeRevoke(const Header& h) {
+  return {FieldString(h.fields, kEngine), FieldInt(h.fields, kSweepShared) != 0};
+}
+
+}  // namespace pikv
