@@ -4,7 +4,7 @@
 # controller, http) are not installed: they are the binaries' insides.
 include(CMakePackageConfigHelpers)
 
-set(PIKV_PUBLIC_PARTS common proto transport device rpc client engine launch)
+set(PIKV_PUBLIC_PARTS common proto transport coord device rpc client engine launch)
 set(PIKV_PUBLIC_TARGETS pikv_common pikv_proto pikv_transport pikv_coord pikv_device pikv_rpc pikv_client
                         pikv_reference_model pikv_engine pikv_launch)
 set(PIKV_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/pikv)

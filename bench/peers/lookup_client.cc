@@ -28,6 +28,7 @@
 #include <zmq.hpp>
 
 #include "client_result.h"
+#include "pikv/coord/find_controllers.h"
 #include "pikv/rpc/admin_client.h"
 #include "pikv/transport/zmq_frames.h"
 #include "sim_node.h"
@@ -57,7 +58,7 @@ Result<int64_t> EventsApplied(rpc::AdminClient& admin) {
 }
 
 int Fill(const Options& o) {
-  rpc::AdminClient admin(o.endpoint, std::chrono::seconds(10));
+  rpc::AdminClient admin(coord::FindControllers(o.endpoint), std::chrono::seconds(10));
   auto before = EventsApplied(admin);
   if (!before.ok()) {
     std::cerr << "peer_lookup_client: " << before.status().ToString() << "\n";
@@ -97,7 +98,7 @@ int Fill(const Options& o) {
 }
 
 int Locate(const Options& o) {
-  rpc::AdminClient admin(o.endpoint, std::chrono::seconds(10));
+  rpc::AdminClient admin(coord::FindControllers(o.endpoint), std::chrono::seconds(10));
   std::mt19937_64 rng(std::random_device{}());
   std::vector<ChunkKey> keys(o.batch);
   auto call = [&] {
@@ -139,7 +140,7 @@ int64_t Found(rpc::AdminClient& admin, std::span<const ChunkKey> keys) {
 int Probe(const Options& o) {
   std::vector<ChunkKey> all;
   for (uint64_t i = 0; i < o.keys; ++i) all.push_back(testing::MakeObject(i, o.object_size).key);
-  rpc::AdminClient admin(o.endpoint, std::chrono::milliseconds(500));
+  rpc::AdminClient admin(coord::FindControllers(o.endpoint), std::chrono::milliseconds(500));
   std::mt19937_64 rng(std::random_device{}());
   std::vector<ChunkKey> call(o.batch);
   auto outcome = [&] {
@@ -148,7 +149,7 @@ int Probe(const Options& o) {
     return found < 0 ? 0 : found == static_cast<int64_t>(call.size()) ? 2 : 1;
   };
   // The scans before and after are not the probe: a patient deadline.
-  rpc::AdminClient scanner(o.endpoint, std::chrono::seconds(10));
+  rpc::AdminClient scanner(coord::FindControllers(o.endpoint), std::chrono::seconds(10));
   auto found_all = [&] {
     int64_t found = 0;
     for (size_t first = 0; first < all.size(); first += 1024) {

@@ -91,7 +91,7 @@ std::vector<Result<SharedBuffer>> Client::Fetch(Plan& plan) {
     if (!got.ok()) return;
     for (size_t j = 0; j < idx.size() && j < got->size(); ++j) out[idx[j]] = std::move((*got)[j]);
   };
-  // Local and shared-tier chunks: one get on the local node.
+  // Local and remote-tier chunks: one get on the local node.
   std::vector<size_t> here;
   std::map<std::string, std::vector<size_t>> by_peer;
   for (size_t i = 0; i < plan.chunks.size(); ++i) {

@@ -7,6 +7,7 @@
 
 #include "pikv/device/model_config.h"
 #include "pikv/proto/message.h"
+#include "pikv/transport/controller_finder.h"
 #include "pikv/transport/curve.h"
 
 namespace pikv::client {
@@ -19,7 +20,7 @@ void DeclareSettings(Config& c) {
   c.Declare("local-node", K::kString, "tcp://127.0.0.1:7400", "This host's node");
   c.Declare("controller", K::kString, "tcp://127.0.0.1:7300",
             "The controller: an endpoint, a list of standbys, or etcd://h1:2379,...[/cluster] "
-            "(empty: local-only plans)");
+            "where the program reads etcd (empty: local-only plans)");
   c.Declare("host", K::kString, "", "This host's name, for locate's ranking");
   c.Declare("model-id", K::kString, "", "Model id of the key namespace");
   c.Declare("model-config", K::kString, "",
@@ -168,7 +169,8 @@ Status ReadStreamFrame(const Config& c, ClientOptions& o) {
 }  // namespace
 
 Result<ClientOptions> LoadClientOptions(const std::string& path, Config* config_out,
-                                        const std::map<std::string, std::string>& overrides) {
+                                        const std::map<std::string, std::string>& overrides,
+                                        FindControllersFn find_controllers) {
   Config c;
   DeclareSettings(c);
   if (!path.empty()) {
@@ -183,6 +185,13 @@ Result<ClientOptions> LoadClientOptions(const std::string& path, Config* config_
   for (auto step : {ReadModelSettings, ReadAuditRate, ReadTenant, ReadModelFile, ReadTransport,
                     ReadSecurity, ReadStreamFrame}) {
     if (Status s = step(c, o); !s.ok()) return s;
+  }
+  o.find_controllers = find_controllers ? find_controllers : &ControllerFinder::Parse;
+  // A spec this program cannot follow (etcd:// without coord) is refused
+  // here, not found out as failed locates.
+  if (o.find_controllers == &ControllerFinder::Parse && !o.controller.empty()) {
+    if (auto listed = ControllerFinder::Parse(o.controller); !listed.ok())
+      return InvalidArgument("controller: " + listed.status().message());
   }
   if (config_out) *config_out = c;
   return o;

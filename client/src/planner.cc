@@ -27,7 +27,7 @@ std::vector<ChunkKey> AddChunks(const ChunkedPrompt& prompt, const Client& clien
 }
 
 // 1. The local node: CPU or disk is local; Redis-only is remote (through it).
-// Only its live look into Redis decides the shared tier: the registry's
+// Only its live look into Redis decides the remote tier: the registry's
 // shared-tier entries lag behind deletes (another node's, Redis's own
 // expiry), and a plan on a stale one fails at fetch. Returns, per chunk,
 // whether the node's Redis holds it.
@@ -52,7 +52,7 @@ std::vector<bool> AskLocalNode(Plan& plan, const std::vector<ChunkKey>& keys,
   return remote_here;
 }
 
-// 2. The controller for the rest: a peer's CPU or disk beats the shared tier.
+// 2. The controller for the rest: a peer's CPU or disk beats the remote tier.
 void AskController(Plan& plan, const std::vector<ChunkKey>& keys, const ClientOptions& options,
                    Channels& channels, ClientStats& stats) {
   std::vector<size_t> rest;

@@ -393,7 +393,9 @@ Result<std::vector<std::string>> ControllerHandler::Forward(const Header& h,
                  : h.type == MsgType::kAdminRevoke ? MsgType::kRevoke
                                                    : MsgType::kDelete;
   const Revocation revocation = DecodeRevoke(h);  // kAdminRevoke's
-  if (h.type == MsgType::kAdminRevoke) command = EncodeRevoke(MsgType::kRevoke, revocation);
+  // Only the first node sweeps the remote tier, whatever the request said.
+  if (h.type == MsgType::kAdminRevoke)
+    command = EncodeRevoke(MsgType::kRevoke, {revocation.engine, false});
   command.keys = h.keys;
   Stamp(command);
   std::vector<std::string> sent;

@@ -19,7 +19,7 @@ std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_hand
 int64_t Usage(const NodeView& n, const std::string& name) { return FieldInt(n.usage, name); }
 
 // Totals by tier over live nodes. The remote tier is one Redis shared by the
-// cluster: its chunks are the registry's shared-tier locations (no node owns
+// cluster: its chunks are the registry's remote-tier locations (no node owns
 // them), and its bytes are the server's, which every node reports as of its
 // own last write: the largest report is taken, not their sum.
 json TierTotals(const std::vector<NodeView>& nodes, const ClusterStats& stats) {

@@ -280,9 +280,8 @@ py::dict Audit(client::Client& c, const SharedBuffer& object, const client::Chun
 
 client::ClientOptions LoadOptions(const std::string& path,
                                   const std::map<std::string, std::string>& overrides) {
-  client::ClientOptions o = Take(client::LoadClientOptions(path, nullptr, overrides));
-  o.find_controllers = &coord::FindControllers;  // etcd:// specs too
-  return o;
+  // etcd:// specs too: this module links coord.
+  return Take(client::LoadClientOptions(path, nullptr, overrides, &coord::FindControllers));
 }
 
 // A controller connection for pikv.Admin: one AdminClient, so its finder

@@ -291,7 +291,7 @@ TEST_P(ClientClusterTest, AChunkGoneFromRedisIsAMissAndAnEvictClearsItsStaleEntr
   WaitFor([&] { return !registry_says_redis(); }, 3s, "the evict to clear the stale entry");
 }
 
-// `pikv admin stats` counts the shared tier: its chunks are the registry's
+// `pikv admin stats` counts the remote tier: its chunks are the registry's
 // shared-tier entries (no node owns them, so a sum over nodes said 0), its
 // bytes and capacity Redis's own (INFO memory), its hits the nodes' lookups.
 TEST_P(ClientClusterTest, AdminStatsCountTheSharedRedisTier) {

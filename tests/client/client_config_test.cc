@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "pikv/coord/find_controllers.h"
 #include "test_support.h"
 
 namespace pikv::client {
@@ -37,6 +38,21 @@ TEST(ClientConfigTest, FileModelConfigAndEnvironment) {
   EXPECT_EQ(mla->head_dim, 576u);
   EXPECT_EQ(mla->rope.main().rope_offset, 512u);
   EXPECT_EQ(mla->dtype, DType::kF16);  // the setting beats the config's bfloat16
+}
+
+// The client library reads no etcd: an etcd:// controller is refused where
+// the options are loaded, unless the program passes coord's finder.
+TEST(ClientConfigTest, AnEtcdControllerNeedsAProgramThatReadsEtcd) {
+  testing::TempDir dir;
+  std::ofstream(dir.str() + "/e.yaml")
+      << "model-config: " + kConfigs + "llama-3.1-8b.json\ncontroller: etcd://127.0.0.1:1/c\n";
+  auto refused = LoadClientOptions(dir.str() + "/e.yaml");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("etcd"), std::string::npos)
+      << refused.status().ToString();
+  auto taken = LoadClientOptions(dir.str() + "/e.yaml", nullptr, {}, &coord::FindControllers);
+  ASSERT_TRUE(taken.ok()) << taken.status().ToString();
+  EXPECT_EQ(taken->find_controllers, &coord::FindControllers);
 }
 
 TEST(ClientConfigTest, SizesThatDisagreeWithTheModelConfigAreRefused) {

@@ -98,14 +98,17 @@ TEST_F(ControllerHandlerTest, AdminCommandsGoToTheNodesThatRegistered) {
   EXPECT_EQ(j["forwarded_to"], nlohmann::json::array({"a", "b"}));
   EXPECT_EQ(j["keys"], 1);
 
-  // A revocation goes to every node; one of them sweeps the shared tier.
-  Header revoke;
-  revoke.type = MsgType::kAdminRevoke;
-  revoke.fields["engine"] = std::string("bad");
+  // A revocation goes to every node, each command stamped with the
+  // controller's epoch; one node sweeps the remote tier, whatever the
+  // request claims.
+  Header revoke = EncodeRevoke(MsgType::kAdminRevoke, {"bad", /*sweep_shared=*/true});
   out = Send("cli", revoke);
   ASSERT_EQ(out.size(), 3u);
-  EXPECT_EQ(out[0].header.type, MsgType::kRevoke);
-  EXPECT_EQ(FieldString(out[1].header.fields, "engine"), "bad");
+  for (int i : {0, 1}) {
+    EXPECT_EQ(out[i].header.type, MsgType::kRevoke);
+    EXPECT_EQ(DecodeRevoke(out[i].header).engine, "bad");
+    EXPECT_EQ(out[i].header.fields.count(kEpochField), 1u);
+  }
   EXPECT_EQ(DecodeRevoke(out[0].header).sweep_shared + DecodeRevoke(out[1].header).sweep_shared, 1);
 }
 

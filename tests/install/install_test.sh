@@ -3,7 +3,7 @@
 # would, with nothing from the build tree:
 #   1. a CMake project finds the package and links pikv::client only: it
 #      builds, runs, and neither its link line nor ldd names RocksDB,
-#      hiredis or cpp-httplib;
+#      hiredis, cpp-httplib or etcd's client (pikv_coord, libcurl);
 #   2. the same program builds with the pkg-config file;
 #   3. the installed binaries answer --version and carry no build-tree path;
 #   4. the installed `pikv demo --prompts 8` runs a local cluster from the
@@ -25,7 +25,7 @@ cmake --install "$build" --prefix "$prefix" >/dev/null
 mv "$prefix" "$work/moved" && prefix="$work/moved"
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
-forbidden='rocksdb|hiredis|httplib'
+forbidden='rocksdb|hiredis|httplib|pikv_coord|curl'
 
 echo "== CMake package"
 cmake -S "$src/tests/install/consumer" -B "$work/consumer" -G Ninja \

@@ -29,7 +29,7 @@ TEST(LocationMemory, RecallsWhatWasLocatedAndOtherwiseTheNewestPeers) {
   const std::vector<ChunkKey> keys = {Key(1), Key(2)};
   memory.Remember(keys, {{Copy("a"), Copy("r", TierKind::kRemote)}, {Copy("b"), Copy("c")}});
   auto recalled = memory.Recall(std::vector<ChunkKey>{Key(1), Key(2), Key(3)});
-  EXPECT_EQ(Nodes(recalled[0]), (std::vector<std::string>{"a"}));  // never the shared tier
+  EXPECT_EQ(Nodes(recalled[0]), (std::vector<std::string>{"a"}));  // never the remote tier
   EXPECT_EQ(Nodes(recalled[1]), (std::vector<std::string>{"b", "c"}));
   EXPECT_EQ(Nodes(recalled[2]), (std::vector<std::string>{"c", "b", "a"}));  // newest first
   // An answer naming no copy (a registry being rebuilt) keeps what was seen.

@@ -1,6 +1,6 @@
 // Revocation sweeps run once per engine, off the caller's thread (the
 // reporter's, whose heartbeats a Redis SCAN would stall): a register reply
-// naming revocations already swept starts nothing, and the shared tier is
+// naming revocations already swept starts nothing, and the remote tier is
 // swept only where asked.
 #include "pikv/node/revocation_sweeper.h"
 
@@ -33,7 +33,7 @@ TEST(RevocationSweeperTest, EachEngineIsSweptOnceOffTheCallersThreadAndTheShared
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_TRUE(sweeper.Request("bad", false));
   EXPECT_FALSE(sweeper.Request("bad", false)) << "already swept: a register reply again";
-  EXPECT_TRUE(sweeper.Request("bad", true)) << "the shared tier is new";
+  EXPECT_TRUE(sweeper.Request("bad", true)) << "the remote tier is new";
   EXPECT_FALSE(sweeper.Request("bad", true));
   EXPECT_FALSE(sweeper.Request("bad", false));
   EXPECT_TRUE(sweeper.Request("worse", true));

@@ -22,7 +22,7 @@ inline int AliveNodes(const std::string& controller,
   return j.ok() ? nlohmann::json::parse(*j)["nodes_alive"].get<int>() : -1;
 }
 
-// Ids of the nodes holding `key` in CPU or disk (the shared tier excluded).
+// Ids of the nodes holding `key` in CPU or disk (the remote tier excluded).
 inline std::set<std::string> Holders(const std::string& controller, const ChunkKey& key,
                                      std::optional<CurveClientKeys> keys = std::nullopt) {
   rpc::AdminClient admin(coord::FindControllers(controller), std::chrono::seconds(1),

@@ -23,8 +23,13 @@ namespace pikv::client {
 // `path` may be empty (environment and defaults only). `overrides` (key ->
 // value, as flags would give them) beat the environment: an engine's own
 // settings, e.g. from vLLM's kv_connector_extra_config. `config_out`, when
-// given, receives the effective settings (for printing).
-Result<ClientOptions> LoadClientOptions(const std::string& path, Config* config_out = nullptr,
-                                        const std::map<std::string, std::string>& overrides = {});
+// given, receives the effective settings (for printing). `find_controllers`
+// becomes ClientOptions::find_controllers: a program that links coord passes
+// coord::FindControllers to take etcd:// specs; with the default, such a
+// spec is refused here.
+Result<ClientOptions> LoadClientOptions(
+    const std::string& path, Config* config_out = nullptr,
+    const std::map<std::string, std::string>& overrides = {},
+    FindControllersFn find_controllers = &ControllerFinder::Parse);
 
 }  // namespace pikv::client

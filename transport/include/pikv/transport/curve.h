@@ -157,7 +157,7 @@ void DialCurve(void* socket, const CurveClientKeys& keys);
 // first frame the peer sent), or nullptr for the trusted sender: security
 // off, or an ipc peer. `storage` holds the peer.
 const CurvePeer* SenderOf(void* message, std::optional<CurvePeer>& storage);
-// Where the ZAP handler says what a keyring reload did (proto does not log).
+// Where the ZAP handler says what a keyring reload did (transport does not log).
 using ZapLog = std::function<void(const std::string& line)>;
 
 class ZapHandler {
