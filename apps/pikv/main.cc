@@ -157,7 +157,7 @@ CLI::App* AddAdmin(CLI::App& app, AdminOptions& o) {
   locate->add_option("--model", o.model, "Model id of the key namespace");
   locate->add_option("--dtype", o.dtype, "KV dtype of the key namespace")->capture_default_str();
   locate->add_option("--rope", o.rope, "RoPE signature of the key namespace");
-  locate->add_option("--mode", o.mode, "isolated or sys-prefixed")->capture_default_str();
+  locate->add_option("--mode", o.mode, "isolated or prefixed")->capture_default_str();
   locate->add_option("--host", o.host, "Rank replicas for a client on this host");
   admin->get_subcommand("clear")->add_option("--node", o.node, "Only this node");
   for (const char* name : {"pin", "unpin", "evict"}) {
@@ -175,7 +175,7 @@ CLI::App* AddAdmin(CLI::App& app, AdminOptions& o) {
 // name; nullopt, with the reason on stderr, when they do not name one.
 std::optional<pikv::ChunkKey> TokensKey(const AdminOptions& o) {
   auto d = pikv::ParseDType(o.dtype);
-  if (o.model.empty() || !d || (o.mode != "isolated" && o.mode != "sys-prefixed")) {
+  if (o.model.empty() || !d || (o.mode != "isolated" && o.mode != "prefixed")) {
     std::cerr << "pikv: locate --tokens needs --model, a valid --dtype and --mode\n";
     return std::nullopt;
   }
@@ -195,7 +195,7 @@ std::optional<pikv::ChunkKey> TokensKey(const AdminOptions& o) {
                               .rope_signature = o.rope,
                               .attention_mode = o.mode == "isolated"
                                                     ? pikv::AttentionMode::kIsolated
-                                                    : pikv::AttentionMode::kSysPrefixed};
+                                                    : pikv::AttentionMode::kPrefixed};
   return pikv::MakeChunkKey(ns, ids);
 }
 

@@ -45,9 +45,9 @@ void CheckFetched(Plan& plan, std::vector<Result<SharedBuffer>>& out,
     }
     stats.fetched++;
     if (in_place[i]) stats.zero_copy_fetched++;
-    // Sys-prefixed chunks are computed right after the system prompt, which
+    // Prefixed chunks are computed right after the system prompt, which
     // starts at 0: reuse is exact only where the chunk starts where it was computed.
-    if (mode == AttentionMode::kSysPrefixed && c.segment > 0)
+    if (mode == AttentionMode::kPrefixed && c.segment > 0)
       c.approximate = header->virtual_start != c.actual_start;
   }
 }
@@ -72,7 +72,7 @@ KeyNamespace Client::Namespace(const ChunkKey* sys_key) const {
                   options_.dtype,    options_.rope.Signature(),
                   options_.mode,     {},
                   options_.tenant};
-  if (options_.mode == AttentionMode::kSysPrefixed && sys_key) ns.sys_key = *sys_key;
+  if (options_.mode == AttentionMode::kPrefixed && sys_key) ns.sys_key = *sys_key;
   return ns;
 }
 

@@ -32,7 +32,7 @@ void DeclareSettings(Config& c) {
   c.Declare("num-layers", K::kInt, "0", "Layers of the model");
   c.Declare("num-kv-heads", K::kInt, "0", "KV heads per layer");
   c.Declare("head-dim", K::kInt, "0", "Head dimension");
-  c.Declare("attention-mode", K::kString, "isolated", "isolated or sys-prefixed");
+  c.Declare("attention-mode", K::kString, "isolated", "isolated or prefixed");
   c.Declare("tenant", K::kString, "",
             "This engine's tenant (part of every key; empty: the default tenant); with security "
             "on, the one the keyring names for this engine's key");
@@ -68,10 +68,10 @@ Status ReadModelSettings(const Config& c, ClientOptions& o) {
   o.num_kv_heads = static_cast<uint32_t>(c.Int("num-kv-heads"));
   o.head_dim = static_cast<uint32_t>(c.Int("head-dim"));
   const std::string mode = c.String("attention-mode");
-  if (mode != "isolated" && mode != "sys-prefixed") {
-    return InvalidArgument("attention-mode: '" + mode + "' is not isolated or sys-prefixed");
+  if (mode != "isolated" && mode != "prefixed") {
+    return InvalidArgument("attention-mode: '" + mode + "' is not isolated or prefixed");
   }
-  o.mode = mode == "isolated" ? AttentionMode::kIsolated : AttentionMode::kSysPrefixed;
+  o.mode = mode == "isolated" ? AttentionMode::kIsolated : AttentionMode::kPrefixed;
   return Status::Ok();
 }
 
@@ -170,9 +170,13 @@ Status ReadStreamFrame(const Config& c, ClientOptions& o) {
 
 Result<ClientOptions> LoadClientOptions(const std::string& path, Config* config_out,
                                         const std::map<std::string, std::string>& overrides,
-                                        FindControllersFn find_controllers) {
+                                        FindControllersFn find_controllers,
+                                        const std::map<std::string, std::string>& defaults) {
   Config c;
   DeclareSettings(c);
+  for (const auto& [key, value] : defaults) {
+    if (Status s = c.Set(key, value, Config::Source::kDefault); !s.ok()) return s;
+  }
   if (!path.empty()) {
     if (Status s = c.LoadYamlFile(path); !s.ok()) return s;
   }

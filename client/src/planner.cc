@@ -18,7 +18,7 @@ std::vector<ChunkKey> AddChunks(const ChunkedPrompt& prompt, const Client& clien
     ChunkPlan c;
     c.segment = static_cast<uint32_t>(s);
     c.key = s == 0 ? sys_key : client.KeyOf(prompt.segments[s], &sys_key);
-    if (s > 0 && client.options().mode == AttentionMode::kSysPrefixed) c.sys_key = sys_key;
+    if (s > 0 && client.options().mode == AttentionMode::kPrefixed) c.sys_key = sys_key;
     c.actual_start = plan.metadata.positions[plan.metadata.segment_starts[s]];
     plan.chunks.push_back(c);
     keys.push_back(c.key);

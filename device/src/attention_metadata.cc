@@ -45,7 +45,7 @@ Result<AttentionMetadata> BuildAttentionMetadata(std::span<const uint32_t> lengt
       if (s == question) {
         ranges.push_back({0, index + 1});
       } else {
-        if (s > 0 && mode == AttentionMode::kSysPrefixed) ranges.push_back({0, lengths[0]});
+        if (s > 0 && mode == AttentionMode::kPrefixed) ranges.push_back({0, lengths[0]});
         ranges.push_back({start, index + 1});
       }
       m.allowed.push_back(std::move(ranges));

@@ -74,7 +74,7 @@ std::string KeyNamespace::CanonicalBytes() const {
   AppendField(out, DTypeName(dtype));
   AppendField(out, rope_signature);
   AppendField(out, AttentionModeName(attention_mode));
-  if (attention_mode == AttentionMode::kSysPrefixed && sys_key) {
+  if (attention_mode == AttentionMode::kPrefixed && sys_key) {
     AppendField(out, sys_key->Hex());
   } else {
     AppendField(out, "");

@@ -51,8 +51,8 @@ Status CheckGeometry(const ChunkHeader& h, const ChunkLimits& lim) {
   if (h.model_id.size() > lim.max_model_id) return InvalidArgument("model_id too long");
   if (h.rope_spec.size() > lim.max_rope_spec) return InvalidArgument("rope_spec too long");
   if (h.layout != kLayoutLayerKvTokenHeadDim) return Unsupported("unknown payload layout");
-  if (h.sys_key && h.attention_mode != AttentionMode::kSysPrefixed)
-    return InvalidArgument("only a sys-prefixed chunk has a system prompt key");
+  if (h.sys_key && h.attention_mode != AttentionMode::kPrefixed)
+    return InvalidArgument("only a prefixed chunk has a system prompt key");
   if (!IsTenantName(h.tenant)) return InvalidArgument("tenant is not an identity name");
   if (!h.writer.empty() && !IsIdentityName(h.writer))
     return InvalidArgument("writer is not an identity name");

@@ -29,7 +29,7 @@ std::optional<DType> ParseDType(std::string_view name) { return ValueOf(kDTypeNa
 std::string_view KvFormatName(KvFormat f) { return f == KvFormat::kMla ? "mla" : "standard"; }
 
 std::string_view AttentionModeName(AttentionMode m) {
-  return m == AttentionMode::kSysPrefixed ? "sys-prefixed" : "isolated";
+  return m == AttentionMode::kPrefixed ? "prefixed" : "isolated";
 }
 
 }  // namespace pikv

@@ -5,9 +5,10 @@ A request's prompt is segments: [system, chunk, ..., question]. The core
 answers how many prompt tokens it can provide (the longest prefix of cached
 segments before the question), loads them into the request's blocks at
 their actual positions (remap: K re-rotated, V copied), stores segments the
-engine computed standalone (from position 0), and forgets a request when it
-ends. In chunk-isolated mode, KV loaded this way plus the question computed
-with ordinary causal attention is exactly pikv's answer.
+engine computed in the form the reuse mode defines (isolated: alone from
+position 0; prefixed: right after the prompt's first segment), and forgets
+a request when it ends. KV loaded this way plus the question computed with
+ordinary causal attention is exactly the mode's answer (shared/DESIGN.md §4).
 
 Nothing here raises into the engine: a failure (node or controller down, a
 chunk evicted between plan and load, a corrupt object, a bad layout) becomes
@@ -83,6 +84,20 @@ class _Gathering:
 
 
 @dataclass
+class StoredForm:
+    """A segment a request computes in the form its reuse mode stores:
+    `tokens` at positions start.. of the request, keyed after the prefix
+    whose key is `prefix_key` (prefixed mode; "" otherwise)."""
+    start: int
+    tokens: list
+    prefix_key: str = ""
+
+    @property
+    def end(self):
+        return self.start + len(self.tokens)
+
+
+@dataclass
 class LoadResult:
     loaded_tokens: int = 0  # a prefix of the prompt, now in the blocks
     failed_block_ids: set = field(default_factory=set)  # blocks the engine must recompute
@@ -116,22 +131,33 @@ class ConnectorCore:
     "torch" (pikv.device: the engine's own torch, any device), or "auto"
     (torch for a cache on a device, else cpp).
 
-    Audits: with the setting audit-rate > 0 and `recompute` (a callable that
-    computes a chunk's tokens alone, at positions 0.., and returns its
-    payload [layer][k|v][token][head][dim] in the KV dtype as one contiguous
-    buffer), that share of hits is recomputed and compared before it is
-    loaded; a chunk found wrong is reported to the controller (which drops
-    it everywhere) and is not loaded: the engine computes it instead.
+    Reuse modes (the client setting attention-mode; `defaults` may give the
+    program's own default, as the vLLM connector does): `isolated` stores
+    each segment computed alone from position 0; `prefixed` stores the
+    first segment (the prefix: a system prompt) so, and every later one
+    computed right after it (at positions len(prefix)..), keyed by the
+    prefix's key too. `stored_forms` says which segments of a request the
+    engine computes in that form; only those are stored.
+
+    Audits: with the setting audit-rate > 0 and `recompute` (a callable
+    `recompute(tokens, prefix)` that computes a chunk's tokens right after
+    `prefix` (empty in isolated mode: alone, at positions 0..), and returns
+    their payload [layer][k|v][token][head][dim] in the KV dtype as one
+    contiguous buffer), that share of hits is recomputed and compared before
+    it is loaded; a chunk found wrong is reported to the controller (which
+    drops it everywhere) and is not loaded: the engine computes it instead.
     """
 
     PATHS = ("auto", "cpp", "torch")
 
     def __init__(self, settings=None, settings_file="", block_size=16, separator=None,
-                 threads=1, path="auto", recompute=None, pin_arena=True):
+                 threads=1, path="auto", recompute=None, pin_arena=True, defaults=None):
         if path not in self.PATHS:
             raise InvalidArgument(f"path {path!r} is not one of {', '.join(self.PATHS)}")
-        self.options = _pikv.Options.load(settings_file, {k: str(v) for k, v in
-                                                          (settings or {}).items()})
+        self.options = _pikv.Options.load(
+            settings_file, {k: str(v) for k, v in (settings or {}).items()},
+            {k: str(v) for k, v in (defaults or {}).items()})
+        self.prefixed = self.options.attention_mode == "prefixed"
         if self.options.num_layers == 0:
             raise InvalidArgument("no model: give model-config (the model's config.json) or "
                                   "num-layers, num-kv-heads and head-dim")
@@ -172,15 +198,26 @@ class ConnectorCore:
         """Prompt tokens pikv can provide: the longest prefix of cached segments
         before the question (0 when the prompt is not chunked or on any
         failure). Asks the local node and the controller; changes nothing."""
+        return self.plan_request(tokens, lengths)[0]
+
+    def plan_request(self, tokens, lengths=None, store_last=False):
+        """(matched, stored forms) for one request: the prompt tokens pikv can
+        provide (num_matched_tokens), and the segments pikv lacks that the
+        engine will compute, after that prefix, in the form the mode stores
+        (StoredForm). The last segment (the question) counts only with
+        `store_last` (a request made to store it: precompute); a prompt that
+        is not chunked is then one segment. Asks the local node and the
+        controller; changes nothing."""
         try:
             segments = self.segments(tokens, lengths)
             if segments is None:
-                return 0
+                whole = [StoredForm(0, list(tokens))] if store_last and tokens else []
+                return 0, whole
             plan = self.client.plan(segments)
         except Exception as e:  # never into the engine loop
             self.stats.errors += 1
             log.warning("pikv plan failed: %s", e)
-            return 0
+            return 0, []
         matched = 0
         for chunk in plan.chunks:
             if chunk.source == "miss":
@@ -188,7 +225,24 @@ class ConnectorCore:
             matched = chunk.actual_start + len(segments[chunk.segment])
         self.stats.lookups += 1
         self.stats.matched_tokens += matched
-        return matched
+        misses = {c.segment for c in plan.chunks if c.source == "miss"}
+        return matched, self.stored_forms(segments, matched, misses, store_last)
+
+    def stored_forms(self, segments, computed_from, misses, store_last):
+        """Of `segments`, computed by the engine from token `computed_from`
+        on with ordinary causal attention (what comes before loaded), those
+        whose KV is what the mode stores and that are in `misses` (or are the
+        last, with `store_last`): the first segment (alone from 0, in either
+        mode) and, in prefixed mode, the second (right after the prefix)."""
+        forms, start = [], 0
+        last = len(segments) - 1
+        for s, seg in enumerate(segments[:2 if self.prefixed else 1]):
+            wanted = s in misses or (store_last and s == last)
+            if wanted and (s < last or store_last) and start >= computed_from and seg:
+                key = self.client.key_of(segments[0]) if s > 0 else ""
+                forms.append(StoredForm(start, list(seg), key))
+            start += len(seg)
+        return forms
 
     # --- worker side ----------------------------------------------------------
 
@@ -231,7 +285,7 @@ class ConnectorCore:
 
     def save_layer(self, name_or_index, saves):
         """Torch path: gathers this layer of each save (save id, tokens,
-        block ids) on the device as the forward pass produces it; save()
+        block ids, start position) on the device as the forward pass produces it; save()
         then copies what was gathered. A no-op on the C++ path, which gathers
         every layer in save()."""
         if self._device is None:
@@ -240,9 +294,9 @@ class ConnectorCore:
             layer = self._layer_index(name_or_index)
             if layer is None:
                 return
-            for save_id, tokens, block_ids in saves:
+            for save_id, tokens, block_ids, start in saves:
                 if save_id not in self._gathering:
-                    slots = slots_of(block_ids, self.block_size, 0, len(tokens))
+                    slots = slots_of(block_ids, self.block_size, start, len(tokens))
                     kv = self._device.kv
                     self._gathering[save_id] = _Gathering(slots, kv.index(slots),
                                                           kv.empty_payload(len(tokens)))
@@ -306,7 +360,10 @@ class ConnectorCore:
         for i, (chunk, obj) in enumerate(zip(plan.chunks, objects)):
             if obj is None or not self.client.should_audit():
                 continue
-            finding = self.client.audit(obj, chunk, self.recompute(segments[chunk.segment]))
+            prefix = segments[0] if self.prefixed and chunk.segment > 0 else []
+            finding = self.client.audit(obj, chunk,
+                                        self.recompute(segments[chunk.segment], prefix),
+                                        start=len(prefix))
             if not finding["match"] and not finding["comparable"]:
                 objects[i] = None
                 log.warning("pikv audit: chunk %s not comparable (%s): not used", chunk.key,
@@ -358,21 +415,23 @@ class ConnectorCore:
                     load.stream.synchronize()
         return loaded
 
-    def save(self, tokens, block_ids, virtual_start=0, wait=True, save_id=None):
-        """Stores a segment the engine computed standalone (its tokens at
-        positions virtual_start..) from the request's blocks. True when stored
-        (wait) or handed off (not wait: a PendingStore is kept in `pending`)."""
+    def save(self, tokens, block_ids, virtual_start=0, wait=True, save_id=None, prefix_key=""):
+        """Stores a segment the engine computed in the mode's form (its tokens
+        at positions virtual_start.., after the prefix whose key is
+        `prefix_key` in prefixed mode) from the request's blocks. True when
+        stored (wait) or handed off (not wait: a PendingStore is kept in
+        `pending`)."""
         try:
             slots = slots_of(block_ids, self.block_size, virtual_start, len(tokens))
             if self._device:
                 g = self._gathering.pop(save_id, None)
                 whole = g is not None and g.slots == slots and \
                     len(g.layers) == self._device.kv.num_layers
-                pending = self._device.save(tokens, slots, virtual_start, wait,
+                pending = self._device.save(tokens, slots, virtual_start, wait, prefix_key,
                                             gathered=g.payload if whole else None)
             else:
                 pending = self.client.store(list(tokens), self._layout, slots,
-                                            virtual_start, wait)
+                                            virtual_start, wait, prefix_key)
             if pending is not None:
                 self._reap()
                 self.pending.append(pending)

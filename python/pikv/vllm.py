@@ -9,8 +9,12 @@ Enable with (docs/vllm.md)
     "kv_connector_extra_config": {"local-node": "ipc:///run/pikv/node.sock",
       "controller": "tcp://controller:7300", "separator": [6, 6]}}'
 A request names its segments with kv_transfer_params
-{"pikv_segments": [lengths]} or through the configured separator; requests
-with {"pikv_save": true} (what `precompute` sends) are stored once computed.
+{"pikv_segments": [lengths]} or through the configured separator. The reuse
+mode is the setting "attention-mode" (default DEFAULT_MODE, chosen by the
+quality measurements of docs/quality.md). Segments a request computes in
+the mode's form are stored as they complete (isolated: the first segment;
+prefixed: the first two); requests with {"pikv_save": true} (what
+`precompute` sends) store their last segment too.
 
 What vLLM's source fixes and this file follows:
 - The scheduler asks get_num_new_matched_tokens again for the same request
@@ -20,6 +24,8 @@ What vLLM's source fixes and this file follows:
   the request's), for new and resumed requests alike.
 - A save's blocks follow scheduled_cached_reqs: appended for a running
   request, replaced for one in resumed_req_ids (its old blocks were freed).
+  A segment is saved in the step that computes its last token (chunked
+  prefill), once per request (not again after a preemption).
 - The cache's packing comes from what vLLM declares (the attention
   backend's name and, on CPU, the kernel's ISA), never from a shape.
 - Blocks that could not be loaded are reported; with
@@ -42,6 +48,11 @@ from pikv.connector import ConnectorCore
 from pikv.errors import InvalidArgument
 from pikv.tensors import TORCH_DTYPES
 
+# The reuse mode when the settings name none: each document computed after
+# the prompt's system prompt keeps most of full prefill's quality where
+# chunks computed alone lose it (docs/quality.md).
+DEFAULT_MODE = "prefixed"
+
 # Keys of kv_connector_extra_config that are the adapter's, not client settings.
 _ADAPTER_KEYS = ("separator", "settings_file", "kv_layout", "threads", "path", "pin_arena")
 
@@ -62,8 +73,17 @@ class _Load:
 
 @dataclass
 class _Save:
-    req_id: str
+    save_id: str
     tokens: list
+    block_ids: list
+    start: int  # the segment's first position in the request (its virtual start)
+    prefix_key: str
+
+
+@dataclass
+class _Saving:
+    """A request's segments still to be saved, and its blocks."""
+    forms: list  # StoredForm, by position
     block_ids: list
 
 
@@ -179,6 +199,7 @@ class PikvConnector(KVConnectorBase_V1):
         check_engine_config(vllm_config)
         extra = dict(self._kv_transfer_config.kv_connector_extra_config or {})
         self._core = ConnectorCore(client_settings(vllm_config, extra),
+                                   defaults={"attention-mode": DEFAULT_MODE},
                                    settings_file=extra.get("settings_file", ""),
                                    block_size=vllm_config.cache_config.block_size,
                                    separator=extra.get("separator"),
@@ -193,10 +214,10 @@ class PikvConnector(KVConnectorBase_V1):
         self._core.require_whole_cache(getattr(scheduler, "disable_hybrid_kv_cache_manager", False))
         self._kv_layout = extra.get("kv_layout")  # a named packing, overriding vLLM's declaration
         # Scheduler side.
-        self._matches = {}  # req_id -> (tokens, lengths, matched): planned once per admission
+        self._matches = {}  # req_id -> (tokens, lengths, matched, forms): once per admission
         self._loads = {}  # req_id -> _Load: allocated this step, sent with this step's metadata
-        self._saves = {}  # req_id -> [tokens, block_ids]: computed standalone, stored once done
-        self._saved = set()  # req_ids whose save was sent, until they finish
+        self._saves = {}  # req_id -> _Saving: segments in the mode's form, stored once computed
+        self._saved = {}  # req_id -> starts of the segments whose save was sent, until it ends
         # Worker side.
         self._failed_blocks = set()
 
@@ -228,35 +249,36 @@ class PikvConnector(KVConnectorBase_V1):
                 getattr(request, "prompt_embeds", None) is None and
                 not getattr(request, "cache_salt", None))
 
-    def _saving(self, request):
-        return self._params(request).get("pikv_save") is True and \
-            self._tokens_say_it_all(request)
-
     def get_num_new_matched_tokens(self, request, num_computed_tokens):
         match = self._matches.get(request.request_id)
         if match is None:
             tokens = request.prompt_token_ids
-            lengths = self._params(request).get("pikv_segments")
-            # A segment being saved is computed alone, from position 0: it
-            # loads nothing (its blocks would be stored as if computed).
-            usable = tokens and self._tokens_say_it_all(request) and not self._saving(request)
-            matched = self._core.num_matched_tokens(tokens, lengths) if usable else 0
+            params = self._params(request)
+            usable = tokens and self._tokens_say_it_all(request)
+            matched, forms = self._core.plan_request(
+                tokens, params.get("pikv_segments"),
+                store_last=params.get("pikv_save") is True) if usable else (0, [])
             # vLLM must compute at least one token of a prompt (the question).
             matched = min(matched, len(tokens) - 1) if tokens else 0
-            match = (list(tokens or ()), lengths, matched)
+            match = (list(tokens or ()), params.get("pikv_segments"), matched, forms)
             self._matches[request.request_id] = match
         return max(0, match[2] - num_computed_tokens), False
 
     def update_state_after_alloc(self, request, blocks, num_external_tokens):
         req_id = request.request_id
-        tokens, lengths, _ = self._matches.pop(req_id, (request.prompt_token_ids, None, 0))
+        tokens, lengths, _, forms = self._matches.pop(
+            req_id, (request.prompt_token_ids, None, 0, []))
         block_ids = list(blocks.get_block_ids()[0])
         if num_external_tokens > 0 and tokens:
             # Loaded from position 0: prefix caching is off, nothing is computed locally.
             self._loads[req_id] = _Load(req_id, list(tokens), lengths, block_ids,
                                         num_external_tokens)
-        if self._saving(request) and tokens and req_id not in self._saved:
-            self._saves[req_id] = [list(tokens), block_ids]
+        # Computed after what was loaded: a segment that starts before it
+        # (a load cut short is recomputed, but not in the stored form) is not.
+        sent = self._saved.get(req_id, set())
+        todo = [f for f in forms if f.start >= num_external_tokens and f.start not in sent]
+        if todo:
+            self._saves[req_id] = _Saving(todo, block_ids)
 
     def build_connector_meta(self, scheduler_output):
         meta = PikvConnectorMetadata(loads=list(self._loads.values()))
@@ -265,31 +287,34 @@ class PikvConnector(KVConnectorBase_V1):
         scheduled = scheduler_output.num_scheduled_tokens
         for new in scheduler_output.scheduled_new_reqs:
             if new.req_id in self._saves:
-                self._saves[new.req_id][1] = list(new.block_ids[0])
+                self._saves[new.req_id].block_ids = list(new.block_ids[0])
                 progress[new.req_id] = new.num_computed_tokens + scheduled.get(new.req_id, 0)
         cached = scheduler_output.scheduled_cached_reqs
         resumed = getattr(cached, "resumed_req_ids", set())
         for i, req_id in enumerate(cached.req_ids):
             if req_id not in self._saves:
                 continue
-            new_blocks = cached.new_block_ids[i]
+            saving, new_blocks = self._saves[req_id], cached.new_block_ids[i]
             if req_id in resumed:  # a new block table: the old blocks were freed
-                self._saves[req_id][1] = list(new_blocks[0]) if new_blocks else []
+                saving.block_ids = list(new_blocks[0]) if new_blocks else []
             elif new_blocks is not None:
-                self._saves[req_id][1] += list(new_blocks[0])
+                saving.block_ids += list(new_blocks[0])
             progress[req_id] = cached.num_computed_tokens[i] + scheduled.get(req_id, 0)
         for req_id, done in progress.items():
-            tokens, block_ids = self._saves[req_id]
-            if done >= len(tokens):
+            saving = self._saves[req_id]
+            while saving.forms and saving.forms[0].end <= done:
+                f = saving.forms.pop(0)
+                # Not again if the request is preempted and resumed.
+                self._saved.setdefault(req_id, set()).add(f.start)
+                meta.saves.append(_Save(f"{req_id}@{f.start}", f.tokens, saving.block_ids,
+                                        f.start, f.prefix_key))
+            if not saving.forms:
                 del self._saves[req_id]
-                self._saved.add(req_id)  # not again if it is preempted and resumed
-                meta.saves.append(_Save(req_id, tokens, block_ids))
         return meta
 
     def request_finished(self, request, block_ids):
-        for pending in (self._matches, self._loads, self._saves):
+        for pending in (self._matches, self._loads, self._saves, self._saved):
             pending.pop(request.request_id, None)
-        self._saved.discard(request.request_id)
         return False, None
 
     # --- worker side ----------------------------------------------------------
@@ -319,7 +344,8 @@ class PikvConnector(KVConnectorBase_V1):
             return
         saves = self._get_connector_metadata().saves
         if saves:
-            self._core.save_layer(layer_name, [(s.req_id, s.tokens, s.block_ids) for s in saves])
+            self._core.save_layer(layer_name,
+                                  [(s.save_id, s.tokens, s.block_ids, s.start) for s in saves])
 
     def wait_for_save(self):
         # The gather happens now (the blocks may be reused after this
@@ -327,7 +353,8 @@ class PikvConnector(KVConnectorBase_V1):
         if not self.has_connector_metadata():
             return
         for save in self._get_connector_metadata().saves:
-            self._core.save(save.tokens, save.block_ids, 0, wait=False, save_id=save.req_id)
+            self._core.save(save.tokens, save.block_ids, save.start, wait=False,
+                            save_id=save.save_id, prefix_key=save.prefix_key)
 
     def get_block_ids_with_load_errors(self):
         failed, self._failed_blocks = self._failed_blocks, set()
@@ -338,29 +365,66 @@ class PikvConnector(KVConnectorBase_V1):
 
 
 def missing_segments(core: ConnectorCore, segments):
-    """The segments before the question that pikv does not hold yet."""
+    """The indices of the segments before the question that pikv lacks."""
     plan = core.client.plan([list(s) for s in segments])
-    return [list(segments[c.segment]) for c in plan.chunks if c.source == "miss"]
+    return [c.segment for c in plan.chunks if c.source == "miss"]
+
+
+def precompute_requests(core: ConnectorCore, segments, missing=None):
+    """The requests (prompt tokens, kv_transfer_params) that compute and
+    store the segments before the question that pikv lacks, each in the
+    mode's form: isolated, a segment alone; prefixed, the prefix (the first
+    segment) followed by the segment (the prefix is loaded when pikv holds
+    it, and stored by the request when not). `missing`: missing_segments'
+    answer, when the caller has it."""
+    if missing is None:
+        missing = missing_segments(core, segments)
+    if not core.prefixed:
+        return [(list(segments[s]), {"pikv_save": True}) for s in missing]
+    prefix = list(segments[0])
+    requests = [(prefix + list(segments[s]),
+                 {"pikv_save": True, "pikv_segments": [len(prefix), len(segments[s])]})
+                for s in missing if s > 0]
+    if not requests and 0 in missing:
+        requests.append((prefix, {"pikv_save": True}))
+    return requests
 
 
 def precompute(generate, core: ConnectorCore, segments):
-    """Computes each missing segment of a prompt as a request of its own (the
-    segment alone, from position 0: isolated by construction) and stores it,
-    before the prompt itself runs. `generate(list_of_token_lists, params)` runs
-    requests with kv_transfer_params `params`; `precompute_with_llm` gives one
-    for vLLM's offline LLM. Returns how many segments were computed."""
-    todo = missing_segments(core, segments)
-    if todo:
-        generate(todo, {"pikv_save": True})
-    return len(todo)
+    """Computes the missing segments of a prompt (precompute_requests) and
+    stores them, before the prompt itself runs. `generate(requests)` runs
+    requests, a list of (prompt tokens, kv_transfer_params), and waits for
+    them; `precompute_with_llm` gives one for vLLM's offline LLM. `core` is
+    a ConnectorCore with the engine's settings (connector_core). Returns how
+    many segments were computed."""
+    missing = missing_segments(core, segments)
+    requests = precompute_requests(core, segments, missing)
+    if requests:
+        generate(requests)
+    return len(missing)
+
+
+def connector_core(llm):
+    """A ConnectorCore with the settings of a vllm.LLM's connector (the
+    engine's effective model, its kv_connector_extra_config, the default
+    mode): it keys chunks as the engine's connector does."""
+    vllm_config = llm.llm_engine.vllm_config
+    extra = dict(vllm_config.kv_transfer_config.kv_connector_extra_config or {})
+    return ConnectorCore(client_settings(vllm_config, extra),
+                         defaults={"attention-mode": DEFAULT_MODE},
+                         settings_file=extra.get("settings_file", ""),
+                         block_size=vllm_config.cache_config.block_size,
+                         separator=extra.get("separator"))
 
 
 def precompute_with_llm(llm, core: ConnectorCore, segments):
-    """precompute() through a vllm.LLM (one output token per segment)."""
+    """precompute() through a vllm.LLM (one output token per request)."""
     from vllm import SamplingParams
 
-    def generate(prompts, params):
-        sampling = SamplingParams(max_tokens=1, extra_args={"kv_transfer_params": params})
-        llm.generate([{"prompt_token_ids": p} for p in prompts], sampling, use_tqdm=False)
+    def generate(requests):
+        sampling = [SamplingParams(max_tokens=1, extra_args={"kv_transfer_params": params})
+                    for _, params in requests]
+        llm.generate([{"prompt_token_ids": tokens} for tokens, _ in requests], sampling,
+                     use_tqdm=False)
 
     return precompute(generate, core, segments)

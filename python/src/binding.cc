@@ -279,9 +279,11 @@ py::dict Audit(client::Client& c, const SharedBuffer& object, const client::Chun
 }
 
 client::ClientOptions LoadOptions(const std::string& path,
-                                  const std::map<std::string, std::string>& overrides) {
+                                  const std::map<std::string, std::string>& overrides,
+                                  const std::map<std::string, std::string>& defaults) {
   // etcd:// specs too: this module links coord.
-  return Take(client::LoadClientOptions(path, nullptr, overrides, &coord::FindControllers));
+  return Take(
+      client::LoadClientOptions(path, nullptr, overrides, &coord::FindControllers, defaults));
 }
 
 // A controller connection for pikv.Admin: one AdminClient, so its finder
@@ -374,8 +376,9 @@ void DefineSettings(py::module_& m) {
   py::class_<client::ClientOptions>(m, "Options")
       .def_static("load", &LoadOptions, "path"_a = "",
                   "overrides"_a = std::map<std::string, std::string>{},
-                  "Settings from a YAML file, PIKV_* variables, then overrides (keys as in "
-                  "deploy/client.example.yaml)")
+                  "defaults"_a = std::map<std::string, std::string>{},
+                  "Settings from `defaults` (the program's own, replacing pikv's), a YAML file, "
+                  "PIKV_* variables, then overrides (keys as in deploy/client.example.yaml)")
       .def_readonly("model_id", &client::ClientOptions::model_id)
       .def_readonly("local_node", &client::ClientOptions::local_node)
       .def_readonly("controller", &client::ClientOptions::controller)
@@ -391,6 +394,10 @@ void DefineSettings(py::module_& m) {
                              [](const client::ClientOptions& o) { return o.rope.Signature(); })
       .def_readonly("windowed_layers", &client::ClientOptions::windowed_layers)
       .def_readonly("tenant", &client::ClientOptions::tenant)
+      .def_property_readonly("attention_mode",
+                             [](const client::ClientOptions& o) {
+                               return std::string(AttentionModeName(o.mode));
+                             })
       .def_readonly("audit_rate", &client::ClientOptions::audit_rate)
       .def_property_readonly("fetch_timeout_ms", [](const client::ClientOptions& o) {
         return static_cast<int64_t>(o.fetch_timeout.count());
@@ -486,10 +493,14 @@ void DefineClient(py::module_& m) {
       .def_property_readonly("options", &client::Client::options)
       .def(
           "key_of",
-          [](const client::Client& c, const std::vector<int32_t>& tokens) {
-            return c.KeyOf(tokens).Hex();
+          [](const client::Client& c, const std::vector<int32_t>& tokens,
+             const std::string& sys_key_hex) {
+            const std::optional<ChunkKey> sys_key = SysKey(sys_key_hex);
+            return c.KeyOf(tokens, sys_key ? &*sys_key : nullptr).Hex();
           },
-          "tokens"_a)
+          "tokens"_a, "sys_key"_a = "",
+          "The chunk key of `tokens` (hex); in prefixed mode, of a chunk computed after the "
+          "prefix whose key is `sys_key`")
       .def(
           "plan",
           [](client::Client& c, std::vector<std::vector<int32_t>> segments) {
@@ -558,7 +569,7 @@ void DefineClient(py::module_& m) {
       .def("store", &StoreFromCache, "tokens"_a, "cache"_a, "slots"_a, "virtual_start"_a = 0,
            "wait"_a = true, "sys_key"_a = "",
            "Gathers a chunk by slots out of the cache and stores it under its key, "
-           "key_of(tokens) (in sys-prefixed mode after the system prompt whose key is `sys_key`, "
+           "key_of(tokens) (in prefixed mode after the system prompt whose key is `sys_key`, "
            "hex); wait=False returns a PendingStore (the gather "
            "is done either way)")
       .def("should_audit", &client::Client::ShouldAudit,

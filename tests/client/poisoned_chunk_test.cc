@@ -61,7 +61,7 @@ TEST_F(PoisonedChunkTest, APoisonedPutIsRefusedAndAnHonestStoreThenLands) {
       {"other dtype", [](ChunkHeader& h) { h.geometry.dtype = DType::kF16; }},
       {"other attention mode",
        [](ChunkHeader& h) {
-         h.attention_mode = AttentionMode::kSysPrefixed;
+         h.attention_mode = AttentionMode::kPrefixed;
          h.sys_key = ChunkKey{1, 2};
        }},
   };

@@ -90,7 +90,7 @@ class ExactnessTest : public ::testing::Test {
     return Object(kv, tokens.size(), tokens.size(), virtual_start);
   }
 
-  // A chunk computed after a system prompt (sys-prefixed): it sees the whole
+  // A chunk computed after a system prompt (prefixed): it sees the whole
   // system prompt; returns only the chunk's KV.
   std::vector<uint8_t> AfterSystem(const Tokens& sys, const Tokens& chunk, int64_t virtual_start) {
     Tokens all = sys;
@@ -231,30 +231,30 @@ TEST_F(ExactnessTest, WithoutTheReRotationTheAnswerIsWrong) {
             1e-3);
 }
 
-TEST_F(ExactnessTest, SysPrefixedIsExactOnlyAtTheSameDistanceFromTheSystemPrompt) {
+TEST_F(ExactnessTest, PrefixedIsExactOnlyAtTheSameDistanceFromTheSystemPrompt) {
   auto sys = Isolated(sys1_, 100);
   auto c1_after_sys = AfterSystem(sys1_, c1_, 700);  // computed right after sys1
   auto c2_after_sys = AfterSystem(sys1_, c2_, 900);
 
   // c1 right after the system prompt, as computed: exact.
-  auto same = Scratch({sys1_, c1_, q_}, AttentionMode::kSysPrefixed);
+  auto same = Scratch({sys1_, c1_, q_}, AttentionMode::kPrefixed);
   const double exact = MaxDiff(
-      same, Reused({&sys, &c1_after_sys}, {sys1_, c1_, q_}, AttentionMode::kSysPrefixed, 5));
+      same, Reused({&sys, &c1_after_sys}, {sys1_, c1_, q_}, AttentionMode::kPrefixed, 5));
   EXPECT_LE(exact, 1e-4);
 
   // c1 after c2: its distance to the system prompt grew, so its KV is stale.
-  auto moved = Scratch({sys1_, c2_, c1_, q_}, AttentionMode::kSysPrefixed);
+  auto moved = Scratch({sys1_, c2_, c1_, q_}, AttentionMode::kPrefixed);
   const double approx =
       MaxDiff(moved, Reused({&sys, &c2_after_sys, &c1_after_sys}, {sys1_, c2_, c1_, q_},
-                            AttentionMode::kSysPrefixed, 6));
-  std::cout << "sys-prefixed reuse: max |logit error| " << exact << " at the computed distance, "
+                            AttentionMode::kPrefixed, 6));
+  std::cout << "prefixed reuse: max |logit error| " << exact << " at the computed distance, "
             << approx << " with the chunk moved " << c2_.size()
             << " tokens further from the system prompt\n";
   RecordProperty("sys_prefixed_moved_error", std::to_string(approx));
-  EXPECT_GT(approx, 1e-3) << "moving a sys-prefixed chunk should change its KV";
+  EXPECT_GT(approx, 1e-3) << "moving a prefixed chunk should change its KV";
 }
 
-TEST(AttentionMetadataTest, IsolatedAndSysPrefixedMasks) {
+TEST(AttentionMetadataTest, IsolatedAndPrefixedMasks) {
   std::vector<uint32_t> lengths = {2, 3, 2};  // sys, chunk, question
   auto iso = BuildAttentionMetadata(lengths, AttentionMode::kIsolated, 10);
   ASSERT_TRUE(iso.ok());
@@ -266,8 +266,8 @@ TEST(AttentionMetadataTest, IsolatedAndSysPrefixedMasks) {
   EXPECT_FALSE(iso->Allowed(2, 3));  // causal
   EXPECT_TRUE(iso->Allowed(5, 0));   // the question sees everything before it
   EXPECT_FALSE(iso->Allowed(5, 6));
-  auto pre = BuildAttentionMetadata(lengths, AttentionMode::kSysPrefixed);
-  EXPECT_TRUE(pre->Allowed(3, 1));  // sys-prefixed: the chunk sees the system prompt
+  auto pre = BuildAttentionMetadata(lengths, AttentionMode::kPrefixed);
+  EXPECT_TRUE(pre->Allowed(3, 1));  // prefixed: the chunk sees the system prompt
   auto dense = pre->DenseMask();
   EXPECT_EQ(std::count(dense.begin(), dense.end(), 1), 3 + (2 + 1) + (2 + 2) + (2 + 3) + 6 + 7);
   std::vector<uint32_t> empty_chunk = {2, 0, 2};

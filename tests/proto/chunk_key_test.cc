@@ -35,13 +35,13 @@ TEST(ChunkKeyTest, DependsOnTokensAndNamespaceOnly) {
   EXPECT_NE(MakeChunkKey(Ns(), a), MakeChunkKey(other, a));
 }
 
-TEST(ChunkKeyTest, SysKeyCountsOnlyInSysPrefixedMode) {
+TEST(ChunkKeyTest, SysKeyCountsOnlyInPrefixedMode) {
   std::vector<int32_t> t = {5, 6};
   KeyNamespace iso = Ns();
   iso.sys_key = ChunkKey{1, 2};
   EXPECT_EQ(MakeChunkKey(iso, t), MakeChunkKey(Ns(), t));
   KeyNamespace pre = Ns();
-  pre.attention_mode = AttentionMode::kSysPrefixed;
+  pre.attention_mode = AttentionMode::kPrefixed;
   pre.sys_key = ChunkKey{1, 2};
   KeyNamespace pre2 = pre;
   pre2.sys_key = ChunkKey{1, 3};

@@ -21,7 +21,7 @@ ChunkHeader SmallHeader() {
   h.rope_spec = "gptj;rotary_dim=4;theta=500000;scaling=llama3(8,1,4,8192)";
   h.k_form = KForm::kRotated;
   h.virtual_start = 4096;
-  h.attention_mode = AttentionMode::kSysPrefixed;
+  h.attention_mode = AttentionMode::kPrefixed;
   h.sys_key = ChunkKey{0x1234, 0x5678};
   h.tokens = {10, 20, 30};
   h.key = KeyOfContent(h);
@@ -55,7 +55,7 @@ TEST(ChunkObjectTest, RoundTripsEveryHeaderField) {
   EXPECT_EQ(parsed->rope_spec, h.rope_spec);
   EXPECT_EQ(parsed->k_form, KForm::kRotated);
   EXPECT_EQ(parsed->virtual_start, 4096);
-  EXPECT_EQ(parsed->attention_mode, AttentionMode::kSysPrefixed);
+  EXPECT_EQ(parsed->attention_mode, AttentionMode::kPrefixed);
   EXPECT_EQ(parsed->sys_key, h.sys_key);
   EXPECT_EQ(parsed->tokens, h.tokens);
   EXPECT_EQ(parsed->header_size % 64, 0u);

@@ -1,31 +1,98 @@
 """An independent reference for what vLLM answers with pikv's chunks:
 transformers' own implementation of the same safetensors weights, in
-float32, run once over the whole prompt with an explicit 4-D mask.
+float32, run once over the prompt with an explicit 4-D mask and explicit
+positions. It reads no pikv code: each reuse mode is written here from its
+definition (shared/DESIGN.md §4), as which earlier token each token may
+see and at which position it sits.
 
-The mask is pikv's isolated mode: a chunk's tokens attend causally within
-their chunk only; `open_from` on (the question, the generated tokens, and
-whatever vLLM recomputed after a failed load) attends to every token
-before it. Positions are the actual ones, 0..n-1."""
+- `causal`: the ordinary prompt (full prefill).
+- `isolated`: a chunk's tokens attend causally within their chunk only.
+- `prefixed`: the first segment (the system prompt) as in full prefill;
+  every later chunk computed right after a prefix (the first
+  `prefix_tokens` tokens of the prompt: all of the first segment by
+  default, or a short opener) and then re-rotated to where it sits. RoPE
+  scores depend only on relative positions, so that is one pass in which a
+  copy of the prefix sits just before each chunk, at positions ending
+  where the chunk starts, seen by that chunk alone. `distance(d)` moves the
+  copy back: the chunk computed `distance(d)` tokens after the prefix, `d`
+  being how far after it the chunk really sits (`d` itself: the prefix at
+  its real distance, not storable position-independently; 0: adjacent).
+
+In every mode the tokens from `open_from` on (the question, the generated
+tokens, whatever vLLM recomputed after a failed load) attend to every real
+token before them; the copies are seen only by their chunk."""
+
+from dataclasses import dataclass, field
 
 import torch
 
 
-def isolated_mask(lengths, open_from, total):
-    """Additive (1, 1, total, total) float mask: 0 where attention is allowed."""
-    segment = torch.empty(total, dtype=torch.int64)
-    at = 0
-    for i, n in enumerate(lengths):
-        segment[at:at + n] = i
-        at += n
-    segment[at:] = -1
-    i = torch.arange(total)
-    causal = i[None, :] <= i[:, None]
-    same = segment[None, :] == segment[:, None]
-    opened = (i >= open_from)[:, None]
-    allowed = causal & (same | opened)
-    mask = torch.zeros(total, total)
-    mask[~allowed] = torch.finfo(torch.float32).min
-    return mask[None, None]
+@dataclass
+class Splice:
+    """The extended sequence one pass runs: the prompt's tokens (`real`
+    rows, in prompt order) with the prefix copies before their chunks."""
+    tokens: list = field(default_factory=list)
+    positions: list = field(default_factory=list)
+    groups: list = field(default_factory=list)  # rows of one group see each other
+    sees: dict = field(default_factory=dict)  # group -> the other group it sees
+    real: list = field(default_factory=list)  # row of each prompt token
+    open_from_row: int = 0
+
+    def add(self, tokens, start, group):
+        for t, token in enumerate(tokens):
+            self.tokens.append(token)
+            self.positions.append(start + t)
+            self.groups.append(group)
+
+    def mask(self):
+        """Additive (1, 1, n, n) float mask: 0 where attention is allowed."""
+        n = len(self.tokens)
+        group = torch.tensor(self.groups)
+        seen = torch.tensor([self.sees.get(g, g) for g in self.groups])
+        is_real = torch.zeros(n, dtype=torch.bool)
+        is_real[self.real] = True
+        i = torch.arange(n)
+        causal = i[None, :] <= i[:, None]
+        same = group[None, :] == group[:, None]
+        sees = group[None, :] == seen[:, None]
+        opened = (i >= self.open_from_row)[:, None] & is_real[None, :]
+        allowed = causal & (same | sees | opened)
+        out = torch.zeros(n, n)
+        out[~allowed] = torch.finfo(torch.float32).min
+        return out[None, None]
+
+
+def splice(tokens, chunk_lengths, open_from, mode="isolated", prefix_tokens=None,
+           distance=None):
+    """The pass that computes `tokens` as `mode` defines: chunks of
+    `chunk_lengths` cover the prompt's start (the first is the system
+    prompt), everything from `open_from` on is open."""
+    if mode not in ("causal", "isolated", "prefixed"):
+        raise ValueError(f"unknown mode {mode!r}")
+    s = Splice()
+    bounds = [0]
+    for n in ([] if mode == "causal" else chunk_lengths):
+        bounds.append(bounds[-1] + n)
+    chunks = [(a, min(b, open_from)) for a, b in zip(bounds, bounds[1:]) if a < open_from]
+    prefix = tokens[:prefix_tokens if prefix_tokens is not None else
+                    (chunk_lengths[0] if chunk_lengths else 0)]
+    for k, (a, b) in enumerate(chunks):
+        if mode == "prefixed" and k > 0 and prefix:
+            gap = a - len(prefix)
+            moved = distance(gap) if distance else 0
+            s.add(prefix, a - moved - len(prefix), ("prefix", k))
+            s.sees[k] = ("prefix", k)
+        s.real.extend(range(len(s.tokens), len(s.tokens) + b - a))
+        s.add(tokens[a:b], a, k)
+    at = chunks[-1][1] if chunks else 0
+    s.open_from_row = len(s.tokens)
+    s.real.extend(range(len(s.tokens), len(s.tokens) + len(tokens) - at))
+    s.add(tokens[at:], at, "open")
+    # Groups are compared as numbers: label them by first appearance.
+    names = {}
+    s.groups = [names.setdefault(g, len(names)) for g in s.groups]
+    s.sees = {names[g]: names[h] for g, h in s.sees.items()}
+    return s
 
 
 class Reference:
@@ -35,23 +102,22 @@ class Reference:
             model_dir, dtype=torch.float32, attn_implementation="eager").eval()
 
     @torch.no_grad()
-    def logprobs(self, tokens, chunk_lengths, open_from):
-        """log-softmax of the next token after each position, (n, vocab):
-        chunks of `chunk_lengths` isolated, everything from `open_from` on
-        attending to all before it (open_from=0: the ordinary causal prompt)."""
-        n = len(tokens)
-        mask = isolated_mask(chunk_lengths, open_from, n)
-        out = self.model(input_ids=torch.tensor([tokens]), attention_mask=mask,
-                         position_ids=torch.arange(n)[None])
-        return torch.log_softmax(out.logits[0].float(), dim=-1)
+    def logprobs(self, tokens, chunk_lengths, open_from, **mode):
+        """log-softmax of the next token after each prompt position, (n,
+        vocab), as `splice` defines the pass (default: chunks isolated;
+        open_from=0: the ordinary causal prompt)."""
+        s = splice(list(tokens), chunk_lengths, open_from, **mode)
+        out = self.model(input_ids=torch.tensor([s.tokens]), attention_mask=s.mask(),
+                         position_ids=torch.tensor([s.positions]))
+        return torch.log_softmax(out.logits[0, s.real].float(), dim=-1)
 
-    def greedy(self, prompt, chunk_lengths, open_from, steps):
-        """Greedy continuation under the same mask, and each step's logprobs."""
+    def greedy(self, prompt, chunk_lengths, open_from, steps, **mode):
+        """Greedy continuation under the same mode, and each step's logprobs."""
         tokens = list(prompt)
         for _ in range(steps):
-            lp = self.logprobs(tokens, chunk_lengths, open_from)
+            lp = self.logprobs(tokens, chunk_lengths, open_from, **mode)
             tokens.append(int(lp[-1].argmax()))
-        return tokens[len(prompt):], self.logprobs(tokens, chunk_lengths, open_from)
+        return tokens[len(prompt):], self.logprobs(tokens, chunk_lengths, open_from, **mode)
 
 
 def worst_difference(answer, ref_logprobs, prompt_len):

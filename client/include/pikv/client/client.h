@@ -25,7 +25,7 @@
 // miss. The engine always gets an answer it can act on: recompute the misses.
 //
 // Exactness: in `isolated` mode reused chunks give the same logits as
-// recomputing (to float rounding). In `sys-prefixed` mode a chunk's key
+// recomputing (to float rounding). In `prefixed` mode a chunk's key
 // includes the system prompt's, and reuse is exact only at the same distance
 // from the system prompt as when it was computed; ChunkPlan::approximate
 // flags the chunks where that distance changed (the EPIC/Block-Attention
@@ -113,14 +113,14 @@ std::string_view SourceName(Source s);
 
 struct ChunkPlan {
   ChunkKey key;
-  // Sys-prefixed mode, chunks after the system prompt: the system prompt's
+  // Prefixed mode, chunks after the system prompt: the system prompt's
   // key, part of this chunk's namespace (pass it to Store*).
   std::optional<ChunkKey> sys_key;
   uint32_t segment = 0;  // index into the prompt's segments (0 = system prompt)
   Source source = Source::kMiss;
   std::string peer_id, peer_endpoint;  // for kPeer
   int64_t actual_start = 0;            // position of its first token in this prompt
-  bool approximate = false;  // sys-prefixed reuse at a different distance (set after Fetch)
+  bool approximate = false;  // prefixed reuse at a different distance (set after Fetch)
   // Set by Fetch when the object is a view into the local node's memory:
   // it is the chunk's object until then, and Remap refuses it afterwards.
   std::chrono::steady_clock::time_point lease_deadline{};
@@ -140,7 +140,7 @@ class Client {
 
   const ClientOptions& options() const { return options_; }
   // The key of a chunk's tokens in this client's namespace (sys_key only
-  // matters in sys-prefixed mode).
+  // matters in prefixed mode).
   ChunkKey KeyOf(std::span<const int32_t> tokens, const ChunkKey* sys_key = nullptr) const;
 
   Plan MakePlan(const ChunkedPrompt& prompt);
@@ -193,7 +193,7 @@ class Client {
   // so the engine may reuse the blocks; with `async` the put runs on a task of
   // its own (its own connection) and the future says how it went. The layout
   // must match this client's namespace (dtype, format, heads, head dim, layers).
-  // `key` is the chunk's key (KeyOf; in sys-prefixed mode with the system
+  // `key` is the chunk's key (KeyOf; in prefixed mode with the system
   // prompt's key), as for Store.
   // Stores a chunk whose payload `write` puts straight into the object's
   // payload bytes (payload_size of them, this namespace's geometry): in the

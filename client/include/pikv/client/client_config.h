@@ -7,7 +7,7 @@
 //   device::ReadModelConfig), max-model-len (the engine's; picks LongRoPE's
 //   factors), dtype (f32 | f16 | bf16; overrides the config's), num-layers,
 //   num-kv-heads, head-dim (without a model config; with one they must agree
-//   with it), attention-mode (isolated | sys-prefixed), node-timeout,
+//   with it), attention-mode (isolated | prefixed), node-timeout,
 //   controller-timeout, fetch-timeout, curve-key and curve-keyring (security
 //   on: transport/curve.h), local-node-id (a tcp local node's key).
 #pragma once
@@ -26,10 +26,13 @@ namespace pikv::client {
 // given, receives the effective settings (for printing). `find_controllers`
 // becomes ClientOptions::find_controllers: a program that links coord passes
 // coord::FindControllers to take etcd:// specs; with the default, such a
-// spec is refused here.
+// spec is refused here. `defaults` replace the declared defaults (lowest
+// layer, under the file): a program's own, e.g. the vLLM connector's reuse
+// mode.
 Result<ClientOptions> LoadClientOptions(
     const std::string& path, Config* config_out = nullptr,
     const std::map<std::string, std::string>& overrides = {},
-    FindControllersFn find_controllers = &ControllerFinder::Parse);
+    FindControllersFn find_controllers = &ControllerFinder::Parse,
+    const std::map<std::string, std::string>& defaults = {});
 
 }  // namespace pikv::client

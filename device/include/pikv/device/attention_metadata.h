@@ -6,7 +6,7 @@
 //   isolated:     every chunk (the system prompt included) attends causally
 //                 within itself only; question tokens attend to everything
 //                 before them and causally among themselves.
-//   sys-prefixed: chunk tokens also see the whole system prompt.
+//   prefixed: chunk tokens also see the whole system prompt.
 // Per query token the allowed keys are a few half-open ranges, which is what
 // an engine's varlen attention wants; DenseMask is for reference and tests.
 #pragma once

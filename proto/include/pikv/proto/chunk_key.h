@@ -3,7 +3,7 @@
 // key = XXH3-128( namespace bytes || token ids as little-endian int32 ).
 // The namespace pins everything the KV depends on besides the tokens: model,
 // KV format, dtype, the RoPE signature, the attention mode and, in
-// sys-prefixed mode, the system prompt's key; and the tenant, so that equal
+// prefixed mode, the system prompt's key; and the tenant, so that equal
 // documents of two tenants are two keys. No position goes into the key.
 // Printed as 32 lowercase hex digits (high 64 bits first).
 #pragma once
@@ -50,7 +50,7 @@ struct KeyNamespace {
   // Canonical text of the RoPE spec (style, rotary dim, base, scaling).
   std::string rope_signature;
   AttentionMode attention_mode = AttentionMode::kIsolated;
-  // Only in sys-prefixed mode: the key of the system prompt the chunk saw.
+  // Only in prefixed mode: the key of the system prompt the chunk saw.
   std::optional<ChunkKey> sys_key;
   // The tenant (owner.h); "" = the default tenant, which adds nothing to the
   // bytes (keys of the default tenant are those of a cluster without tenants).

@@ -63,7 +63,7 @@ struct ChunkHeader {
   int64_t virtual_start = 0;  // position of token 0 when k_form == kRotated
   uint8_t layout = kLayoutLayerKvTokenHeadDim;
   AttentionMode attention_mode = AttentionMode::kIsolated;
-  std::optional<ChunkKey> sys_key;  // sys-prefixed only: the system prompt's key
+  std::optional<ChunkKey> sys_key;  // prefixed only: the system prompt's key
   std::string tenant;               // part of the namespace; "" = the default tenant
   std::string writer;               // stamped by the node that took the put (StampWriter)
   std::vector<int32_t> tokens;

@@ -23,7 +23,7 @@ enum class KForm : uint8_t { kRotated = 1, kPreRope = 2 };
 
 enum class RopeStyle : uint8_t { kNeox = 1, kGptj = 2 };
 
-enum class AttentionMode : uint8_t { kIsolated = 1, kSysPrefixed = 2 };
+enum class AttentionMode : uint8_t { kIsolated = 1, kPrefixed = 2 };
 
 size_t DTypeSize(DType d);
 std::string_view DTypeName(DType d);
