@@ -20,9 +20,9 @@ std::chrono::milliseconds Left(Clock::time_point deadline) {
 }
 
 // Each fetched object: kept if it is the chunk's (misses and corrupt
-// objects become kNotFound), counted, and flagged approximate where reuse is.
+// objects become kNotFound) and counted.
 void CheckFetched(Plan& plan, std::vector<Result<SharedBuffer>>& out,
-                  const std::vector<bool>& in_place, AttentionMode mode, ClientStats& stats) {
+                  const std::vector<bool>& in_place, ClientStats& stats) {
   for (size_t i = 0; i < out.size(); ++i) {
     ChunkPlan& c = plan.chunks[i];
     if (!out[i].ok()) {
@@ -45,10 +45,6 @@ void CheckFetched(Plan& plan, std::vector<Result<SharedBuffer>>& out,
     }
     stats.fetched++;
     if (in_place[i]) stats.zero_copy_fetched++;
-    // Prefixed chunks are computed right after the system prompt, which
-    // starts at 0: reuse is exact only where the chunk starts where it was computed.
-    if (mode == AttentionMode::kPrefixed && c.segment > 0)
-      c.approximate = header->virtual_start != c.actual_start;
   }
 }
 
@@ -147,7 +143,7 @@ std::vector<Result<SharedBuffer>> Client::Fetch(Plan& plan) {
       take(idx, std::move(got));
     }
   }
-  CheckFetched(plan, out, in_place, options_.mode, stats_);
+  CheckFetched(plan, out, in_place, stats_);
   return out;
 }
 

@@ -73,11 +73,15 @@ class _Load:
 
 @dataclass
 class _Save:
-    save_id: str
+    req_id: str
     tokens: list
     block_ids: list
     start: int  # the segment's first position in the request (its virtual start)
     prefix_key: str
+
+    @property
+    def save_id(self):  # a request may save two segments
+        return f"{self.req_id}@{self.start}"
 
 
 @dataclass
@@ -306,8 +310,8 @@ class PikvConnector(KVConnectorBase_V1):
                 f = saving.forms.pop(0)
                 # Not again if the request is preempted and resumed.
                 self._saved.setdefault(req_id, set()).add(f.start)
-                meta.saves.append(_Save(f"{req_id}@{f.start}", f.tokens, saving.block_ids,
-                                        f.start, f.prefix_key))
+                meta.saves.append(_Save(req_id, f.tokens, list(saving.block_ids), f.start,
+                                        f.prefix_key))
             if not saving.forms:
                 del self._saves[req_id]
         return meta

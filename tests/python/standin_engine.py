@@ -310,9 +310,9 @@ class StandInVllm:
         self._free += blocks
         return logits, external
 
-    def generate(self, prompts, params):
-        """What precompute() needs: run each prompt as its own request, and
-        wait for the stores it started."""
-        for p in prompts:
-            self.run(p, params)
+    def generate(self, requests):
+        """What precompute() needs: run each (prompt, kv_transfer_params) as
+        a request of its own, and wait for the stores it started."""
+        for tokens, params in requests:
+            self.run(tokens, params)
         assert self.worker.core.wait_for_saves() == 0

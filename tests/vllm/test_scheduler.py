@@ -84,13 +84,17 @@ def blocks_of(scheduler, req_id):
 
 
 def store_chunks(scheduler, segments):
-    """Puts every segment but the question in pikv (values do not matter
-    to a scheduler), through the connector's own client."""
+    """Puts every segment but the question in pikv, keyed as the connector's
+    mode keys them (values do not matter to a scheduler), through the
+    connector's own client."""
     core = scheduler.connector.core
     o = core.options
-    for seg in segments[:-1]:
+    prefix = core.client.key_of(segments[0]) if core.prefixed else ""
+    for i, seg in enumerate(segments[:-1]):
         nbytes = o.num_layers * 2 * len(seg) * o.num_kv_heads * o.head_dim * 4
-        core.client.store_with(seg, nbytes, lambda view: None)  # raises on failure
+        after = prefix if i > 0 else ""
+        start = len(segments[0]) if after else 0
+        core.client.store_with(seg, nbytes, lambda view: None, start, True, after)  # raises
 
 
 @pytest.fixture
@@ -224,18 +228,53 @@ def run_to_end(sched):
     return loads, saves
 
 
-def test_a_segment_being_saved_loads_nothing(cluster, model):
-    """A save stores the request's blocks as a chunk computed alone: had any
-    of them been loaded (or failed to load and been recomputed later), the
-    object would not be that."""
-    sched = make_scheduler(model, engine_settings(cluster, 0), num_blocks=64)
-    segments = rag_prompt(seed=5, vocab=2048, doc_lengths=(40,), system=20, question=8)
-    store_chunks(sched, segments)
-    sched.add_request(make_request("both", segments, max_tokens=1, params={
-        "pikv_segments": [len(s) for s in segments], "pikv_save": True}))
+@pytest.mark.parametrize("mode", ["isolated", "prefixed"])
+def test_a_save_request_stores_only_what_it_computes_in_the_modes_form(cluster, model, mode):
+    """A save stores request blocks as the mode defines the chunk: alone
+    from 0 (isolated: the request is the segment, nothing loaded), or right
+    after the prefix (prefixed: the prefix loaded when pikv holds it, the
+    chunk stored at start len(prefix) under the prefix's key). What was
+    loaded is never stored again."""
+    sched = make_scheduler(model, engine_settings(cluster, 0, mode), num_blocks=64)
+    system, doc, question = rag_prompt(seed=5, vocab=2048, doc_lengths=(40,), system=20,
+                                       question=8)
+    store_chunks(sched, [system, question])
+    core = sched.connector.core
+    if mode == "isolated":
+        sched.add_request(make_request("save", [doc], 1, {"pikv_save": True}))
+        want_load, want = [], [(0, doc, "")]
+    else:
+        sched.add_request(make_request("save", [system, doc], 1, {
+            "pikv_segments": [20, 40], "pikv_save": True}))
+        want_load, want = [20], [(20, doc, core.client.key_of(system))]
     loads, saves = run_to_end(sched)
-    assert not loads and [s.req_id for s in saves] == ["both"]
-    assert sched.connector.core.stats.lookups == 0
+    assert [x.num_tokens for x in loads] == want_load
+    assert [(x.start, x.tokens, x.prefix_key) for x in saves] == want
+
+
+def test_prefixed_requests_store_the_prefix_and_the_chunk_after_it_as_they_complete(cluster,
+                                                                                   model):
+    """An ordinary request in prefixed mode computes the system prompt at 0
+    and the first document right after it: both are the mode's form and
+    are saved in the step that completes them (chunked prefill: 32 tokens a
+    step); the second document (after the first) is not. A preemption does
+    not save a segment twice."""
+    sched = make_scheduler(model, engine_settings(cluster, 0, "prefixed"), num_blocks=64,
+                           batched_tokens=32)
+    segments = rag_prompt(seed=8, vocab=2048, doc_lengths=(40, 30), system=20, question=8)
+    sched.add_request(make_request("r", segments, max_tokens=4, params={
+        "pikv_segments": [len(s) for s in segments]}))
+    seen = []
+    for n in range(100):
+        out = step(sched)
+        seen += [(n, s.start, len(s.tokens), s.prefix_key) for s in
+                 out.kv_connector_metadata.saves]
+        if n == 2:  # sys and d1 saved (steps 0 and 1); preempted mid-prompt
+            sched.reset_prefix_cache(reset_running_requests=True)
+        if not sched.has_requests():
+            break
+    prefix = sched.connector.core.client.key_of(segments[0])
+    assert seen == [(0, 0, 20, ""), (1, 20, 40, prefix)]
 
 
 def test_a_request_whose_kv_is_not_its_tokens_alone_neither_loads_nor_stores(cluster, model):

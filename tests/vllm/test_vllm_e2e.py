@@ -2,10 +2,11 @@
 attention backend), two engines on two nodes of a secure pikv cluster:
 engine 1 precomputes the chunks of a RAG prompt and answers; engine 2
 answers the same documents in another order, every chunk pulled P2P, and
-computes only the question. Its answers are checked against an
-independent float32 reference (transformers, the same safetensors, the
-chunk-isolated mask), and against vLLM alone on the ordinary causal prompt
-(a real difference, so the check is no no-op)."""
+computes only the question. In each reuse mode its answers are checked
+against an independent float32 reference (transformers, the same
+safetensors, the mode's mask and positions: tests/vllm/reference.py), and
+against vLLM alone on the ordinary causal prompt and the other mode's
+reference (real differences, so the check is no no-op)."""
 
 import zlib
 
@@ -30,20 +31,21 @@ def reordered(segments):
     return [segments[0]] + segments[-2:0:-1] + [segments[-1]]
 
 
-CASES = [("llama", "float32"), ("qwen3", "float32"), ("gemma3", "float32"),
-         ("llama", "bfloat16")]
+CASES = [("llama", "float32", "isolated"), ("llama", "float32", "prefixed"),
+         ("qwen3", "float32", "prefixed"), ("gemma3", "float32", "isolated"),
+         ("gemma3", "float32", "prefixed"), ("llama", "bfloat16", "prefixed")]
 
 
-@pytest.mark.parametrize("family,dtype", CASES, ids=["-".join(c) for c in CASES])
-def test_two_vllm_engines_share_chunks_and_answer_as_the_isolated_reference(
-        cluster, make_model, tmp_path, family, dtype):
+@pytest.mark.parametrize("family,dtype,mode", CASES, ids=["-".join(c) for c in CASES])
+def test_two_vllm_engines_share_chunks_and_answer_as_the_mode_reference(
+        cluster, make_model, tmp_path, family, dtype, mode):
     model = make_model(family, dtype)
-    segments = rag_prompt(seed=zlib.crc32(family.encode()), vocab=2048)
+    segments = rag_prompt(seed=zlib.crc32(f"{family}{mode}".encode()), vocab=2048)
     other = reordered(segments)
     chunk_tokens = sum(len(s) for s in other[:-1])
     held_before = node_chunks(cluster, 1)
 
-    one = run_engine(tmp_path, "engine1", model, dtype, engine_settings(cluster, 0), [
+    one = run_engine(tmp_path, "engine1", model, dtype, engine_settings(cluster, 0, mode), [
         {"op": "precompute", "segments": segments},
         answer_task(segments),
         {"op": "generate", "prompt": sum(segments, []), "segments": None,
@@ -52,7 +54,7 @@ def test_two_vllm_engines_share_chunks_and_answer_as_the_isolated_reference(
     assert one["answers"][1]["num_cached_tokens"] == chunk_tokens
     assert one["answers"][2]["num_cached_tokens"] == 0
 
-    two = run_engine(tmp_path, "engine2", model, dtype, engine_settings(cluster, 1),
+    two = run_engine(tmp_path, "engine2", model, dtype, engine_settings(cluster, 1, mode),
                      [answer_task(other)])
     answer = two["answers"][0]
     # vLLM's own counter: every token but the question's came from pikv.
@@ -63,10 +65,10 @@ def test_two_vllm_engines_share_chunks_and_answer_as_the_isolated_reference(
     ref = Reference(model)
     prompt = sum(other, [])
     lengths = [len(s) for s in other[:-1]]
-    tokens, ref_lp = ref.greedy(prompt, lengths, open_from=chunk_tokens, steps=STEPS)
+    tokens, ref_lp = ref.greedy(prompt, lengths, chunk_tokens, STEPS, mode=mode)
     worst, compared = worst_difference(answer, ref_lp, len(prompt))
-    print(f"\nexactness {family} {dtype} P2P: worst |dlogprob| {worst:.3g} over {compared} "
-          f"values; greedy {answer['tokens']} vs reference {tokens}")
+    print(f"\nexactness {family} {dtype} {mode} P2P: worst |dlogprob| {worst:.3g} over "
+          f"{compared} values; greedy {answer['tokens']} vs reference {tokens}")
     assert compared >= STEPS * 5
     if dtype == "float32":
         assert worst < F32_TOLERANCE
@@ -79,12 +81,17 @@ def test_two_vllm_engines_share_chunks_and_answer_as_the_isolated_reference(
         print(f"bf16: vLLM alone vs the reference on the causal prompt: {alone:.3g}")
         assert worst < max(2 * alone, 0.05)
 
-    # Not a no-op: the causal prompt answers differently.
-    causal_ref = ref.logprobs(sum(segments, []) + one["answers"][2]["tokens"], [], 0)
-    causal_worst, _ = worst_difference(one["answers"][2], causal_ref, len(prompt))
-    isolated_ref = ref.logprobs(sum(segments, []) + one["answers"][2]["tokens"],
-                                [len(s) for s in segments[:-1]], chunk_tokens)
-    differs, _ = worst_difference(one["answers"][2], isolated_ref, len(prompt))
-    print(f"vLLM alone, causal prompt: vs causal reference {causal_worst:.3g}, vs isolated "
+    # Not a no-op: the causal prompt answers differently, and so does the
+    # other mode's reference.
+    full = sum(segments, []) + one["answers"][2]["tokens"]
+    causal_worst, _ = worst_difference(one["answers"][2], ref.logprobs(full, [], 0), len(prompt))
+    mode_lp = ref.logprobs(full, [len(s) for s in segments[:-1]], chunk_tokens, mode=mode)
+    differs, _ = worst_difference(one["answers"][2], mode_lp, len(prompt))
+    print(f"vLLM alone, causal prompt: vs causal reference {causal_worst:.3g}, vs the {mode} "
           f"reference {differs:.3g}")
     assert differs > 10 * max(causal_worst, F32_TOLERANCE if dtype == "float32" else 0.05)
+    other_mode = "isolated" if mode == "prefixed" else "prefixed"
+    if dtype == "float32":
+        elsewise, _ = worst_difference(answer, ref.logprobs(
+            prompt + answer["tokens"], lengths, chunk_tokens, mode=other_mode), len(prompt))
+        assert elsewise > 10 * F32_TOLERANCE, f"the {other_mode} reference answers alike"

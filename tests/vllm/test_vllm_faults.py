@@ -2,8 +2,9 @@
 preempted and resumed, saves longer than a step's token budget (chunked
 prefill), a peer node killed between plan and load, the controller killed.
 Every request completes, and answers as the float32 reference computes
-what was actually loaded: chunks isolated up to where vLLM took over, the
-rest ordinary causal attention over everything before it."""
+what was actually loaded: chunks in the connector's default mode (each
+computed after the system prompt) up to where vLLM took over, the rest
+ordinary causal attention over everything before it."""
 
 import subprocess
 
@@ -11,6 +12,8 @@ import pytest
 
 from conftest import engine_settings, rag_prompt, run_engine, start_cluster
 from reference import Reference, worst_difference
+
+from pikv.vllm import DEFAULT_MODE
 
 F32_TOLERANCE = 1e-3
 BLOCK = 32  # vLLM's CPU attention takes multiples of 32
@@ -20,12 +23,16 @@ def chunked(segments):
     return {"prompt": sum(segments, []), "segments": [len(s) for s in segments]}
 
 
+MODE = {"mode": DEFAULT_MODE}
+
+
 def check_answer(ref, segments, answer, open_from, steps):
-    """The answer equals the reference in which the chunks are isolated
-    before `open_from` and everything from it on attends to all before."""
+    """The answer equals the reference in which the chunks are in the
+    default mode's form before `open_from` and everything from it on attends
+    to all before."""
     prompt = sum(segments, [])
     lengths = [len(s) for s in segments[:-1]]
-    tokens, lp = ref.greedy(prompt, lengths, open_from, steps)
+    tokens, lp = ref.greedy(prompt, lengths, open_from, steps, **MODE)
     worst, compared = worst_difference(answer, lp, len(prompt))
     assert answer["finish_reason"] == "length"
     assert compared >= steps * 5
@@ -101,7 +108,8 @@ def test_a_peer_killed_between_plan_and_load_and_a_dead_controller_end_no_reques
     assert took_over < len(sys_) + len(d1)
     check_answer(ref, lost, a_lost, took_over, 4)
     prompt = sum(lost, [])
-    _, as_a_miss = ref.greedy(prompt, [len(s) for s in lost[:-1]], len(sys_) + len(d1), 4)
+    _, as_a_miss = ref.greedy(prompt, [len(s) for s in lost[:-1]], len(sys_) + len(d1), 4,
+                              **MODE)
     assert worst_difference(a_lost, as_a_miss, len(prompt))[0] > 10 * F32_TOLERANCE
     # No controller: the local node's chunks still match, the rest is a miss.
     check_answer(ref, headless, a_headless, len(sys_) + len(d1), 4)

@@ -13,6 +13,8 @@ import urllib.request
 
 from conftest import engine_settings, node_chunks, rag_prompt, run_engine
 from reference import Reference
+
+from pikv.vllm import DEFAULT_MODE
 from run_engine import connector_config
 
 SEP = [3, 3]  # a token sequence that starts each chunk after the system prompt
@@ -84,7 +86,7 @@ def test_vllm_serve_answers_from_chunks_named_in_the_body_or_by_the_separator(
     assert node_chunks(cluster, 1) - held == 4  # every chunk pulled P2P
     ref = Reference(model)
     lengths = [len(s) for s in other[:-1]]
-    tokens, _ = ref.greedy(sum(other, []), lengths, sum(lengths), steps=4)
+    tokens, _ = ref.greedy(sum(other, []), lengths, sum(lengths), steps=4, mode=DEFAULT_MODE)
     assert named["choices"][0]["token_ids"] == tokens
     assert by_separator["choices"][0]["token_ids"] == tokens
     causal, _ = ref.greedy(sum(other, []), [], 0, steps=4)

@@ -24,12 +24,11 @@
 // rest are misses; a peer that dies mid-pull -> misses; a corrupt object -> a
 // miss. The engine always gets an answer it can act on: recompute the misses.
 //
-// Exactness: in `isolated` mode reused chunks give the same logits as
-// recomputing (to float rounding). In `prefixed` mode a chunk's key
-// includes the system prompt's, and reuse is exact only at the same distance
-// from the system prompt as when it was computed; ChunkPlan::approximate
-// flags the chunks where that distance changed (the EPIC/Block-Attention
-// trade-off).
+// Exactness: reused chunks give the same logits as the mode's reference
+// (to float rounding; shared/DESIGN.md §4). In `isolated` mode that is
+// recomputing each chunk alone; in `prefixed` mode a chunk was computed
+// right after the system prompt (its key includes the system prompt's) and
+// is re-rotated to wherever it sits, at any distance from it.
 // Thread-safety: a Client is used by one thread at a time (its sockets are
 // not shared); create one per engine thread.
 #pragma once
@@ -120,7 +119,6 @@ struct ChunkPlan {
   Source source = Source::kMiss;
   std::string peer_id, peer_endpoint;  // for kPeer
   int64_t actual_start = 0;            // position of its first token in this prompt
-  bool approximate = false;  // prefixed reuse at a different distance (set after Fetch)
   // Set by Fetch when the object is a view into the local node's memory:
   // it is the chunk's object until then, and Remap refuses it afterwards.
   std::chrono::steady_clock::time_point lease_deadline{};

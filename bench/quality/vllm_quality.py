@@ -1,0 +1,250 @@
+#!/usr/bin/env python3
+"""The quality of pikv's reuse modes inside vLLM itself, judged against
+full prefill, on real weights (SmolLM2-135M-Instruct, float32):
+
+  .venv-vllm/bin/python bench/quality/vllm_quality.py [--prompts N] [--modes isolated,prefixed]
+
+The task sets are bench/quality/tasks.py's (retrieval QA with a planted fact
+and a distractor, continuation of a document's sentence, two facts from two
+documents). A secure pikv cluster of two nodes and no Redis runs on
+loopback. Per mode, a writer engine (vLLM with pikv's connector, on node 1)
+precomputes every document in the mode's form; a reader engine on node 2
+answers every prompt with every document pulled P2P and only the question
+computed (vLLM's own num_cached_tokens says how much it did not compute).
+Full prefill is vLLM alone on the same prompts, unchunked. Engines are
+tests/vllm/run_engine.py processes, one after the other.
+
+Figures per task and mode: QA exact match (the planted number in the greedy
+answer, 16 tokens) and how often the distractor's number is answered,
+continuation NLL (nats/token, teacher forced) and top-1 agreement with full
+prefill at each continuation token, two-fact exact match (both numbers),
+prompt tokens computed, objects stored. Uncertainty: 95% intervals
+(normal approximation; paired for the differences from full prefill). A
+readable table, then one line of JSON.
+"""
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+sys.path[:0] = [HERE, os.path.join(ROOT, "tests", "vllm")]
+
+from tasks import TASKS, Tokenizer, make_tasks  # noqa: E402
+
+ANSWER_TOKENS = 16
+PRECOMPUTE_BATCH = 48  # documents per precompute call (one plan, one vLLM batch)
+
+
+def real_model():
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "real-model.py")],
+                         check=True, capture_output=True, text=True).stdout
+    return out.strip().splitlines()[-1]
+
+
+def run_engine(workdir, name, model, pikv, tasks):
+    """One vLLM engine process over `tasks` (tests/vllm/run_engine.py)."""
+    job, out = os.path.join(workdir, f"{name}.json"), os.path.join(workdir, f"{name}.out.json")
+    with open(job, "w") as f:
+        json.dump({"model": model, "dtype": "float32", "pikv": pikv, "tasks": tasks,
+                   "max_model_len": 2048, "engine": {}}, f)
+    log = os.path.join(workdir, f"{name}.log")
+    env = dict(os.environ, PYTHONUNBUFFERED="1",
+               VLLM_CPU_KVCACHE_SPACE=os.environ.get("VLLM_CPU_KVCACHE_SPACE", "2"))
+    t0 = time.monotonic()
+    with open(log, "w") as f:
+        rc = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "vllm", "run_engine.py"),
+                             job, out], stdout=f, stderr=subprocess.STDOUT, env=env).returncode
+    if rc != 0:
+        with open(log) as f:
+            raise SystemExit(f"engine {name} exited {rc}:\n{f.read()[-4000:]}")
+    print(f"  engine {name}: {time.monotonic() - t0:.0f} s", file=sys.stderr)
+    with open(out) as f:
+        return json.load(f)["answers"]
+
+
+def requests(prompts, chunked):
+    """Every prompt as run_engine's generate_many tasks: one batch for the
+    answered tasks (greedy), one for continuations (prompt logprobs of the
+    true continuation, which is part of the prompt)."""
+    def one(p):
+        tokens = p.tokens + list(p.continuation)
+        segs = [len(p.prefix)] + [len(d.ids) for d in p.docs] + \
+            [len(p.question) + len(p.continuation)]
+        return {"prompt": tokens, "segments": segs if chunked else None}
+
+    answered = [p for p in prompts if p.task != "continuation"]
+    scored = [p for p in prompts if p.task == "continuation"]
+    out = []
+    if answered:
+        out.append({"op": "generate_many", "prompts": [one(p) for p in answered],
+                    "max_tokens": ANSWER_TOKENS, "logprobs": 1, "prompt_logprobs": False})
+    if scored:
+        out.append({"op": "generate_many", "prompts": [one(p) for p in scored],
+                    "max_tokens": 1, "logprobs": 1, "prompt_logprobs": 1})
+    return answered + scored, out
+
+
+def precompute_tasks(prompts):
+    """Every document of `prompts` in the mode's form: grouped by system
+    prompt (in prefixed mode a document is stored once per prefix), a
+    dummy question closing each group."""
+    groups = {}
+    for p in prompts:
+        docs = groups.setdefault(p.prefix, {})
+        for d in p.docs:
+            docs.setdefault(d.ids, None)
+    tasks = []
+    for prefix, docs in groups.items():
+        docs = list(docs)
+        for i in range(0, len(docs), PRECOMPUTE_BATCH):
+            segs = [list(prefix)] + [list(d) for d in docs[i:i + PRECOMPUTE_BATCH]] + [[2]]
+            tasks.append({"op": "precompute", "segments": segs})
+    return tasks
+
+
+def score(prompt, answer, full, tok):
+    """The per-prompt figures of one answer (and full prefill's, to agree with)."""
+    rec = {"task": prompt.task, "computed": len(prompt.tokens) + len(prompt.continuation) -
+           answer["num_cached_tokens"], "tokens": len(prompt.tokens) + len(prompt.continuation)}
+    if prompt.task == "continuation":
+        n = len(prompt.continuation)
+        at = len(prompt.tokens)
+        steps = answer["prompt_logprobs"][at:at + n]
+        rec["nll"] = -sum(s[str(t)] for s, t in zip(steps, prompt.continuation)) / n
+        if full is not None:
+            ref = full["prompt_logprobs"][at:at + n]
+            top = lambda s: max(s, key=s.get)  # noqa: E731
+            rec["top1"] = sum(top(a) == top(b) for a, b in zip(steps, ref)) / n
+    else:
+        text = tok.decode(answer["tokens"])
+        rec["answer"] = text
+        rec["em"] = all(x in text for x in prompt.expect)
+        if prompt.distractor:
+            rec["distractor"] = prompt.distractor in text
+    return rec
+
+
+def mean_ci(xs):
+    n = len(xs)
+    m = sum(xs) / n
+    var = sum((x - m) ** 2 for x in xs) / max(1, n - 1)
+    return m, 1.96 * math.sqrt(var / n)
+
+
+def summarize(records, full_records):
+    """{task: {figure: value}} for one mode."""
+    out = {}
+    for task in TASKS:
+        rs = [r for r in records if r["task"] == task]
+        if not rs:
+            continue
+        f = {"prompts": len(rs),
+             "computed_share": sum(r["computed"] for r in rs) / sum(r["tokens"] for r in rs)}
+        if task == "continuation":
+            f["nll"], f["nll_ci"] = mean_ci([r["nll"] for r in rs])
+            if full_records is not None:
+                fr = [r for r in full_records if r["task"] == task]
+                f["nll_minus_full"], f["nll_minus_full_ci"] = mean_ci(
+                    [r["nll"] - q["nll"] for r, q in zip(rs, fr)])
+                f["top1_vs_full"] = sum(r.get("top1", 1.0) for r in rs) / len(rs)
+        else:
+            em = [r["em"] for r in rs]
+            f["em"] = sum(em) / len(em)
+            f["em_ci"] = 1.96 * math.sqrt(f["em"] * (1 - f["em"]) / len(em))
+            if task == "qa":
+                f["distractor"] = sum(r["distractor"] for r in rs) / len(rs)
+            if full_records is not None:
+                fr = [r["em"] for r in full_records if r["task"] == task]
+                f["em_minus_full"], f["em_minus_full_ci"] = mean_ci(
+                    [float(a) - float(b) for a, b in zip(em, fr)])
+        out[task] = f
+    return out
+
+
+def table(results, stored):
+    rows = ["| mode | task | prompts | tokens computed | QA / two-fact exact match | "
+            "distractor | continuation NLL | NLL − full | top-1 = full | objects stored |",
+            "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for mode, per_task in results.items():
+        for task, f in per_task.items():
+            em = f"{100 * f['em']:.1f} % ± {100 * f['em_ci']:.1f}" if "em" in f else ""
+            if "em_minus_full" in f:
+                em += f" ({100 * f['em_minus_full']:+.1f} ± {100 * f['em_minus_full_ci']:.1f})"
+            dis = f"{100 * f['distractor']:.1f} %" if "distractor" in f else ""
+            nll = f"{f['nll']:.3f} ± {f['nll_ci']:.3f}" if "nll" in f else ""
+            diff = (f"{f['nll_minus_full']:+.3f} ± {f['nll_minus_full_ci']:.3f}"
+                    if "nll_minus_full" in f else "")
+            top = f"{100 * f['top1_vs_full']:.1f} %" if "top1_vs_full" in f else ""
+            rows.append(f"| {mode} | {task} | {f['prompts']} | "
+                        f"{100 * f['computed_share']:.1f} % | {em} | {dis} | {nll} | {diff} | "
+                        f"{top} | {stored.get(mode, '')} |")
+    return "\n".join(rows)
+
+
+def cpu_chunks(cluster, node):
+    per_node = {n["id"]: n for n in cluster.admin().stats()["per_node"]}
+    return per_node[f"node-{node + 1}"]["cpu_chunks"]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--prompts", type=int, default=300, help="per task")
+    ap.add_argument("--tasks", default=",".join(TASKS))
+    ap.add_argument("--modes", default="isolated,prefixed")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--model", default=None, help="default: scripts/real-model.py's float32")
+    ap.add_argument("--out", help="per-prompt records (JSON)")
+    args = ap.parse_args()
+    model = args.model or real_model()
+    tok = Tokenizer(model)
+    sets, _, digest = make_tasks(tok, args.tasks.split(","), args.prompts, args.seed)
+    prompts = [p for task in args.tasks.split(",") for p in sets[task]]
+
+    from pikv.local_cluster import LocalCluster
+    bin_dir = os.environ.get("PIKV_BIN_DIR", os.path.join(ROOT, "build", "bin"))
+    cluster = LocalCluster(os.path.join(bin_dir, "pikv"), secure=True, nodes=2, redis="off")
+    records, results, stored = {}, {}, {}
+    try:
+        with tempfile.TemporaryDirectory() as work:
+            def settings(node, mode):
+                return dict(cluster.security_settings("engine"), **{
+                    "local-node": cluster.nodes[node]["ipc"], "controller": cluster.controller,
+                    "attention-mode": mode})
+
+            order, batches = requests(prompts, chunked=False)
+            full_answers = run_engine(work, "full", model, None, batches)
+            full = [score(p, a, None, tok) for p, a in zip(order, full_answers)]
+            records["full"], results["full"] = full, summarize(full, None)
+            for mode in args.modes.split(","):
+                before = cpu_chunks(cluster, 0)
+                run_engine(work, f"{mode}-writer", model, settings(0, mode),
+                           precompute_tasks(prompts))
+                stored[mode] = cpu_chunks(cluster, 0) - before
+                held = cpu_chunks(cluster, 1)
+                order, batches = requests(prompts, chunked=True)
+                answers = run_engine(work, f"{mode}-reader", model, settings(1, mode), batches)
+                pulled = cpu_chunks(cluster, 1) - held
+                recs = [score(p, a, f, tok) for p, a, f in zip(order, answers, full_answers)]
+                records[mode], results[mode] = recs, summarize(recs, full)
+                print(f"  {mode}: {stored[mode]} objects stored, {pulled} pulled P2P",
+                      file=sys.stderr)
+    finally:
+        cluster.stop()
+    print(table(results, stored))
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(records, f)
+    print(json.dumps({"bench": "quality_vllm", "model": os.path.basename(model),
+                      "pool": digest, "prompts_per_task": args.prompts, "results": results,
+                      "objects_stored": stored}))
+
+
+if __name__ == "__main__":
+    main()

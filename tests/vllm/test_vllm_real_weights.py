@@ -1,0 +1,124 @@
+"""A real model's weights (SmolLM2-135M-Instruct, float32) in vLLM with
+pikv's connector, in each reuse mode: engine 1 precomputes the documents of
+a chat prompt, engine 2 on the other node answers them in another order,
+every chunk pulled P2P. Its answers equal the mode's independent reference
+(tests/vllm/reference.py) within 1e-3 per logprob; and, judged against full
+prefill (vLLM alone on the ordinary prompt), documents computed after the
+system prompt (prefixed) continue a sentence from a document better than
+documents computed alone (isolated)."""
+
+import pytest
+
+from conftest import engine_settings, node_chunks, run_engine
+from reference import Reference, worst_difference
+
+F32_TOLERANCE = 1e-3
+STEPS = 4
+
+SYSTEM = "You are a careful assistant. Answer from the documents the user gives."
+DOCUMENTS = [
+    "The lighthouse on Marrow Point was built in 1871 from granite quarried on the island. "
+    "Its keeper logged every passing ship in a leather book that is now kept in the town "
+    "library, and the lamp was converted to electric power in 1923.",
+    "Tidewater oysters grow slowly in the cold estuary, taking three years to reach market "
+    "size. Farmers move the cages twice a season so that silt does not smother the shells, "
+    "and the harvest ends when the water warms in late spring.",
+    "The town council meets on the first Tuesday of each month in the old customs house. "
+    "Residents may speak for three minutes on any item, and the minutes are posted on the "
+    "harbour noticeboard the following morning.",
+]
+# Continuations: a sentence's first half from a document as the question,
+# its true second half scored (its tokens are part of the prompt).
+CONTINUATIONS = [
+    ("Its keeper logged every passing ship in", " a leather book that is now kept in the town "
+     "library"),
+    ("Farmers move the cages twice a season so that", " silt does not smother the shells"),
+    ("Residents may speak for three minutes on", " any item, and the minutes are posted on the "
+     "harbour noticeboard"),
+]
+
+
+def chat_segments(tokenizer, order, question):
+    """[system, documents..., question] token ids of a chat prompt, each
+    segment tokenized alone (a document's tokens are the same wherever it
+    sits)."""
+    def ids(text):
+        return tokenizer(text, add_special_tokens=False)["input_ids"]
+    system = ids(f"<|im_start|>system\n{SYSTEM}<|im_end|>\n<|im_start|>user\n")
+    docs = [ids(DOCUMENTS[i] + "\n\n") for i in order]
+    return [system] + docs + [ids(question)]
+
+
+def generate(segments, chunked=True, max_tokens=STEPS):
+    return {"op": "generate", "prompt": sum(segments, []), "max_tokens": max_tokens,
+            "segments": [len(s) for s in segments] if chunked else None}
+
+
+def continuation_nll(answer, prompt_len, scored):
+    """Mean negative logprob vLLM gave the last `scored` prompt tokens."""
+    steps = answer["prompt_logprobs"][prompt_len - scored:prompt_len]
+    tokens = answer["prompt"][prompt_len - scored:prompt_len]
+    return -sum(step[str(t)] for step, t in zip(steps, tokens)) / scored
+
+
+MEASURED = {}  # mode -> (full prefill's continuation NLL, the mode's), nats/token
+
+
+@pytest.fixture(scope="module")
+def tokenizer(real_model):
+    from transformers import AutoTokenizer
+    return AutoTokenizer.from_pretrained(real_model)
+
+
+@pytest.mark.parametrize("mode", ["isolated", "prefixed"])
+def test_real_weights_in_vllm_answer_as_the_mode_reference_and_prefixed_keeps_quality(
+        cluster, real_model, tokenizer, tmp_path, mode):
+    question = ("Which year was the lighthouse converted to electric power?<|im_end|>\n"
+                "<|im_start|>assistant\n")
+    segments = chat_segments(tokenizer, [0, 1, 2], question)
+    other = chat_segments(tokenizer, [2, 0, 1], question)
+    ends = [chat_segments(tokenizer, [2, 0, 1], first + rest) for first, rest in CONTINUATIONS]
+    scored = [len(tokenizer(rest, add_special_tokens=False)["input_ids"])
+              for _, rest in CONTINUATIONS]
+    held = node_chunks(cluster, 1)
+
+    one = run_engine(tmp_path, "writer", real_model, "float32",
+                     engine_settings(cluster, 0, mode),
+                     [{"op": "precompute", "segments": segments}] +
+                     [generate(e, chunked=False, max_tokens=1) for e in ends])
+    assert one["answers"][0]["computed"] == 4
+    two = run_engine(tmp_path, "reader", real_model, "float32",
+                     engine_settings(cluster, 1, mode),
+                     [generate(other)] + [generate(e, max_tokens=1) for e in ends])
+    answer = two["answers"][0]
+    chunk_tokens = sum(len(s) for s in other[:-1])
+    assert answer["num_cached_tokens"] == chunk_tokens
+    assert node_chunks(cluster, 1) - held == 4, "every chunk came P2P"
+
+    ref = Reference(real_model)
+    prompt = sum(other, [])
+    tokens, ref_lp = ref.greedy(prompt, [len(s) for s in other[:-1]], chunk_tokens, STEPS,
+                                mode=mode)
+    worst, compared = worst_difference(answer, ref_lp, len(prompt))
+    print(f"\nSmolLM2 {mode}: worst |dlogprob| {worst:.3g} over {compared}; greedy "
+          f"{tokenizer.decode(answer['tokens'])!r}")
+    assert compared >= STEPS * 5 and worst < F32_TOLERANCE
+    assert answer["tokens"] == tokens
+
+    # Quality against full prefill: continuation loss in nats/token.
+    full = [continuation_nll(dict(a, prompt=sum(e, [])), len(sum(e, [])), n)
+            for a, e, n in zip(one["answers"][1:], ends, scored)]
+    reused = [continuation_nll(dict(a, prompt=sum(e, [])), len(sum(e, [])), n)
+              for a, e, n in zip(two["answers"][1:], ends, scored)]
+    print(f"continuation NLL: full prefill {full}, {mode} {reused}")
+    MEASURED[mode] = (sum(full) / len(full), sum(reused) / len(reused))
+
+
+def test_prefixed_keeps_more_of_full_prefills_quality_than_isolated():
+    """Judged against full prefill, with real weights (the figures at
+    scale: docs/quality.md)."""
+    if len(MEASURED) < 2:
+        pytest.skip("needs both modes measured above")
+    (full, isolated), (_, prefixed) = MEASURED["isolated"], MEASURED["prefixed"]
+    print(f"\ncontinuation NLL: full {full:.3f}, prefixed {prefixed:.3f}, isolated {isolated:.3f}")
+    assert prefixed < isolated
