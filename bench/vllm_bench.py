@@ -10,8 +10,10 @@ Three setups, each its own vLLM engine on one node of a local pikv
 cluster (no Redis, so the second engine's chunks come P2P):
 - alone: vLLM with its prefix cache on, without pikv; only the system
   prompt is ever a prefix hit once the documents move;
-- cold: vLLM + pikv, nothing cached: the documents are computed each alone
-  and stored (precompute), then the prompt runs (TTFT = both);
+- cold: vLLM + pikv, nothing cached: the documents are computed in the
+  reuse mode's form (--mode: prefixed, the connector's default, each after
+  the system prompt; or isolated, each alone) and stored (precompute), then
+  the prompt runs (TTFT = both);
 - warm: a second vLLM + pikv engine on the other node, documents in new
   orders: every chunk is pulled P2P and remapped, vLLM computes the
   question only.
@@ -89,12 +91,13 @@ def split_in_process(settings, segments, model, dtype, block_size):
     from vllm.config import ModelConfig
 
     from pikv.connector import ConnectorCore
-    from pikv.vllm import client_settings
+    from pikv.vllm import DEFAULT_MODE, client_settings
     engine = SimpleNamespace(  # the settings the engines' connectors made
         model_config=ModelConfig(model=model, dtype=dtype, max_model_len=16384,
                                  skip_tokenizer_init=True),
         cache_config=SimpleNamespace(cache_dtype="auto"))
-    core = ConnectorCore(client_settings(engine, settings), block_size=block_size)
+    core = ConnectorCore(client_settings(engine, settings), block_size=block_size,
+                         defaults={"attention-mode": DEFAULT_MODE})
     o = core.options
     tokens = sum(segments, [])
     blocks = -(-len(tokens) // block_size)
@@ -123,6 +126,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float32"))
     ap.add_argument("--block-size", type=int, default=128)
+    ap.add_argument("--mode", default=None, choices=("prefixed", "isolated"),
+                    help="the reuse mode (default: the connector's)")
     args = ap.parse_args()
     sys.path.insert(0, os.path.join(ROOT, "tests", "vllm"))
     from conftest import engine_settings, start_cluster
@@ -140,7 +145,7 @@ def main():
     try:
         alone = run(engine_job(model, args.dtype, None, [warmup(args)] + [task(p) for p in rounds],
                                dict(engine, enable_prefix_caching=True)), work, "alone")
-        s1, s2 = engine_settings(cluster, 0), engine_settings(cluster, 1)
+        s1, s2 = engine_settings(cluster, 0, args.mode), engine_settings(cluster, 1, args.mode)
         t0 = time.monotonic()
         cold = run(engine_job(model, args.dtype, s1, [
             warmup(args), {"op": "precompute", "segments": rounds[0]}, task(rounds[0])], engine),
@@ -173,6 +178,7 @@ def main():
     print("warm TTFT per round (the first pulls every chunk P2P): " +
           ", ".join(f"{s:.3f}" for s in warm_each))
     print(json.dumps({"prompt_tokens": prompt_tokens, "layers": args.layers, "dtype": args.dtype,
+                      "mode": args.mode or "default",
                       "ttft_alone_s": alone_s, "ttft_cold_s": cold_s, "ttft_warm_s": warm_s,
                       "warm_vs_alone": warm_s / alone_s,
                       "ttft_warm_local_s": local_s, "cold_vs_alone": cold_s / alone_s,
