@@ -111,7 +111,7 @@ def precompute_tasks(prompts):
 
 def score(prompt, answer, full, tok):
     """The per-prompt figures of one answer (and full prefill's, to agree with)."""
-    rec = {"task": prompt.task, "computed": len(prompt.tokens) + len(prompt.continuation) -
+    rec = {"task": prompt.task, "index": prompt.index, "computed": len(prompt.tokens) + len(prompt.continuation) -
            answer["num_cached_tokens"], "tokens": len(prompt.tokens) + len(prompt.continuation)}
     if prompt.task == "continuation":
         n = len(prompt.continuation)
@@ -188,9 +188,11 @@ def table(results, stored):
     return "\n".join(rows)
 
 
-def cpu_chunks(cluster, node):
+def disk_chunks(cluster, node):
+    """Objects on a node's disk tier: every admitted object is written
+    through to it, and it is large enough to evict none here."""
     per_node = {n["id"]: n for n in cluster.admin().stats()["per_node"]}
-    return per_node[f"node-{node + 1}"]["cpu_chunks"]
+    return per_node[f"node-{node + 1}"]["disk_chunks"]
 
 
 def main():
@@ -201,6 +203,9 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--model", default=None, help="default: scripts/real-model.py's float32")
     ap.add_argument("--out", help="per-prompt records (JSON)")
+    ap.add_argument("--slice", type=int, default=100,
+                    help="prompts per task precomputed and answered at a time")
+    ap.add_argument("--cpu-capacity", default="3GiB", help="each node's CPU tier")
     args = ap.parse_args()
     model = args.model or real_model()
     tok = Tokenizer(model)
@@ -209,8 +214,10 @@ def main():
 
     from pikv.local_cluster import LocalCluster
     bin_dir = os.environ.get("PIKV_BIN_DIR", os.path.join(ROOT, "build", "bin"))
-    cluster = LocalCluster(os.path.join(bin_dir, "pikv"), secure=True, nodes=2, redis="off")
-    records, results, stored = {}, {}, {}
+    # A slice's objects fit a node's CPU tier (the disk tier holds 1 GiB).
+    cluster = LocalCluster(os.path.join(bin_dir, "pikv"), secure=True, nodes=2, redis="off",
+                           cpu_capacity=args.cpu_capacity)
+    records, results, stored, short = {}, {}, {}, {}
     try:
         with tempfile.TemporaryDirectory() as work:
             def settings(node, mode):
@@ -219,22 +226,33 @@ def main():
                     "attention-mode": mode})
 
             order, batches = requests(prompts, chunked=False)
-            full_answers = run_engine(work, "full", model, None, batches)
-            full = [score(p, a, None, tok) for p, a in zip(order, full_answers)]
-            records["full"], results["full"] = full, summarize(full, None)
+            full = {(p.task, p.index): (score(p, a, None, tok), a) for p, a in
+                    zip(order, run_engine(work, "full", model, None, batches))}
+            records["full"] = [r for r, _ in full.values()]
+            results["full"] = summarize(records["full"], None)
             for mode in args.modes.split(","):
-                before = cpu_chunks(cluster, 0)
-                run_engine(work, f"{mode}-writer", model, settings(0, mode),
-                           precompute_tasks(prompts))
-                stored[mode] = cpu_chunks(cluster, 0) - before
-                held = cpu_chunks(cluster, 1)
-                order, batches = requests(prompts, chunked=True)
-                answers = run_engine(work, f"{mode}-reader", model, settings(1, mode), batches)
-                pulled = cpu_chunks(cluster, 1) - held
-                recs = [score(p, a, f, tok) for p, a, f in zip(order, answers, full_answers)]
-                records[mode], results[mode] = recs, summarize(recs, full)
-                print(f"  {mode}: {stored[mode]} objects stored, {pulled} pulled P2P",
-                      file=sys.stderr)
+                recs, stored[mode], short[mode] = [], 0, 0
+                for k in range(0, args.prompts, args.slice):
+                    part = [p for p in prompts if k <= p.index < k + args.slice]
+                    before = disk_chunks(cluster, 0)
+                    run_engine(work, f"{mode}-writer-{k}", model, settings(0, mode),
+                               precompute_tasks(part))
+                    stored[mode] += disk_chunks(cluster, 0) - before
+                    order, batches = requests(part, chunked=True)
+                    answers = run_engine(work, f"{mode}-reader-{k}", model, settings(1, mode),
+                                         batches)
+                    for p, a in zip(order, answers):
+                        ref_rec, ref = full[p.task, p.index]
+                        recs.append(score(p, a, ref, tok))
+                        # Every document loaded: vLLM computed the question only.
+                        short[mode] += recs[-1]["computed"] != len(p.question) + \
+                            len(p.continuation)
+                key = {(r["task"], r["index"]): r for r in records["full"]}
+                recs.sort(key=lambda r: (r["task"], r["index"]))
+                records[mode] = recs
+                results[mode] = summarize(recs, [key[r["task"], r["index"]] for r in recs])
+                print(f"  {mode}: {stored[mode]} objects stored; {short[mode]} prompts not "
+                      "wholly loaded", file=sys.stderr)
     finally:
         cluster.stop()
     print(table(results, stored))
@@ -243,7 +261,7 @@ def main():
             json.dump(records, f)
     print(json.dumps({"bench": "quality_vllm", "model": os.path.basename(model),
                       "pool": digest, "prompts_per_task": args.prompts, "results": results,
-                      "objects_stored": stored}))
+                      "objects_stored": stored, "prompts_not_wholly_loaded": short}))
 
 
 if __name__ == "__main__":
