@@ -15,7 +15,7 @@ Full prefill is vLLM alone on the same prompts, unchunked. Engines are
 tests/vllm/run_engine.py processes, one after the other.
 
 Figures per task and mode: QA exact match (the planted number in the greedy
-answer, 16 tokens) and how often the distractor's number is answered,
+answer, 32 tokens) and how often the distractor's number is answered,
 continuation NLL (nats/token, teacher forced) and top-1 agreement with full
 prefill at each continuation token, two-fact exact match (both numbers),
 prompt tokens computed, objects stored. Uncertainty: 95% intervals
@@ -38,7 +38,7 @@ sys.path[:0] = [HERE, os.path.join(ROOT, "tests", "vllm")]
 
 from tasks import TASKS, Tokenizer, make_tasks  # noqa: E402
 
-ANSWER_TOKENS = 16
+ANSWER_TOKENS = 32  # two facts' sentences fit
 PRECOMPUTE_BATCH = 48  # documents per precompute call (one plan, one vLLM batch)
 
 

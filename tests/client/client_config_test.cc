@@ -128,6 +128,30 @@ TEST(ClientConfigTest, EachCheckedSettingNamesItself) {
   }
 }
 
+TEST(ClientConfigTest, AProgramsDefaultsLieUnderTheFileTheEnvironmentAndOverrides) {
+  const std::string llama = kConfigs + "llama-3.1-8b.json";
+  const std::map<std::string, std::string> prefixed = {{"attention-mode", "prefixed"}};
+  auto mode = [&](const std::string& path, const std::map<std::string, std::string>& overrides) {
+    auto o = LoadClientOptions(path, nullptr, overrides, &ControllerFinder::Parse, prefixed);
+    EXPECT_TRUE(o.ok()) << o.status().ToString();
+    return o.ok() ? o->mode : AttentionMode::kIsolated;
+  };
+  EXPECT_EQ(LoadClientOptions("", nullptr, {{"model-config", llama}})->mode,
+            AttentionMode::kIsolated);  // pikv's own default
+  EXPECT_EQ(mode("", {{"model-config", llama}}), AttentionMode::kPrefixed);
+  EXPECT_EQ(mode("", {{"model-config", llama}, {"attention-mode", "isolated"}}),
+            AttentionMode::kIsolated);
+  testing::TempDir dir;
+  std::ofstream(dir.str() + "/client.yaml") << "attention-mode: isolated\nmodel-config: " + llama;
+  EXPECT_EQ(mode(dir.str() + "/client.yaml", {}), AttentionMode::kIsolated);
+  setenv("PIKV_ATTENTION_MODE", "isolated", 1);
+  EXPECT_EQ(mode("", {{"model-config", llama}}), AttentionMode::kIsolated);
+  unsetenv("PIKV_ATTENTION_MODE");
+  auto bad = LoadClientOptions("", nullptr, {{"model-config", llama}}, &ControllerFinder::Parse,
+                               {{"attention-mode", "sometimes"}});
+  EXPECT_EQ(bad.status().message().rfind("attention-mode:", 0), 0u) << bad.status().ToString();
+}
+
 TEST(ClientConfigTest, TheExampleLoadsUpToItsModelConfig) {
   auto o = LoadClientOptions(std::string(PIKV_SOURCE_DIR) + "/deploy/client.example.yaml");
   // The example points at a model config that is not on this machine.
