@@ -206,6 +206,7 @@ def make_prompt(tok, pool, task, index, seed, docs_per_prompt=(4, 5)):
     system = rng.randrange(len(SYSTEM_PROMPTS))
     docs = [pool[i] for i in rng.sample(range(len(pool)), rng.choice(docs_per_prompt))]
     p = Prompt(task, index, system, (), docs, (), "")
+    reply = ""
     if task == "qa":
         who, other = rng.sample(SURNAMES, 2)
         place = rng.choice(PLACES)
@@ -233,14 +234,18 @@ def make_prompt(tok, pool, task, index, seed, docs_per_prompt=(4, 5)):
         if not choices:
             return None
         _, (first, second) = rng.choice(choices)
-        p.question_text = f"Continue this sentence from the documents: {first}"
-        p.continuation = tok.encode(second)
+        # The answer starts with the sentence's first half (the reply is
+        # primed with it), so the model's task is to copy the rest from
+        # the document: what is scored is how well the KV lets it.
+        p.question_text = "Quote the sentence from the documents that begins as your answer does."
+        reply = first
+        p.continuation = tok.encode(" " + second)
     else:
         raise ValueError(f"unknown task {task!r}")
     header = f"<|im_start|>system\n{SYSTEM_PROMPTS[system]}<|im_end|>\n<|im_start|>user\n"
     tail = "<|im_end|>\n<|im_start|>assistant\n"
     p.prefix = tok.encode(header)
-    p.question = tok.encode(f"Question: {p.question_text}{tail}")
+    p.question = tok.encode(f"Question: {p.question_text}{tail}{reply}")
     user = "".join(d.text for d in docs) + f"Question: {p.question_text}"
     text = header + "".join(d.text for d in docs) + f"Question: {p.question_text}" + tail
     if tok.chat(SYSTEM_PROMPTS[system], user) != text:
