@@ -184,15 +184,18 @@ def table(results, stored):
             top = f"{100 * f['top1_vs_full']:.1f} %" if "top1_vs_full" in f else ""
             rows.append(f"| {mode} | {task} | {f['prompts']} | "
                         f"{100 * f['computed_share']:.1f} % | {em} | {dis} | {nll} | {diff} | "
-                        f"{top} | {stored.get(mode, '')} |")
+                        f"{top} | {stored[mode][0] if mode in stored else ''} |")
     return "\n".join(rows)
 
 
-def disk_chunks(cluster, node):
-    """Objects on a node's disk tier: every admitted object is written
-    through to it, and it is large enough to evict none here."""
-    per_node = {n["id"]: n for n in cluster.admin().stats()["per_node"]}
-    return per_node[f"node-{node + 1}"]["disk_chunks"]
+def stored_tokens(prompts, mode):
+    """(objects, tokens) the mode stores for `prompts`: one per document
+    (isolated) or per (system prompt, document) (prefixed), and the system
+    prompts; bytes are tokens times the model's KV bytes per token."""
+    objects = {(p.prefix, d.ids) if mode == "prefixed" else d.ids for p in prompts
+               for d in p.docs} | {p.prefix for p in prompts}
+    return len(objects), sum(len(o[1]) if mode == "prefixed" and isinstance(o[0], tuple)
+                             else len(o) for o in objects)
 
 
 def main():
@@ -214,7 +217,8 @@ def main():
 
     from pikv.local_cluster import LocalCluster
     bin_dir = os.environ.get("PIKV_BIN_DIR", os.path.join(ROOT, "build", "bin"))
-    # A slice's objects fit a node's CPU tier (the disk tier holds 1 GiB).
+    # A slice's objects fit a node's CPU tier (the disk tier holds 1 GiB):
+    # a prompt whose documents were evicted would be computed, and counted.
     cluster = LocalCluster(os.path.join(bin_dir, "pikv"), secure=True, nodes=2, redis="off",
                            cpu_capacity=args.cpu_capacity)
     records, results, stored, short = {}, {}, {}, {}
@@ -231,13 +235,12 @@ def main():
             records["full"] = [r for r, _ in full.values()]
             results["full"] = summarize(records["full"], None)
             for mode in args.modes.split(","):
-                recs, stored[mode], short[mode] = [], 0, 0
+                recs, short[mode] = [], 0
+                stored[mode] = stored_tokens(prompts, mode)
                 for k in range(0, args.prompts, args.slice):
                     part = [p for p in prompts if k <= p.index < k + args.slice]
-                    before = disk_chunks(cluster, 0)
                     run_engine(work, f"{mode}-writer-{k}", model, settings(0, mode),
                                precompute_tasks(part))
-                    stored[mode] += disk_chunks(cluster, 0) - before
                     order, batches = requests(part, chunked=True)
                     answers = run_engine(work, f"{mode}-reader-{k}", model, settings(1, mode),
                                          batches)
@@ -251,8 +254,8 @@ def main():
                 recs.sort(key=lambda r: (r["task"], r["index"]))
                 records[mode] = recs
                 results[mode] = summarize(recs, [key[r["task"], r["index"]] for r in recs])
-                print(f"  {mode}: {stored[mode]} objects stored; {short[mode]} prompts not "
-                      "wholly loaded", file=sys.stderr)
+                print(f"  {mode}: {stored[mode][0]} objects ({stored[mode][1]} tokens) stored; "
+                      f"{short[mode]} prompts not wholly loaded", file=sys.stderr)
     finally:
         cluster.stop()
     print(table(results, stored))
