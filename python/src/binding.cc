@@ -394,10 +394,9 @@ void DefineSettings(py::module_& m) {
                              [](const client::ClientOptions& o) { return o.rope.Signature(); })
       .def_readonly("windowed_layers", &client::ClientOptions::windowed_layers)
       .def_readonly("tenant", &client::ClientOptions::tenant)
-      .def_property_readonly("attention_mode",
-                             [](const client::ClientOptions& o) {
-                               return std::string(AttentionModeName(o.mode));
-                             })
+      .def_property_readonly(
+          "attention_mode",
+          [](const client::ClientOptions& o) { return std::string(AttentionModeName(o.mode)); })
       .def_readonly("audit_rate", &client::ClientOptions::audit_rate)
       .def_property_readonly("fetch_timeout_ms", [](const client::ClientOptions& o) {
         return static_cast<int64_t>(o.fetch_timeout.count());

@@ -238,15 +238,14 @@ TEST_F(ExactnessTest, PrefixedIsExactOnlyAtTheSameDistanceFromTheSystemPrompt) {
 
   // c1 right after the system prompt, as computed: exact.
   auto same = Scratch({sys1_, c1_, q_}, AttentionMode::kPrefixed);
-  const double exact = MaxDiff(
-      same, Reused({&sys, &c1_after_sys}, {sys1_, c1_, q_}, AttentionMode::kPrefixed, 5));
+  const double exact =
+      MaxDiff(same, Reused({&sys, &c1_after_sys}, {sys1_, c1_, q_}, AttentionMode::kPrefixed, 5));
   EXPECT_LE(exact, 1e-4);
 
   // c1 after c2: its distance to the system prompt grew, so its KV is stale.
   auto moved = Scratch({sys1_, c2_, c1_, q_}, AttentionMode::kPrefixed);
-  const double approx =
-      MaxDiff(moved, Reused({&sys, &c2_after_sys, &c1_after_sys}, {sys1_, c2_, c1_, q_},
-                            AttentionMode::kPrefixed, 6));
+  const double approx = MaxDiff(moved, Reused({&sys, &c2_after_sys, &c1_after_sys},
+                                              {sys1_, c2_, c1_, q_}, AttentionMode::kPrefixed, 6));
   std::cout << "prefixed reuse: max |logit error| " << exact << " at the computed distance, "
             << approx << " with the chunk moved " << c2_.size()
             << " tokens further from the system prompt\n";
