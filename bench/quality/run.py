@@ -24,7 +24,7 @@ import os
 import re
 import sys
 import time
-from collections import OrderedDict, defaultdict
+from collections import OrderedDict
 from dataclasses import dataclass
 
 # The machine is shared: OpenMP threads that spin while waiting for a
@@ -122,6 +122,8 @@ class Engine:
         self.store = OrderedDict()  # (prefix ids, doc ids, virtual start) -> KV, LRU
         self.store_bytes, self.cache_bytes = 0, cache_bytes
         self.hits = self.misses = 0
+        self.shared = set()  # ids of the documents that occur in more than one prompt
+        self.scratch = {}  # what was computed but not kept, for the prompt at hand
 
     def cache(self, kv=None):
         from transformers import DynamicCache
@@ -152,24 +154,38 @@ class Engine:
             self.prefixes[prefix] = self.layers(c)
         return self.prefixes[prefix]
 
-    def doc_kv(self, prefix, plen, doc, vstart):
+    def doc_kv(self, prefix, plen, doc, vstart, keep):
         """`doc`'s KV computed from `vstart` on after P's first `plen`
-        tokens (at 0..plen-1), as stored: K rotated for `vstart`."""
+        tokens (at 0..plen-1), as stored: K rotated for `vstart`. Kept in
+        the store if `keep`."""
         key = (prefix[:plen], doc.ids, vstart)
         if key in self.store:
             self.store.move_to_end(key)
             self.hits += 1
             return self.store[key]
+        if key in self.scratch:
+            return self.scratch[key]
         self.misses += 1
         c = self.cache([(k[:, :, :plen], v[:, :, :plen]) for k, v in self.prefix_kv(prefix)]
                        if plen else None)
         self.run(c, doc.ids, vstart)
-        kv = self.store[key] = self.layers(c, plen, copy=True)
-        self.store_bytes += sum(k.nbytes + v.nbytes for k, v in kv)
-        while self.store_bytes > self.cache_bytes and len(self.store) > 1:
-            _, old = self.store.popitem(last=False)
-            self.store_bytes -= sum(k.nbytes + v.nbytes for k, v in old)
+        kv = self.layers(c, plen, copy=keep)
+        if keep:
+            self.store[key] = kv
+            self.store_bytes += sum(k.nbytes + v.nbytes for k, v in kv)
+            self.evict()
+        else:
+            self.scratch[key] = kv
         return kv
+
+    def evict(self):
+        """Oldest first, but copies computed at a distance from their
+        prefix (buckets) before adjacent ones: those serve several modes
+        and recur more often."""
+        while self.store_bytes > self.cache_bytes and len(self.store) > 1:
+            key = next((k for k in self.store if k[2] != len(k[0])), next(iter(self.store)))
+            old = self.store.pop(key)
+            self.store_bytes -= sum(k.nbytes + v.nbytes for k, v in old)
 
     def moved(self, kv, delta):
         """K re-rotated by `delta` positions: RoPE (rotate-half style) at
@@ -193,7 +209,10 @@ class Engine:
         parts, computed = [kv_p], 0
         for doc, start in zip(p.docs[:-1] if mode.last else p.docs, starts):
             plen, vstart = mode.place(len(P), start)
-            parts.append(self.moved(self.doc_kv(P, plen, doc, vstart), start - vstart))
+            # A document seen once (a planted variant) or a copy at its real
+            # distance would not be found again: computed, not kept.
+            keep = mode.storable and doc.ids in self.shared
+            parts.append(self.moved(self.doc_kv(P, plen, doc, vstart, keep), start - vstart))
             if mode.storable:
                 used.add((P[:plen], doc.ids, vstart))
             else:
@@ -216,6 +235,7 @@ def evaluate(engine, tok, p, modes, used, max_new, keep_all=False):
     Returns per-mode figures, seconds, and (keep_all) the log-probs at
     every question/answer position for the reference check."""
     seconds, ctx, computed = {}, [], {}
+    engine.scratch.clear()
     for m in modes:
         t = time.perf_counter()
         kv, computed[m.name] = engine.context(m, p, used[m.name])
@@ -343,16 +363,19 @@ def fmt(x, spec):
 
 
 def table(task, n, figures):
-    cols = [("mode", lambda m, s: m, 22), ("computed", lambda m, s: f"{s['computed_pct']:.1f}%", 9),
+    cols = [("mode", lambda m, s: m, 22),
+            ("computed", lambda m, s: f"{s['computed_pct']:.1f}%", 9),
             ("stored/doc", lambda m, s: fmt(s["stored_per_doc"], ".2f"), 10),
             ("/(P,doc)", lambda m, s: fmt(s["stored_per_p_doc"], ".2f"), 8)]
     first = next(iter(figures.values()))
     if "em" in first:
         cols += [("exact match", lambda m, s: f"{s['em']}/{n} {s['em_pct']:.1f}% "
                   f"±{s['em_ci_pts']:.1f} pts", 26),
-                 ("vs full -lost/+won", lambda m, s: f"-{s['lost_vs_full']}/+{s['gained_vs_full']}", 18)]
+                 ("vs full -lost/+won",
+                  lambda m, s: f"-{s['lost_vs_full']}/+{s['gained_vs_full']}", 18)]
         if "distractor" in first:
-            cols.append(("distractor", lambda m, s: f"{s['distractor']} {s['distractor_pct']:.1f}%", 11))
+            cols.append(("distractor",
+                         lambda m, s: f"{s['distractor']} {s['distractor_pct']:.1f}%", 11))
     if "nll" in first:
         cols += [("NLL nats/tok", lambda m, s: f"{s['nll']:.3f} ±{s['nll_ci']:.3f}", 15),
                  ("ΔNLL vs full", lambda m, s: f"{s['dnll']:+.3f} ±{s['dnll_ci']:.3f}", 15),
@@ -368,7 +391,8 @@ def table(task, n, figures):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default=DEFAULT_MODEL)
     ap.add_argument("--tasks", default=",".join(T.TASKS))
     ap.add_argument("--prompts", type=int, default=300, help="prompts per task")
@@ -378,8 +402,8 @@ def main():
     ap.add_argument("--pool", type=int, default=100, help="documents in the pool")
     ap.add_argument("--max-new", type=int, default=32, help="greedy answer tokens at most")
     ap.add_argument("--out", help="per-prompt records, JSON")
-    ap.add_argument("--check", action="store_true",
-                    help="only check every mode against the masked reference on each task's first prompt")
+    ap.add_argument("--check", action="store_true", help="only check every mode against the "
+                    "masked reference on each task's first prompt")
     ap.add_argument("--no-check", action="store_true", help="skip the check on the first prompt")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--cache-gb", type=float, default=4.0, help="documents' KV kept, GiB")
@@ -400,8 +424,13 @@ def main():
     prompts, pool, digest = T.make_tasks(tok, task_names, 1 if args.check else n_prompts,
                                          args.seed, args.pool)
     engine = Engine(args.model, args.device, int(args.cache_gb * 2**30))
+    seen = set()
+    for p in (p for ps in prompts.values() for p in ps):
+        engine.shared.update(d.ids for d in p.docs if d.ids in seen)
+        seen.update(d.ids for d in p.docs)
     print(f"quality: {args.model}, pool of {len(pool)} documents ({digest}), "
-          f"{1 if args.check else n_prompts} prompts per task, modes {', '.join(m.name for m in modes)}", file=sys.stderr)
+          f"{1 if args.check else n_prompts} prompts per task, "
+          f"modes {', '.join(m.name for m in modes)}", file=sys.stderr)
 
     ref, checked = None, {}
     records, figures, timing = [], {}, {}
@@ -437,7 +466,8 @@ def main():
             task_records.append(rec)
             done = len(task_records)
             el = time.perf_counter() - t0
-            print(f"[{task}] {done}/{len(prompts[task])} prompts, {el:.0f} s, {el / done:.1f} s/prompt, "
+            print(f"[{task}] {done}/{len(prompts[task])} prompts, {el:.0f} s, "
+                  f"{el / done:.1f} s/prompt, "
                   f"store {len(engine.store)} entries {engine.store_bytes / 2**30:.2f} GiB, "
                   f"hits {engine.hits} misses {engine.misses}", file=sys.stderr)
         if args.check:
@@ -458,8 +488,8 @@ def main():
         print(table(task, n, figures[task]))
         print(f"seconds per prompt: {timing[task]['per_prompt']:.1f} in all, of which "
               f"{timing[task]['batched']:.1f} the batched question+answer passes of all modes "
-              f"(s/prompt above: that mode's context: its documents' passes not found in the store, "
-              f"splicing, full prefill's pass)")
+              f"(s/prompt above: that mode's context: its documents' passes not found in the "
+              f"store, splicing, full prefill's pass)")
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"records": records, "pool": [d.name for d in pool]}, f)
