@@ -72,7 +72,10 @@ def python_connector(ends, args, path, pin_arena=True):
     config = vllm_config("bench", dtype, {
         "local-node": ends["node"], "controller": ends["controller"], "model-id": "bench",
         "model-config": args.config, "path": path, "kv_layout": layout,
-        "pin_arena": pin_arena}, block_size=block)
+        "pin_arena": pin_arena,
+        # The C++ baseline stores the chunks alone (isolated keys); the data
+        # path measured is the same in every mode.
+        "attention-mode": "isolated"}, block_size=block)
     worker = PikvConnector(config, KVConnectorRole.WORKER)
     worker.register_kv_caches(caches)
     segs = segments(args.chunks, args.tokens)
