@@ -89,28 +89,32 @@ def test_a_peer_killed_between_plan_and_load_and_a_dead_controller_end_no_reques
                                      question=12)
     run_engine(tmp_path, "writer", model, "float32", engine_settings(cluster, 0),
                [{"op": "precompute", "segments": [sys_, d1, d2, d3, q]}], engine)
-    first, lost, headless = [sys_, d1, q], [sys_, d1, d3, d2, q], [sys_, d1, d2, d3, q]
+    # d2 before d1 in `lost`: the load stops inside d1, which is then
+    # recomputed after d2 (in prefixed mode, d1 right after the system
+    # prompt would recompute to what was stored, and the check below could
+    # not tell the two answers apart).
+    first, lost, headless = [sys_, d1, d2, q], [sys_, d2, d1, d3, q], [sys_, d1, d2, d3, q]
     node1 = child_pid(cluster, "node-id node-1")
     controller = child_pid(cluster, "pikv-controller")
     out = run_engine(tmp_path, "reader", model, "float32", engine_settings(cluster, 1), [
-        {"op": "generate", **chunked(first), "max_tokens": 4},  # sys, d1 pulled to node 2
+        {"op": "generate", **chunked(first), "max_tokens": 4},  # sys, d1, d2 pulled to node 2
         {"op": "fault", "kill": node1},
-        {"op": "generate", **chunked(lost), "max_tokens": 4},  # d3, d2 still located on node 1
+        {"op": "generate", **chunked(lost), "max_tokens": 4},  # d3 still located on node 1
         {"op": "fault", "kill": controller},
         {"op": "generate", **chunked(headless), "max_tokens": 4}], engine)
     a_first, a_lost, a_headless = out["answers"][0], out["answers"][2], out["answers"][4]
     ref = Reference(model)
-    check_answer(ref, first, a_first, len(sys_) + len(d1), 4)
-    # The load stopped at d3 (token 108): vLLM recomputes from that block.
+    held = len(sys_) + len(d1) + len(d2)
+    check_answer(ref, first, a_first, held, 4)
+    # The load stopped at d3 (token 158): vLLM recomputes from that block.
     # (Had the plan already known node 1 dead, d3 would have been a plain
-    # miss and vLLM would have taken over at 108: a different answer.)
-    took_over = (len(sys_) + len(d1)) // BLOCK * BLOCK
-    assert took_over < len(sys_) + len(d1)
+    # miss and vLLM would have taken over at 158: a different answer.)
+    took_over = held // BLOCK * BLOCK
+    assert len(sys_) + len(d2) < took_over < held
     check_answer(ref, lost, a_lost, took_over, 4)
     prompt = sum(lost, [])
-    _, as_a_miss = ref.greedy(prompt, [len(s) for s in lost[:-1]], len(sys_) + len(d1), 4,
-                              **MODE)
+    _, as_a_miss = ref.greedy(prompt, [len(s) for s in lost[:-1]], held, 4, **MODE)
     assert worst_difference(a_lost, as_a_miss, len(prompt))[0] > 10 * F32_TOLERANCE
     # No controller: the local node's chunks still match, the rest is a miss.
-    check_answer(ref, headless, a_headless, len(sys_) + len(d1), 4)
-    assert a_headless["num_cached_tokens"] == len(sys_) + len(d1)
+    check_answer(ref, headless, a_headless, held, 4)
+    assert a_headless["num_cached_tokens"] == held
