@@ -202,15 +202,10 @@ class PikvConnector(KVConnectorBase_V1):
         super().__init__(vllm_config=vllm_config, role=role, kv_cache_config=kv_cache_config)
         check_engine_config(vllm_config)
         extra = dict(self._kv_transfer_config.kv_connector_extra_config or {})
-        self._core = ConnectorCore(client_settings(vllm_config, extra),
-                                   defaults={"attention-mode": DEFAULT_MODE},
-                                   settings_file=extra.get("settings_file", ""),
-                                   block_size=vllm_config.cache_config.block_size,
-                                   separator=extra.get("separator"),
-                                   threads=int(extra.get("threads", 1)),
-                                   path=extra.get("path", "auto"),
-                                   pin_arena=str(extra.get("pin_arena", True)).lower()
-                                   not in ("false", "0", "off", "no"))
+        self._core = _make_core(vllm_config, extra, threads=int(extra.get("threads", 1)),
+                                path=extra.get("path", "auto"),
+                                pin_arena=str(extra.get("pin_arena", True)).lower()
+                                not in ("false", "0", "off", "no"))
         # Sliding-window and chunked layers: vLLM's hybrid KV cache manager
         # keeps only their window. A connector without HMA support turns it
         # off; this checks that it is.
@@ -413,12 +408,18 @@ def connector_core(llm):
     engine's effective model, its kv_connector_extra_config, the default
     mode): it keys chunks as the engine's connector does."""
     vllm_config = llm.llm_engine.vllm_config
-    extra = dict(vllm_config.kv_transfer_config.kv_connector_extra_config or {})
+    return _make_core(vllm_config,
+                      dict(vllm_config.kv_transfer_config.kv_connector_extra_config or {}))
+
+
+def _make_core(vllm_config, extra, **more):
+    """The ConnectorCore of an engine: its effective model, its
+    kv_connector_extra_config and the connector's default mode."""
     return ConnectorCore(client_settings(vllm_config, extra),
                          defaults={"attention-mode": DEFAULT_MODE},
                          settings_file=extra.get("settings_file", ""),
                          block_size=vllm_config.cache_config.block_size,
-                         separator=extra.get("separator"))
+                         separator=extra.get("separator"), **more)
 
 
 def precompute_with_llm(llm, core: ConnectorCore, segments):
