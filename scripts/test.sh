@@ -6,11 +6,20 @@
 # loopback ports and clean up after themselves.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+took() { echo "test: $1 took $((SECONDS - $2)) s"; }
+t=$SECONDS
 bash scripts/install-deps.sh
 bash scripts/build.sh
+took build $t
 build_dir="${PIKV_BUILD_DIR:-build}"
+t=$SECONDS
 ctest --test-dir "$build_dir" --output-on-failure --parallel 2 --timeout 600
+took ctest $t
 # The GPU machine's run, rehearsed on the CPU (its device steps skipped).
+t=$SECONDS
 bash scripts/gpu-check.sh rehearse
+took gpu-rehearsal $t
 # vLLM itself with the connector, in its own virtualenv.
+t=$SECONDS
 bash scripts/test-vllm.sh
+took vllm $t

@@ -73,11 +73,13 @@ def engine_settings(cluster, node, mode=None):
     return settings
 
 
-def run_engine(tmp_path, name, model, dtype, pikv, tasks, engine=None):
-    """Runs one vLLM engine over `tasks` (run_engine.py) and returns its answers."""
+def run_engine(tmp_path, name, model, dtype, pikv, tasks, engine=None, in_process=True):
+    """Runs one vLLM engine over `tasks` (run_engine.py) and returns its
+    answers. `in_process`: vLLM's engine core and worker in the engine's
+    process (half the time); False keeps vLLM's own processes."""
     job, out = tmp_path / f"{name}.json", tmp_path / f"{name}.out.json"
     job.write_text(json.dumps({"model": model, "dtype": dtype, "pikv": pikv, "tasks": tasks,
-                               "engine": engine or {}}))
+                               "engine": engine or {}, "in_process": in_process}))
     env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE=os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"),
                PYTHONUNBUFFERED="1")
     log = tmp_path / f"{name}.log"

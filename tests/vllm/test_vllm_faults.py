@@ -4,7 +4,8 @@ prefill), a peer node killed between plan and load, the controller killed.
 Every request completes, and answers as the float32 reference computes
 what was actually loaded: chunks in the connector's default mode (each
 computed after the system prompt) up to where vLLM took over, the rest
-ordinary causal attention over everything before it."""
+ordinary causal attention over everything before it. The engines under
+fault run vLLM's own processes (engine core, worker), as in production."""
 
 import subprocess
 
@@ -55,7 +56,7 @@ def test_preempted_requests_load_again_and_long_saves_span_steps(cluster, make_m
     assert one["answers"][0]["computed"] == 3
     two = run_engine(tmp_path, "preempted", model, "float32", engine_settings(cluster, 1), [
         {"op": "generate_many", "prompts": [chunked(big), chunked(small)], "max_tokens": 40},
-        {"op": "metrics"}], engine)
+        {"op": "metrics"}], engine, in_process=False)
     answers, metrics = two["answers"][:2], two["answers"][2]
     preemptions = sum(v for k, v in metrics.items() if "preempt" in k)
     print(f"\npreemptions {preemptions}, cached {[a['num_cached_tokens'] for a in answers]}")
@@ -101,7 +102,7 @@ def test_a_peer_killed_between_plan_and_load_and_a_dead_controller_end_no_reques
         {"op": "fault", "kill": node1},
         {"op": "generate", **chunked(lost), "max_tokens": 4},  # d3 still located on node 1
         {"op": "fault", "kill": controller},
-        {"op": "generate", **chunked(headless), "max_tokens": 4}], engine)
+        {"op": "generate", **chunked(headless), "max_tokens": 4}], engine, in_process=False)
     a_first, a_lost, a_headless = out["answers"][0], out["answers"][2], out["answers"][4]
     ref = Reference(model)
     held = len(sys_) + len(d1) + len(d2)
