@@ -14,6 +14,9 @@ def test_pip_installs_the_package_into_a_fresh_venv(tmp_path):
     subprocess.check_call(["/usr/bin/python3", "-m", "venv", "--system-site-packages", str(venv)])
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env.update(PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
+    # pip builds the extension in the checkout: paths relative to it in
+    # ccache's hashes, so that a fresh clone (as CI makes) hits the cache.
+    env.setdefault("CCACHE_BASEDIR", SOURCE_DIR)
     subprocess.check_call([str(venv / "bin" / "pip"), "install", "-q", "--no-build-isolation",
                            SOURCE_DIR], env=env, cwd=tmp_path, timeout=1200)
     out = subprocess.check_output(
