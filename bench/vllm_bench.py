@@ -47,9 +47,13 @@ def run(job, workdir, name):
     path, out = os.path.join(workdir, f"{name}.json"), os.path.join(workdir, f"{name}.out")
     with open(path, "w") as f:
         json.dump(job, f)
-    with open(os.path.join(workdir, f"{name}.log"), "w") as log:
-        subprocess.run([sys.executable, os.path.join(ROOT, "tests", "vllm", "run_engine.py"),
-                        path, out], check=True, stdout=log, stderr=subprocess.STDOUT)
+    log = os.path.join(workdir, f"{name}.log")
+    with open(log, "w") as f:
+        rc = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "vllm", "run_engine.py"),
+                             path, out], stdout=f, stderr=subprocess.STDOUT).returncode
+    if rc != 0:  # the work dir goes with the bench: its log is shown here
+        with open(log) as f:
+            sys.exit(f"engine {name} exited {rc}:\n{f.read()[-6000:]}")
     with open(out) as f:
         return json.load(f)
 
