@@ -22,7 +22,7 @@ Each answer carries vLLM's own count of tokens it did not compute
 engine core and a worker from it, as it does in production; with
 "in_process" both run in this process instead (one start instead of three,
 about 20 s less per engine: the tests that check answers use it, the fault
-tests and the benchmarks keep vLLM's processes)."""
+tests and the timing benchmarks keep vLLM's processes)."""
 
 import json
 import os
