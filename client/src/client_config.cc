@@ -25,6 +25,9 @@ void DeclareSettings(Config& c) {
   c.Declare("model-id", K::kString, "", "Model id of the key namespace");
   c.Declare("model-config", K::kString, "",
             "Path of the model's config.json: geometry, KV dtype and RoPE");
+  c.Declare("model-config-json", K::kString, "",
+            "The model's config.json as text, instead of model-config's path (what an engine "
+            "computes with, handed over without a file)");
   c.Declare("max-model-len", K::kInt, "0",
             "The engine's maximum model length (0: the config's); picks LongRoPE's factors");
   c.Declare("dtype", K::kString, "",
@@ -114,14 +117,23 @@ Status TakeModel(const device::ModelSpec& model, const std::string& path, Client
   return Status::Ok();
 }
 
-// The model's config.json, read as the engines read it (when one is named).
+// The model's config.json (a file or its text), read as the engines read
+// it (when one is named).
 Status ReadModelFile(const Config& c, ClientOptions& o) {
   const std::string path = c.String("model-config");
-  if (path.empty()) return Status::Ok();
-  std::ifstream f(path);
-  if (!f) return InvalidArgument("model-config: cannot read " + path);
-  std::stringstream text;
-  text << f.rdbuf();
+  std::string source = path, text = c.String("model-config-json");
+  if (!path.empty() && !text.empty())
+    return InvalidArgument("model-config and model-config-json: name the model's config once");
+  if (path.empty() && text.empty()) return Status::Ok();
+  if (!path.empty()) {
+    std::ifstream f(path);
+    if (!f) return InvalidArgument("model-config: cannot read " + path);
+    std::stringstream file;
+    file << f.rdbuf();
+    text = file.str();
+  } else {
+    source = "model-config-json";
+  }
   device::ModelConfigOptions read;
   const int64_t max_len = c.Int("max-model-len");
   if (max_len < 0 || max_len > UINT32_MAX)
@@ -129,9 +141,9 @@ Status ReadModelFile(const Config& c, ClientOptions& o) {
   read.max_model_len = static_cast<uint32_t>(max_len);
   // Only a dtype the settings name beats the config's.
   if (!c.String("dtype").empty()) read.dtype = o.dtype;
-  auto model = device::ReadModelConfig(text.str(), read, path);
-  if (!model.ok()) return InvalidArgument("model-config: " + model.status().message());
-  return TakeModel(*model, path, o);
+  auto model = device::ReadModelConfig(text, read, source);
+  if (!model.ok()) return InvalidArgument(source + ": " + model.status().message());
+  return TakeModel(*model, source, o);
 }
 
 Status ReadTransport(const Config& c, ClientOptions& o) {

@@ -32,10 +32,7 @@ What vLLM's source fixes and this file follows:
   kv_load_failure_policy "recompute" (required) vLLM computes them.
 """
 
-import hashlib
 import json
-import os
-import tempfile
 from dataclasses import dataclass, field
 
 from vllm.distributed.kv_transfer.kv_connector.v1.base import (
@@ -97,38 +94,22 @@ class PikvConnectorMetadata(KVConnectorMetadata):
     saves: list = field(default_factory=list)
 
 
-def _model_config_file(hf_config):
-    """vLLM's effective model config (after --hf-overrides and the like) as
-    a config.json pikv reads: what the engine computes with is what the
-    chunk keys name. One file per distinct config in the temp dir, used
-    only when it holds exactly this config (another user may have made a
-    file of that name)."""
-    text = json.dumps(hf_config.to_dict(), sort_keys=True, default=str)
-    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
-    path = os.path.join(tempfile.gettempdir(), f"pikv-hf-config-{digest}.json")
-    try:
-        with open(path) as f:
-            if f.read() == text:
-                return path
-    except OSError:
-        pass
-    fd, path = tempfile.mkstemp(prefix=f"pikv-hf-config-{digest}-", suffix=".json")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    return path
-
-
 def client_settings(vllm_config, extra):
     """Client settings: the engine's effective model, then
     kv_connector_extra_config (which may name another model-config)."""
     model = vllm_config.model_config
+    # vLLM's effective model config (after --hf-overrides and the like), as
+    # text: what the engine computes with is what the chunk keys name.
     settings = {"model-id": model.model, "max-model-len": model.max_model_len,
-                "model-config": _model_config_file(model.hf_text_config)}
+                "model-config-json": json.dumps(model.hf_text_config.to_dict(), sort_keys=True,
+                                                default=str)}
     cache_dtype = getattr(vllm_config.cache_config, "cache_dtype", "auto")
     if cache_dtype != "auto":
         raise InvalidArgument(f"PikvConnector stores KV in the model's dtype; kv_cache_dtype "
                               f"{cache_dtype!r} is not supported")
     settings["dtype"] = TORCH_DTYPES.get(str(model.dtype), "bf16")
+    if "model-config" in extra:  # the operator's file replaces the engine's config
+        del settings["model-config-json"]
     settings.update({k: v for k, v in extra.items() if k not in _ADAPTER_KEYS})
     return settings
 

@@ -152,6 +152,27 @@ TEST(ClientConfigTest, AProgramsDefaultsLieUnderTheFileTheEnvironmentAndOverride
   EXPECT_EQ(bad.status().message().rfind("attention-mode:", 0), 0u) << bad.status().ToString();
 }
 
+TEST(ClientConfigTest, TheModelConfigsTextReadsAsItsFile) {
+  const std::string qwen = kConfigs + "qwen3-8b.json";
+  std::stringstream text;
+  text << std::ifstream(qwen).rdbuf();
+  auto file = LoadClientOptions("", nullptr, {{"model-config", qwen}});
+  auto inline_text = LoadClientOptions("", nullptr, {{"model-config-json", text.str()}});
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  ASSERT_TRUE(inline_text.ok()) << inline_text.status().ToString();
+  EXPECT_EQ(inline_text->num_layers, file->num_layers);
+  EXPECT_EQ(inline_text->num_kv_heads, file->num_kv_heads);
+  EXPECT_EQ(inline_text->head_dim, file->head_dim);
+  EXPECT_EQ(inline_text->dtype, file->dtype);
+  EXPECT_EQ(inline_text->rope.main().theta, file->rope.main().theta);
+  auto both =
+      LoadClientOptions("", nullptr, {{"model-config", qwen}, {"model-config-json", text.str()}});
+  EXPECT_NE(both.status().message().find("name the model's config once"), std::string::npos)
+      << both.status().ToString();
+  auto bad = LoadClientOptions("", nullptr, {{"model-config-json", "{\"num_hidden_layers\": "}});
+  EXPECT_EQ(bad.status().message().rfind("model-config-json:", 0), 0u) << bad.status().ToString();
+}
+
 TEST(ClientConfigTest, TheExampleLoadsUpToItsModelConfig) {
   auto o = LoadClientOptions(std::string(PIKV_SOURCE_DIR) + "/deploy/client.example.yaml");
   // The example points at a model config that is not on this machine.

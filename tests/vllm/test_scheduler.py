@@ -322,3 +322,21 @@ def test_the_key_namespace_is_vllms_effective_config(cluster, make_model):
     base = key()
     assert key() == base
     assert key(rope_parameters={"rope_type": "default", "rope_theta": 10000.0}) != base
+
+
+def test_connector_starts_leave_no_file_in_the_temp_dir(cluster, model, tmp_path, monkeypatch):
+    """The engine's effective model config reaches pikv as text: a start
+    writes nothing (it once left a pikv-hf-config-*.json per start)."""
+    import tempfile
+
+    private = tmp_path / "tmp"
+    private.mkdir()
+    monkeypatch.setenv("TMPDIR", str(private))
+    monkeypatch.setattr(tempfile, "tempdir", str(private))
+    keys = set()
+    for _ in range(5):
+        core = make_scheduler(model, engine_settings(cluster, 0), num_blocks=16).connector.core
+        assert core.options.num_layers > 0
+        keys.add(core.client.key_of([5, 6, 7]))
+    assert len(keys) == 1
+    assert sorted(p.name for p in private.rglob("*")) == []
