@@ -17,7 +17,9 @@ engine recomputes what was not provided.
 """
 
 import logging
+import math
 import re
+import time
 from dataclasses import dataclass, field
 
 from pikv import _pikv
@@ -27,6 +29,27 @@ from pikv.paged import PACKINGS
 from pikv.tensors import kv_layout
 
 log = logging.getLogger("pikv.connector")
+UNCHUNKED_LOG_INTERVAL_S = 60.0  # per reason, after its first line
+
+
+# Why a prompt that asked for chunking got none (the label of
+# unchunked_requests), and what its log line says.
+UNCHUNKED_REASONS = {
+    "segments_malformed": "pikv_segments is not a list of at least two positive integers",
+    "segments_length": "pikv_segments do not add up to the prompt's length",
+    "no_separator": "the prompt holds no separator",
+    "leading_separator": "the prompt starts with the separator: no system prompt before it",
+    "short_chunk": "a chunk is no longer than the separator",
+}
+
+
+class NotChunked(InvalidArgument):
+    """A prompt that asked for chunking (segment lengths, or an engine with
+    a separator) and cannot be; `reason` is a key of UNCHUNKED_REASONS."""
+
+    def __init__(self, reason):
+        super().__init__(UNCHUNKED_REASONS[reason])
+        self.reason = reason
 
 
 def split_segments(tokens, separator=None, lengths=None):
@@ -35,18 +58,21 @@ def split_segments(tokens, separator=None, lengths=None):
     `lengths`: explicit segment lengths (their sum is len(tokens)). Else
     `separator` (a token sequence): each separator starts the segment after
     it, so the segments still concatenate to the prompt the engine sees and a
-    chunk is stored with its separator. None when the prompt is not chunked.
+    chunk is stored with its separator (the question too starts with one).
+    None when chunking was not asked for (no lengths, no separator); raises
+    NotChunked when it was and the prompt does not split.
     """
     if tokens is None:
         return None
     tokens = list(tokens)
     if lengths is not None:
         # Lengths come from a request's parameters: anything but positive
-        # integers that cover the prompt means "not chunked".
+        # integers that cover the prompt is refused.
         if (not isinstance(lengths, (list, tuple)) or len(lengths) < 2 or
-                not all(type(n) is int and n > 0 for n in lengths) or
-                sum(lengths) != len(tokens)):
-            return None
+                not all(type(n) is int and n > 0 for n in lengths)):
+            raise NotChunked("segments_malformed")
+        if sum(lengths) != len(tokens):
+            raise NotChunked("segments_length")
         out, at = [], 0
         for n in lengths:
             out.append(tokens[at:at + n])
@@ -61,11 +87,15 @@ def split_segments(tokens, separator=None, lengths=None):
             i += len(sep)
         else:
             i += 1
-    if not cuts or cuts[0] == 0:
-        return None
+    if not cuts:
+        raise NotChunked("no_separator")
+    if cuts[0] == 0:
+        raise NotChunked("leading_separator")
     bounds = [0] + cuts + [len(tokens)]
     out = [tokens[a:b] for a, b in zip(bounds, bounds[1:])]
-    return out if all(len(s) > len(sep) or k == 0 for k, s in enumerate(out)) else None
+    if not all(len(s) > len(sep) for s in out[1:]):
+        raise NotChunked("short_chunk")
+    return out
 
 
 def slots_of(block_ids, block_size, start, count):
@@ -105,15 +135,24 @@ class LoadResult:
 
 @dataclass
 class CoreStats:
-    lookups: int = 0
-    matched_tokens: int = 0
+    """Counters since the core started (pikv.vllm hands their growth to
+    vLLM's stats and /metrics)."""
+    lookups: int = 0  # prompts planned
+    matched_tokens: int = 0  # prompt tokens planned to load
     loads: int = 0
-    loaded_tokens: int = 0
-    load_failures: int = 0
+    loaded_tokens: int = 0  # prompt tokens actually loaded (a load cut short: fewer)
+    load_failures: int = 0  # loads that fell short of their plan
     saves: int = 0
     save_failures: int = 0
     errors: int = 0  # unexpected exceptions turned into a degraded answer
+    unchunked: dict = field(default_factory=dict)  # reason -> prompts that asked and got none
     # Audits are the client's to count: client.stats()["audits"], ["audit_mismatches"].
+
+    def counters(self):
+        """Every counter by name; unchunked ones as unchunked_requests:<reason>."""
+        out = {k: v for k, v in vars(self).items() if k != "unchunked"}
+        out.update({f"unchunked_requests:{r}": n for r, n in self.unchunked.items()})
+        return out
 
 
 class ConnectorCore:
@@ -166,6 +205,7 @@ class ConnectorCore:
         self.separator = list(separator) if separator else None
         self.threads = threads
         self.stats = CoreStats()
+        self._unchunked_logged = {}  # reason -> when its last log line was written
         self.pending = []  # PendingStore of saves handed off without waiting
         self._reaped_failures = 0  # of those, ended and failed before wait_for_saves
         self.path = path
@@ -192,7 +232,23 @@ class ConnectorCore:
     # --- scheduler side -------------------------------------------------------
 
     def segments(self, tokens, lengths=None):
-        return split_segments(tokens, self.separator, lengths)
+        """split_segments with the engine's separator; None when the prompt
+        is not chunked (for whatever reason: plan_request counts why)."""
+        try:
+            return split_segments(tokens, self.separator, lengths)
+        except NotChunked:
+            return None
+
+    def _not_chunked(self, e):
+        """Counts a prompt that asked for chunking and got none, and says why
+        in the log: the first time per reason, then at most once a minute."""
+        n = self.stats.unchunked.get(e.reason, 0) + 1
+        self.stats.unchunked[e.reason] = n
+        now = time.monotonic()
+        if now - self._unchunked_logged.get(e.reason, -math.inf) >= UNCHUNKED_LOG_INTERVAL_S:
+            self._unchunked_logged[e.reason] = now
+            log.warning("pikv: a prompt is not chunked and reuses nothing (%s): %s; "
+                        "%d such prompts so far", e.reason, e, n)
 
     def num_matched_tokens(self, tokens, lengths=None) -> int:
         """Prompt tokens pikv can provide: the longest prefix of cached segments
@@ -209,7 +265,11 @@ class ConnectorCore:
         is not chunked is then one segment. Asks the local node and the
         controller; changes nothing."""
         try:
-            segments = self.segments(tokens, lengths)
+            try:
+                segments = split_segments(tokens, self.separator, lengths)
+            except NotChunked as e:
+                self._not_chunked(e)
+                segments = None
             if segments is None:
                 whole = [StoredForm(0, list(tokens))] if store_last and tokens else []
                 return 0, whole

@@ -200,6 +200,8 @@ class PikvConnector(KVConnectorBase_V1):
         self._saved = {}  # req_id -> starts of the segments whose save was sent, until it ends
         # Worker side.
         self._failed_blocks = set()
+        # Both: the core's counters as last handed to vLLM's stats.
+        self._reported = {}
 
     @property
     def core(self) -> ConnectorCore:
@@ -342,6 +344,26 @@ class PikvConnector(KVConnectorBase_V1):
 
     def shutdown(self):
         self._core.wait_for_saves()
+
+    # --- stats (either side; pikv.vllm_metrics imports vLLM's metrics) ------
+
+    def get_kv_connector_stats(self):
+        from pikv.vllm_metrics import PikvConnectorStats, stats_since
+
+        grown, self._reported = stats_since(self._core.stats, self._reported)
+        return PikvConnectorStats(data=grown) if grown else None
+
+    @classmethod
+    def build_kv_connector_stats(cls, data=None):
+        from pikv.vllm_metrics import PikvConnectorStats
+
+        return PikvConnectorStats(data=dict(data or {}))
+
+    @classmethod
+    def build_prom_metrics(cls, vllm_config, metric_types, labelnames, per_engine_labelvalues):
+        from pikv.vllm_metrics import PikvPromMetrics
+
+        return PikvPromMetrics(vllm_config, metric_types, labelnames, per_engine_labelvalues)
 
 
 def missing_segments(core: ConnectorCore, segments):

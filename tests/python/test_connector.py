@@ -14,7 +14,7 @@ import torch
 
 import pikv
 from conftest import CONFIGS, Cluster
-from pikv.connector import ConnectorCore, split_segments
+from pikv.connector import ConnectorCore, NotChunked, split_segments
 from pikv.vllm import precompute
 from standin_engine import StandInModel, StandInVllm, small_config
 
@@ -285,10 +285,43 @@ def test_segments_by_explicit_lengths_or_separator():
     toks = [1, 2, 9, 9, 3, 4, 9, 9, 5]
     assert split_segments(toks, separator=[9, 9]) == [[1, 2], [9, 9, 3, 4], [9, 9, 5]]
     assert split_segments(toks, lengths=[2, 4, 3]) == [[1, 2], [9, 9, 3, 4], [9, 9, 5]]
-    assert split_segments(toks, lengths=[2, 4]) is None, "lengths must cover the prompt"
-    assert split_segments([9, 9, 1, 2], separator=[9, 9]) is None, "no system prompt"
-    assert split_segments([1, 2, 3], separator=[9]) is None, "not chunked"
-    assert split_segments([1, 9, 9], separator=[9]) is None, "an empty segment"
+    assert split_segments(toks) is None, "chunking not asked for"
+    for reason, args in UNCHUNKED_CASES.items():
+        with pytest.raises(NotChunked) as e:
+            split_segments(*args)
+        assert e.value.reason == reason
+
+
+# A prompt that asks for chunking and cannot be, per reason: (tokens,
+# separator, lengths).
+UNCHUNKED_CASES = {
+    "segments_malformed": ([1, 2, 3], None, [3]),
+    "segments_length": ([1, 2, 9, 9, 3, 4, 9, 9, 5], None, [2, 4]),
+    "no_separator": ([1, 2, 3], [9], None),
+    "leading_separator": ([9, 9, 1, 2, 9, 9, 3], [9, 9], None),
+    "short_chunk": ([1, 9, 9, 9, 9, 5], [9, 9], None),
+}
+
+
+def test_a_prompt_that_asked_for_chunking_and_got_none_is_counted_and_logged(caplog):
+    """Each way a prompt can silently reuse nothing has its counter and a
+    log line naming the reason: the first time, then at most once a minute."""
+    for reason, (tokens, separator, lengths) in UNCHUNKED_CASES.items():
+        core = ConnectorCore({"num-layers": 1, "num-kv-heads": 1, "head-dim": 8},
+                             separator=separator)
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="pikv.connector"):
+            for _ in range(3):
+                assert core.plan_request(tokens, lengths) == (0, [])
+        assert core.stats.unchunked == {reason: 3}
+        assert core.stats.counters()[f"unchunked_requests:{reason}"] == 3
+        assert core.stats.lookups == 0 and core.stats.errors == 0
+        lines = [r.getMessage() for r in caplog.records]
+        assert len(lines) == 1 and reason in lines[0], lines
+    # A chunked prompt and one that never asked count nothing.
+    core = ConnectorCore({"num-layers": 1, "num-kv-heads": 1, "head-dim": 8})
+    core.plan_request([1, 2, 3])
+    assert core.stats.unchunked == {}
 
 
 def test_the_binding_checks_layouts_and_reads_configs(tmp_path):

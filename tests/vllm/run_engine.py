@@ -97,8 +97,11 @@ def main():
             os.kill(task["kill"], signal.SIGKILL)
             out["answers"].append({"killed": task["kill"]})
         elif task["op"] == "metrics":
-            out["answers"].append({m.name: getattr(m, "value", None) for m in llm.get_metrics()
-                                   if isinstance(getattr(m, "value", None), (int, float))})
+            # A labelled counter by its label too (pikv's unchunked requests by reason).
+            out["answers"].append({
+                m.name + (f":{m.labels['reason']}" if "reason" in m.labels else ""): m.value
+                for m in llm.get_metrics()
+                if isinstance(getattr(m, "value", None), (int, float))})
     with open(sys.argv[2], "w") as f:
         json.dump(out, f)
 

@@ -102,7 +102,8 @@ def test_a_peer_killed_between_plan_and_load_and_a_dead_controller_end_no_reques
         {"op": "fault", "kill": node1},
         {"op": "generate", **chunked(lost), "max_tokens": 4},  # d3 still located on node 1
         {"op": "fault", "kill": controller},
-        {"op": "generate", **chunked(headless), "max_tokens": 4}], engine, in_process=False)
+        {"op": "generate", **chunked(headless), "max_tokens": 4},
+        {"op": "metrics"}], engine, in_process=False)
     a_first, a_lost, a_headless = out["answers"][0], out["answers"][2], out["answers"][4]
     ref = Reference(model)
     held = len(sys_) + len(d1) + len(d2)
@@ -119,3 +120,10 @@ def test_a_peer_killed_between_plan_and_load_and_a_dead_controller_end_no_reques
     # No controller: the local node's chunks still match, the rest is a miss.
     check_answer(ref, headless, a_headless, held, 4)
     assert a_headless["num_cached_tokens"] == held
+    # vLLM's num_cached_tokens keeps what was planned for the lost request
+    # (d3 too); pikv's counters on vLLM's /metrics say what was loaded.
+    assert a_lost["num_cached_tokens"] == held + len(d3)
+    metrics = out["answers"][5]
+    assert metrics["pikv_connector_matched_tokens_total"] == 3 * held + len(d3), metrics
+    assert metrics["pikv_connector_loaded_tokens_total"] == 3 * held, metrics
+    assert metrics["pikv_connector_load_failures_total"] == 1, metrics

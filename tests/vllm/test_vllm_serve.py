@@ -5,6 +5,7 @@ does, every chunk pulled P2P."""
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -62,6 +63,31 @@ def wait_healthy(proc, port, log_path, timeout=300):
     raise AssertionError("vllm serve did not come up")
 
 
+def pikv_metrics(port):
+    """pikv's counters on vLLM's /metrics, summed over engines:
+    {counter: value}, the unchunked requests as unchunked_requests:<reason>."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    out = {}
+    for line in text.splitlines():
+        m = re.match(r'pikv_connector_(\w+)_total(?:\{(.*)\})? (\S+)$', line)
+        if m:
+            reason = re.search(r'reason="(\w+)"', m.group(2) or "")
+            key = m.group(1) + (f":{reason.group(1)}" if reason else "")
+            out[key] = out.get(key, 0) + float(m.group(3))
+    return out
+
+
+def wait_for_metrics(port, ready, timeout=20):
+    """vLLM records a step's stats after its outputs are sent: polls."""
+    deadline = time.monotonic() + timeout
+    while True:
+        m = pikv_metrics(port)
+        if ready(m) or time.monotonic() > deadline:
+            return m
+        time.sleep(0.2)
+
+
 def test_vllm_serve_answers_from_chunks_named_in_the_body_or_by_the_separator(
         cluster, make_model, tmp_path):
     model = make_model("llama", "float32")
@@ -80,10 +106,21 @@ def test_vllm_serve_answers_from_chunks_named_in_the_body_or_by_the_separator(
         named = post(port, dict(body, kv_transfer_params={
             "pikv_segments": [len(s) for s in other]}))
         by_separator = post(port, body)
+        # Prompts that ask for chunking and get none: counted and logged.
+        post(port, dict(body, prompt=system))  # no separator
+        post(port, dict(body, kv_transfer_params={"pikv_segments": [1, 2]}))  # not the length
+        loaded = 2 * sum(len(s) for s in other[:-1])
+        metrics = wait_for_metrics(port, lambda m: m.get("loaded_tokens") == loaded and
+                                   m.get("unchunked_requests:segments_length") == 1)
     finally:
         proc.terminate()
         proc.wait(timeout=60)
     assert node_chunks(cluster, 1) - held == 4  # every chunk pulled P2P
+    assert metrics["unchunked_requests:no_separator"] == 1, metrics
+    assert metrics["lookups"] == 2 and metrics["matched_tokens"] == loaded, metrics
+    text = open(log).read()
+    for reason in ("no_separator", "segments_length"):
+        assert f"not chunked and reuses nothing ({reason})" in text
     ref = Reference(model)
     lengths = [len(s) for s in other[:-1]]
     tokens, _ = ref.greedy(sum(other, []), lengths, sum(lengths), steps=4, mode=DEFAULT_MODE)
