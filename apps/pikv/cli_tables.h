@@ -61,6 +61,21 @@ inline void PrintStats(const json& j) {
            Num(x.at(admin::kHitRate))});
   }
   t.Print(std::cout);
+  if (!j.contains(admin::kP2p)) return;  // a controller older than P2P figures
+  const json& p2p = j.at(admin::kP2p);
+  std::cout << "\np2p: " << p2p.at(admin::kPulledObjects) << " objects pulled ("
+            << Bytes(p2p.at(admin::kPulledBytes)) << "), " << p2p.at(admin::kPullFailures)
+            << " failed asks\n\n";
+  pikv::TextTable nodes({"node", "state", "cpu chunks", "disk chunks", "hits", "misses", "pulled",
+                         "pulled bytes", "pull failures"});
+  for (const auto& n : j.at(admin::kPerNode)) {
+    const json& pulls = n.at(admin::kP2p);
+    nodes.Add({Str(n, admin::kId), Str(n, admin::kState), Num(n.at(admin::kCpuChunks)),
+               Num(n.at(admin::kDiskChunks)), Num(n.at(admin::kHits)), Num(n.at(admin::kMisses)),
+               Num(pulls.at(admin::kPulledObjects)), Bytes(pulls.at(admin::kPulledBytes)),
+               Num(pulls.at(admin::kPullFailures))});
+  }
+  nodes.Print(std::cout);
 }
 
 inline void PrintLocate(const json& j) {

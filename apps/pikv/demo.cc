@@ -136,6 +136,55 @@ int RunDemo(const DemoOptions& o) {
   return exact && chunks > by_source[3] ? 0 : 1;
 }
 
+namespace {
+
+// Every process the cluster started, with what an operator or a script
+// needs to reach, watch or kill it.
+json ClusterDocument(const launch::LocalCluster& c) {
+  json processes = json::array();
+  for (const auto& ctl : c.controllers()) {
+    processes.push_back({{"role", "controller"},
+                         {"pid", ctl.process->pid()},
+                         {"endpoint", ctl.endpoint},
+                         {"http", ctl.http}});
+  }
+  for (const auto& n : c.nodes()) {
+    processes.push_back({{"role", "node"},
+                         {"id", n.id},
+                         {"pid", n.process->pid()},
+                         {"tcp", n.tcp},
+                         {"ipc", n.ipc},
+                         {"http", n.http},
+                         {"data_dir", n.data_dir}});
+  }
+  if (c.redis_pid() > 0)
+    processes.push_back(
+        {{"role", "redis"}, {"pid", c.redis_pid()}, {"address", c.redis_address()}});
+  if (const launch::EtcdCluster* etcd = c.etcd()) {
+    for (int i = 0; i < etcd->size(); ++i)
+      processes.push_back({{"role", "etcd"}, {"pid", etcd->pid(i)}, {"client", etcd->member(i)}});
+  }
+  return {{"controller", c.controller_spec()},
+          {"redis", c.redis_address()},
+          {"key_dir", c.key_dir()},
+          {"data_dir", c.data_dir()},
+          {"processes", processes}};
+}
+
+void PrintCluster(const json& doc) {
+  std::cout << "controller " << doc["controller"].get<std::string>() << "\n";
+  for (const json& p : doc["processes"]) {
+    const std::string role = p["role"];
+    std::cout << role << " pid " << p["pid"].get<pid_t>();
+    for (const char* field :
+         {"id", "endpoint", "tcp", "ipc", "address", "client", "http", "data_dir"})
+      if (p.contains(field)) std::cout << "  " << field << " " << p[field].get<std::string>();
+    std::cout << "\n";
+  }
+}
+
+}  // namespace
+
 int RunCluster(const DemoOptions& o) {
   const sigset_t stop = BlockStopSignals();
   launch::LocalCluster cluster;
@@ -143,23 +192,19 @@ int RunCluster(const DemoOptions& o) {
     std::cerr << "pikv cluster: " << s.message() << "\n";
     return 1;
   }
-  std::cout << "controller " << cluster.controller_spec() << "  http " << cluster.controller().http
-            << "\n";
-  if (cluster.controllers().size() > 1) {
-    for (const auto& c : cluster.controllers())
-      std::cout << "controller-member " << c.endpoint << "  pid " << c.process->pid() << "  http "
-                << c.http << "\n";
+  const json doc = ClusterDocument(cluster);
+  if (o.json) {
+    std::cout << doc.dump() << std::endl;  // one line, then the daemons' own log lines
+  } else {
+    PrintCluster(doc);
+    std::cout << SecurityLine(cluster) << "\n";
+    if (!cluster.key_dir().empty()) {
+      std::cout << "export PIKV_CURVE_KEY=" << cluster.key_dir()
+                << "/admin PIKV_CURVE_KEYRING=" << cluster.key_dir() << "/keyring\n";
+    }
+    std::cout << "try: pikv admin nodes --controller '" << cluster.controller_spec() << "'"
+              << "\nCtrl-C stops it" << std::endl;
   }
-  for (const auto& n : cluster.nodes())
-    std::cout << "node " << n.tcp << "  " << n.ipc << "  http " << n.http << "\n";
-  if (!cluster.redis_address().empty()) std::cout << "redis " << cluster.redis_address() << "\n";
-  std::cout << SecurityLine(cluster) << "\n";
-  if (!cluster.key_dir().empty()) {
-    std::cout << "export PIKV_CURVE_KEY=" << cluster.key_dir()
-              << "/admin PIKV_CURVE_KEYRING=" << cluster.key_dir() << "/keyring\n";
-  }
-  std::cout << "try: pikv admin nodes --controller '" << cluster.controller_spec() << "'"
-            << "\nCtrl-C stops it" << std::endl;
   WaitForStopSignal(stop);
   return 0;
 }

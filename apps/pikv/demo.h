@@ -10,6 +10,7 @@ struct DemoOptions {
   int prompts = 40;
   int docs = 24;
   int check_every = 5;  // compare every Nth answer with recomputing
+  bool json = false;    // cluster: its processes as one JSON line instead of text
 };
 
 // Starts a LocalCluster, runs a RAG workload through one engine per node,

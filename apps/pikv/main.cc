@@ -58,6 +58,8 @@ std::pair<CLI::App*, CLI::App*> AddDemo(CLI::App& app, pikv::cli::DemoOptions& o
         "--insecure", [&o](int64_t) { o.cluster.secure = false; },
         "No CURVE (a laptop demo): anyone who reaches the ports may read, write and clear");
   }
+  cluster->add_flag("--json", o.json,
+                    "Print the cluster's processes (pid, endpoints, data dir) as one JSON line");
   demo->add_option("--prompts", o.prompts, "Prompts in the workload")->capture_default_str();
   demo->add_option("--docs", o.docs, "Distinct documents")->capture_default_str();
   demo->add_option("--check-every", o.check_every, "Check every Nth answer against recomputing")

@@ -51,6 +51,16 @@ json TierTotals(const std::vector<NodeView>& nodes, const ClusterStats& stats) {
   return tiers;
 }
 
+// A node's pulls from its peers, from its last heartbeat; added into `total`.
+json PullsOf(const NodeView& n, json& total) {
+  json p2p;
+  for (const char* field : {admin::kPulledObjects, admin::kPulledBytes, admin::kPullFailures}) {
+    p2p[field] = Usage(n, std::string("p2p.") + field);
+    total[field] = total.value(field, int64_t{0}) + p2p[field].get<int64_t>();
+  }
+  return p2p;
+}
+
 }  // namespace
 
 std::string NodesJson(const ClusterState& state, Clock::time_point now) {
@@ -84,8 +94,10 @@ std::string StatsJson(const ClusterState& state, Clock::time_point now) {
   ClusterStats s = state.Stats();
   auto nodes = state.Nodes(now);
   json per_node = json::array();
+  json p2p = {{admin::kPulledObjects, 0}, {admin::kPulledBytes, 0}, {admin::kPullFailures, 0}};
   for (const auto& n : nodes) {
     per_node.push_back({{admin::kId, n.reg.id},
+                        {admin::kP2p, PullsOf(n, p2p)},
                         {admin::kState, std::string(NodeStateName(n.state))},
                         {admin::kCpuChunks, n.chunks[0]},
                         {admin::kDiskChunks, n.chunks[1]},
@@ -113,6 +125,7 @@ std::string StatsJson(const ClusterState& state, Clock::time_point now) {
               {admin::kReportsByReporter, s.audits.reports_by_reporter},
               {admin::kRefusedByReporter, s.audits.refused_by_reporter},
               {admin::kTiers, TierTotals(nodes, s)},
+              {admin::kP2p, p2p},
               {admin::kPerNode, per_node}};
   return Dump(out);
 }

@@ -161,6 +161,8 @@ Status EtcdCluster::WaitReady() {
   return Unavailable("etcd cluster did not come up in 20 s (logs in " + dir_.str() + ")");
 }
 
+pid_t EtcdCluster::pid(int i) const { return members_.at(i) ? members_[i]->pid() : -1; }
+
 void EtcdCluster::Kill(int i) {
   if (!members_[i]) return;
   members_[i]->Signal(SIGKILL);

@@ -107,6 +107,8 @@ Status LocalCluster::StartAll(const LocalClusterOptions& o) {
     }
     auto node = StartNode(*node_bin, args);
     if (!node.ok()) return node.status();
+    node->id = NodeId(i);
+    node->data_dir = data_dir;
     nodes_.push_back(std::move(*node));
   }
   return WaitAlive(nodes_.size(), o.ready_timeout);

@@ -53,6 +53,7 @@ void AddPullerSource(StatsRegistry& registry, const Puller* puller) {
   registry.AddSource([puller](StatsSink& out) {
     const Puller::Counters c = puller ? puller->counters() : Puller::Counters{};
     out.Add(stats::kPulledObjects, c.objects);
+    out.Add(stats::kPulledBytes, c.bytes);
     out.Add(stats::kPullFailures, c.failures);
     out.Add(stats::kPullsFromMemory, c.from_memory);
     out.Add(stats::kPulledStreamed, c.streamed);

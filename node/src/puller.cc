@@ -259,6 +259,7 @@ Message Puller::Pull(const Header& request, Clock::time_point deadline) {
   for (size_t i = 0; i < n; ++i) {
     if (objects[i].empty()) continue;
     objects_++;
+    bytes_ += objects[i].size();
     reply.header.values[i] = static_cast<int64_t>(ErrorCode::kOk);
     if (!admit_only) reply.payloads.push_back(std::move(objects[i]));
   }

@@ -40,6 +40,7 @@ class Puller {
   using Clock = std::chrono::steady_clock;
   struct Counters {
     uint64_t objects = 0;      // pulled and admitted
+    uint64_t bytes = 0;        // their sizes
     uint64_t failures = 0;     // controller or peer did not answer
     uint64_t streamed = 0;     // objects received in bounded frames
     uint64_t from_memory = 0;  // pulls planned on remembered locations (no controller)
@@ -52,7 +53,9 @@ class Puller {
   // The reply to a validated pull request (keys within limits). Per-key
   // values are kOk (one payload frame each) or kNotFound.
   Message Pull(const Header& request, Clock::time_point deadline);
-  Counters counters() const { return {objects_, failures_, streamed_objects_, from_memory_}; }
+  Counters counters() const {
+    return {objects_, bytes_, failures_, streamed_objects_, from_memory_};
+  }
 
  private:
   struct Source {
@@ -81,7 +84,7 @@ class Puller {
   const PullOptions options_;
   PeerPool pool_;
   LocationMemory memory_;
-  std::atomic<uint64_t> objects_{0}, failures_{0}, streamed_objects_{0}, from_memory_{0};
+  std::atomic<uint64_t> objects_{0}, bytes_{0}, failures_{0}, streamed_objects_{0}, from_memory_{0};
   std::atomic<Clock::rep> skip_locate_until_{0};  // steady-clock ticks
 };
 

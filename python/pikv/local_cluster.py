@@ -1,14 +1,15 @@
 """A local pikv cluster for demos, tests and benchmarks: `pikv cluster` (a
 controller, N nodes, optionally Redis; with controllers > 1, standbys elected
 on a local etcd cluster, and `controller` is then an etcd:// spec) in the
-foreground, its endpoints read from what it prints; stop() sends Ctrl-C and
+foreground, its processes read from what it prints (`--json`: pid,
+endpoints and data dir of each); stop() sends Ctrl-C and
 it stops everything it started.
 Secure by default (CURVE with keys made for the cluster, in key_dir):
 security_settings() are the client settings a member's keys need."""
 
 import collections
+import json
 import os
-import re
 import signal
 import subprocess
 import threading
@@ -20,40 +21,37 @@ from pikv.errors import Unavailable
 class LocalCluster:
     def __init__(self, pikv_binary="pikv", nodes=2, redis="auto", timeout=30.0, secure=True,
                  cpu_capacity="256MiB", controllers=1):
-        args = [pikv_binary, "cluster", "--nodes", str(nodes), "--redis", redis,
+        args = [pikv_binary, "cluster", "--json", "--nodes", str(nodes), "--redis", redis,
                 "--cpu-capacity", cpu_capacity, "--controllers", str(controllers)]
         self.proc = subprocess.Popen(args + ([] if secure else ["--insecure"]),
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        self.nodes, self.controller, self.redis, self.key_dir = [], None, None, None
-        # With standbys: controller is etcd://...; each member's endpoint and pid.
-        self.controllers = []
         self._log, self.logged_bytes = collections.deque(maxlen=1000), 0
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             line = self.proc.stdout.readline()
             if not line:
                 break
-            if line.startswith("controller "):
-                self.controller = line.split()[1]
-            elif line.startswith("controller-member "):
-                words = line.split()
-                self.controllers.append({"endpoint": words[1], "pid": int(words[3])})
-            elif line.startswith("node "):
-                tcp, ipc = re.findall(r"(tcp://\S+|ipc://\S+)", line)[:2]
-                self.nodes.append({"tcp": tcp, "ipc": ipc})
-            elif line.startswith("redis "):
-                self.redis = line.split()[1]
-            elif line.startswith("export PIKV_CURVE_KEY="):
-                self.key_dir = os.path.dirname(line.split()[1].split("=", 1)[1])
-            elif line.startswith("Ctrl-C"):
+            if line.startswith("{"):
+                self._take(json.loads(line))
                 # The daemons log to this pipe for as long as they run: it is
                 # read to the end, or a full pipe would stall any thread that
                 # logs (a node's reporter among them).
                 self._drainer = threading.Thread(target=self._drain, daemon=True)
                 self._drainer.start()
                 return
+            self._log.append(line)
         self.stop()
-        raise Unavailable("pikv cluster did not come up")
+        raise Unavailable(f"pikv cluster did not come up: {self.log_tail()[-2000:]}")
+
+    def _take(self, doc):
+        """`pikv cluster --json`'s document: every process, with its pid."""
+        self.processes = doc["processes"]
+        of = lambda role: [p for p in self.processes if p["role"] == role]  # noqa: E731
+        # With standbys: controller is etcd://...; each member's endpoint and pid.
+        self.controller, self.controllers = doc["controller"], of("controller")
+        self.nodes = of("node")  # tcp, ipc, http, id, pid, data_dir
+        self.redis = doc["redis"] or None
+        self.key_dir = doc["key_dir"] or None
 
     def security_settings(self, member="engine") -> dict:
         """Client settings for `member` (engine, admin, node-<id>): its key

@@ -191,6 +191,19 @@ TEST_P(ClientClusterTest, ChunksComputedOnOneHostAreReusedExactlyOnOthersThrough
   rpc::NodeClient b_node(nodes_[1].tcp, 2s, WireLimits{}, AdminKeys(1));
   EXPECT_EQ(std::get<int64_t>(b_node.Stats()->at("p2p.pulled_objects")), 2)
       << "B's node pulled d3 and d1 from A";
+  // `pikv admin stats` shows the pulls, the cluster's and B's, from heartbeats.
+  auto pulls_of_b = [&] {
+    const auto stats = AdminDoc(MsgType::kAdminStats);
+    for (const auto& n : stats["per_node"])
+      if (n["id"] == "node-b") return std::pair{stats["p2p"], n["p2p"]};
+    return std::pair{stats["p2p"], nlohmann::json()};
+  };
+  WaitFor([&] { return pulls_of_b().first.value("pulled_objects", 0) == 2; }, 3s,
+          "the controller's stats count B's pulls");
+  const auto [cluster_p2p, b_p2p] = pulls_of_b();
+  EXPECT_EQ(b_p2p.value("pulled_objects", 0), 2) << b_p2p.dump();
+  EXPECT_EQ(b_p2p.value("pulled_bytes", int64_t{0}), cluster_p2p.value("pulled_bytes", int64_t{0}));
+  EXPECT_GT(b_p2p.value("pulled_bytes", int64_t{0}), 0) << b_p2p.dump();
 
   // Async store: the call returns at once, the object lands on B's node.
   auto f_tokens = Random(9, 99);

@@ -35,6 +35,7 @@ TEST_P(DemoTest, ReportsExactReuseWithHitsAndP2PAndLeavesNoProcessBehind) {
   EXPECT_GT(std::stoi(m[1]), 0) << "local hits";
   EXPECT_NE(out.find("pikv admin nodes"), std::string::npos);
   EXPECT_NE(out.find("pikv admin stats"), std::string::npos);
+  EXPECT_TRUE(std::regex_search(out, std::regex("p2p: \\d+ objects pulled"))) << out;
 
   // Every process the demo started is gone.
   ASSERT_TRUE(std::regex_search(out, m, std::regex("processes: ([0-9 ]+)\n"))) << out;

@@ -24,7 +24,9 @@ struct NodeProcess {
   std::unique_ptr<ChildProcess> process;
   std::string tcp;
   std::string ipc;
-  std::string http;  // host:port when started with --http
+  std::string http;      // host:port when started with --http
+  std::string id;        // its --node-id, when the starter set one
+  std::string data_dir;  // its --data-dir, when the starter set one
 };
 struct ControllerProcess {
   std::unique_ptr<ChildProcess> process;

@@ -43,6 +43,7 @@ class EtcdCluster {
   // "127.0.0.1:p1,127.0.0.1:p2,...": the controller's etcd setting.
   std::string endpoints() const;
   std::string member(int i) const;  // host:port of member i's client URL
+  pid_t pid(int i) const;           // member i's process; -1 when it is not running
   std::string tls_dir() const;      // pikv's client certificates; empty: plaintext
   // The controller's flags: --etcd (and --etcd-tls).
   std::vector<std::string> ControllerArgs() const;

@@ -48,6 +48,9 @@ class LocalCluster {
   std::string controller_spec() const;
   const std::vector<NodeProcess>& nodes() const { return nodes_; }
   const std::string& redis_address() const { return redis_address_; }
+  pid_t redis_pid() const { return redis_ ? redis_->pid() : -1; }  // -1: none started here
+  const EtcdCluster* etcd() const { return etcd_.get(); }          // null without standbys
+  std::string data_dir() const { return dir_ ? dir_->str() : std::string(); }
   std::string NodeId(size_t i) const { return "node-" + std::to_string(i + 1); }
   std::string NodeHost(size_t i) const { return "host-" + NodeId(i); }
   std::string Pids() const;  // every process started, for the operator

@@ -66,6 +66,11 @@ inline constexpr char kCpuChunks[] = "cpu_chunks";
 inline constexpr char kDiskChunks[] = "disk_chunks";
 inline constexpr char kCpuUsedBytes[] = "cpu_used_bytes";
 inline constexpr char kDiskUsedBytes[] = "disk_used_bytes";
+// stats: peer-to-peer pulls, the cluster's and each node's (what its puller fetched)
+inline constexpr char kP2p[] = "p2p";
+inline constexpr char kPulledObjects[] = "pulled_objects";
+inline constexpr char kPulledBytes[] = "pulled_bytes";
+inline constexpr char kPullFailures[] = "pull_failures";
 // stats: audits (docs/security.md, controller/audit_ledger.h)
 inline constexpr char kAuditMismatches[] = "audit_mismatches";  // reports taken: keys dropped
 inline constexpr char kAuditReportsRefused[] = "audit_reports_refused";  // over a reporter's rate
