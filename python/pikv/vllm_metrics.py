@@ -1,7 +1,8 @@
 """pikv's connector counters inside vLLM: each interval, the growth of the
 scheduler's and the workers' ConnectorCore.stats goes into vLLM's stats
 (KVConnectorStats: logged as "KV Transfer metrics" and exported by vLLM's
-/metrics as pikv_connector_*_total counters, docs/metrics.md).
+/metrics as vllm:pikv_*_total counters, named in vLLM's prefix, which
+LLM.get_metrics() lists; docs/metrics.md).
 
 The payload is a flat {name: count} dict ("unchunked_requests:<reason>"
 for the labelled counter): it crosses vLLM's process boundaries as plain
@@ -55,14 +56,14 @@ class PikvConnectorStats(KVConnectorStats):
 
 
 class PikvPromMetrics(KVConnectorPromMetrics):
-    """pikv_connector_<counter>_total per engine; unchunked requests also
+    """vllm:pikv_<counter>_total per engine; unchunked requests also
     by reason."""
 
     def __init__(self, vllm_config, metric_types, labelnames, per_engine_labelvalues):
         super().__init__(vllm_config, metric_types, labelnames, per_engine_labelvalues)
         self._counters = {
             name: self._counter_cls(
-                name=f"pikv_connector_{name}_total", documentation=help,
+                name=f"vllm:pikv_{name}", documentation=help,
                 labelnames=labelnames + (["reason"] if name == "unchunked_requests" else []))
             for name, help in COUNTERS.items()}
         self._children = {}  # (engine, payload key) -> the labelled counter

@@ -44,6 +44,10 @@ def logprob_dicts(steps):
 
 def main():
     job = json.load(open(sys.argv[1]))
+    # vLLM's CPU backend binds each engine's OpenMP threads to cores it picks
+    # without regard to other engines: two engines on a host (or an engine
+    # and its spawned worker) share one core, 10x slower. The OS places them.
+    os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
     if job.get("in_process"):
         # Read when vLLM makes its engine; on the CPU the worker can share
         # the process only when the engine core does.

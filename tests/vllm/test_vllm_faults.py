@@ -124,6 +124,6 @@ def test_a_peer_killed_between_plan_and_load_and_a_dead_controller_end_no_reques
     # (d3 too); pikv's counters on vLLM's /metrics say what was loaded.
     assert a_lost["num_cached_tokens"] == held + len(d3)
     metrics = out["answers"][5]
-    assert metrics["pikv_connector_matched_tokens_total"] == 3 * held + len(d3), metrics
-    assert metrics["pikv_connector_loaded_tokens_total"] == 3 * held, metrics
-    assert metrics["pikv_connector_load_failures_total"] == 1, metrics
+    assert metrics.get("vllm:pikv_matched_tokens") == 3 * held + len(d3), metrics
+    assert metrics.get("vllm:pikv_loaded_tokens") == 3 * held, metrics
+    assert metrics.get("vllm:pikv_load_failures") == 1, metrics

@@ -46,7 +46,7 @@ def serve(model, settings, port, log_path):
          "--no-enable-prefix-caching", "--max-model-len", "4096",
          "--kv-transfer-config", json.dumps(connector)],
         stdout=open(log_path, "w"), stderr=subprocess.STDOUT,
-        env=dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1"))
+        env=dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1", VLLM_CPU_OMP_THREADS_BIND="nobind"))
 
 
 def wait_healthy(proc, port, log_path, timeout=300):
@@ -70,7 +70,7 @@ def pikv_metrics(port):
         text = r.read().decode()
     out = {}
     for line in text.splitlines():
-        m = re.match(r'pikv_connector_(\w+)_total(?:\{(.*)\})? (\S+)$', line)
+        m = re.match(r'vllm:pikv_(\w+)_total(?:\{(.*)\})? (\S+)$', line)
         if m:
             reason = re.search(r'reason="(\w+)"', m.group(2) or "")
             key = m.group(1) + (f":{reason.group(1)}" if reason else "")
