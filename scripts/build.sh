@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the build set of packages (idempotent; scripts/install-deps.sh
 # build) and builds everything into ./build (or $PIKV_BUILD_DIR) with Ninja
-# and ccache.
+# and ccache; only the targets PIKV_BUILD_TARGETS lists when it is set
+# (scripts/demo.sh: the CLI and the two daemons).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Paths relative to the checkout in ccache's hashes: a fresh clone elsewhere
@@ -13,4 +14,5 @@ if [ ! -f "$build_dir/build.ninja" ]; then
   # shellcheck disable=SC2086  # PIKV_CMAKE_ARGS is a list of -D options
   cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE="${PIKV_BUILD_TYPE:-Release}" ${PIKV_CMAKE_ARGS:-} >/dev/null
 fi
-cmake --build "$build_dir" --parallel "$(nproc)"
+# shellcheck disable=SC2086  # PIKV_BUILD_TARGETS is a list of target names
+cmake --build "$build_dir" --parallel "$(nproc)" ${PIKV_BUILD_TARGETS:+--target $PIKV_BUILD_TARGETS}

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages pikv needs, by set:
-#   bash scripts/install-deps.sh [build|test|runtime|all ...]   (default: all)
+#   bash scripts/install-deps.sh [build|test|runtime|all|demo ...]   (default: all)
 #   build    compile everything scripts/build.sh builds (libraries, daemons, CLI,
 #            tests, benchmarks, the Python module)
 #   test     run the suite and CI's checks: Redis, etcd (standby controllers),
@@ -8,6 +8,7 @@
 #            iproute2, docker-compose
 #   runtime  what the three binaries load, and curl for healthchecks (the
 #            Docker image's runtime stage installs exactly this set)
+#   demo     what scripts/demo.sh needs: build, and Redis (the shared tier)
 #   all      build + test + runtime
 #   vllm     after the Debian sets: a virtualenv with vLLM's CPU build, torch,
 #            transformers and pytest (python/requirements-vllm.txt, pinned),
@@ -45,9 +46,9 @@ sets=()
 for arg in "$@"; do
   case "$arg" in
     --print) print=1 ;;
-    build | test | runtime | all) sets+=("$arg") ;;
+    build | test | runtime | all | demo) sets+=("$arg") ;;
     vllm) sets+=(build test); want_vllm=1 ;;
-    *) echo "usage: $0 [--print] [build|test|runtime|all|vllm ...]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--print] [build|test|runtime|all|demo|vllm ...]" >&2; exit 2 ;;
   esac
 done
 ((${#sets[@]})) || sets=(all)
@@ -57,6 +58,7 @@ for s in "${sets[@]}"; do
     build) packages+=("${build[@]}") ;;
     test) packages+=("${test[@]}") ;;
     runtime) packages+=("${runtime[@]}") ;;
+    demo) packages+=("${build[@]}" redis-server) ;;
     all) packages+=("${build[@]}" "${test[@]}" "${runtime[@]}") ;;
   esac
 done
