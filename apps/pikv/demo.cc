@@ -174,8 +174,9 @@ json ClusterDocument(const launch::LocalCluster& c) {
 void PrintCluster(const json& doc) {
   std::cout << "controller " << doc["controller"].get<std::string>() << "\n";
   for (const json& p : doc["processes"]) {
-    const std::string role = p["role"];
-    std::cout << role << " pid " << p["pid"].get<pid_t>();
+    // "pid N role ...": no line but the first starts with a role's name, so
+    // a reader of the older text form fails loudly rather than misreads.
+    std::cout << "pid " << p["pid"].get<pid_t>() << "  " << p["role"].get<std::string>();
     for (const char* field :
          {"id", "endpoint", "tcp", "ipc", "address", "client", "http", "data_dir"})
       if (p.contains(field)) std::cout << "  " << field << " " << p[field].get<std::string>();
