@@ -6,6 +6,13 @@
 # go to `pikv demo` (try --help).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+took() { echo "demo: $1 took $((SECONDS - $2)) s"; }
+t=$SECONDS
 bash scripts/install-deps.sh demo
+took packages $t
+t=$SECONDS
 PIKV_BUILD_TARGETS="pikv pikv-node pikv-controller" bash scripts/build.sh
-exec "${PIKV_BUILD_DIR:-build}/bin/pikv" demo "$@"
+took build $t
+t=$SECONDS
+"${PIKV_BUILD_DIR:-build}/bin/pikv" demo "$@"
+took run $t
