@@ -19,8 +19,8 @@ std::string CurvePeer::UserId() const {
 }
 
 std::optional<CurvePeer> ParseUserId(std::string_view user_id) {
-  if (user_id == "admin") return CurvePeer{Role::kAdmin, ""};
-  if (user_id == "engine") return CurvePeer{Role::kEngine, ""};  // before engines had names
+  if (user_id == "admin") return CurvePeer{.role = Role::kAdmin};
+  if (user_id == "engine") return CurvePeer{.role = Role::kEngine};  // before engines had names
   if (user_id.starts_with("engine:")) {
     const std::string_view rest = user_id.substr(7);
     const auto at = rest.find('@');
@@ -31,7 +31,7 @@ std::optional<CurvePeer> ParseUserId(std::string_view user_id) {
     return peer;
   }
   if (user_id.starts_with("node:") && user_id.size() > 5)
-    return CurvePeer{Role::kNode, std::string(user_id.substr(5))};
+    return CurvePeer{.role = Role::kNode, .node_id = std::string(user_id.substr(5))};
   return std::nullopt;
 }
 
