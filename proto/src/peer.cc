@@ -1,5 +1,7 @@
 #include "pikv/proto/peer.h"
 
+#include <utility>
+
 #include "pikv/proto/owner.h"
 
 namespace pikv {
@@ -18,9 +20,19 @@ std::string CurvePeer::UserId() const {
   return "";
 }
 
+namespace {
+// The name and tenant keep their defaults (the default engine's).
+CurvePeer PeerOf(Role role, std::string node_id = "") {
+  CurvePeer peer;
+  peer.role = role;
+  peer.node_id = std::move(node_id);
+  return peer;
+}
+}  // namespace
+
 std::optional<CurvePeer> ParseUserId(std::string_view user_id) {
-  if (user_id == "admin") return CurvePeer{.role = Role::kAdmin};
-  if (user_id == "engine") return CurvePeer{.role = Role::kEngine};  // before engines had names
+  if (user_id == "admin") return PeerOf(Role::kAdmin);
+  if (user_id == "engine") return PeerOf(Role::kEngine);  // before engines had names
   if (user_id.starts_with("engine:")) {
     const std::string_view rest = user_id.substr(7);
     const auto at = rest.find('@');
@@ -31,7 +43,7 @@ std::optional<CurvePeer> ParseUserId(std::string_view user_id) {
     return peer;
   }
   if (user_id.starts_with("node:") && user_id.size() > 5)
-    return CurvePeer{.role = Role::kNode, .node_id = std::string(user_id.substr(5))};
+    return PeerOf(Role::kNode, std::string(user_id.substr(5)));
   return std::nullopt;
 }
 
