@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -173,6 +174,10 @@ json ClusterDocument(const launch::LocalCluster& c) {
 
 void PrintCluster(const json& doc) {
   std::cout << "controller " << doc["controller"].get<std::string>() << "\n";
+  const std::string redis = doc["redis"].get<std::string>();
+  const bool redis_started_here = std::any_of(doc["processes"].begin(), doc["processes"].end(),
+                                              [](const json& p) { return p["role"] == "redis"; });
+  if (!redis.empty() && !redis_started_here) std::cout << "redis " << redis << " (not ours)\n";
   for (const json& p : doc["processes"]) {
     // "pid N role ...": no line but the first starts with a role's name, so
     // a reader of the older text form fails loudly rather than misreads.

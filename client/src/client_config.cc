@@ -118,21 +118,27 @@ Status TakeModel(const device::ModelSpec& model, const std::string& path, Client
 }
 
 // The model's config.json (a file or its text), read as the engines read
-// it (when one is named).
+// it (when one is named). Named both ways, the later layer wins (an
+// engine's own config, passed as flags, over a settings file's path);
+// both in one layer is a mistake.
 Status ReadModelFile(const Config& c, ClientOptions& o) {
-  const std::string path = c.String("model-config");
-  std::string source = path, text = c.String("model-config-json");
-  if (!path.empty() && !text.empty())
-    return InvalidArgument("model-config and model-config-json: name the model's config once");
+  std::string path = c.String("model-config"), text = c.String("model-config-json");
+  if (!path.empty() && !text.empty()) {
+    const Config::Source path_from = c.SourceOf("model-config");
+    const Config::Source text_from = c.SourceOf("model-config-json");
+    if (path_from == text_from)
+      return InvalidArgument("model-config and model-config-json: name the model's config once");
+    (path_from > text_from ? text : path).clear();
+  }
   if (path.empty() && text.empty()) return Status::Ok();
+  std::string source = "model-config-json";
   if (!path.empty()) {
     std::ifstream f(path);
     if (!f) return InvalidArgument("model-config: cannot read " + path);
     std::stringstream file;
     file << f.rdbuf();
     text = file.str();
-  } else {
-    source = "model-config-json";
+    source = "model-config " + path;
   }
   device::ModelConfigOptions read;
   const int64_t max_len = c.Int("max-model-len");
@@ -141,8 +147,8 @@ Status ReadModelFile(const Config& c, ClientOptions& o) {
   read.max_model_len = static_cast<uint32_t>(max_len);
   // Only a dtype the settings name beats the config's.
   if (!c.String("dtype").empty()) read.dtype = o.dtype;
-  auto model = device::ReadModelConfig(text, read, source);
-  if (!model.ok()) return InvalidArgument(source + ": " + model.status().message());
+  auto model = device::ReadModelConfig(text, read, source);  // its errors name the source
+  if (!model.ok()) return InvalidArgument(model.status().message());
   return TakeModel(*model, source, o);
 }
 

@@ -268,7 +268,10 @@ class ConnectorCore:
             try:
                 segments = split_segments(tokens, self.separator, lengths)
             except NotChunked as e:
-                self._not_chunked(e)
+                # A save with no segments named (precompute's) stores its
+                # prompt whole: it asked for no chunking.
+                if not (store_last and lengths is None):
+                    self._not_chunked(e)
                 segments = None
             if segments is None:
                 whole = [StoredForm(0, list(tokens))] if store_last and tokens else []

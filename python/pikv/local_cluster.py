@@ -31,8 +31,7 @@ class LocalCluster:
             line = self.proc.stdout.readline()
             if not line:
                 break
-            if line.startswith("{"):
-                self._take(json.loads(line))
+            if line.startswith("{") and self._took(line):
                 # The daemons log to this pipe for as long as they run: it is
                 # read to the end, or a full pipe would stall any thread that
                 # logs (a node's reporter among them).
@@ -42,6 +41,16 @@ class LocalCluster:
             self._log.append(line)
         self.stop()
         raise Unavailable(f"pikv cluster did not come up: {self.log_tail()[-2000:]}")
+
+    def _took(self, line):
+        """Whether `line` was `pikv cluster --json`'s document (and is taken);
+        anything else (a daemon's log line) is kept as log."""
+        try:
+            self._take(json.loads(line))
+            return True
+        except (ValueError, KeyError, TypeError):
+            self._log.append(line)
+            return False
 
     def _take(self, doc):
         """`pikv cluster --json`'s document: every process, with its pid."""

@@ -38,7 +38,6 @@ from dataclasses import dataclass, field
 from vllm.distributed.kv_transfer.kv_connector.v1.base import (
     KVConnectorBase_V1,
     KVConnectorMetadata,
-    KVConnectorRole,
 )
 
 from pikv.connector import ConnectorCore

@@ -72,7 +72,8 @@ class PikvPromMetrics(KVConnectorPromMetrics):
         for key, value in transfer_stats_data.items():
             name, _, reason = key.partition(":")
             counter = self._counters.get(name)
-            if counter is None or (reason and reason not in UNCHUNKED_REASONS):
+            labelled = name == "unchunked_requests"
+            if counter is None or labelled != (reason in UNCHUNKED_REASONS):
                 continue  # a payload from another pikv version
             child = self._children.get((engine_idx, key))
             if child is None:

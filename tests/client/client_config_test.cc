@@ -170,7 +170,37 @@ TEST(ClientConfigTest, TheModelConfigsTextReadsAsItsFile) {
   EXPECT_NE(both.status().message().find("name the model's config once"), std::string::npos)
       << both.status().ToString();
   auto bad = LoadClientOptions("", nullptr, {{"model-config-json", "{\"num_hidden_layers\": "}});
-  EXPECT_EQ(bad.status().message().rfind("model-config-json:", 0), 0u) << bad.status().ToString();
+  EXPECT_EQ(bad.status().message(), "model-config-json: not a JSON object");
+  testing::TempDir dir;
+  std::ofstream(dir.str() + "/broken.json") << "[1]";
+  auto bad_file = LoadClientOptions("", nullptr, {{"model-config", dir.str() + "/broken.json"}});
+  EXPECT_EQ(bad_file.status().message(),
+            "model-config " + dir.str() + "/broken.json: not a JSON object");
+}
+
+// An engine passes its own config as text (flags); a settings file or the
+// environment naming a model-config file yields to it instead of stopping
+// the engine at start.
+TEST(ClientConfigTest, TheLaterLayerNamesTheModelConfig) {
+  std::stringstream qwen;
+  qwen << std::ifstream(kConfigs + "qwen3-8b.json").rdbuf();
+  const std::string llama = kConfigs + "llama-3.1-8b.json";
+  testing::TempDir dir;
+  std::ofstream(dir.str() + "/client.yaml") << "model-config: " + llama + "\n";
+  auto from_file =
+      LoadClientOptions(dir.str() + "/client.yaml", nullptr, {{"model-config-json", qwen.str()}});
+  ASSERT_TRUE(from_file.ok()) << from_file.status().ToString();
+  EXPECT_EQ(from_file->num_layers, 36u);  // Qwen3-8B's, not Llama-3.1-8B's 32
+  setenv("PIKV_MODEL_CONFIG", llama.c_str(), 1);
+  auto from_env = LoadClientOptions("", nullptr, {{"model-config-json", qwen.str()}});
+  unsetenv("PIKV_MODEL_CONFIG");
+  ASSERT_TRUE(from_env.ok()) << from_env.status().ToString();
+  EXPECT_EQ(from_env->num_layers, 36u);
+  // A path given as a flag over a text in the file: the path.
+  std::ofstream(dir.str() + "/text.yaml") << "model-config-json: '{\"model_type\": 1}'\n";
+  auto path_flag = LoadClientOptions(dir.str() + "/text.yaml", nullptr, {{"model-config", llama}});
+  ASSERT_TRUE(path_flag.ok()) << path_flag.status().ToString();
+  EXPECT_EQ(path_flag->num_layers, 32u);
 }
 
 TEST(ClientConfigTest, TheExampleLoadsUpToItsModelConfig) {

@@ -14,7 +14,7 @@ import torch
 
 import pikv
 from conftest import CONFIGS, Cluster
-from pikv.connector import ConnectorCore, NotChunked, split_segments
+from pikv.connector import ConnectorCore, NotChunked, StoredForm, split_segments
 from pikv.vllm import precompute
 from standin_engine import StandInModel, StandInVllm, small_config
 
@@ -321,6 +321,12 @@ def test_a_prompt_that_asked_for_chunking_and_got_none_is_counted_and_logged(cap
     # A chunked prompt and one that never asked count nothing.
     core = ConnectorCore({"num-layers": 1, "num-kv-heads": 1, "head-dim": 8})
     core.plan_request([1, 2, 3])
+    assert core.stats.unchunked == {}
+    # Nor do precompute's own saves on an engine with a separator: a
+    # document alone (it starts with the separator), a prefix alone (none).
+    core = ConnectorCore({"num-layers": 1, "num-kv-heads": 1, "head-dim": 8}, separator=[9, 9])
+    assert core.plan_request([9, 9, 1, 2], store_last=True) == (0, [StoredForm(0, [9, 9, 1, 2])])
+    assert core.plan_request([1, 2, 3], store_last=True) == (0, [StoredForm(0, [1, 2, 3])])
     assert core.stats.unchunked == {}
 
 

@@ -340,3 +340,34 @@ def test_connector_starts_leave_no_file_in_the_temp_dir(cluster, model, tmp_path
         keys.add(core.client.key_of([5, 6, 7]))
     assert len(keys) == 1
     assert sorted(p.name for p in private.rglob("*")) == []
+
+
+def test_vllms_metrics_take_pikvs_counters_and_skip_what_they_do_not_name():
+    """PikvPromMetrics as vLLM's stats logger drives it: growth per engine,
+    the unchunked requests by reason, and payload keys another pikv version
+    may send (a reason on an unlabelled counter, the labelled one without
+    its reason, unknown names) skipped, never raised into vLLM's loop."""
+    import functools
+    from types import SimpleNamespace
+
+    from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+    from pikv.vllm_metrics import PikvPromMetrics
+
+    registry = CollectorRegistry()
+    types = {cls: functools.partial(cls, registry=registry) for cls in (Counter, Gauge, Histogram)}
+    metrics = PikvPromMetrics(SimpleNamespace(kv_transfer_config=None), types,
+                              ["model_name", "engine"], {0: ["m", "0"], 1: ["m", "1"]})
+    metrics.observe({"loaded_tokens": 64, "unchunked_requests:no_separator": 2})
+    metrics.observe({"loaded_tokens": 32, "lookups:no_separator": 5, "unchunked_requests": 7,
+                     "unchunked_requests:not_a_reason": 1, "new_counter": 3}, engine_idx=1)
+    metrics.observe({"loaded_tokens": 16})
+
+    def value(name, engine, **labels):
+        return registry.get_sample_value(f"vllm:pikv_{name}_total",
+                                         {"model_name": "m", "engine": engine, **labels})
+
+    assert value("loaded_tokens", "0") == 80 and value("loaded_tokens", "1") == 32
+    assert value("unchunked_requests", "0", reason="no_separator") == 2
+    assert value("unchunked_requests", "1", reason="no_separator") is None
+    assert value("lookups", "1") is None
