@@ -9,6 +9,8 @@ cd "$(dirname "$0")/.."
 took() { echo "test: $1 took $((SECONDS - $2)) s"; }
 t=$SECONDS
 bash scripts/install-deps.sh
+took packages $t
+t=$SECONDS
 bash scripts/build.sh
 took build $t
 build_dir="${PIKV_BUILD_DIR:-build}"
