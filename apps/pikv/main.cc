@@ -192,12 +192,12 @@ std::optional<pikv::ChunkKey> TokensKey(const AdminOptions& o) {
     }
   }
   // The default tenant's key (a tenant's own keys differ: owner.h).
-  const pikv::KeyNamespace ns{.model_id = o.model,
-                              .dtype = *d,
-                              .rope_signature = o.rope,
-                              .attention_mode = o.mode == "isolated"
-                                                    ? pikv::AttentionMode::kIsolated
-                                                    : pikv::AttentionMode::kPrefixed};
+  pikv::KeyNamespace ns;
+  ns.model_id = o.model;
+  ns.dtype = *d;
+  ns.rope_signature = o.rope;
+  ns.attention_mode =
+      o.mode == "isolated" ? pikv::AttentionMode::kIsolated : pikv::AttentionMode::kPrefixed;
   return pikv::MakeChunkKey(ns, ids);
 }
 

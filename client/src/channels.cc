@@ -54,6 +54,18 @@ Channels::Channels(const ClientOptions& options) : options_(options) {
   }
 }
 
+rpc::AdminClient* Channels::ControllerToAsk() {
+  return controller_backoff_.Due(Backoff::Clock::now()) ? controller_.get() : nullptr;
+}
+
+void Channels::ControllerAnswered(bool answered) {
+  if (answered) {
+    controller_backoff_.Succeeded();
+  } else {
+    controller_backoff_.Failed(Backoff::Clock::now());
+  }
+}
+
 rpc::NodeClient& Channels::Peer(const std::string& endpoint, const std::string& peer_id,
                                 std::chrono::milliseconds timeout) {
   auto& peer = peers_[endpoint];

@@ -24,6 +24,7 @@ void SampleClientStats(const ClientStats& s, StatsSink& out) {
       {stats::kStoresRanInline, "", &ClientStats::stores_ran_inline},
       {stats::kTimeouts, "local_node", &ClientStats::local_node_timeouts},
       {stats::kTimeouts, "controller", &ClientStats::controller_timeouts},
+      {stats::kControllerSkipped, "", &ClientStats::controller_skipped},
       {stats::kZeroCopyFetched, "", &ClientStats::zero_copy_fetched},
       {stats::kZeroCopyStores, "", &ClientStats::zero_copy_stores},
       {stats::kLeaseExpired, "", &ClientStats::lease_expired},

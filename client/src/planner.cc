@@ -59,11 +59,16 @@ void AskController(Plan& plan, const std::vector<ChunkKey>& keys, const ClientOp
   for (size_t i = 0; i < keys.size(); ++i) {
     if (plan.chunks[i].source != Source::kLocal) rest.push_back(i);
   }
-  rpc::AdminClient* controller = channels.controller();
-  if (!controller || rest.empty()) return;
+  if (!channels.controller() || rest.empty()) return;
+  rpc::AdminClient* controller = channels.ControllerToAsk();
+  if (!controller) {  // silent lately: local-first until the backoff is due
+    stats.controller_skipped++;
+    return;
+  }
   std::vector<ChunkKey> ask;
   for (size_t i : rest) ask.push_back(keys[i]);
   auto located = controller->Locate(ask, options.host);
+  channels.ControllerAnswered(located.ok());
   if (!located.ok()) {
     stats.controller_timeouts++;
     return;

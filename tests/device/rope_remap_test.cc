@@ -296,7 +296,9 @@ TEST(RemapTest, AnUnsealedGatherMarksWhatIsWrittenInOrderAndNeverChangesIt) {
     EXPECT_GT(marks.front().first, header->header_size);
     EXPECT_EQ(marks.back().first, object.size());
     for (size_t i = 0; i < marks.size(); ++i) {
-      if (i > 0) EXPECT_GT(marks[i].first, marks[i - 1].first);
+      if (i > 0) {
+        EXPECT_GT(marks[i].first, marks[i - 1].first);
+      }
       EXPECT_EQ(Xxh3({object.data(), marks[i].first}), marks[i].second) << "mark " << i;
     }
     g.written = {};

@@ -204,7 +204,7 @@ TEST(ControlWireTest, MismatchesAndRevocationsAreReadBackAsSent) {
   reply.values = {-1};
   EXPECT_FALSE(DecodeMismatchReply(reply).ok());
   EXPECT_FALSE(DecodeMismatchReply(Header{}).ok());
-  for (const Revocation r : {Revocation{"bad", false}, Revocation{"bad", true}}) {
+  for (const Revocation& r : {Revocation{"bad", false}, Revocation{"bad", true}}) {
     const Header h = ThroughTheWire(EncodeRevoke(MsgType::kRevoke, r));
     EXPECT_EQ(h.type, MsgType::kRevoke);
     EXPECT_EQ(DecodeRevoke(h), r);
