@@ -179,8 +179,8 @@ void PrintCluster(const json& doc) {
                                               [](const json& p) { return p["role"] == "redis"; });
   if (!redis.empty() && !redis_started_here) std::cout << "redis " << redis << " (not ours)\n";
   for (const json& p : doc["processes"]) {
-    // "pid N role ...": no line but the first starts with a role's name, so
-    // a reader of the older text form fails loudly rather than misreads.
+    // "pid N role ...": a reader of the older text form ("node ..." lines)
+    // finds no nodes rather than misreading a line. Programs read --json.
     std::cout << "pid " << p["pid"].get<pid_t>() << "  " << p["role"].get<std::string>();
     for (const char* field :
          {"id", "endpoint", "tcp", "ipc", "address", "client", "http", "data_dir"})
