@@ -12,11 +12,9 @@
 
 namespace pikv::client {
 
-namespace {
-
 using K = Config::Kind;
 
-void DeclareSettings(Config& c) {
+void DeclareClientSettings(Config& c) {
   c.Declare("local-node", K::kString, "tcp://127.0.0.1:7400", "This host's node");
   c.Declare("controller", K::kString, "tcp://127.0.0.1:7300",
             "The controller: an endpoint, a list of standbys, or etcd://h1:2379,...[/cluster] "
@@ -55,6 +53,8 @@ void DeclareSettings(Config& c) {
   c.Declare("local-node-id", K::kString, "",
             "The local node's id, for its key when security is on and local-node is tcp://");
 }
+
+namespace {
 
 // The model as the settings give it: a model config (ReadModelFile) may
 // override all but model-id and attention-mode.
@@ -191,7 +191,7 @@ Result<ClientOptions> LoadClientOptions(const std::string& path, Config* config_
                                         FindControllersFn find_controllers,
                                         const std::map<std::string, std::string>& defaults) {
   Config c;
-  DeclareSettings(c);
+  DeclareClientSettings(c);
   for (const auto& [key, value] : defaults) {
     if (Status s = c.Set(key, value, Config::Source::kDefault); !s.ok()) return s;
   }

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 
+#include "pikv/client/client_config.h"
 #include "pikv/transport/curve.h"
 #include "test_support.h"
 
@@ -47,6 +48,34 @@ TEST(DaemonCliTest, TheExampleConfigsLoad) {
     }
     EXPECT_EQ(p.Wait(std::chrono::seconds(10)), 0) << file;
   }
+}
+
+// Every key a program declares is in its example, set or commented out
+// ("key:" or "# key:" at a line's start), so the examples are the list of
+// settings an operator reads.
+TEST(DaemonCliTest, TheExamplesNameEverySetting) {
+  auto missing_from = [](const std::string& file, const std::vector<std::string>& keys) {
+    std::ifstream in(std::string(PIKV_SOURCE_DIR) + "/deploy/" + file);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::string missing;
+    for (const std::string& key : keys) {
+      if (!std::regex_search(text, std::regex("(^|\n)(# )?" + key + ":"))) missing += key + " ";
+    }
+    return missing;
+  };
+  for (const auto& [binary, file] : {std::pair{"pikv-node", "node.example.yaml"},
+                                     std::pair{"pikv-controller", "controller.example.yaml"}}) {
+    testing::ChildProcess p(testing::BinaryPath(binary), {"--print-config"});
+    std::vector<std::string> keys;
+    while (auto line = p.ReadLine(std::chrono::seconds(10)))
+      keys.push_back(line->substr(0, line->find(':')));
+    EXPECT_EQ(p.Wait(std::chrono::seconds(10)), 0) << binary;
+    EXPECT_GE(keys.size(), 10u) << binary;
+    EXPECT_EQ(missing_from(file, keys), "") << file;
+  }
+  Config client;
+  client::DeclareClientSettings(client);
+  EXPECT_EQ(missing_from("client.example.yaml", client.keys()), "");
 }
 
 TEST(DaemonCliTest, EveryBinaryAnswersVersion) {

@@ -1,15 +1,9 @@
 // Client settings from a YAML file and PIKV_* environment variables (the
 // engine owns its command line), with the same rules as the daemons: the
 // environment beats the file, the file beats the defaults; unknown keys and
-// bad values fail with the key's name. Keys:
-//   local-node, controller, host, model-id, model-config (the model's
-//   config.json: geometry, KV dtype and RoPE, read as the engines read it,
-//   device::ReadModelConfig), max-model-len (the engine's; picks LongRoPE's
-//   factors), dtype (f32 | f16 | bf16; overrides the config's), num-layers,
-//   num-kv-heads, head-dim (without a model config; with one they must agree
-//   with it), attention-mode (isolated | prefixed), node-timeout,
-//   controller-timeout, fetch-timeout, curve-key and curve-keyring (security
-//   on: transport/curve.h), local-node-id (a tcp local node's key).
+// bad values fail with the key's name. The keys, each with its default and
+// help line, are DeclareClientSettings'; deploy/client.example.yaml names
+// every one (a test checks).
 #pragma once
 
 #include <map>
@@ -19,6 +13,9 @@
 #include "pikv/common/config.h"
 
 namespace pikv::client {
+
+// Declares every client setting in `c`.
+void DeclareClientSettings(Config& c);
 
 // `path` may be empty (environment and defaults only). `overrides` (key ->
 // value, as flags would give them) beat the environment: an engine's own
