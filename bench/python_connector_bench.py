@@ -80,8 +80,10 @@ def python_connector(ends, args, path, pin_arena=True):
     worker.register_kv_caches(caches)
     segs = segments(args.chunks, args.tokens)
     prompt = sum(segs, [])
-    load = _Load("r", prompt, [len(s) for s in segs], list(range(blocks)),
-                 args.chunks * args.tokens)
+    lengths = [len(s) for s in segs]
+    # The sources the scheduler's plan gives the worker (vLLM plans once).
+    plan = worker.core.plan_request(prompt, lengths)
+    load = _Load("r", prompt, lengths, list(range(blocks)), args.chunks * args.tokens, plan)
     return worker, PikvConnectorMetadata(loads=[load]), load.num_tokens
 
 

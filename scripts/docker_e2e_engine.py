@@ -45,6 +45,7 @@ def settings(node, key, keyring, fast=False):
         # Generous for a loaded CI machine; tight where nothing should answer.
         "node-timeout": "1s" if fast else "10s",
         "controller-timeout": "1s" if fast else "5s",
+        "locate-budget": "1s" if fast else "5s",
         "fetch-timeout": "2s" if fast else "20s",
     }
 

@@ -49,20 +49,12 @@ Channels::Channels(const ClientOptions& options) : options_(options) {
     }
     const FindControllersFn find =
         options_.find_controllers ? options_.find_controllers : &ControllerFinder::Parse;
-    controller_ = std::make_unique<rpc::AdminClient>(find(options_.controller),
-                                                     options_.controller_timeout, std::move(curve));
-  }
-}
-
-rpc::AdminClient* Channels::ControllerToAsk() {
-  return controller_backoff_.Due(Backoff::Clock::now()) ? controller_.get() : nullptr;
-}
-
-void Channels::ControllerAnswered(bool answered) {
-  if (answered) {
-    controller_backoff_.Succeeded();
-  } else {
-    controller_backoff_.Failed(Backoff::Clock::now());
+    auto finder = find(options_.controller);  // thread-safe: both connections follow it
+    controller_ = std::make_unique<rpc::AdminClient>(finder, options_.controller_timeout, curve);
+    locator_ = std::make_unique<Locator>(
+        std::make_unique<rpc::AdminClient>(std::move(finder), options_.controller_timeout,
+                                           std::move(curve)),
+        options_.host);
   }
 }
 

@@ -3,8 +3,9 @@
 // The local node (ipc or tcp), the controller (a list or etcd:// spec),
 // peers dialled directly while the local node is down, and the local node's
 // zero-copy channel, which a failed connect leaves down for a second (the
-// client copies meanwhile) rather than retrying on every call; likewise a
-// controller whose locate went unanswered (ControllerToAsk). Over tcp each
+// client copies meanwhile) rather than retrying on every call. The
+// controller is dialled twice: the plan's locate is asked by the Locator's
+// thread (within a budget), other calls on the Client's. Over tcp each
 // is dialled over CURVE when security is on, with the key the keyring lists
 // for that server (CurveFor).
 // Thread-safety: none; one Client's thread at a time, like the Client.
@@ -17,7 +18,7 @@
 #include <optional>
 #include <string>
 
-#include "backoff.h"
+#include "locator.h"
 #include "pikv/client/client.h"
 #include "pikv/rpc/admin_client.h"
 #include "pikv/rpc/node_client.h"
@@ -39,13 +40,7 @@ class Channels {
 
   rpc::NodeClient* local() { return local_.get(); }             // null: no local node configured
   rpc::AdminClient* controller() { return controller_.get(); }  // null: no controller
-
-  // The controller for a plan's locate; null while backing off: after a
-  // locate goes unanswered it is skipped for 1 s, doubling up to 16 s while
-  // it stays silent, so that a dead controller costs one plan in that while
-  // its deadline, not every plan (an engine's loop waits on each).
-  rpc::AdminClient* ControllerToAsk();
-  void ControllerAnswered(bool answered);
+  Locator* locator() { return locator_.get(); }                 // null: no controller
 
   // A direct connection to the peer node at `endpoint` (node `peer_id`),
   // dialled with `timeout` the first time and kept until DropPeer.
@@ -64,7 +59,7 @@ class Channels {
   const ClientOptions& options_;
   std::unique_ptr<rpc::NodeClient> local_;
   std::unique_ptr<rpc::AdminClient> controller_;
-  Backoff controller_backoff_{std::chrono::seconds(1), std::chrono::seconds(16)};
+  std::unique_ptr<Locator> locator_;
   std::map<std::string, std::unique_ptr<rpc::NodeClient>>
       peers_;                   // direct, when the local node is down
   std::string zero_copy_path_;  // empty: the local node has no zero-copy channel for us

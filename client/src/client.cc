@@ -80,6 +80,13 @@ Plan Client::MakePlan(const ChunkedPrompt& prompt) {
   return BuildPlan(prompt, *this, *channels_, stats_);
 }
 
+Result<Plan> Client::PlanFrom(const ChunkedPrompt& prompt, std::span<const PlannedSource> sources,
+                              bool local_node_answered) {
+  auto plan = PlanFromSources(prompt, *this, sources);
+  if (plan.ok()) plan->local_node_answered = local_node_answered;
+  return plan;
+}
+
 std::vector<Result<SharedBuffer>> Client::Fetch(Plan& plan) {
   const auto deadline = Clock::now() + options_.fetch_timeout;
   std::vector<Result<SharedBuffer>> out(plan.chunks.size(), Result<SharedBuffer>(NotFound()));

@@ -42,6 +42,8 @@ void DeclareClientSettings(Config& c) {
             "the controller, which drops the chunk everywhere)");
   c.Declare("node-timeout", K::kDuration, "500ms", "Deadline of calls to the local node");
   c.Declare("controller-timeout", K::kDuration, "200ms", "Deadline of locate");
+  c.Declare("locate-budget", K::kDuration, "4ms",
+            "Longest a plan waits for locate; a later answer serves the next plans (1 s)");
   c.Declare("fetch-timeout", K::kDuration, "2s", "Deadline of a whole fetch");
   c.Declare("zero-copy", K::kBool, "true",
             "Read and write the local node's CPU arena in place (when local-node is ipc://)");
@@ -158,6 +160,7 @@ Status ReadTransport(const Config& c, ClientOptions& o) {
   o.host = c.String("host");
   o.node_timeout = c.Duration("node-timeout");
   o.controller_timeout = c.Duration("controller-timeout");
+  o.locate_budget = c.Duration("locate-budget");
   o.fetch_timeout = c.Duration("fetch-timeout");
   o.zero_copy = c.Bool("zero-copy");
   const int64_t store_threads = c.Int("store-threads");

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "pikv/common/enum_names.h"
+#include "pikv/proto/endpoint.h"
 #include "pikv/proto/tier_kind.h"
 
 namespace pikv::client {
@@ -52,31 +53,34 @@ std::vector<bool> AskLocalNode(Plan& plan, const std::vector<ChunkKey>& keys,
   return remote_here;
 }
 
-// 2. The controller for the rest: a peer's CPU or disk beats the remote tier.
+// 2. The controller for the rest: a peer's CPU or disk beats the remote
+// tier. It is waited on for options.locate_budget at most (Locator).
 void AskController(Plan& plan, const std::vector<ChunkKey>& keys, const ClientOptions& options,
                    Channels& channels, ClientStats& stats) {
   std::vector<size_t> rest;
   for (size_t i = 0; i < keys.size(); ++i) {
     if (plan.chunks[i].source != Source::kLocal) rest.push_back(i);
   }
-  if (!channels.controller() || rest.empty()) return;
-  rpc::AdminClient* controller = channels.ControllerToAsk();
-  if (!controller) {  // silent lately: local-first until the backoff is due
-    stats.controller_skipped++;
-    return;
-  }
+  Locator* locator = channels.locator();
+  if (!locator || rest.empty()) return;
   std::vector<ChunkKey> ask;
   for (size_t i : rest) ask.push_back(keys[i]);
-  auto located = controller->Locate(ask, options.host);
-  channels.ControllerAnswered(located.ok());
-  if (!located.ok()) {
-    stats.controller_timeouts++;
-    return;
+  const Locator::Answer located = locator->Locate(ask, options.locate_budget);
+  switch (located.outcome) {
+    case Locator::Outcome::kSkipped:
+      stats.controller_skipped++;
+      break;
+    case Locator::Outcome::kNoAnswer:
+      stats.controller_timeouts++;
+      break;
+    case Locator::Outcome::kAnswered:
+      plan.controller_answered = true;
+      break;
   }
-  plan.controller_answered = true;
+  // Without an answer now, what an earlier one said (kept briefly) still serves.
   for (size_t j = 0; j < rest.size(); ++j) {
     ChunkPlan& c = plan.chunks[rest[j]];
-    for (const auto& r : (*located)[j]) {
+    for (const auto& r : located.replicas[j]) {
       if (r.location.tier == TierKind::kRemote) continue;
       if (c.source == Source::kMiss && r.host != options.host && !r.tcp.empty()) {
         c.source = Source::kPeer;  // replicas come cheapest first
@@ -113,27 +117,62 @@ void SettleRemote(Plan& plan, const std::vector<bool>& remote_here, ClientStats&
 
 }  // namespace
 
-std::string_view SourceName(Source s) {
-  static constexpr EnumName<Source> kNames[] = {{Source::kLocal, "local"},
-                                                {Source::kPeer, "peer"},
-                                                {Source::kRemote, "remote"},
-                                                {Source::kMiss, "miss"}};
-  return NameOf(kNames, s);
+constexpr EnumName<Source> kSourceNames[] = {{Source::kLocal, "local"},
+                                             {Source::kPeer, "peer"},
+                                             {Source::kRemote, "remote"},
+                                             {Source::kMiss, "miss"}};
+
+std::string_view SourceName(Source s) { return NameOf(kSourceNames, s); }
+
+std::optional<Source> ParseSource(std::string_view name) { return ValueOf(kSourceNames, name); }
+
+namespace {
+
+// A plan's chunks, keys and positions: what needs nobody's answer.
+Plan StartPlan(const ChunkedPrompt& prompt, const Client& client, std::vector<ChunkKey>& keys) {
+  Plan plan;
+  auto meta = device::BuildAttentionMetadata(prompt.Lengths(), client.options().mode);
+  if (!meta.ok()) return plan;  // a ChunkedPrompt is already validated; nothing to plan otherwise
+  plan.metadata = std::move(*meta);
+  keys = AddChunks(prompt, client, plan);
+  return plan;
 }
+
+}  // namespace
 
 Plan BuildPlan(const ChunkedPrompt& prompt, const Client& client, Channels& channels,
                ClientStats& stats) {
   const ClientOptions& options = client.options();
   stats.plans++;
-  Plan plan;
-  auto meta = device::BuildAttentionMetadata(prompt.Lengths(), options.mode);
-  if (!meta.ok()) return plan;  // a ChunkedPrompt is already validated; nothing to plan otherwise
-  plan.metadata = std::move(*meta);
-  const std::vector<ChunkKey> keys = AddChunks(prompt, client, plan);
+  std::vector<ChunkKey> keys;
+  Plan plan = StartPlan(prompt, client, keys);
   stats.chunks_planned += keys.size();
   const std::vector<bool> remote_here = AskLocalNode(plan, keys, options, channels, stats);
   AskController(plan, keys, options, channels, stats);
   SettleRemote(plan, remote_here, stats);
+  return plan;
+}
+
+Result<Plan> PlanFromSources(const ChunkedPrompt& prompt, const Client& client,
+                             std::span<const PlannedSource> sources) {
+  std::vector<ChunkKey> keys;
+  Plan plan = StartPlan(prompt, client, keys);
+  if (sources.size() != plan.chunks.size())
+    return InvalidArgument("planned sources: " + std::to_string(sources.size()) + " for " +
+                           std::to_string(plan.chunks.size()) + " chunks");
+  for (size_t i = 0; i < sources.size(); ++i) {
+    const PlannedSource& given = sources[i];
+    if (given.source == Source::kPeer &&
+        (given.peer_id.empty() || !ParseTcpEndpoint(given.peer_endpoint).ok()))
+      return InvalidArgument("planned sources: chunk " + std::to_string(i) +
+                             " names a peer without an id or a tcp endpoint");
+    ChunkPlan& c = plan.chunks[i];
+    c.source = given.source;
+    if (c.source == Source::kPeer) {
+      c.peer_id = given.peer_id;
+      c.peer_endpoint = given.peer_endpoint;
+    }
+  }
   return plan;
 }
 

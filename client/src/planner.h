@@ -19,4 +19,8 @@ namespace pikv::client {
 Plan BuildPlan(const ChunkedPrompt& prompt, const Client& client, Channels& channels,
                ClientStats& stats);
 
+// The plan whose sources were decided elsewhere (Client::PlanFrom).
+Result<Plan> PlanFromSources(const ChunkedPrompt& prompt, const Client& client,
+                             std::span<const PlannedSource> sources);
+
 }  // namespace pikv::client

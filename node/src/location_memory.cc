@@ -12,6 +12,8 @@ void LocationMemory::Remember(std::span<const ChunkKey> keys,
     for (const Replica& c : copies[i]) {
       if (c.location.tier == TierKind::kRemote) continue;  // the node reads Redis itself
       held.push_back(c);
+      if (!node_at_.contains(c.tcp) && node_at_.size() >= kMaxKnownNodes) node_at_.clear();
+      node_at_[c.tcp] = c.node_id;
       auto same = std::find_if(peers_.begin(), peers_.end(),
                                [&](const Replica& p) { return p.node_id == c.node_id; });
       if (same != peers_.end()) peers_.erase(same);
@@ -43,6 +45,12 @@ std::vector<std::vector<Replica>> LocationMemory::Recall(std::span<const ChunkKe
       out[i] = peers_;
   }
   return out;
+}
+
+std::string LocationMemory::NodeAt(const std::string& tcp) const {
+  std::lock_guard lock(mu_);
+  auto it = node_at_.find(tcp);
+  return it == node_at_.end() ? std::string() : it->second;
 }
 
 size_t LocationMemory::size() const {

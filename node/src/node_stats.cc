@@ -56,6 +56,8 @@ void AddPullerSource(StatsRegistry& registry, const Puller* puller) {
     out.Add(stats::kPulledBytes, c.bytes);
     out.Add(stats::kPullFailures, c.failures);
     out.Add(stats::kPullsFromMemory, c.from_memory);
+    out.Add(stats::kPullsAsPlanned, c.as_planned);
+    out.Add(stats::kPullsLocated, c.located);
     out.Add(stats::kPulledStreamed, c.streamed);
   });
 }

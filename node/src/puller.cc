@@ -99,10 +99,22 @@ Result<std::vector<std::vector<Replica>>> Puller::Locate(const std::vector<Chunk
   return last;
 }
 
-std::vector<std::vector<Puller::Source>> Puller::Sources(const Header& request,
+bool Puller::MayAsk(const std::string& tcp, const std::string& node_id) const {
+  if (node_id == node_id_ || !ParseTcpEndpoint(tcp).ok()) return false;
+  return !options_.security || options_.security->keyring.NodeKey(node_id);
+}
+
+std::optional<Puller::Source> Puller::PlannedPeer(const std::string& tcp) const {
+  if (tcp.empty()) return std::nullopt;
+  const std::string node_id = memory_.NodeAt(tcp);
+  if (node_id.empty() || !MayAsk(tcp, node_id)) return std::nullopt;
+  return Source{tcp, node_id};
+}
+
+std::vector<std::vector<Puller::Source>> Puller::Sources(const std::vector<ChunkKey>& keys,
+                                                         const std::string& preferred,
                                                          Clock::time_point deadline,
                                                          std::string& why_none) {
-  const std::vector<ChunkKey>& keys = request.keys;
   // Where the controller says the keys are; while none answers (a failover),
   // where it last said.
   // The controller gets half the deadline (a dead leader must leave time
@@ -114,6 +126,7 @@ std::vector<std::vector<Puller::Source>> Puller::Sources(const Header& request,
   Result<std::vector<std::vector<Replica>>> located =
       Unavailable("no answer from the controller a moment ago");
   if (now.time_since_epoch().count() >= skip_locate_until_.load()) {
+    located_++;
     located = Locate(keys, now + Left(deadline) / 2, filling);
     if (!located.ok())
       skip_locate_until_ = (Clock::now() + kLocateBackoff).time_since_epoch().count();
@@ -150,13 +163,11 @@ std::vector<std::vector<Puller::Source>> Puller::Sources(const Header& request,
   // Never this node, never the remote tier (the node reads Redis itself on
   // a get); with security on, only peers whose key the keyring lists (CURVE
   // then proves they are who the controller says). The preferred peer first.
-  const std::string preferred = FieldString(request.fields, "from");
   std::vector<std::vector<Source>> sources(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) {
     for (const Replica& c : copies[i]) {
       if (c.location.tier == TierKind::kRemote || c.node_id == node_id_) continue;
-      if (!ParseTcpEndpoint(c.tcp).ok()) continue;
-      if (options_.security && !options_.security->keyring.NodeKey(c.node_id)) continue;
+      if (!MayAsk(c.tcp, c.node_id)) continue;
       sources[i].push_back({c.tcp, c.node_id});
     }
     auto first = std::find_if(sources[i].begin(), sources[i].end(),
@@ -209,30 +220,23 @@ Status Puller::FetchFrom(const Source& peer_node, const std::vector<size_t>& idx
   return Status::Ok();
 }
 
-Message Puller::Pull(const Header& request, Clock::time_point deadline) {
-  const size_t n = request.keys.size();
-  Message reply;
-  reply.header = ReplyTo(request);
-  reply.header.values.assign(n, static_cast<int64_t>(ErrorCode::kNotFound));
-  if (n == 0) return reply;
-  auto fail = [&](const std::string& why) {
-    failures_++;
-    reply.header.reason = why;
-    spdlog::debug("pull: {}", why);
-  };
-  std::string why_none;
-  const std::vector<std::vector<Source>> sources = Sources(request, deadline, why_none);
-  std::vector<SharedBuffer> objects(n);
+bool Puller::FetchRounds(const Header& request, const std::vector<std::vector<Source>>& sources,
+                         Clock::time_point deadline, std::set<std::string>& failed,
+                         std::vector<SharedBuffer>& objects, std::string& reason) {
   // Round r asks each key still missing of its r-th source, one request per
   // peer: a dead, hung or stale peer costs a round, not the key. A call gets
   // the time left shared by the rounds some key may still need; a peer that
   // failed is not asked again.
+  auto fail = [&](const std::string& why) {
+    failures_++;
+    reason = why;
+    spdlog::debug("pull: {}", why);
+  };
   bool asked = false;
-  std::set<std::string> failed;
   for (size_t round = 0; round < kMaxSourcesPerKey && Left(deadline).count() > 0; ++round) {
     std::map<std::string, std::pair<Source, std::vector<size_t>>> by_peer;
     size_t rounds_left = 1;
-    for (size_t i = 0; i < n; ++i) {
+    for (size_t i = 0; i < objects.size(); ++i) {
       if (!objects[i].empty() || round >= sources[i].size()) continue;
       rounds_left = std::max(rounds_left, sources[i].size() - round);
       if (failed.count(sources[i][round].tcp)) continue;
@@ -253,7 +257,49 @@ Message Puller::Pull(const Header& request, Clock::time_point deadline) {
       }
     }
   }
-  if (!asked && !why_none.empty()) fail(why_none);
+  return asked;
+}
+
+Message Puller::Pull(const Header& request, Clock::time_point deadline) {
+  const size_t n = request.keys.size();
+  Message reply;
+  reply.header = ReplyTo(request);
+  reply.header.values.assign(n, static_cast<int64_t>(ErrorCode::kNotFound));
+  if (n == 0) return reply;
+  std::vector<SharedBuffer> objects(n);
+  std::set<std::string> failed;
+  bool asked = false;
+  // The peer the client's plan named, when the controller has named it here
+  // before: asked first, with half the time, and nothing located (the plan
+  // was located moments ago, on the engine's side).
+  const std::string preferred = FieldString(request.fields, "from");
+  if (const std::optional<Source> planned = PlannedPeer(preferred)) {
+    as_planned_++;
+    const std::vector<std::vector<Source>> first(n, {*planned});
+    asked = FetchRounds(request, first, Clock::now() + Left(deadline) / 2, failed, objects,
+                        reply.header.reason);
+  }
+  // The rest (all, without a plan): wherever the controller says now.
+  std::vector<size_t> missing;
+  std::vector<ChunkKey> missing_keys;
+  for (size_t i = 0; i < n; ++i) {
+    if (objects[i].empty()) {
+      missing.push_back(i);
+      missing_keys.push_back(request.keys[i]);
+    }
+  }
+  std::string why_none;
+  if (!missing.empty() && Left(deadline).count() > 0) {
+    auto located = Sources(missing_keys, preferred, deadline, why_none);
+    std::vector<std::vector<Source>> sources(n);
+    for (size_t j = 0; j < missing.size(); ++j) sources[missing[j]] = std::move(located[j]);
+    asked = FetchRounds(request, sources, deadline, failed, objects, reply.header.reason) || asked;
+  }
+  if (!asked && !why_none.empty()) {
+    failures_++;
+    reply.header.reason = why_none;
+    spdlog::debug("pull: {}", why_none);
+  }
   // A local client on the zero-copy channel reads what was admitted in place.
   const bool admit_only = FieldInt(request.fields, "admit_only", 0) != 0;
   for (size_t i = 0; i < n; ++i) {

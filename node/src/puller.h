@@ -1,11 +1,14 @@
 // Puller: the node's half of a P2P fetch (kPull).
 //
-// A pull names keys and, optionally, the peer the client would prefer
-// (fields["from"]). Which peers may be asked is never taken from the request:
-// the puller asks the controller where the keys are (kLocate) and fetches
-// each key from a node that holds it in CPU or disk: the preferred one when
-// the controller lists it, otherwise the cheapest, then the next (at most
-// kMaxSourcesPerKey); never this node itself. While no controller answers
+// A pull names keys and, optionally, the peer the client's plan named
+// (fields["from"]): the engine located the keys moments ago, so that peer
+// is asked first, locating nothing, when the controller has named it to
+// this node before (a pull request never adds a peer: the node dials only
+// peers the controller named). What is still missing then, or everything
+// without a plan, is located (kLocate) and each key fetched from a node
+// that holds it in CPU or disk: the preferred one when the controller lists
+// it, otherwise the cheapest, then the next (at most kMaxSourcesPerKey);
+// never this node itself. While no controller answers
 // (a failover), the locations it last gave are used, or for a key never
 // located the peers it named last (LocationMemory); so too for a key it
 // names no copy of while its registry is filling (a new leadership), and
@@ -24,6 +27,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <optional>
+#include <set>
 #include <string>
 
 #include "peer_pool.h"
@@ -44,6 +49,8 @@ class Puller {
     uint64_t failures = 0;     // controller or peer did not answer
     uint64_t streamed = 0;     // objects received in bounded frames
     uint64_t from_memory = 0;  // pulls planned on remembered locations (no controller)
+    uint64_t as_planned = 0;   // pulls that asked the client's planned peer first
+    uint64_t located = 0;      // pulls that asked where their keys are
   };
   static constexpr size_t kMaxSourcesPerKey = 3;
   static constexpr std::chrono::milliseconds kLocateBackoff{250};
@@ -54,17 +61,30 @@ class Puller {
   // values are kOk (one payload frame each) or kNotFound.
   Message Pull(const Header& request, Clock::time_point deadline);
   Counters counters() const {
-    return {objects_, bytes_, failures_, streamed_objects_, from_memory_};
+    return {objects_, bytes_, failures_, streamed_objects_, from_memory_, as_planned_, located_};
   }
 
  private:
   struct Source {
     std::string tcp, node_id;
   };
-  // Per key, the nodes to ask in turn; all empty (and `why_none` set) when
-  // no controller answered and nothing is remembered.
-  std::vector<std::vector<Source>> Sources(const Header& request, Clock::time_point deadline,
+  // Per key, the nodes to ask in turn, `preferred` (a tcp endpoint) first;
+  // all empty (and `why_none` set) when no controller answered and nothing
+  // is remembered.
+  std::vector<std::vector<Source>> Sources(const std::vector<ChunkKey>& keys,
+                                           const std::string& preferred, Clock::time_point deadline,
                                            std::string& why_none);
+  // Whether the peer at `tcp` may be dialled as node `node_id`: another
+  // node, a tcp endpoint, and with security on one the keyring lists.
+  bool MayAsk(const std::string& tcp, const std::string& node_id) const;
+  // The client's planned peer at `tcp`, if the controller has named it here.
+  std::optional<Source> PlannedPeer(const std::string& tcp) const;
+  // Asks each key without an object of its sources in turn, admitting what
+  // comes into `objects`; peers that fail join `failed` (and the reason the
+  // last failure's). Whether any peer was asked.
+  bool FetchRounds(const Header& request, const std::vector<std::vector<Source>>& sources,
+                   Clock::time_point deadline, std::set<std::string>& failed,
+                   std::vector<SharedBuffer>& objects, std::string& reason);
   // Asks `peer` for the request's keys `idx` and admits what it sends
   // (verified) into `objects`; an error when the peer did not answer whole.
   Status FetchFrom(const Source& peer, const std::vector<size_t>& idx, const Header& request,
@@ -85,6 +105,7 @@ class Puller {
   PeerPool pool_;
   LocationMemory memory_;
   std::atomic<uint64_t> objects_{0}, bytes_{0}, failures_{0}, streamed_objects_{0}, from_memory_{0};
+  std::atomic<uint64_t> as_planned_{0}, located_{0};
   std::atomic<Clock::rep> skip_locate_until_{0};  // steady-clock ticks
 };
 

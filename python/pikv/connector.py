@@ -21,6 +21,7 @@ import math
 import re
 import time
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from pikv import _pikv
 from pikv.errors import InvalidArgument
@@ -125,6 +126,17 @@ class StoredForm:
     @property
     def end(self):
         return self.start + len(self.tokens)
+
+
+class RequestPlan(NamedTuple):
+    """A request's plan on the scheduler side (ConnectorCore.plan_request)."""
+    matched: int  # prompt tokens pikv provides: the prefix to load
+    forms: list  # StoredForm: the segments the engine computes that pikv lacks
+    # (source, peer_id, peer_endpoint) per chunk, and whether the local node
+    # answered: where the worker fetches each from, without planning again
+    # (ConnectorCore.load).
+    sources: tuple = ()
+    local_node_answered: bool = True
 
 
 @dataclass
@@ -254,16 +266,16 @@ class ConnectorCore:
         """Prompt tokens pikv can provide: the longest prefix of cached segments
         before the question (0 when the prompt is not chunked or on any
         failure). Asks the local node and the controller; changes nothing."""
-        return self.plan_request(tokens, lengths)[0]
+        return self.plan_request(tokens, lengths).matched
 
-    def plan_request(self, tokens, lengths=None, store_last=False):
-        """(matched, stored forms) for one request: the prompt tokens pikv can
-        provide (num_matched_tokens), and the segments pikv lacks that the
-        engine will compute, after that prefix, in the form the mode stores
-        (StoredForm). The last segment (the question) counts only with
-        `store_last` (a request made to store it: precompute); a prompt that
-        is not chunked is then one segment. Asks the local node and the
-        controller; changes nothing."""
+    def plan_request(self, tokens, lengths=None, store_last=False) -> RequestPlan:
+        """One request's plan: the prompt tokens pikv can provide
+        (num_matched_tokens), the segments pikv lacks that the engine will
+        compute, after that prefix, in the form the mode stores (StoredForm),
+        and each chunk's source for load. The last segment (the question)
+        counts only with `store_last` (a request made to store it:
+        precompute); a prompt that is not chunked is then one segment. Asks
+        the local node and the controller; changes nothing."""
         try:
             try:
                 segments = split_segments(tokens, self.separator, lengths)
@@ -275,12 +287,12 @@ class ConnectorCore:
                 segments = None
             if segments is None:
                 whole = [StoredForm(0, list(tokens))] if store_last and tokens else []
-                return 0, whole
+                return RequestPlan(0, whole)
             plan = self.client.plan(segments)
         except Exception as e:  # never into the engine loop
             self.stats.errors += 1
             log.warning("pikv plan failed: %s", e)
-            return 0, []
+            return RequestPlan(0, [])
         matched = 0
         for chunk in plan.chunks:
             if chunk.source == "miss":
@@ -289,7 +301,9 @@ class ConnectorCore:
         self.stats.lookups += 1
         self.stats.matched_tokens += matched
         misses = {c.segment for c in plan.chunks if c.source == "miss"}
-        return matched, self.stored_forms(segments, matched, misses, store_last)
+        sources = [(c.source, c.peer_id, c.peer_endpoint) for c in plan.chunks]
+        return RequestPlan(matched, self.stored_forms(segments, matched, misses, store_last),
+                           sources, plan.local_node_answered)
 
     def stored_forms(self, segments, computed_from, misses, store_last):
         """Of `segments`, computed by the engine from token `computed_from`
@@ -388,10 +402,12 @@ class ConnectorCore:
             self.stats.errors += 1
             log.warning("pikv wait for layer %s failed: %s", name_or_index, e)
 
-    def load(self, tokens, block_ids, num_tokens, lengths=None) -> LoadResult:
+    def load(self, tokens, block_ids, num_tokens, lengths=None, planned=None) -> LoadResult:
         """Remaps the cached segments covering the first `num_tokens` prompt
-        tokens into the request's blocks. What could not be loaded is
-        reported as failed blocks, from the first segment that failed on."""
+        tokens into the request's blocks, fetching each from where `planned`
+        (plan_request's RequestPlan, made on the scheduler side) says, or
+        where a plan made now says when it is None. What could not be loaded
+        is reported as failed blocks, from the first segment that failed on."""
         result = LoadResult()
         try:
             if num_tokens <= 0:
@@ -399,7 +415,8 @@ class ConnectorCore:
             segments = self.segments(tokens, lengths)
             if segments is None:  # the engine was told these tokens would come
                 raise InvalidArgument("the prompt does not split into segments")
-            plan = self.client.plan(segments)
+            plan = (self.client.plan(segments, planned.sources, planned.local_node_answered)
+                    if planned else self.client.plan(segments))
             objects = self.client.fetch(plan)  # in plan order, None for a miss
             self._audit(plan, objects, segments)
             result.loaded_tokens = self._place(plan, objects, segments, block_ids, num_tokens)

@@ -40,7 +40,7 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import (
     KVConnectorMetadata,
 )
 
-from pikv.connector import ConnectorCore
+from pikv.connector import ConnectorCore, RequestPlan
 from pikv.errors import InvalidArgument
 from pikv.tensors import TORCH_DTYPES
 
@@ -59,12 +59,21 @@ _CPU_ISAS = {"vec": "vllm_cpu_vec", "vec16": "vllm_cpu_vec", "amx": "vllm_cpu_am
 
 
 @dataclass
+class _Match:
+    """A request's plan, from its first look until its blocks are allocated."""
+    tokens: list
+    lengths: list  # pikv_segments, if the request named them
+    plan: RequestPlan
+
+
+@dataclass
 class _Load:
     req_id: str
     tokens: list
     lengths: list
     block_ids: list
     num_tokens: int
+    plan: RequestPlan  # the scheduler's: the worker plans nothing
 
 
 @dataclass
@@ -193,7 +202,7 @@ class PikvConnector(KVConnectorBase_V1):
         self._core.require_whole_cache(getattr(scheduler, "disable_hybrid_kv_cache_manager", False))
         self._kv_layout = extra.get("kv_layout")  # a named packing, overriding vLLM's declaration
         # Scheduler side.
-        self._matches = {}  # req_id -> (tokens, lengths, matched, forms): once per admission
+        self._matches = {}  # req_id -> _Match: planned once per admission
         self._loads = {}  # req_id -> _Load: allocated this step, sent with this step's metadata
         self._saves = {}  # req_id -> _Saving: segments in the mode's form, stored once computed
         self._saved = {}  # req_id -> starts of the segments whose save was sent, until it ends
@@ -236,24 +245,26 @@ class PikvConnector(KVConnectorBase_V1):
             tokens = request.prompt_token_ids
             params = self._params(request)
             usable = tokens and self._tokens_say_it_all(request)
-            matched, forms = self._core.plan_request(
+            plan = self._core.plan_request(
                 tokens, params.get("pikv_segments"),
-                store_last=params.get("pikv_save") is True) if usable else (0, [])
+                store_last=params.get("pikv_save") is True) if usable else RequestPlan(0, [])
             # vLLM must compute at least one token of a prompt (the question).
-            matched = min(matched, len(tokens) - 1) if tokens else 0
-            match = (list(tokens or ()), params.get("pikv_segments"), matched, forms)
+            matched = min(plan.matched, len(tokens) - 1) if tokens else 0
+            match = _Match(list(tokens or ()), params.get("pikv_segments"),
+                           plan._replace(matched=matched))
             self._matches[request.request_id] = match
-        return max(0, match[2] - num_computed_tokens), False
+        return max(0, match.plan.matched - num_computed_tokens), False
 
     def update_state_after_alloc(self, request, blocks, num_external_tokens):
         req_id = request.request_id
-        tokens, lengths, _, forms = self._matches.pop(
-            req_id, (request.prompt_token_ids, None, 0, []))
+        match = self._matches.pop(req_id, None) or _Match(request.prompt_token_ids, None,
+                                                          RequestPlan(0, []))
+        tokens, lengths, forms = match.tokens, match.lengths, match.plan.forms
         block_ids = list(blocks.get_block_ids()[0])
         if num_external_tokens > 0 and tokens:
             # Loaded from position 0: prefix caching is off, nothing is computed locally.
             self._loads[req_id] = _Load(req_id, list(tokens), lengths, block_ids,
-                                        num_external_tokens)
+                                        num_external_tokens, match.plan)
         # Computed after what was loaded: a segment that starts before it
         # (a load cut short is recomputed, but not in the stored form) is not.
         sent = self._saved.get(req_id, set())
@@ -309,7 +320,8 @@ class PikvConnector(KVConnectorBase_V1):
         self._core.forget_loads()  # a step without loads waits for none
         meta = self._get_connector_metadata()
         for load in meta.loads:
-            result = self._core.load(load.tokens, load.block_ids, load.num_tokens, load.lengths)
+            result = self._core.load(load.tokens, load.block_ids, load.num_tokens, load.lengths,
+                                     load.plan)
             self._failed_blocks |= result.failed_block_ids
 
     def wait_for_layer_load(self, layer_name):

@@ -429,6 +429,7 @@ void DefineResults(py::module_& m) {
       .def_property_readonly(
           "source", [](const client::ChunkPlan& c) { return std::string(SourceName(c.source)); })
       .def_readonly("peer_id", &client::ChunkPlan::peer_id)
+      .def_readonly("peer_endpoint", &client::ChunkPlan::peer_endpoint)
       .def_readonly("actual_start", &client::ChunkPlan::actual_start);
 
   py::class_<client::Plan>(m, "Plan")
@@ -449,6 +450,18 @@ void DefineResults(py::module_& m) {
   py::class_<PendingStore>(m, "PendingStore")
       .def("result", &PendingStore::Wait, "Waits for the put; True if it landed (once)")
       .def("done", &PendingStore::Done, "Whether the put has ended (result() will not wait)");
+}
+
+// (source, peer_id, peer_endpoint) per chunk, as Python holds a plan's.
+std::vector<client::PlannedSource> PlannedSources(
+    const std::vector<std::tuple<std::string, std::string, std::string>>& given) {
+  std::vector<client::PlannedSource> out;
+  for (const auto& [source, peer_id, peer_endpoint] : given) {
+    const std::optional<client::Source> parsed = client::ParseSource(source);
+    if (!parsed) Raise(InvalidArgument("planned sources: no source '" + source + "'"));
+    out.push_back({*parsed, peer_id, peer_endpoint});
+  }
+  return out;
 }
 
 py::list Fetch(client::Client& c, client::Plan& plan) {
@@ -502,12 +515,19 @@ void DefineClient(py::module_& m) {
           "prefix whose key is `sys_key`")
       .def(
           "plan",
-          [](client::Client& c, std::vector<std::vector<int32_t>> segments) {
+          [](client::Client& c, std::vector<std::vector<int32_t>> segments,
+             std::optional<std::vector<std::tuple<std::string, std::string, std::string>>> sources,
+             bool local_node_answered) {
             auto prompt = Take(client::FromSegments(std::move(segments)));
+            if (sources)
+              return Take(c.PlanFrom(prompt, PlannedSources(*sources), local_node_answered));
             py::gil_scoped_release nogil;
             return c.MakePlan(prompt);
           },
-          "segments"_a, "A source per chunk for [system, chunks..., question]")
+          "segments"_a, "sources"_a = py::none(), "local_node_answered"_a = true,
+          "A source per chunk for [system, chunks..., question]; with `sources` "
+          "((source, peer_id, peer_endpoint) per chunk, and whether the local node answered, "
+          "as another process's plan gave them), that plan, asking nobody")
       .def("fetch", &Fetch, "plan"_a,
            "The plan's chunk objects, verified, in plan order; None for a miss")
       .def(

@@ -7,6 +7,7 @@
 #include <signal.h>
 
 #include <cstring>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <random>
@@ -29,6 +30,15 @@ using engine::Engine;
 using engine::ReferenceModel;
 using Clock = std::chrono::steady_clock;
 using Tokens = std::vector<int32_t>;
+
+// A process's state letter in /proc (R, S, T for stopped, ...); '?' if unreadable.
+char ProcessState(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  const size_t paren = line.rfind(')');  // the command name may hold spaces
+  return paren != std::string::npos && paren + 2 < line.size() ? line[paren + 2] : '?';
+}
 
 engine::ModelConfig ModelCfg() {
   engine::ModelConfig c;
@@ -83,7 +93,14 @@ class ClientClusterTest : public ::testing::TestWithParam<bool> {
                                                      ControllerEp(), "host-" + Id(i));
     o.node_timeout = 500ms;
     o.controller_timeout = 200ms;
-    o.fetch_timeout = 1000ms;
+    // Plans here wait for locate as long as it may take: on a loaded test
+    // machine a late answer must not turn a peer hit into a miss. The
+    // budget's own tests set it (AHungController..., ALocateAnswered...).
+    o.locate_budget = o.controller_timeout;
+    // A first pull between two nodes over CURVE takes 0.35-0.5 s here (0.06-
+    // 0.09 s without), measured: 1 s left a loaded machine's first pulls
+    // timing out.
+    o.fetch_timeout = 3000ms;
     if (keys_) o.security = keys_->Security("engine");
     return o;
   }
@@ -484,6 +501,111 @@ TEST_P(ClientClusterTest, ValuePoisoningIsCaughtByAnAuditAndTheHonestStoreReplac
   auto put = outsider_node.Put({&k_d2, 1}, {&*acme_object, 1});
   ASSERT_TRUE(put.ok());
   EXPECT_EQ((*put)[0].code(), ErrorCode::kPermissionDenied);
+}
+
+// An engine's scheduler waits on every plan: a hung controller costs one
+// plan its locate budget and the next ones nothing (a locate is in flight,
+// then the controller is backed off), never the locate's own deadline.
+TEST_P(ClientClusterTest, AHungControllerCostsAPlanItsLocateBudgetAtMost) {
+  ClientOptions o = Options(1);
+  o.controller_timeout = 2s;
+  o.locate_budget = 4ms;
+  Client b(o);
+  WaitFor(
+      [&] {
+        return b.MakePlan(Prompt({sys1_, d1_, q_})).controller_answered;
+      },
+      5s, "the controller dialled");
+  controller_.process->Signal(SIGSTOP);
+  // kill() returns before the controller has stopped: it may still answer
+  // one more request meanwhile.
+  WaitFor([&] { return ProcessState(controller_.process->pid()) == 'T'; }, 5s,
+          "the controller stopped");
+  const ClientStats before = b.Stats();
+  Clock::duration longest{}, total{};
+  for (uint64_t i = 0; i < 5; ++i) {  // new chunks: nothing kept from earlier answers
+    const auto t0 = Clock::now();
+    const Plan plan = b.MakePlan(Prompt({sys1_, Random(6, 100 + i), q_}));
+    const auto took = Clock::now() - t0;
+    longest = std::max(longest, took);
+    total += took;
+    EXPECT_FALSE(plan.controller_answered);
+  }
+  const ClientStats after = b.Stats();
+  controller_.process->Signal(SIGCONT);
+  // 4 ms and the local node's exists; the slack is for a loaded machine.
+  EXPECT_LT(longest, 150ms) << "a plan waited on the hung controller";
+  EXPECT_LT(total, o.controller_timeout) << "the plans waited out a locate's deadline";
+  EXPECT_EQ(after.controller_timeouts, before.controller_timeouts + 1);
+  EXPECT_EQ(after.controller_skipped, before.controller_skipped + 4);
+  // Running again, it is asked again once its backoff is due.
+  WaitFor(
+      [&] {
+        return b.MakePlan(Prompt({sys2_, d2_, q_})).controller_answered;
+      },
+      10s, "the controller answering again");
+}
+
+// A locate that answers after its plan went on serves the plans after it:
+// here with no budget at all, the engine never waits, and the second plan
+// of a prompt finds the peer copy the first one asked about.
+TEST_P(ClientClusterTest, ALocateAnsweredAfterItsPlanWentOnServesTheNextPlans) {
+  Engine a(model_, Options(0));
+  const ChunkKey k_d1 = a.Run(Prompt({sys1_, d1_, q_})).plan.chunks[1].key;
+  WaitFor([&] { return Holders(k_d1).count("node-a") == 1; }, 3s, "d1 located on A");
+  ClientOptions o = Options(1);
+  o.locate_budget = 0ms;
+  Client b(o);
+  const auto prompt = Prompt({sys2_, d1_, q_});
+  const Plan first = b.MakePlan(prompt);
+  EXPECT_FALSE(first.controller_answered);
+  EXPECT_NE(first.chunks[1].source, Source::kPeer);
+  WaitFor([&] { return b.MakePlan(prompt).chunks[1].source == Source::kPeer; }, 3s,
+          "the late answer serving a later plan");
+  EXPECT_EQ(b.MakePlan(prompt).chunks[1].peer_id, "node-a");
+}
+
+// The scheduler plans once; its worker (another process: another Client)
+// fetches by that plan, asking nobody where the chunks are, and the worker's
+// node pulls from the planned peer without locating again.
+TEST_P(ClientClusterTest, TheSchedulersPlanIsFetchedWithoutLocatingAgain) {
+  Engine a(model_, Options(0)), b(model_, Options(1));
+  const auto stored = a.Run(Prompt({sys1_, d1_, d2_, q_}));
+  for (size_t i : {1, 2}) {
+    const ChunkKey k = stored.plan.chunks[i].key;
+    WaitFor([&] { return Holders(k).count("node-a") == 1; }, 3s, "A's chunks located");
+  }
+  // A first pull from A: B's node learns from the controller where A is.
+  EXPECT_TRUE(b.Run(Prompt({sys2_, d1_, q_})).reused[1]);
+  rpc::NodeClient b_node(nodes_[1].tcp, 2s, WireLimits{}, AdminKeys(1));
+  auto count = [&](const char* name) { return std::get<int64_t>(b_node.Stats()->at(name)); };
+  const int64_t located = count("p2p.pulls_located"), as_planned = count("p2p.pulls_as_planned");
+
+  const auto prompt = Prompt({sys2_, d2_, q_});
+  const Plan scheduled = b.client().MakePlan(prompt);
+  ASSERT_EQ(scheduled.chunks[1].source, Source::kPeer);
+  std::vector<PlannedSource> sources;
+  for (const ChunkPlan& c : scheduled.chunks)
+    sources.push_back({c.source, c.peer_id, c.peer_endpoint});
+  Client worker(Options(1));
+  auto plan = worker.PlanFrom(prompt, sources, scheduled.local_node_answered);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(worker.Stats().plans, 0u) << "the worker planned nothing";
+  ASSERT_EQ(plan->chunks.size(), scheduled.chunks.size());
+  for (size_t i = 0; i < plan->chunks.size(); ++i) {
+    EXPECT_EQ(plan->chunks[i].key, scheduled.chunks[i].key);
+    EXPECT_EQ(plan->chunks[i].actual_start, scheduled.chunks[i].actual_start);
+  }
+  auto fetched = worker.Fetch(*plan);
+  EXPECT_TRUE(fetched[1].ok()) << fetched[1].status().ToString();
+  EXPECT_EQ(count("p2p.pulls_as_planned"), as_planned + 1);
+  EXPECT_EQ(count("p2p.pulls_located"), located) << "the peer chunk was located again";
+
+  // A plan that does not fit the prompt is refused, as is a peer without an endpoint.
+  EXPECT_EQ(worker.PlanFrom(prompt, {sources.data(), 1}, true).status().code(),
+            ErrorCode::kInvalidArgument);
+  sources[1].peer_endpoint = "ipc:///elsewhere";
+  EXPECT_EQ(worker.PlanFrom(prompt, sources, true).status().code(), ErrorCode::kInvalidArgument);
 }
 
 INSTANTIATE_TEST_SUITE_P(SecurityOffAndOn, ClientClusterTest, ::testing::Values(false, true),

@@ -14,7 +14,7 @@ import torch
 
 import pikv
 from conftest import CONFIGS, Cluster
-from pikv.connector import ConnectorCore, NotChunked, StoredForm, split_segments
+from pikv.connector import ConnectorCore, NotChunked, RequestPlan, StoredForm, split_segments
 from pikv.vllm import precompute
 from standin_engine import StandInModel, StandInVllm, small_config
 
@@ -58,8 +58,11 @@ SAVE = {"pikv_save": True}
 
 def settings(cluster, node, model_id, **more):
     # Isolated: the stand-in's scratch reference is the chunk-isolated mask.
+    # A plan waits for locate as long as it takes: on a loaded test machine
+    # a late answer must not turn a peer hit into a miss (the budget's own
+    # tests: tests/client/client_cluster_test.cc).
     s = {"local-node": cluster.nodes[node]["ipc"], "controller": cluster.controller,
-         "model-id": model_id, "attention-mode": "isolated"}
+         "model-id": model_id, "attention-mode": "isolated", "locate-budget": "200ms"}
     s.update(cluster.security_settings())
     s.update(more)
     return s
@@ -161,7 +164,9 @@ def test_a_chunk_lost_between_plan_and_load_is_reported_and_recomputed(cluster, 
     e.generate([(seg, SAVE) for seg in [sys, d1]])
     core = e.worker.core
     prompt, lengths = sys + d1 + q, [20, 33, 6]
-    assert core.num_matched_tokens(prompt, lengths) == 53
+    planned = core.plan_request(prompt, lengths)  # the scheduler's plan, carried to the worker
+    assert planned.matched == 53
+    assert [s for s, _, _ in planned.sources] == ["local", "local"]
 
     # The controller forwards an evict to the nodes it holds live at that
     # moment, and a node deletes only after its write-through queues drain
@@ -179,7 +184,7 @@ def test_a_chunk_lost_between_plan_and_load_is_reported_and_recomputed(cluster, 
         time.sleep(0.1)
 
     blocks = [5, 2, 9, 7]
-    result = core.load(prompt, blocks, 53, lengths)
+    result = core.load(prompt, blocks, 53, lengths, planned)
     assert result.loaded_tokens == 20, "sys still loads"
     assert result.failed_block_ids == {2, 9, 7}, "blocks from the failed chunk on"
     assert core.stats.load_failures == 1
@@ -312,7 +317,7 @@ def test_a_prompt_that_asked_for_chunking_and_got_none_is_counted_and_logged(cap
         caplog.clear()
         with caplog.at_level("WARNING", logger="pikv.connector"):
             for _ in range(3):
-                assert core.plan_request(tokens, lengths) == (0, [])
+                assert core.plan_request(tokens, lengths) == RequestPlan(0, [])
         assert core.stats.unchunked == {reason: 3}
         assert core.stats.counters()[f"unchunked_requests:{reason}"] == 3
         assert core.stats.lookups == 0 and core.stats.errors == 0
@@ -325,9 +330,32 @@ def test_a_prompt_that_asked_for_chunking_and_got_none_is_counted_and_logged(cap
     # Nor do precompute's own saves on an engine with a separator: a
     # document alone (it starts with the separator), a prefix alone (none).
     core = ConnectorCore({"num-layers": 1, "num-kv-heads": 1, "head-dim": 8}, separator=[9, 9])
-    assert core.plan_request([9, 9, 1, 2], store_last=True) == (0, [StoredForm(0, [9, 9, 1, 2])])
-    assert core.plan_request([1, 2, 3], store_last=True) == (0, [StoredForm(0, [1, 2, 3])])
+    whole = core.plan_request([9, 9, 1, 2], store_last=True)
+    assert whole == RequestPlan(0, [StoredForm(0, [9, 9, 1, 2])])
+    prefix = core.plan_request([1, 2, 3], store_last=True)
+    assert prefix == RequestPlan(0, [StoredForm(0, [1, 2, 3])])
     assert core.stats.unchunked == {}
+
+
+def test_the_schedulers_plan_is_what_the_worker_fetches_by_and_is_checked():
+    """The worker fetches by the scheduler's plan (RequestPlan.sources, carried
+    in the connector's metadata); a plan that does not fit the prompt, or
+    names a source that does not exist or a peer without a tcp endpoint, is
+    refused."""
+    core = ConnectorCore({"num-layers": 1, "num-kv-heads": 1, "head-dim": 8})
+    segs, lengths = [[1, 2], [3, 4], [5]], [2, 2, 1]
+    planned = core.plan_request(sum(segs, []), lengths)
+    assert planned.sources == [("miss", "", ""), ("miss", "", "")]
+    assert not planned.local_node_answered, "there is no local node"
+    plan = core.client.plan(segs, planned.sources, planned.local_node_answered)
+    assert [(c.source, c.segment) for c in plan.chunks] == [("miss", 0), ("miss", 1)]
+    peer = [("local", "", ""), ("peer", "node-b", "tcp://10.0.0.2:7301")]
+    assert [c.peer_endpoint for c in core.client.plan(segs, peer).chunks] == [
+        "", "tcp://10.0.0.2:7301"]
+    for bad in ([("warp", "", "")] * 2, planned.sources[:1],
+                [("local", "", ""), ("peer", "node-b", "ipc:///tmp/n.sock")]):
+        with pytest.raises(pikv.InvalidArgument):
+            core.client.plan(segs, bad)
 
 
 def test_the_binding_checks_layouts_and_reads_configs(tmp_path):

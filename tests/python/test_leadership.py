@@ -50,6 +50,7 @@ def test_admin_and_client_follow_the_leader_across_a_kill(ha_cluster):
     client = pikv.Client(pikv.Options.load("", {
         "model-config": os.path.join(CONFIGS, "llama-3.1-8b.json"), "model-id": "m",
         "local-node": "", "controller": ha_cluster.controller, "controller-timeout": "1s",
+        "locate-budget": "1s",  # a plan waits for the client's first dial, as long as it takes
         **ha_cluster.security_settings("engine")}))
     segments = [[1, 2, 3], [4, 5, 6], [7]]
     assert client.plan(segments).controller_answered

@@ -66,8 +66,12 @@ def node_chunks(cluster, node):
 def engine_settings(cluster, node, mode=None):
     """The connector's client settings for an engine on `node` (0-based), in
     reuse mode `mode` (None: the connector's default, pikv.vllm.DEFAULT_MODE)."""
+    # A plan waits for locate as long as it takes (the budget's own tests:
+    # tests/client/client_cluster_test.cc): on a loaded test machine a late
+    # answer must not turn a peer hit into a miss.
     settings = dict(cluster.security_settings("engine"), **{
-        "local-node": cluster.nodes[node]["ipc"], "controller": cluster.controller})
+        "local-node": cluster.nodes[node]["ipc"], "controller": cluster.controller,
+        "locate-budget": "200ms"})
     if mode:
         settings["attention-mode"] = mode
     return settings

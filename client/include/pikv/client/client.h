@@ -39,6 +39,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -94,8 +95,12 @@ struct ClientOptions {
   int store_threads = 1;
   // Deadlines.
   std::chrono::milliseconds node_timeout{500};        // exists, get, put on the local node
-  std::chrono::milliseconds controller_timeout{200};  // locate
-  std::chrono::milliseconds fetch_timeout{2000};      // a whole Fetch, P2P pulls included
+  std::chrono::milliseconds controller_timeout{200};  // locate, on the Locator's thread
+  // The longest a plan waits for the controller's locate: a later answer
+  // serves the next plans of those keys (Locator). An engine's scheduler
+  // waits on each plan.
+  std::chrono::milliseconds locate_budget{4};     // with the local exists, under 5 ms
+  std::chrono::milliseconds fetch_timeout{2000};  // a whole Fetch, P2P pulls included
   // CURVE on tcp connections (transport/curve.h): this engine's keys and the
   // cluster's keyring; null: security off. A tcp local node is dialled with
   // the key the keyring lists for local_node_id (an ipc one needs none).
@@ -109,6 +114,13 @@ Status CheckClientSecurity(const ClientOptions& o);
 
 enum class Source { kLocal, kPeer, kRemote, kMiss };
 std::string_view SourceName(Source s);
+std::optional<Source> ParseSource(std::string_view name);
+
+// A chunk's source as a plan made elsewhere decided it (PlanFrom).
+struct PlannedSource {
+  Source source = Source::kMiss;
+  std::string peer_id, peer_endpoint;  // for kPeer
+};
 
 struct ChunkPlan {
   ChunkKey key;
@@ -142,6 +154,13 @@ class Client {
   ChunkKey KeyOf(std::span<const int32_t> tokens, const ChunkKey* sys_key = nullptr) const;
 
   Plan MakePlan(const ChunkedPrompt& prompt);
+  // The plan of `prompt` with each chunk's source as another process's
+  // MakePlan decided it (an engine's scheduler plans; its worker fetches):
+  // keys and positions computed here, nobody asked; `local_node_answered`
+  // is that plan's (Fetch goes to the peers directly when it is false).
+  // kInvalidArgument when `sources` does not fit the prompt's chunks.
+  Result<Plan> PlanFrom(const ChunkedPrompt& prompt, std::span<const PlannedSource> sources,
+                        bool local_node_answered);
   // Objects for the plan's chunks, in plan order; misses are kNotFound. Peer
   // hits are pulled through the local node (or directly if it is down).
   std::vector<Result<SharedBuffer>> Fetch(Plan& plan);

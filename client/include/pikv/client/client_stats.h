@@ -16,7 +16,7 @@ struct ClientStats {
   uint64_t stores = 0, store_failures = 0;
   uint64_t stores_ran_inline = 0;  // stores run on the caller's thread (background queue full)
   uint64_t local_node_timeouts = 0, controller_timeouts = 0;
-  uint64_t controller_skipped = 0;  // plans that did not ask a controller silent lately
+  uint64_t controller_skipped = 0;  // plans that did not ask (silent lately, or one in flight)
   uint64_t zero_copy_fetched = 0, zero_copy_stores = 0;  // objects read / written in place
   uint64_t lease_expired = 0;                            // remaps refused past a lease
   uint64_t audits = 0, audit_mismatches = 0;             // hits audited; of those, found wrong
@@ -58,8 +58,9 @@ inline constexpr MetricFamily kTimeouts{
     "{}_timeouts"};
 inline constexpr MetricFamily kControllerSkipped{
     "pikv_client_controller_skipped_total", kCounter,
-    "Plans that did not ask the controller: it went unanswered lately (backing off).", "",
-    "controller_skipped"};
+    "Plans that did not ask the controller: it went unanswered lately (backing off), or a "
+    "locate was still in flight.",
+    "", "controller_skipped"};
 inline constexpr MetricFamily kZeroCopyFetched{"pikv_client_zero_copy_fetched_total", kCounter,
                                                "Objects read in place from the node's arena.", "",
                                                "zero_copy_fetched"};

@@ -12,6 +12,7 @@
 #include <list>
 #include <mutex>
 #include <span>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -23,6 +24,7 @@ namespace pikv::node {
 class LocationMemory {
  public:
   static constexpr size_t kMaxPeers = 4;
+  static constexpr size_t kMaxKnownNodes = 1024;  // endpoints kept for NodeAt (beyond: forgotten)
   explicit LocationMemory(size_t max_keys = 16384) : max_keys_(max_keys) {}
 
   // The controller's answer for `keys`; a key it names no node copy of
@@ -33,6 +35,8 @@ class LocationMemory {
   std::vector<std::vector<Replica>> Recall(std::span<const ChunkKey> keys,
                                            bool peers_for_unknown = true) const;
   size_t size() const;
+  // The node the controller last named at tcp endpoint `tcp` ("" if none).
+  std::string NodeAt(const std::string& tcp) const;
 
  private:
   struct Entry {
@@ -44,6 +48,7 @@ class LocationMemory {
   std::list<ChunkKey> ages_;                    // guarded by mu_: newest first
   std::unordered_map<ChunkKey, Entry> by_key_;  // guarded by mu_
   std::vector<Replica> peers_;                  // guarded by mu_: newest first, distinct node ids
+  std::unordered_map<std::string, std::string> node_at_;  // guarded by mu_: tcp -> node id
 };
 
 }  // namespace pikv::node

@@ -39,6 +39,13 @@ inline constexpr MetricFamily kPullsFromMemory{
     "pikv_node_p2p_pulls_from_memory_total", kCounter,
     "Pulls planned on the last locations seen while no controller answered.", "",
     "p2p.pulls_from_memory"};
+inline constexpr MetricFamily kPullsAsPlanned{
+    "pikv_node_p2p_pulls_as_planned_total", kCounter,
+    "Pulls that asked the peer the client's plan named first, locating nothing.", "",
+    "p2p.pulls_as_planned"};
+inline constexpr MetricFamily kPullsLocated{"pikv_node_p2p_pulls_located_total", kCounter,
+                                            "Pulls that asked the controller where keys are.", "",
+                                            "p2p.pulls_located"};
 inline constexpr MetricFamily kPulledStreamed{"pikv_node_p2p_pulled_streamed_total", kCounter,
                                               "Objects pulled from peers in bounded frames.", "",
                                               "p2p.pulled_streamed"};
@@ -141,6 +148,8 @@ inline constexpr const MetricFamily* kAll[] = {&kRequests,
                                                &kPulledBytes,
                                                &kPullFailures,
                                                &kPullsFromMemory,
+                                               &kPullsAsPlanned,
+                                               &kPullsLocated,
                                                &kPulledStreamed,
                                                &kTierHits,
                                                &kTierMisses,
