@@ -45,7 +45,7 @@ Locator::Answer Locator::Locate(const std::vector<ChunkKey>& keys,
   // A locate in flight (or the first dial) is waited for within the budget.
   const auto deadline = now + budget;
   if (!wake_.wait_until(lock, deadline, [&] { return !busy_; })) return answer;  // kSkipped
-  if (!backoff_.Due(Clock::now())) return answer;                                 // kSkipped
+  if (!backoff_.Due(Clock::now())) return answer;                                // kSkipped
   job_.clear();
   for (size_t i : unknown) job_.push_back(keys[i]);
   busy_ = true;
