@@ -82,8 +82,7 @@ Result<std::vector<std::vector<Replica>>> Puller::Locate(const std::vector<Chunk
     locate.header.keys = keys;
     auto answer = controller->Call(std::move(locate), Left(deadline));
     if (answer.ok() && answer->header.status == ErrorCode::kNotLeader) {
-      options_.controller->Redirect(FieldString(answer->header.fields, kLeaderField),
-                                    FieldInt(answer->header.fields, kLeaderEpochField));
+      options_.controller->FollowNotLeader(answer->header);
       last = Status(ErrorCode::kNotLeader, answer->header.reason);
       continue;
     }

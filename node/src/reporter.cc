@@ -355,10 +355,9 @@ class Reporter::Loop {
     last_heard_ = Clock::now();
     if (h.status == ErrorCode::kNotLeader) {
       r_.registered_ = false;
-      const std::string leader = FieldString(h.fields, kLeaderField);
+      const std::string leader = o_.finder->FollowNotLeader(h);
       spdlog::info("reporter: {} is not the leader; {}", connected_,
                    leader.empty() ? "no leader yet" : "the leader is " + leader);
-      o_.finder->Redirect(leader, FieldInt(h.fields, kLeaderEpochField));
       next_ask_ = Clock::now() + std::chrono::milliseconds(250);
       // Register again, here or wherever the finder now points (a leader
       // whose renewal came late resumes at the same endpoint and epoch).

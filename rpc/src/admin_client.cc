@@ -42,8 +42,7 @@ Result<Message> AdminClient::Call(const Message& request) {
     auto reply = rpc_->Call(request, budget);
     if (reply.ok() && reply->header.status == ErrorCode::kNotLeader) {
       confirmed_ = false;
-      finder_->Redirect(FieldString(reply->header.fields, kLeaderField),
-                        FieldInt(reply->header.fields, kLeaderEpochField));
+      finder_->FollowNotLeader(reply->header);
       last = Status(ErrorCode::kNotLeader, reply->header.reason);
       continue;
     }

@@ -85,6 +85,12 @@ std::string ControllerFinder::Await(std::chrono::steady_clock::time_point deadli
   return current_;
 }
 
+std::string ControllerFinder::FollowNotLeader(const Header& reply) {
+  std::string leader = FieldString(reply.fields, kLeaderField);
+  Redirect(leader, FieldInt(reply.fields, kLeaderEpochField));
+  return leader;
+}
+
 void ControllerFinder::Redirect(const std::string& leader, int64_t epoch) {
   // What a controller names must look like an endpoint; anything else is
   // treated as no answer (the dialler validates it fully).

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "pikv/common/status.h"
+#include "pikv/proto/message.h"
 
 namespace pikv {
 
@@ -68,6 +69,9 @@ class ControllerFinder {
   // `epoch`: the leader's, as the redirecting controller knows it (0:
   // unknown); a redirect to an older leadership than one seen is ignored.
   void Redirect(const std::string& leader, int64_t epoch = 0);
+  // A controller's kNotLeader reply, followed (Redirect to the leader and
+  // epoch it names); returns the leader named, empty when none is.
+  std::string FollowNotLeader(const Header& reply);
   void Failed(const std::string& endpoint);
   // Whether there is a leader to follow (a source, more than one listed, or
   // a redirect away from the one listed).
