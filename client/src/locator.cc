@@ -51,7 +51,12 @@ Locator::Answer Locator::Locate(const std::vector<ChunkKey>& keys,
   busy_ = true;
   const uint64_t mine = ++posted_;
   wake_.notify_all();
-  if (!wake_.wait_until(lock, deadline, [&] { return finished_ >= mine; }) || !last_.ok()) {
+  if (!wake_.wait_until(lock, deadline, [&] { return finished_ >= mine; })) {
+    gave_up_ = mine;  // its answer, when it comes, is kept for the next plans
+    answer.outcome = Outcome::kNoAnswer;
+    return answer;
+  }
+  if (!last_.ok()) {
     answer.outcome = Outcome::kNoAnswer;
     return answer;
   }
@@ -67,7 +72,7 @@ void Locator::Keep(const std::vector<ChunkKey>& keys,
     if (kept_.size() + keys.size() > kMaxKept) kept_.clear();
   }
   // Only keys some node holds: a "nowhere" kept would hide a chunk stored
-  // meanwhile, where asking again costs nothing the budget does not bound.
+  // meanwhile, where asking again costs no more than the budget.
   for (size_t i = 0; i < keys.size(); ++i) {
     if (!replicas[i].empty()) kept_[keys[i]] = Kept{replicas[i], now + kAnswerTtl};
   }
@@ -96,7 +101,7 @@ void Locator::Run() {
       const auto now = Clock::now();
       if (located.ok()) {  // one entry per key (DecodeLocateReply)
         backoff_.Succeeded();
-        Keep(keys, *located, now);
+        if (gave_up_ == job) Keep(keys, *located, now);
       } else {
         failures_++;
         backoff_.Failed(now);

@@ -6,7 +6,8 @@
 //
 // An answer that arrives after its plan gave up still serves: replicas it
 // names are kept for kAnswerTtl, and later plans of those keys read them
-// without asking. A plan waits (within its budget) for a locate still in
+// without asking. Answers in time are not kept: every plan asks, so that
+// what it reads is as fresh as the controller's registry. A plan waits (within its budget) for a locate still in
 // flight before asking its own; after one went unanswered, plans do not ask
 // while the controller is backed off: they go on local-first.
 // Thread-safety: Locate and failures from one thread at a time (the
@@ -75,6 +76,7 @@ class Locator {
   bool busy_ = false;                   // a job posted and not yet done
   std::vector<ChunkKey> job_;           // the keys to locate
   uint64_t posted_ = 0, finished_ = 0;  // jobs posted and finished
+  uint64_t gave_up_ = 0;                // the last job whose plan stopped waiting for it
   Result<std::vector<std::vector<Replica>>> last_ = Unavailable("none yet");  // job finished_'s
   uint64_t failures_ = 0;
   Backoff backoff_{std::chrono::seconds(1), std::chrono::seconds(16)};
