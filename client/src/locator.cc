@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <exception>
 
 namespace pikv::client {
@@ -42,13 +43,17 @@ Locator::Answer Locator::Locate(const std::vector<ChunkKey>& keys,
     answer.outcome = Outcome::kAnswered;
     return answer;
   }
-  // A locate in flight (or the first dial) is waited for within the budget.
+  // A locate in flight (or the first dial) is waited for while it is younger
+  // than a budget: one older is already late (a hung controller), and each
+  // plan behind it would wait its whole budget for nothing.
   const auto deadline = now + budget;
-  if (!wake_.wait_until(lock, deadline, [&] { return !busy_; })) return answer;  // kSkipped
-  if (!backoff_.Due(Clock::now())) return answer;                                // kSkipped
+  const auto free_by = std::min(deadline, busy_since_ + budget);
+  if (!wake_.wait_until(lock, free_by, [&] { return !busy_; })) return answer;  // kSkipped
+  if (!backoff_.Due(Clock::now())) return answer;                               // kSkipped
   job_.clear();
   for (size_t i : unknown) job_.push_back(keys[i]);
   busy_ = true;
+  busy_since_ = Clock::now();
   const uint64_t mine = ++posted_;
   wake_.notify_all();
   if (!wake_.wait_until(lock, deadline, [&] { return finished_ >= mine; })) {
@@ -84,6 +89,7 @@ void Locator::Run() {
     // plan needs it: a connection's set-up would not fit a plan's budget.
     std::unique_lock lock(mu_);
     busy_ = true;
+    busy_since_ = Clock::now();
     lock.unlock();
     const bool reached = controller_->Locate({}, host_).ok();
     lock.lock();

@@ -7,9 +7,12 @@
 // An answer that arrives after its plan gave up still serves: replicas it
 // names are kept for kAnswerTtl, and later plans of those keys read them
 // without asking. Answers in time are not kept: every plan asks, so that
-// what it reads is as fresh as the controller's registry. A plan waits (within its budget) for a locate still in
-// flight before asking its own; after one went unanswered, plans do not ask
-// while the controller is backed off: they go on local-first.
+// what it reads is as fresh as the controller's registry.
+//
+// A plan waits (within its budget) for a locate posted less than a budget
+// ago before asking its own; it does not ask behind an older one, nor while
+// the controller is backed off after one went unanswered: it then goes on
+// local-first.
 // Thread-safety: Locate and failures from one thread at a time (the
 // Client's); the asking thread is the Locator's own.
 #pragma once
@@ -74,6 +77,7 @@ class Locator {
   std::condition_variable wake_;  // a job for the thread, a job done, or stop
   bool stop_ = false;
   bool busy_ = false;                   // a job posted and not yet done
+  Clock::time_point busy_since_{};      // when it was posted
   std::vector<ChunkKey> job_;           // the keys to locate
   uint64_t posted_ = 0, finished_ = 0;  // jobs posted and finished
   uint64_t gave_up_ = 0;                // the last job whose plan stopped waiting for it
