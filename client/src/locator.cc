@@ -19,11 +19,6 @@ Locator::~Locator() {
   thread_.join();  // a locate in flight ends within the controller's deadline
 }
 
-uint64_t Locator::failures() const {
-  std::lock_guard lock(mu_);
-  return failures_;
-}
-
 Locator::Answer Locator::Locate(const std::vector<ChunkKey>& keys,
                                 std::chrono::milliseconds budget) {
   Answer answer;
@@ -83,16 +78,23 @@ void Locator::Keep(const std::vector<ChunkKey>& keys,
   }
 }
 
+Result<std::vector<std::vector<Replica>>> Locator::Ask(const std::vector<ChunkKey>& keys) {
+  try {
+    return controller_->Locate(keys, host_);
+  } catch (const std::exception& e) {  // out of memory, out of sockets: a failed locate
+    return Unavailable(std::string("locate: ") + e.what());
+  } catch (...) {
+    return Unavailable("locate: an unknown exception");
+  }
+}
+
 void Locator::Run() {
   try {
     // Dial (and, with several controllers, find the leader) before the first
     // plan needs it: a connection's set-up would not fit a plan's budget.
+    // busy_ was set when this Locator was built, so no plan posts meanwhile.
+    const bool reached = Ask({}).ok();
     std::unique_lock lock(mu_);
-    busy_ = true;
-    busy_since_ = Clock::now();
-    lock.unlock();
-    const bool reached = controller_->Locate({}, host_).ok();
-    lock.lock();
     busy_ = false;
     if (!reached) backoff_.Failed(Clock::now());
     wake_.notify_all();
@@ -102,14 +104,13 @@ void Locator::Run() {
       const std::vector<ChunkKey> keys = job_;
       const uint64_t job = posted_;
       lock.unlock();
-      auto located = controller_->Locate(keys, host_);
+      auto located = Ask(keys);
       lock.lock();
       const auto now = Clock::now();
       if (located.ok()) {  // one entry per key (DecodeLocateReply)
         backoff_.Succeeded();
         if (gave_up_ == job) Keep(keys, *located, now);
       } else {
-        failures_++;
         backoff_.Failed(now);
       }
       last_ = std::move(located);
@@ -117,7 +118,7 @@ void Locator::Run() {
       busy_ = false;
       wake_.notify_all();
     }
-  } catch (const std::exception& e) {  // out of memory: plans go on local-first
+  } catch (const std::exception& e) {  // out of memory here: plans go on local-first
     spdlog::error("locator stopped: {}", e.what());
     std::lock_guard lock(mu_);
     busy_ = true;  // for good: no plan waits on a thread that is gone

@@ -13,8 +13,8 @@
 // ago before asking its own; it does not ask behind an older one, nor while
 // the controller is backed off after one went unanswered: it then goes on
 // local-first.
-// Thread-safety: Locate and failures from one thread at a time (the
-// Client's); the asking thread is the Locator's own.
+// Thread-safety: Locate from one thread at a time (the Client's); the
+// asking thread is the Locator's own.
 #pragma once
 
 #include <chrono>
@@ -59,8 +59,6 @@ class Locator {
 
   // The replicas of `keys`, waiting at most `budget` for the controller.
   Answer Locate(const std::vector<ChunkKey>& keys, std::chrono::milliseconds budget);
-  // Locates the controller did not answer (before its own deadline).
-  uint64_t failures() const;
 
  private:
   struct Kept {
@@ -68,6 +66,8 @@ class Locator {
     Clock::time_point until;
   };
   void Run();  // the asking thread
+  // The controller's locate; an exception thrown is a failed locate.
+  Result<std::vector<std::vector<Replica>>> Ask(const std::vector<ChunkKey>& keys);
   void Keep(const std::vector<ChunkKey>& keys, const std::vector<std::vector<Replica>>& replicas,
             Clock::time_point now);
 
@@ -76,13 +76,12 @@ class Locator {
   mutable std::mutex mu_;
   std::condition_variable wake_;  // a job for the thread, a job done, or stop
   bool stop_ = false;
-  bool busy_ = false;                   // a job posted and not yet done
-  Clock::time_point busy_since_{};      // when it was posted
-  std::vector<ChunkKey> job_;           // the keys to locate
-  uint64_t posted_ = 0, finished_ = 0;  // jobs posted and finished
-  uint64_t gave_up_ = 0;                // the last job whose plan stopped waiting for it
+  bool busy_ = true;                             // a job (first: the dial) not yet done
+  Clock::time_point busy_since_ = Clock::now();  // when it was posted
+  std::vector<ChunkKey> job_;                    // the keys to locate
+  uint64_t posted_ = 0, finished_ = 0;           // jobs posted and finished
+  uint64_t gave_up_ = 0;                         // the last job whose plan stopped waiting for it
   Result<std::vector<std::vector<Replica>>> last_ = Unavailable("none yet");  // job finished_'s
-  uint64_t failures_ = 0;
   Backoff backoff_{std::chrono::seconds(1), std::chrono::seconds(16)};
   std::unordered_map<ChunkKey, Kept, ChunkKeyHash> kept_;
   std::thread thread_;  // last: starts once the rest is built

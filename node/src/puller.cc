@@ -277,6 +277,7 @@ Message Puller::Pull(const Header& request, Clock::time_point deadline) {
     const std::vector<std::vector<Source>> first(n, {*planned});
     asked = FetchRounds(request, first, Clock::now() + Left(deadline) / 2, failed, objects,
                         reply.header.reason);
+    failed.insert(planned->tcp);  // what it lacked, it lacks: not asked again below
   }
   // The rest (all, without a plan): wherever the controller says now.
   std::vector<size_t> missing;

@@ -264,7 +264,7 @@ class PikvConnector(KVConnectorBase_V1):
         if num_external_tokens > 0 and tokens:
             # Loaded from position 0: prefix caching is off, nothing is computed locally.
             self._loads[req_id] = _Load(req_id, list(tokens), lengths, block_ids,
-                                        num_external_tokens, match.plan)
+                                        num_external_tokens, match.plan._replace(forms=[]))
         # Computed after what was loaded: a segment that starts before it
         # (a load cut short is recomputed, but not in the stored form) is not.
         sent = self._saved.get(req_id, set())
