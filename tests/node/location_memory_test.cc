@@ -23,6 +23,22 @@ std::vector<std::string> Nodes(const std::vector<Replica>& copies) {
   return out;
 }
 
+// A pull's planned peer is dialled only at an endpoint the controller named
+// (NodeAt); never one a request names alone, never the remote tier's.
+TEST(LocationMemory, KnowsTheNodeAtAnEndpointOnlyFromTheControllersAnswers) {
+  LocationMemory memory;
+  EXPECT_EQ(memory.NodeAt("tcp://a:1"), "");
+  memory.Remember(std::vector<ChunkKey>{Key(1)}, {{Copy("a"), Copy("r", TierKind::kRemote)}});
+  EXPECT_EQ(memory.NodeAt("tcp://a:1"), "a");
+  EXPECT_EQ(memory.NodeAt("tcp://r:1"), "");
+  EXPECT_EQ(memory.NodeAt("tcp://elsewhere:1"), "");
+  // A node named at that endpoint since (a restart under another id) is the one.
+  Replica moved = Copy("a2");
+  moved.tcp = "tcp://a:1";
+  memory.Remember(std::vector<ChunkKey>{Key(2)}, {{moved}});
+  EXPECT_EQ(memory.NodeAt("tcp://a:1"), "a2");
+}
+
 TEST(LocationMemory, RecallsWhatWasLocatedAndOtherwiseTheNewestPeers) {
   LocationMemory memory;
   EXPECT_TRUE(memory.Recall(std::vector<ChunkKey>{Key(1)})[0].empty());  // nothing seen yet
