@@ -19,26 +19,31 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", pikv::VersionLine("pikv-controller"));
   using K = pikv::Config::Kind;
   pikv::Config config;
-  config.Declare("endpoint", K::kString, "tcp://127.0.0.1:7300",
+  const pikv::controller::ControllerOptions d;  // each setting's default, written there once
+  config.Declare("endpoint", K::kString, d.endpoint,
                  "ZeroMQ endpoint for nodes, clients and the CLI");
-  config.Declare("http", K::kString, "127.0.0.1:7380",
+  config.Declare("http", K::kString, d.http,
                  "host:port for read-only HTTP (empty: off; port 0: any)");
-  config.Declare("suspect-after", K::kDuration, "2500ms", "Silence before a node is suspect");
-  config.Declare("dead-after", K::kDuration, "5s",
-                 "Silence before a node is dead and its entries removed");
+  config.DeclareDuration("suspect-after", d.lifecycle.suspect_after,
+                         "Silence before a node is suspect", {.min = 100, .max = 3'600'000});
+  config.DeclareDuration("dead-after", d.lifecycle.dead_after,
+                         "Silence before a node is dead and its entries removed",
+                         {.min = 200, .max = 86'400'000});
   config.Declare("etcd", K::kString, "",
                  "etcd members (host:port,...) that elect the leader among standbys (empty: run "
                  "alone)");
   config.Declare("etcd-tls", K::kString, "",
                  "Directory of etcd's CA and pikv's client certificate (ca.crt, client.crt, "
                  "client.key: pikv etcd-certs); etcd is then reached over https (empty: http)");
-  config.Declare("cluster", K::kString, "pikv", "Cluster name: the etcd keys pikv/<cluster>/...");
+  config.Declare("cluster", K::kString, d.cluster,
+                 "Cluster name: the etcd keys pikv/<cluster>/...");
   config.Declare("trust-file", K::kString, "",
                  "Without etcd: the file keeping revocations and confirmed audit counts across "
                  "restarts, replaced atomically (empty: memory only; with etcd they are kept "
                  "there)");
-  config.Declare("lease-ttl", K::kDuration, "3s",
-                 "Leader lease (whole seconds, 2-60): failover takes about this long");
+  config.DeclareDuration("lease-ttl", d.lease_ttl,
+                         "Leader lease (whole seconds): failover takes about this long",
+                         {.min = 2000, .max = 60'000});
   config.Declare("advertise", K::kString, "",
                  "Endpoint other processes dial this controller at (default: as bound)");
   config.Declare("advertise-http", K::kString, "",

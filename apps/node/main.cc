@@ -19,40 +19,55 @@
 
 namespace {
 
+// Each setting's default is the options struct's own (written there once).
 pikv::Config NodeConfig() {
   using K = pikv::Config::Kind;
+  const pikv::node::NodeOptions d;
+  const pikv::storage::DiskTierOptions disk;
+  const pikv::storage::RemoteTierOptions remote;
+  const pikv::node::ReporterOptions reporter;
+  constexpr int64_t kMiB = 1 << 20;
   pikv::Config c;
   c.Declare("endpoint", K::kList, "",
             "Endpoints to serve; default tcp://127.0.0.1:7400 and ipc://<data-dir>/node.sock");
   c.Declare("node-id", K::kString, "", "Node id (default: host name)");
   c.Declare("data-dir", K::kString, "./data", "Directory for the disk tier and the ipc socket");
-  c.Declare("cpu-capacity", K::kSize, "1GiB", "CPU tier bytes");
-  c.Declare("disk-capacity", K::kSize, "16GiB", "Disk tier bytes");
-  c.Declare("disk", K::kBool, "true", "Run the disk tier");
-  c.Declare("prefault", K::kBool, "true",
-            "Fault the CPU arena in at start, on a thread (the node serves meanwhile), so "
-            "stores and pulls do not pay page faults");
-  c.Declare("zero-copy", K::kBool, "true",
-            "Lend the CPU arena to clients on this host (a unix socket beside the ipc one)");
-  c.Declare("lease-ttl", K::kDuration, "30s",
-            "How long a local client may hold a lent object or reserved space");
+  c.DeclareSize("cpu-capacity", d.storage.cpu.capacity_bytes, "CPU tier bytes", {.min = kMiB});
+  c.DeclareSize("disk-capacity", disk.capacity_bytes, "Disk tier bytes", {.min = kMiB});
+  c.DeclareBool("disk", true, "Run the disk tier");
+  c.DeclareBool("prefault", d.storage.cpu.prefault,
+                "Fault the CPU arena in at start, on a thread (the node serves meanwhile), so "
+                "stores and pulls do not pay page faults");
+  c.DeclareBool("zero-copy", d.zero_copy.enabled,
+                "Lend the CPU arena to clients on this host (a unix socket beside the ipc one)");
+  c.DeclareDuration("lease-ttl", d.zero_copy.lease_ttl,
+                    "How long a local client may hold a lent object or reserved space",
+                    {.min = 100, .max = 3'600'000});
   c.Declare("redis", K::kString, "", "Redis host:port for the remote tier (empty: none)");
-  c.Declare("redis-namespace", K::kString, "default", "Key namespace in Redis");
+  c.Declare("redis-namespace", K::kString, remote.key_namespace, "Key namespace in Redis");
   c.Declare("redis-password", K::kSecret, "",
             "Redis password, sent with AUTH (prefer PIKV_REDIS_PASSWORD or the config file: "
             "a flag shows in ps)");
-  c.Declare("redis-ttl", K::kDuration, "0s", "Time before Redis expires an object (0s = never)");
-  c.Declare("workers", K::kInt, "2", "Worker threads for local requests (disk, Redis, puts)");
-  c.Declare("pull-workers", K::kInt, "2", "Threads for P2P pulls (they wait on peers)");
-  c.Declare("max-pulls-in-flight", K::kInt, "16",
-            "Pulls queued or running before more are answered 'retry'");
-  c.Declare("pull-stream-frame", K::kSize, "1MiB",
-            "Frames a P2P pull asks its peer to stream objects in (0: one frame per object)");
-  c.Declare("max-object-size", K::kSize, "1GiB", "Largest chunk object accepted");
+  c.DeclareDuration("redis-ttl", std::chrono::seconds(remote.ttl_seconds),
+                    "Time before Redis expires an object (0s = never)",
+                    {.min = 0, .max = int64_t{UINT32_MAX} * 1000});
+  c.DeclareInt("workers", d.workers, "Worker threads for local requests (disk, Redis, puts)",
+               {.min = 1, .max = 256});
+  c.DeclareInt("pull-workers", d.pull_workers, "Threads for P2P pulls (they wait on peers)",
+               {.min = 1, .max = 256});
+  c.DeclareInt("max-pulls-in-flight", d.max_pulls_in_flight,
+               "Pulls queued or running before more are answered 'retry'",
+               {.min = 1, .max = 65536});
+  c.DeclareSize("pull-stream-frame", d.pull_stream_frame,
+                "Frames a P2P pull asks its peer to stream objects in (0: one frame per object)",
+                {.min = pikv::kMinStreamFrame, .max = pikv::kMaxStreamFrame, .or_zero = true});
+  c.DeclareSize("max-object-size", d.limits.max_payload_bytes, "Largest chunk object accepted",
+                {.min = 4096});
   c.Declare("controller", K::kString, "tcp://127.0.0.1:7300",
             "Controller to report to: an endpoint, a list tcp://a,tcp://b of standbys, or "
             "etcd://h1:2379,h2:2379[/cluster] (empty: none)");
-  c.Declare("heartbeat-interval", K::kDuration, "1s", "Heartbeat period");
+  c.DeclareDuration("heartbeat-interval", reporter.heartbeat_interval, "Heartbeat period",
+                    {.min = 10, .max = 60'000});
   c.Declare("host", K::kString, "",
             "Host name reported to the controller (default: this machine's)");
   c.Declare("http", K::kString, "",
@@ -90,7 +105,8 @@ pikv::Result<pikv::node::NodeOptions> OptionsFrom(const pikv::Config& config) {
     if (!remote.ok()) return pikv::InvalidArgument("redis: " + remote.status().message());
     remote->key_namespace = config.String("redis-namespace");
     remote->password = config.String("redis-password");
-    remote->ttl_seconds = static_cast<uint32_t>(config.Duration("redis-ttl").count() / 1000);
+    remote->ttl_seconds =
+        static_cast<uint32_t>(config.Duration("redis-ttl").count() / 1000);  // ranged
     options.storage.remote = *remote;
   }
   if (!config.String("controller").empty()) {

@@ -14,7 +14,12 @@ namespace pikv::client {
 
 using K = Config::Kind;
 
+// Each setting's default is ClientOptions' own (written there once), but for
+// the endpoints: a program dials this host's defaults, the library none.
 void DeclareClientSettings(Config& c) {
+  const ClientOptions d;
+  constexpr Config::Range kDeadline{.min = 1, .max = 3'600'000};
+  constexpr Config::Range kUint32{.min = 0, .max = UINT32_MAX};
   c.Declare("local-node", K::kString, "tcp://127.0.0.1:7400", "This host's node");
   c.Declare("controller", K::kString, "tcp://127.0.0.1:7300",
             "The controller: an endpoint, a list of standbys, or etcd://h1:2379,...[/cluster] "
@@ -26,13 +31,14 @@ void DeclareClientSettings(Config& c) {
   c.Declare("model-config-json", K::kString, "",
             "The model's config.json as text, instead of model-config's path (what an engine "
             "computes with, handed over without a file)");
-  c.Declare("max-model-len", K::kInt, "0",
-            "The engine's maximum model length (0: the config's); picks LongRoPE's factors");
+  c.DeclareInt("max-model-len", 0,
+               "The engine's maximum model length (0: the config's); picks LongRoPE's factors",
+               kUint32);
   c.Declare("dtype", K::kString, "",
             "KV dtype: f32, f16 or bf16 (empty: the model config's, else bf16)");
-  c.Declare("num-layers", K::kInt, "0", "Layers of the model");
-  c.Declare("num-kv-heads", K::kInt, "0", "KV heads per layer");
-  c.Declare("head-dim", K::kInt, "0", "Head dimension");
+  c.DeclareInt("num-layers", d.num_layers, "Layers of the model", kUint32);
+  c.DeclareInt("num-kv-heads", d.num_kv_heads, "KV heads per layer", kUint32);
+  c.DeclareInt("head-dim", d.head_dim, "Head dimension", kUint32);
   c.Declare("attention-mode", K::kString, "isolated", "isolated or prefixed");
   c.Declare("tenant", K::kString, "",
             "This engine's tenant (part of every key; empty: the default tenant); with security "
@@ -40,17 +46,21 @@ void DeclareClientSettings(Config& c) {
   c.Declare("audit-rate", K::kString, "0",
             "Share of hits the engine recomputes and compares (0..1; a mismatch is reported to "
             "the controller, which drops the chunk everywhere)");
-  c.Declare("node-timeout", K::kDuration, "500ms", "Deadline of calls to the local node");
-  c.Declare("controller-timeout", K::kDuration, "200ms", "Deadline of locate");
-  c.Declare("locate-budget", K::kDuration, "4ms",
-            "Longest a plan waits for locate; a later answer serves the next plans (1 s)");
-  c.Declare("fetch-timeout", K::kDuration, "2s", "Deadline of a whole fetch");
-  c.Declare("zero-copy", K::kBool, "true",
-            "Read and write the local node's CPU arena in place (when local-node is ipc://)");
-  c.Declare("store-threads", K::kInt, "1",
-            "Threads gathering a chunk into the local node's arena on a store");
-  c.Declare("stream-frame", K::kSize, "1MiB",
-            "Objects over this size cross sockets in frames of it; 0 sends them whole");
+  c.DeclareDuration("node-timeout", d.node_timeout, "Deadline of calls to the local node",
+                    kDeadline);
+  c.DeclareDuration("controller-timeout", d.controller_timeout, "Deadline of locate", kDeadline);
+  c.DeclareDuration("locate-budget", d.locate_budget,
+                    "Longest a plan waits for locate; a later answer serves the next plans (1 s)",
+                    {.min = 0, .max = 3'600'000});
+  c.DeclareDuration("fetch-timeout", d.fetch_timeout, "Deadline of a whole fetch", kDeadline);
+  c.DeclareBool("zero-copy", d.zero_copy,
+                "Read and write the local node's CPU arena in place (when local-node is ipc://)");
+  c.DeclareInt("store-threads", d.store_threads,
+               "Threads gathering a chunk into the local node's arena on a store",
+               {.min = 1, .max = 64});
+  c.DeclareSize("stream-frame", d.stream_frame,
+                "Objects over this size cross sockets in frames of it; 0 sends them whole",
+                {.min = kMinStreamFrame, .max = kMaxStreamFrame, .or_zero = true});
   DeclareCurveSettings(c);
   c.Declare("local-node-id", K::kString, "",
             "The local node's id, for its key when security is on and local-node is tcp://");
@@ -143,10 +153,7 @@ Status ReadModelFile(const Config& c, ClientOptions& o) {
     source = "model-config " + path;
   }
   device::ModelConfigOptions read;
-  const int64_t max_len = c.Int("max-model-len");
-  if (max_len < 0 || max_len > UINT32_MAX)
-    return InvalidArgument("max-model-len: " + std::to_string(max_len) + " is out of range");
-  read.max_model_len = static_cast<uint32_t>(max_len);
+  read.max_model_len = static_cast<uint32_t>(c.Int("max-model-len"));  // ranged
   // Only a dtype the settings name beats the config's.
   if (!c.String("dtype").empty()) read.dtype = o.dtype;
   auto model = device::ReadModelConfig(text, read, source);  // its errors name the source
@@ -163,9 +170,8 @@ Status ReadTransport(const Config& c, ClientOptions& o) {
   o.locate_budget = c.Duration("locate-budget");
   o.fetch_timeout = c.Duration("fetch-timeout");
   o.zero_copy = c.Bool("zero-copy");
-  const int64_t store_threads = c.Int("store-threads");
-  if (store_threads < 1 || store_threads > 64) return InvalidArgument("store-threads: 1 to 64");
-  o.store_threads = static_cast<int>(store_threads);
+  o.store_threads = static_cast<int>(c.Int("store-threads"));  // ranged
+  o.stream_frame = c.Size("stream-frame");                     // ranged
   return Status::Ok();
 }
 
@@ -176,15 +182,6 @@ Status ReadSecurity(const Config& c, ClientOptions& o) {
   o.security = *security;
   o.local_node_id = c.String("local-node-id");
   return CheckClientSecurity(o);
-}
-
-Status ReadStreamFrame(const Config& c, ClientOptions& o) {
-  o.stream_frame = c.Size("stream-frame");
-  if (o.stream_frame != 0 &&
-      (o.stream_frame < uint64_t{kMinStreamFrame} || o.stream_frame > uint64_t{kMaxStreamFrame}))
-    return InvalidArgument("stream-frame: 0 (off) or " + std::to_string(kMinStreamFrame) + " to " +
-                           std::to_string(kMaxStreamFrame) + " bytes");
-  return Status::Ok();
 }
 
 }  // namespace
@@ -207,8 +204,8 @@ Result<ClientOptions> LoadClientOptions(const std::string& path, Config* config_
   }
   ClientOptions o;
   // The first bad setting, in this order, is the one reported.
-  for (auto step : {ReadModelSettings, ReadAuditRate, ReadTenant, ReadModelFile, ReadTransport,
-                    ReadSecurity, ReadStreamFrame}) {
+  for (auto step :
+       {ReadModelSettings, ReadAuditRate, ReadTenant, ReadModelFile, ReadTransport, ReadSecurity}) {
     if (Status s = step(c, o); !s.ok()) return s;
   }
   o.find_controllers = find_controllers ? find_controllers : &ControllerFinder::Parse;

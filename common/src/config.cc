@@ -29,16 +29,60 @@ constexpr EnumName<Config::Source> kSourceNames[] = {{Config::Source::kDefault, 
                                                      {Config::Source::kFlag, "flag"}};
 const char* SourceName(Config::Source s) { return NameOf(kSourceNames, s); }
 
+// A number of the key's kind as an operator writes it.
+std::string NumberText(Config::Kind kind, int64_t n) {
+  if (kind == Config::Kind::kSize && n >= 0) return ByteSizeSetting(static_cast<uint64_t>(n));
+  if (kind == Config::Kind::kDuration) return DurationSetting(std::chrono::milliseconds(n));
+  return std::to_string(n);
+}
+
+// The value of a checked number, as the range is kept (sizes past INT64_MAX
+// are past every range's max).
+int64_t NumberOf(Config::Kind kind, const std::string& v) {
+  switch (kind) {
+    case Config::Kind::kSize: {
+      const uint64_t bytes = *ParseByteSize(v);
+      return bytes > uint64_t{INT64_MAX} ? INT64_MAX : static_cast<int64_t>(bytes);
+    }
+    case Config::Kind::kDuration:
+      return ParseDuration(v)->count();
+    default:
+      return std::stoll(v);
+  }
+}
+
 }  // namespace
 
 void Config::Declare(const std::string& key, Kind kind, const std::string& default_value,
-                     const std::string& help) {
+                     const std::string& help, Range range) {
   Entry e{
-      kind, help,
+      kind, help, range,
       kind == Kind::kList ? SplitCommas(default_value) : std::vector<std::string>{default_value},
       Source::kDefault};
+  // A default its own declaration refuses is this program's bug.
+  if (Status s = Check(key, e, e.values); !s.ok())
+    throw std::logic_error("default of " + s.message());
   if (!entries_.count(key)) order_.push_back(key);
   entries_[key] = std::move(e);
+}
+
+void Config::DeclareInt(const std::string& key, int64_t default_value, const std::string& help,
+                        Range range) {
+  Declare(key, Kind::kInt, std::to_string(default_value), help, range);
+}
+
+void Config::DeclareSize(const std::string& key, uint64_t default_bytes, const std::string& help,
+                         Range range) {
+  Declare(key, Kind::kSize, ByteSizeSetting(default_bytes), help, range);
+}
+
+void Config::DeclareDuration(const std::string& key, std::chrono::milliseconds default_value,
+                             const std::string& help, Range range) {
+  Declare(key, Kind::kDuration, DurationSetting(default_value), help, range);
+}
+
+void Config::DeclareBool(const std::string& key, bool default_value, const std::string& help) {
+  Declare(key, Kind::kBool, default_value ? "true" : "false", help);
 }
 
 Status Config::Check(const std::string& key, const Entry& e,
@@ -69,6 +113,12 @@ Status Config::Check(const std::string& key, const Entry& e,
       case Kind::kBool:
         if (v != "true" && v != "false") return bad("'" + v + "' is not true or false");
         break;
+    }
+    if (e.kind == Kind::kInt || e.kind == Kind::kSize || e.kind == Kind::kDuration) {
+      const int64_t n = NumberOf(e.kind, v);
+      const bool off = e.range.or_zero && n == 0;
+      if (!off && (n < e.range.min || n > e.range.max))
+        return bad("'" + v + "' is not " + RangeText(e));
     }
   }
   return Status::Ok();
@@ -178,7 +228,23 @@ bool Config::Bool(const std::string& key) const { return String(key) == "true"; 
 std::vector<std::string> Config::List(const std::string& key) const { return At(key).values; }
 Config::Source Config::SourceOf(const std::string& key) const { return At(key).source; }
 Config::Kind Config::KindOf(const std::string& key) const { return At(key).kind; }
-const std::string& Config::Help(const std::string& key) const { return At(key).help; }
+std::string Config::RangeText(const Entry& e) {
+  const bool has_min = e.range.min != Range{}.min, has_max = e.range.max != Range{}.max;
+  std::string text;
+  if (has_min && has_max)
+    text = NumberText(e.kind, e.range.min) + " to " + NumberText(e.kind, e.range.max);
+  else if (has_min)
+    text = "at least " + NumberText(e.kind, e.range.min);
+  else if (has_max)
+    text = "at most " + NumberText(e.kind, e.range.max);
+  return e.range.or_zero && !text.empty() ? "0 (off) or " + text : text;
+}
+
+std::string Config::Help(const std::string& key) const {
+  const Entry& e = At(key);
+  const std::string range = RangeText(e);
+  return range.empty() ? e.help : e.help + " (" + range + ")";
+}
 
 std::string Config::Print() const {
   std::ostringstream out;

@@ -92,4 +92,18 @@ std::string FormatBytes(uint64_t bytes) {
   return buf;
 }
 
+std::string ByteSizeSetting(uint64_t bytes) {
+  static const char* kNames[] = {"KiB", "MiB", "GiB", "TiB"};
+  if (bytes == 0 || bytes % 1024 != 0) return std::to_string(bytes);
+  int u = 0;
+  for (bytes /= 1024; u < 3 && bytes % 1024 == 0; bytes /= 1024) ++u;
+  return std::to_string(bytes) + kNames[u];
+}
+
+std::string DurationSetting(std::chrono::milliseconds duration) {
+  const int64_t ms = duration.count();
+  if (ms % 1000 != 0) return std::to_string(ms) + "ms";
+  return std::to_string(ms / 1000) + "s";
+}
+
 }  // namespace pikv

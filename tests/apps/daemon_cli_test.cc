@@ -5,6 +5,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <tuple>
 
 #include "pikv/client/client_config.h"
 #include "pikv/transport/curve.h"
@@ -34,6 +35,24 @@ TEST(DaemonCliTest, TheDaemonsPrintTheirEffectiveConfiguration) {
   EXPECT_EQ(out.find("not-for-logs"), std::string::npos) << out;
   testing::ChildProcess bad(testing::BinaryPath("pikv-controller"), {"--dead-after", "soon"});
   EXPECT_EQ(bad.Wait(std::chrono::seconds(10)), 2);
+}
+
+// A declared range holds before the daemon starts: a leader lease under 2 s
+// (documented, once unchecked) or no worker thread is refused; the bounds pass.
+TEST(DaemonCliTest, ValuesOutsideADeclaredRangeAreRefusedAtStart) {
+  for (const auto& [binary, args, code] :
+       {std::tuple{"pikv-controller", std::vector<std::string>{"--lease-ttl", "1s"}, 2},
+        {"pikv-controller", {"--lease-ttl", "2s"}, 0},
+        {"pikv-node", {"--workers", "0"}, 2},
+        {"pikv-node", {"--pull-stream-frame", "4KiB"}, 2},
+        {"pikv-node", {"--pull-stream-frame", "0"}, 0}}) {
+    std::vector<std::string> argv = args;
+    argv.push_back("--print-config");
+    testing::ChildProcess p(testing::BinaryPath(binary), argv);
+    while (p.ReadLine(std::chrono::seconds(10))) {
+    }
+    EXPECT_EQ(p.Wait(std::chrono::seconds(10)), code) << binary << " " << args[0] << " " << args[1];
+  }
 }
 
 TEST(DaemonCliTest, TheExampleConfigsLoad) {

@@ -122,10 +122,31 @@ TEST(ClientConfigTest, EachCheckedSettingNamesItself) {
                                                         {"audit-rate", ""},
                                                         {"tenant", "default"},
                                                         {"store-threads", "0"},
-                                                        {"max-model-len", "-1"}}) {
+                                                        {"max-model-len", "-1"},
+                                                        {"num-layers", "-1"},
+                                                        {"head-dim", "4294967296"},
+                                                        {"stream-frame", "1GiB"}}) {
     auto o = LoadClientOptions("", nullptr, {{"model-config", llama}, {key, value}});
     EXPECT_EQ(o.status().message().rfind(key + ":", 0), 0u) << o.status().ToString();
   }
+}
+
+// Each default is written once, in ClientOptions: the settings' defaults are
+// its values (the endpoints aside: a program dials this host's, the library none).
+TEST(ClientConfigTest, TheSettingsDefaultsAreTheOptionsOwn) {
+  auto o = LoadClientOptions("");
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  const ClientOptions d;
+  EXPECT_EQ(o->node_timeout, d.node_timeout);
+  EXPECT_EQ(o->controller_timeout, d.controller_timeout);
+  EXPECT_EQ(o->locate_budget, d.locate_budget);
+  EXPECT_EQ(o->fetch_timeout, d.fetch_timeout);
+  EXPECT_EQ(o->store_threads, d.store_threads);
+  EXPECT_EQ(o->stream_frame, d.stream_frame);
+  EXPECT_EQ(o->zero_copy, d.zero_copy);
+  EXPECT_EQ(o->audit_rate, d.audit_rate);
+  EXPECT_EQ(o->mode, d.mode);
+  EXPECT_EQ(o->dtype, d.dtype);
 }
 
 TEST(ClientConfigTest, AProgramsDefaultsLieUnderTheFileTheEnvironmentAndOverrides) {

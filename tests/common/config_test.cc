@@ -4,6 +4,9 @@
 
 #include <fstream>
 #include <map>
+#include <stdexcept>
+
+#include "pikv/common/units.h"
 
 namespace pikv {
 namespace {
@@ -105,6 +108,60 @@ TEST(ConfigTest, UnknownKeysAndBadValuesNameTheKeyAndTheReason) {
   // Nothing above changed a value.
   EXPECT_EQ(c.Size("cpu-capacity"), 1ull << 30);
   EXPECT_EQ(c.Int("workers"), 2);
+}
+
+// A range is declared with the key and holds in every layer: the file, the
+// environment and a flag are each refused with the key, the value and the
+// range, and the value stays what it was.
+TEST(ConfigTest, ARangeIsDeclaredOnceAndHeldInEveryLayer) {
+  Config c;
+  c.DeclareInt("workers", 2, "Worker threads", {.min = 1, .max = 64});
+  c.DeclareSize("frame", 1 << 20, "Frame", {.min = 64 << 10, .max = 64 << 20, .or_zero = true});
+  c.DeclareDuration("ttl", std::chrono::seconds(3), "Lease", {.min = 2000, .max = 60'000});
+  EXPECT_EQ(c.Help("workers"), "Worker threads (1 to 64)");
+  EXPECT_EQ(c.Help("frame"), "Frame (0 (off) or 64KiB to 64MiB)");
+  EXPECT_EQ(c.Help("ttl"), "Lease (2s to 60s)");
+  EXPECT_EQ(c.String("frame"), "1MiB") << "the typed default, as an operator writes it";
+  EXPECT_EQ(c.String("ttl"), "3s");
+  EXPECT_EQ(c.LoadYamlText("workers: 0\n", "n.yaml").message(),
+            "n.yaml: workers: '0' is not 1 to 64");
+  EXPECT_EQ(c.LoadEnv([](const char* n) -> const char* {
+               return std::string(n) == "PIKV_WORKERS" ? "65" : nullptr;
+             }).message(),
+            "PIKV_WORKERS (workers: '65' is not 1 to 64)");
+  EXPECT_EQ(c.Set("frame", "4KiB", S::kFlag).message(),
+            "frame: '4KiB' is not 0 (off) or 64KiB to 64MiB");
+  EXPECT_EQ(c.Set("frame", "1TiB", S::kFlag).message(),
+            "frame: '1TiB' is not 0 (off) or 64KiB to 64MiB");
+  EXPECT_FALSE(c.Set("ttl", "1s", S::kFlag).ok());
+  EXPECT_FALSE(c.Set("ttl", "61s", S::kFlag).ok());
+  EXPECT_EQ(c.Int("workers"), 2);
+  EXPECT_EQ(c.Size("frame"), 1u << 20);
+  ASSERT_TRUE(c.Set("frame", "0", S::kFlag).ok()) << "off";
+  ASSERT_TRUE(c.Set("workers", "64", S::kFlag).ok()) << "the bounds are inside";
+  ASSERT_TRUE(c.Set("ttl", "1m", S::kFlag).ok());
+  EXPECT_EQ(c.Duration("ttl").count(), 60'000);
+}
+
+TEST(ConfigTest, ADefaultItsOwnRangeRefusesIsTheProgramsBug) {
+  Config c;
+  EXPECT_THROW(c.DeclareInt("workers", 0, "", {.min = 1}), std::logic_error);
+  EXPECT_TRUE(c.keys().empty());
+}
+
+TEST(ConfigTest, TypedDefaultsAreWrittenExactly) {
+  EXPECT_EQ(ByteSizeSetting(0), "0");
+  EXPECT_EQ(ByteSizeSetting(1000), "1000");
+  EXPECT_EQ(ByteSizeSetting(1536 << 10), "1536KiB");
+  EXPECT_EQ(ByteSizeSetting(16ull << 30), "16GiB");
+  EXPECT_EQ(ByteSizeSetting(3ull << 40), "3TiB");
+  EXPECT_EQ(ByteSizeSetting(2048ull << 40), "2048TiB");
+  EXPECT_EQ(DurationSetting(std::chrono::milliseconds(2500)), "2500ms");
+  EXPECT_EQ(DurationSetting(std::chrono::milliseconds(0)), "0s");
+  EXPECT_EQ(DurationSetting(std::chrono::seconds(30)), "30s");
+  for (uint64_t bytes :
+       {uint64_t{0}, uint64_t{4095}, uint64_t{1} << 20, (uint64_t{5} << 30) + 4096})
+    EXPECT_EQ(*ParseByteSize(ByteSizeSetting(bytes)), bytes);
 }
 
 }  // namespace

@@ -15,5 +15,9 @@ namespace pikv {
 Result<uint64_t> ParseByteSize(std::string_view text);
 Result<std::chrono::milliseconds> ParseDuration(std::string_view text);
 std::string FormatBytes(uint64_t bytes);
+// As a setting is written, exact: the largest binary unit that divides it
+// ("1GiB", "1536KiB", "0"), and "30s", "2500ms", "0s".
+std::string ByteSizeSetting(uint64_t bytes);
+std::string DurationSetting(std::chrono::milliseconds duration);
 
 }  // namespace pikv
