@@ -17,7 +17,7 @@ struct FilledCache {
   std::vector<int64_t> slots;  // slot of position p is p
 
   FilledCache(const client::ClientOptions& o, uint64_t tokens, uint32_t block_size = 16) {
-    layout = device::PagedLayout::Make(device::PagedLayout::Order::kVllmFlash, o.dtype, o.kv_format,
+    layout = device::PagedLayout::Make(device::PagedLayout::Order::kFlash, o.dtype, o.kv_format,
                                        o.num_kv_heads, o.head_dim, block_size,
                                        (tokens + block_size - 1) / block_size);
     std::mt19937 rng(static_cast<uint32_t>(tokens));

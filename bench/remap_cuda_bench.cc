@@ -85,7 +85,7 @@ Figures Measure(const device::ModelSpec& spec, uint32_t tokens, KForm form, int 
   const auto object = MakeObject(spec, tokens, form);
   const uint64_t blocks = tokens / kBlock + 8;
   PagedLayout cache =
-      PagedLayout::Make(PagedLayout::Order::kVllmFlash, spec.dtype, spec.geometry.format,
+      PagedLayout::Make(PagedLayout::Order::kFlash, spec.dtype, spec.geometry.format,
                         spec.geometry.num_kv_heads, spec.geometry.head_dim, kBlock, blocks);
   cache.host = false;
   const size_t layer_bytes = cache.ElementsPerLayer() * DTypeSize(spec.dtype);

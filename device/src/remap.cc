@@ -23,13 +23,13 @@ PagedLayout PagedLayout::Make(Order order, DType dtype, KvFormat format, uint32_
   l.num_blocks = num_blocks;
   const int64_t block = int64_t{block_size} * heads * dim;
   switch (order) {
-    case Order::kVllmFlash:
+    case Order::kFlash:
       l.stride_head = dim;
       l.stride_offset = int64_t{heads} * dim;
       l.stride_block = block;
       l.stride_plane = block * static_cast<int64_t>(num_blocks);
       break;
-    case Order::kHnd:
+    case Order::kFlashHnd:
       l.stride_offset = dim;
       l.stride_head = int64_t{block_size} * dim;
       l.stride_block = block;

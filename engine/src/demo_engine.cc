@@ -25,7 +25,7 @@ struct Cache {
   std::vector<std::vector<float>> memory;
   device::PagedLayout layout;
   Cache(const engine::ModelConfig& c, uint32_t block, uint64_t blocks) {
-    layout = device::PagedLayout::Make(device::PagedLayout::Order::kVllmFlash, DType::kF32,
+    layout = device::PagedLayout::Make(device::PagedLayout::Order::kFlash, DType::kF32,
                                        KvFormat::kStandard, c.kv_heads, c.head_dim, block, blocks);
     for (uint32_t l = 0; l < c.layers; ++l) {
       memory.emplace_back(layout.ElementsPerLayer());

@@ -25,8 +25,9 @@ from typing import NamedTuple
 
 from pikv import _pikv
 from pikv.errors import InvalidArgument
-from pikv.device import DeviceKv, DeviceRemapper
-from pikv.paged import PACKINGS
+from pikv.device import DeviceRemapper
+from pikv.layouts import is_packed
+from pikv.paged import DeviceKv
 from pikv.tensors import kv_layout
 
 log = logging.getLogger("pikv.connector")
@@ -336,7 +337,7 @@ class ConnectorCore:
                 names.sort(key=lambda n: int(numbers[n].group()))
             self._layer_names = names
             layers = [layers[n] for n in names]
-        if layout in PACKINGS:  # packings only pikv.device addresses (vLLM's own)
+        if is_packed(layout):  # only pikv.device addresses these (vLLM's own)
             if self.path == "cpp":
                 raise InvalidArgument(f"layout {layout} is written by pikv.device only: path "
                                       "'torch' or 'auto'")

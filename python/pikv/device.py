@@ -24,7 +24,9 @@ copy straight into the object's payload in the local node's arena
 (`Client.store_with`); the node seals it as any store.
 
 On CPU tensors the same code runs with no copies and no streams; that is
-how it is proven where no accelerator is lent.
+how it is proven where no accelerator is lent. Where the cache's slots are
+is pikv.paged's (by the layout names of pikv.layouts); how host memory
+reaches the device is pikv.staging's.
 """
 
 import warnings
@@ -35,118 +37,10 @@ import torch
 
 from pikv import _pikv
 from pikv.errors import Error, InvalidArgument, Timeout
-from pikv.paged import PACKINGS, Plane, geometry
-from pikv.tensors import TORCH_DTYPES, geometry_layout, kv_layout
+from pikv.paged import DeviceKv
+from pikv.staging import Staging
 
 _TORCH = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
-
-
-class DeviceKv:
-    """An engine's per-layer paged KV tensors on one torch device, for the
-    torch path: the pikv.KvLayout that describes their geometry (checked
-    as any) and each layer's planes (pikv.paged: K and V, or MLA's one),
-    addressed by slot whatever the packing."""
-
-    def __init__(self, layers, layout=None, axes=None, described=None):
-        """`layout`: a pikv.tensors layout name, or one of pikv.paged's
-        PACKINGS (vLLM's 4-D caches); `axes` spells a strided 5-D order;
-        `described`: the pikv.KvLayout already made of these layers."""
-        layers = list(layers)
-        self.tensors = layers
-        if layout in PACKINGS:
-            self.planes = [PACKINGS[layout](t) for t in layers]
-            self.layout = described or geometry_layout(layers, self.planes)
-        else:
-            self.layout = described or kv_layout(layers, layout=layout, axes=axes)
-            self.planes = [strided_planes(t, self.layout.axes) for t in layers]
-        self.device = layers[0].device
-        self.dtype = layers[0].dtype
-        self.block_size = self.layout.block_size
-        self.num_slots = self.layout.block_size * self.layout.num_blocks
-        self.heads, self.head_dim = geometry(self.planes[0])[:2]
-
-    @property
-    def num_layers(self):
-        return len(self.planes)
-
-    def strided_layout(self):
-        """A pikv.KvLayout of these layers by their real strides, which the
-        fused CUDA remap writes through; None where a packing splits a
-        token's offsets or dims (vLLM's CPU packings)."""
-        if self.layout.axes is not None:  # described by kv_layout: real strides already
-            return self.layout
-        first = self.planes[0]
-        if any(len(p.offset_parts) != 1 or len(p.dim_parts) != 1 for p in first):
-            return None
-        strides = first[0].view.stride()
-        if strides[3] != 1 or any(p.view.stride() != strides
-                                  for planes in self.planes for p in planes):
-            return None
-        es = first[0].view.element_size()
-        gap = {(planes[-1].view.data_ptr() - planes[0].view.data_ptr()) for planes in self.planes}
-        if len(gap) != 1 or next(iter(gap)) % es:
-            return None
-        base = [planes[0].view.data_ptr() for planes in self.planes]
-        # Each layer's memory from its plane base to the end of its storage
-        # (a strided view may span more than its numel).
-        storages = [t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
-                    for t in self.tensors]  # torch < 2.0: storage()
-        nbytes = [st.nbytes() - (b - st.data_ptr()) for st, b in zip(storages, base)]
-        mla = len(first) == 1
-        sb, so, sh = strides[:3]
-        built = _pikv.KvLayout(TORCH_DTYPES[str(self.dtype)], "mla" if mla else "standard",
-                               self.heads, self.head_dim, self.block_size,
-                               self.layout.num_blocks,
-                               (next(iter(gap)) // es, sb, so, self.head_dim if mla else sh),
-                               base, nbytes, self.device.type == "cpu")
-        built.tensors = self.tensors  # the memory lives as long as the layout
-        return built
-
-    def index(self, slots):
-        """(block, offset) index tensors on the device for these slots, each
-        checked to be a slot of the cache (a wrapped or out-of-range index
-        would read another block, or fault the device)."""
-        s = torch.as_tensor(slots, dtype=torch.int64)
-        if s.numel() and (int(s.min()) < 0 or int(s.max()) >= self.num_slots):
-            raise InvalidArgument(f"slots must be in 0..{self.num_slots - 1}")
-        b, o = s // self.block_size, s % self.block_size
-        if self.device.type == "cuda":  # no wait on the engine's stream
-            return (b.pin_memory().to(self.device, non_blocking=True),
-                    o.pin_memory().to(self.device, non_blocking=True))
-        return b.to(self.device), o.to(self.device)
-
-    def gather(self, slots):
-        """The slots' K and V, (layers, planes, tokens, heads, dim), contiguous,
-        in the cache dtype, on the device: a chunk object's payload order."""
-        out, index = self.empty_payload(len(slots)), self.index(slots)
-        for layer in range(self.num_layers):
-            self.gather_layer(layer, index, out)
-        return out
-
-    def empty_payload(self, tokens):
-        """Room on the device for gather_layer to fill: a chunk of `tokens`."""
-        return torch.empty((self.num_layers, len(self.planes[0]), tokens, self.heads,
-                            self.head_dim), dtype=self.dtype, device=self.device)
-
-    def gather_layer(self, layer, index, out):
-        """One layer of a gather into out[layer] (as the forward pass produces
-        it, so saving overlaps the rest of it); `index` is index(slots)."""
-        for p, plane in enumerate(self.planes[layer]):
-            out[layer, p] = plane.take(plane.index(*index))
-
-    def put(self, layer, plane, index, values):
-        """values (tokens, heads, dim) into one plane of a layer's slots."""
-        target = self.planes[layer][plane]
-        target.put(target.index(*index), values)
-
-
-def strided_planes(t, axes):
-    """A strided 5-D (or 3-D MLA) tensor's planes, its axes named by `axes`."""
-    if "p" not in axes:  # MLA: (block, offset, row), one head
-        v = t.permute(*[axes.index(a) for a in "bod"])[:, :, None, :]
-        return [Plane(v, (v.shape[1],), (v.shape[3],))]
-    v = t.permute(*[axes.index(a) for a in "pbohd"])
-    return [Plane(v[p], (v.shape[2],), (v.shape[4],)) for p in range(2)]
 
 
 def _view_payload(obj, tables):
@@ -208,37 +102,6 @@ class DeviceLoad:
             torch.cuda.current_stream(self.kv.device).wait_event(self.events[layer])
 
 
-class _PinnedArenas:
-    """Arenas page-locked in this process, once each however many remappers
-    copy from them (the driver refuses a second registration); released
-    with the last, the mapping kept until then."""
-
-    def __init__(self):
-        self._held = {}  # address -> [arena, users]
-
-    def pin(self, arena):
-        held = self._held.get(arena.address)
-        if held is None:
-            _pikv.cuda_host_register(arena.address, arena.size)
-            held = self._held[arena.address] = [arena, 0]
-        held[1] += 1
-
-    def unpin(self, arena):
-        held = self._held.get(arena.address)
-        if held is None:
-            return
-        held[1] -= 1
-        if held[1] == 0:
-            del self._held[arena.address]
-            try:
-                _pikv.cuda_host_unregister(arena.address)
-            except (Error, OSError):
-                pass  # released with the mapping
-
-
-_PINNED = _PinnedArenas()
-
-
 class DeviceRemapper:
     """Loads fetched chunk objects into a DeviceKv and saves chunks out of it,
     through a pikv.Client. One per engine worker; not thread-safe."""
@@ -266,77 +129,20 @@ class DeviceRemapper:
         if fused and self._fused is None:
             raise InvalidArgument("the fused remap needs a CUDA cache of plain strides and a pikv "
                                   "built with nvcc whose CUDA runtime sees the device")
-        # One load stream (CUDA); pinned staging buffers for host-to-device
-        # copies, reused by every load once the previous one's copies are done.
+        # One load stream (CUDA); host memory to the device (staging.py):
+        # leased objects straight from the node's arena, page-locked once,
+        # the rest through pinned buffers reused by every load.
         self._stream = torch.cuda.Stream(kv.device) if self._cuda else None
-        self._pinned, self._next = [], 0
-        # The local node's arena, page-locked once: leased objects then go to
-        # the device in one copy, with no bounce through a pinned buffer.
-        self._pin_arena = pin_arena and pikv_cuda
-        self._arena = None
-        self.direct_copies = 0  # chunks copied straight from the arena
-        self._refresh_arena()
+        self._staging = Staging(client, kv.device, pin_arena and pikv_cuda)
 
-    def _to_device(self, host):
-        """(host tensor on the device, whether it was copied from the leased
-        memory directly), queued on the current stream."""
-        if self.kv.device.type == "cpu":
-            return host, False
-        if not self._cuda:
-            return host.to(self.kv.device), False
-        if self._in_pinned_arena(host):
-            self.direct_copies += 1
-            return host.to(self.kv.device, non_blocking=True), True
-        n = host.numel() * host.element_size()
-        if self._next == len(self._pinned) or self._pinned[self._next].numel() < n:
-            buffer = torch.empty(n, dtype=torch.uint8, pin_memory=True)
-            self._pinned[self._next:self._next + 1] = [buffer]
-        staging = self._pinned[self._next][:n].view(host.dtype).view(host.shape)
-        self._next += 1
-        staging.copy_(host)
-        return staging.to(self.kv.device, non_blocking=True), False
-
-    def _small_to_device(self, host):
-        """A small host tensor (tables, indices) to the device without
-        waiting for the copies queued before it."""
-        if not self._cuda:
-            return host.to(self.kv.device)
-        return host.pin_memory().to(self.kv.device, non_blocking=True)
-
-    def _refresh_arena(self):
-        """Page-locks the local node's arena if it is new (the first time,
-        or the node restarted): at set-up, and before each load."""
-        if not self._pin_arena:
-            return
-        arena = self.client.zero_copy_arena()
-        if arena is None or (self._arena is not None and self._arena.address == arena.address):
-            return
-        self._unpin_arena()
-        try:
-            _PINNED.pin(arena)
-        except (Error, OSError) as e:
-            warnings.warn(f"pikv: the node's arena could not be page-locked ({e}); leased "
-                          "objects go through a pinned buffer")
-            self._pin_arena = False
-            return
-        self._arena = arena
-
-    def _in_pinned_arena(self, host):
-        if self._arena is None:
-            return False
-        start, end = host.data_ptr(), host.data_ptr() + host.numel() * host.element_size()
-        return self._arena.address <= start and end <= self._arena.address + self._arena.size
-
-    def _unpin_arena(self):
-        if self._arena is not None:
-            if self._stream is not None:
-                self._stream.synchronize()  # no copy reads it any more
-            _PINNED.unpin(self._arena)
-            self._arena = None
+    @property
+    def direct_copies(self):
+        """Chunks copied to the device straight from the node's arena."""
+        return self._staging.direct_copies
 
     def close(self):
         """Releases the page-locked arena (also done when collected)."""
-        self._unpin_arena()
+        self._staging.close(self._stream)
 
     def __del__(self):
         try:
@@ -348,8 +154,7 @@ class DeviceRemapper:
         """A load on the load stream (CUDA) or in place (elsewhere)."""
         if self._stream is not None:
             self._stream.synchronize()  # the staging buffers are free again
-        self._next = 0
-        self._refresh_arena()
+        self._staging.begin()
         return DeviceLoad(self.kv, self._stream)
 
     def stage(self, load: DeviceLoad, obj, chunk, slots):
@@ -363,12 +168,13 @@ class DeviceRemapper:
         kept = torch.nonzero(slots_t >= 0).flatten()
         copied = None
         with torch.cuda.stream(load.stream) if load.stream else nullcontext():
-            payload, direct = self._to_device(host)
-            cos = self._small_to_device(torch.from_numpy(tables["cos"]))
-            sin = self._small_to_device(torch.from_numpy(tables["sin"]))
-            every = self._small_to_device(slots_t)  # the fused kernel reads every token's slot
+            payload, direct = self._staging.to_device(host)
+            small = self._staging.small_to_device
+            cos = small(torch.from_numpy(tables["cos"]))
+            sin = small(torch.from_numpy(tables["sin"]))
+            every = small(slots_t)  # the fused kernel reads every token's slot
             b, o = self.kv.index(slots_t[kept])  # torch ops index the kept ones
-            keep = self._small_to_device(kept)
+            keep = small(kept)
             if direct:
                 copied = torch.cuda.Event()
                 copied.record(load.stream)

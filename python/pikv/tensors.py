@@ -9,6 +9,7 @@ import ctypes
 from dataclasses import dataclass
 
 from pikv.errors import InvalidArgument
+from pikv.layouts import strided_axes
 
 TORCH_DTYPES = {"torch.float32": "f32", "torch.float16": "f16", "torch.bfloat16": "bf16"}
 _TYPESTRS = {"f4": "f32", "f2": "f16"}  # bf16 has no typestr: pass dtype="bf16"
@@ -84,32 +85,12 @@ def describe(obj, dtype: str = None, any_device: bool = False) -> TensorInfo:
     return TensorInfo(ptr, name, tuple(view.shape), strides, _span(view.shape, strides, view.itemsize))
 
 
-# Logical axes of one layer's tensor: p(lane: K or V), b(lock), o(ffset in the
-# block), h(ead), d(im). Physical order is read from the strides, so HND and
-# other permuted views need no name of their own.
-LAYOUTS = {
-    "flash": "pbohd",  # vLLM FlashAttention: (2, num_blocks, block_size, H, D)
-    "block_major": "bpohd",  # newer vLLM: (num_blocks, 2, block_size, H, D)
-    "mla": "bod",  # MLA: (num_blocks, block_size, latent + rope)
-}
-
-
-def _detect(shape):
-    if len(shape) == 3:
-        return "mla"
-    if len(shape) == 5 and shape[0] == 2 and shape[1] != 2:
-        return "flash"
-    if len(shape) == 5 and shape[1] == 2 and shape[0] != 2:
-        return "block_major"
-    raise InvalidArgument(f"cannot tell the KV layout of shape {shape}: pass layout= "
-                          f"({', '.join(LAYOUTS)}) or axes= (a string of p, b, o, h, d)")
-
-
 def kv_layout(layers, layout: str = None, axes: str = None, dtype: str = None):
     """pikv.KvLayout over an engine's per-layer paged KV tensors (all of one
-    shape, strides, dtype and device). `layout` names a known order; `axes`
-    spells any other (e.g. "bohpd" for (num_blocks, block_size, H, 2, D)).
-    Its `axes` attribute says which tensor axis is which."""
+    shape, strides, dtype and device). `layout` names a strided layout of
+    pikv.layouts; `axes` spells any other (e.g. "bohpd" for (num_blocks,
+    block_size, H, 2, D)). Its `axes` attribute says which tensor axis is
+    which."""
     infos = [describe(t, dtype, any_device=True) for t in layers]
     if not infos:
         raise InvalidArgument("no layers")
@@ -119,7 +100,7 @@ def kv_layout(layers, layout: str = None, axes: str = None, dtype: str = None):
             raise InvalidArgument(f"layer {i} differs from layer 0 in shape, strides or dtype")
         if info.device != first.device:
             raise InvalidArgument(f"layer {i} is on {info.device}, layer 0 on {first.device}")
-    axes = axes or LAYOUTS[layout or _detect(first.shape)]
+    axes = strided_axes(first.shape, layout, axes)
     if sorted(axes) not in (sorted("pbohd"), sorted("bod")) or len(axes) != len(first.shape):
         raise InvalidArgument(f"axes {axes!r} do not name the {len(first.shape)} axes of "
                               f"{first.shape}")
@@ -142,7 +123,7 @@ def kv_layout(layers, layout: str = None, axes: str = None, dtype: str = None):
 
 
 def geometry_layout(layers, planes):
-    """pikv.KvLayout of a packing only pikv.device addresses (pikv.paged):
+    """pikv.KvLayout of a packed layout (pikv.layouts; its planes from pikv.paged):
     the geometry and dtype the client checks a chunk against, never
     written through (host False: the C++ remap refuses it)."""
     from pikv.paged import geometry

@@ -100,7 +100,7 @@ TEST_F(PoisonedChunkTest, AnObjectOfAnotherGeometryIsRefusedBeforeTheRemap) {
   ASSERT_EQ(plan.chunks[0].source, Source::kLocal);
   auto objects = client_->Fetch(plan);
   ASSERT_TRUE(objects[0].ok());
-  auto layout = device::PagedLayout::Make(device::PagedLayout::Order::kVllmFlash, DType::kBF16,
+  auto layout = device::PagedLayout::Make(device::PagedLayout::Order::kFlash, DType::kBF16,
                                           KvFormat::kStandard, 2, 64, 16, 1);
   std::vector<std::vector<uint8_t>> memory(2, std::vector<uint8_t>(layout.ElementsPerLayer() * 2));
   for (auto& m : memory) layout.layers.push_back(m.data());

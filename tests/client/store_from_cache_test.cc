@@ -20,7 +20,7 @@ struct Cache {
   device::PagedLayout layout;
   std::vector<std::vector<uint8_t>> memory;
   Cache(DType dtype, uint32_t layers, uint32_t heads, uint32_t dim, uint64_t blocks, uint8_t fill) {
-    layout = device::PagedLayout::Make(device::PagedLayout::Order::kVllmFlash, dtype,
+    layout = device::PagedLayout::Make(device::PagedLayout::Order::kFlash, dtype,
                                        KvFormat::kStandard, heads, dim, 16, blocks);
     std::mt19937 rng(fill);
     for (uint32_t l = 0; l < layers; ++l) {

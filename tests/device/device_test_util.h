@@ -196,7 +196,7 @@ inline RemapComparison CompareRemapWithEncoding(const RopePlan& plan, const Rope
   }
   FloatKv kv = RandomKv(layers, tokens, heads, dim, 99);
   auto object = MakeChunk(kv, plan, c.dtype, c.form, c.virtual_start, mla);
-  Cache cache(PagedLayout::Order::kVllmFlash, c.dtype, layers, heads, dim, 4, 4, mla);
+  Cache cache(PagedLayout::Order::kFlash, c.dtype, layers, heads, dim, 4, 4, mla);
   auto slots = RandomSlots(tokens, 4, 4, 5);
   RemapOptions opt;
   opt.backend = c.backend;

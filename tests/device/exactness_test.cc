@@ -117,8 +117,8 @@ class ExactnessTest : public ::testing::Test {
     const auto& c = model_.config();
     const uint32_t block = 4;
     const uint64_t blocks = meta.num_tokens() / block + 4;
-    testing::Cache cache(PagedLayout::Order::kVllmFlash, DType::kF32, c.layers, c.kv_heads,
-                         c.head_dim, block, blocks);
+    testing::Cache cache(PagedLayout::Order::kFlash, DType::kF32, c.layers, c.kv_heads, c.head_dim,
+                         block, blocks);
     auto slots =
         testing::RandomSlots(meta.num_tokens(), block, blocks, seed);  // a shuffled block table
     for (size_t s = 0; s + 1 < segments.size(); ++s) {

@@ -163,9 +163,9 @@ TEST(RemapCudaTest, EveryPublishedConfigEqualsTheCpuRemap) {
       const bool mla = spec->geometry.format == KvFormat::kMla;
       for (const Shift& shift : shifts) {
         for (int variant = 0; variant < 4; ++variant) {  // three orders, then misaligned
-          const auto order = variant == 3 ? PagedLayout::Order::kVllmFlash
-                                          : static_cast<PagedLayout::Order>(variant);
-          if (mla && order != PagedLayout::Order::kVllmFlash) continue;
+          const auto order =
+              variant == 3 ? PagedLayout::Order::kFlash : static_cast<PagedLayout::Order>(variant);
+          if (mla && order != PagedLayout::Order::kFlash) continue;
           const std::string where =
               entry.path().filename().string() + " " + std::string(DTypeName(dtype)) + " variant " +
               std::to_string(variant) + " v=" + std::to_string(shift.virtual_start);

@@ -85,7 +85,7 @@ TEST(RemapTest, MlaRotatesOnlyTheRopePart) {
   spec.rope_offset = 64;  // latent 64 dims, then 32 rope dims
   FloatKv kv = RandomKv(2, 3, 1, 96, 4);
   auto object = MakeChunk(kv, spec, DType::kF32, KForm::kRotated, 100, /*mla=*/true);
-  Cache cache(PagedLayout::Order::kVllmFlash, DType::kF32, 2, 1, 96, 4, 2, /*mla=*/true);
+  Cache cache(PagedLayout::Order::kFlash, DType::kF32, 2, 1, 96, 4, 2, /*mla=*/true);
   std::vector<int64_t> slots = {5, 0, 2};
   ASSERT_TRUE(Remap(object, spec, 900, slots, cache.layout).ok());
   for (uint32_t l = 0; l < 2; ++l) {
@@ -108,7 +108,7 @@ TEST(RemapTest, EveryLayoutOrderAndSkippedSlots) {
   const RopeSpec spec = Spec(RopeStyle::kNeox, 64, 64, RopeScaling::kNone);
   FloatKv kv = RandomKv(2, 6, 2, 64, 8);
   auto object = MakeChunk(kv, spec, DType::kBF16, KForm::kRotated, 0);
-  for (auto order : {PagedLayout::Order::kVllmFlash, PagedLayout::Order::kHnd,
+  for (auto order : {PagedLayout::Order::kFlash, PagedLayout::Order::kFlashHnd,
                      PagedLayout::Order::kBlockMajor}) {
     Cache cache(order, DType::kBF16, 2, 2, 64, 4, 3);
     std::vector<int64_t> slots = {11, -1, 0, 4, -1, 7};
@@ -137,7 +137,7 @@ TEST(RemapTest, EveryLayoutOrderAndSkippedSlots) {
 TEST(RemapTest, GatherThenRemapAtTheSamePositionIsBitExact) {
   const RopeSpec spec = Spec(RopeStyle::kGptj, 64, 64, RopeScaling::kLlama3);
   for (auto dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
-    for (auto order : {PagedLayout::Order::kVllmFlash, PagedLayout::Order::kHnd,
+    for (auto order : {PagedLayout::Order::kFlash, PagedLayout::Order::kFlashHnd,
                        PagedLayout::Order::kBlockMajor}) {
       // An engine's cache holding some chunk at positions 300.. in random slots.
       FloatKv kv = RandomKv(2, 7, 2, 64, 12);
@@ -186,7 +186,7 @@ TEST(RemapTest, AGatherOfRunsOfSlotsEqualsItsHeadByHeadCopyInEveryLayout) {
   for (int64_t s = 30; s >= 21; --s) slots.push_back(s);  // reversed
   for (int64_t s = 48; s <= 58; ++s) slots.push_back(s);
   std::vector<std::vector<uint8_t>> objects;
-  for (auto order : {PagedLayout::Order::kVllmFlash, PagedLayout::Order::kHnd,
+  for (auto order : {PagedLayout::Order::kFlash, PagedLayout::Order::kFlashHnd,
                      PagedLayout::Order::kBlockMajor}) {
     Cache cache(order, DType::kBF16, 4, 2, 64, 4, 16);
     ASSERT_TRUE(
@@ -227,7 +227,7 @@ TEST(RemapTest, ALargeUnsealedGatherStreamsTheSameObjectAsASealedOne) {
     for (uint32_t i = 0; i < kBlock && slots.size() < kTokens; ++i)
       slots.push_back(int64_t(b * kBlock + i));
   std::reverse(slots.begin() + 100, slots.begin() + 300);
-  for (auto order : {PagedLayout::Order::kVllmFlash, PagedLayout::Order::kHnd}) {
+  for (auto order : {PagedLayout::Order::kFlash, PagedLayout::Order::kFlashHnd}) {
     Cache cache(order, DType::kBF16, 2, 4, 64, kBlock, kBlocks);
     std::mt19937_64 rng(11);
     for (auto& layer : cache.memory)
@@ -248,7 +248,7 @@ TEST(RemapTest, ALargeUnsealedGatherStreamsTheSameObjectAsASealedOne) {
 // and seals to the checksum a sealed gather computes.
 TEST(RemapTest, AnUnsealedGatherOnManyThreadsWritesTheSameObject) {
   const RopeSpec spec = Spec(RopeStyle::kNeox, 64, 64, RopeScaling::kNone);
-  for (auto order : {PagedLayout::Order::kVllmFlash, PagedLayout::Order::kHnd,
+  for (auto order : {PagedLayout::Order::kFlash, PagedLayout::Order::kFlashHnd,
                      PagedLayout::Order::kBlockMajor}) {
     FloatKv kv = RandomKv(4, 61, 2, 64, 13);  // 4 x 2 x 61 = 488 rows: several threads' worth
     Cache cache(order, DType::kBF16, 4, 2, 64, 4, 16);
@@ -275,7 +275,7 @@ TEST(RemapTest, AnUnsealedGatherOnManyThreadsWritesTheSameObject) {
 TEST(RemapTest, AnUnsealedGatherMarksWhatIsWrittenInOrderAndNeverChangesIt) {
   const RopeSpec spec = Spec(RopeStyle::kNeox, 128, 128, RopeScaling::kNone);
   // 8 layers x 2 planes x 1000 tokens x 2 KiB rows: 31 MiB, several kWrittenSteps.
-  Cache cache(PagedLayout::Order::kVllmFlash, DType::kBF16, 8, 8, 128, 16, 64);
+  Cache cache(PagedLayout::Order::kFlash, DType::kBF16, 8, 8, 128, 16, 64);
   std::mt19937_64 rng(21);
   for (auto& layer : cache.memory)
     for (auto& b : layer) b = static_cast<uint8_t>(rng());
@@ -311,7 +311,7 @@ TEST(RemapTest, AnUnsealedGatherMarksWhatIsWrittenInOrderAndNeverChangesIt) {
 TEST(RemapTest, GatherAtVRemapToAEqualsGatherAtA) {
   const RopeSpec spec = Spec(RopeStyle::kNeox, 64, 64, RopeScaling::kYarn);
   FloatKv kv = RandomKv(1, 5, 2, 64, 14);
-  Cache at_v(PagedLayout::Order::kHnd, DType::kF32, 1, 2, 64, 4, 2), at_a = at_v, moved = at_v;
+  Cache at_v(PagedLayout::Order::kFlashHnd, DType::kF32, 1, 2, 64, 4, 2), at_a = at_v, moved = at_v;
   at_a.layout.layers = {at_a.memory[0].data()};
   moved.layout.layers = {moved.memory[0].data()};
   std::vector<int64_t> slots = {0, 1, 2, 3, 4};
@@ -338,7 +338,7 @@ class RemapRejectsTest : public ::testing::Test {
   RopeSpec spec_ = Spec(RopeStyle::kNeox, 64, 64, RopeScaling::kNone);
   FloatKv kv_ = RandomKv(2, 4, 2, 64, 3);
   std::vector<uint8_t> object_ = MakeChunk(kv_, spec_, DType::kBF16, KForm::kRotated, 0);
-  Cache cache_{PagedLayout::Order::kVllmFlash, DType::kBF16, 2, 2, 64, 4, 2};
+  Cache cache_{PagedLayout::Order::kFlash, DType::kBF16, 2, 2, 64, 4, 2};
   std::vector<int64_t> slots_ = {0, 1, 2, 3};
 
   void ExpectRejected(Status s, const std::string& what) {
@@ -359,13 +359,13 @@ TEST_F(RemapRejectsTest, BadInputIsAnErrorBeforeAnyWrite) {
                  "overlapping slots");
   ExpectRejected(Remap(object_, spec_, 0, std::vector<int64_t>{0, 1, 2}, cache_.layout),
                  "slot count");
-  Cache f16(PagedLayout::Order::kVllmFlash, DType::kF16, 2, 2, 64, 4, 2);
+  Cache f16(PagedLayout::Order::kFlash, DType::kF16, 2, 2, 64, 4, 2);
   EXPECT_EQ(Remap(object_, spec_, 0, slots_, f16.layout).code(), ErrorCode::kInvalidArgument)
       << "dtype mismatch";
-  Cache heads(PagedLayout::Order::kVllmFlash, DType::kBF16, 2, 4, 64, 4, 2);
+  Cache heads(PagedLayout::Order::kFlash, DType::kBF16, 2, 4, 64, 4, 2);
   EXPECT_EQ(Remap(object_, spec_, 0, slots_, heads.layout).code(), ErrorCode::kInvalidArgument)
       << "shape mismatch";
-  Cache layers(PagedLayout::Order::kVllmFlash, DType::kBF16, 3, 2, 64, 4, 2);
+  Cache layers(PagedLayout::Order::kFlash, DType::kBF16, 3, 2, 64, 4, 2);
   EXPECT_EQ(Remap(object_, spec_, 0, slots_, layers.layout).code(), ErrorCode::kInvalidArgument)
       << "layer count";
   RopeSpec other = spec_;

@@ -378,6 +378,12 @@ def test_the_binding_checks_layouts_and_reads_configs(tmp_path):
     with pytest.raises(ValueError, match="cannot tell"):
         pikv.kv_layout([torch.zeros(2, 2, 16, 8, 64)])  # 2 blocks: flash or block-major?
     assert pikv.kv_layout([torch.zeros(2, 2, 16, 8, 64)], layout="block_major").num_blocks == 2
+    # Names are pikv.layouts': an unknown one (once a KeyError) and a packed
+    # one (the C++ remap cannot write it) say so.
+    with pytest.raises(ValueError, match="unknown layout 'flashinfer'"):
+        pikv.kv_layout(flash, layout="flashinfer")
+    with pytest.raises(ValueError, match="packed"):
+        pikv.kv_layout(flash, layout="vllm_cpu_vec")
     with pytest.raises(ValueError, match="contiguous"):
         pikv.kv_layout([torch.zeros(2, 4, 16, 64, 8).transpose(3, 4)])
     with pytest.raises(ValueError, match="differs"):

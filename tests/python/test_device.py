@@ -11,7 +11,8 @@ import torch
 
 import pikv
 from conftest import CONFIGS
-from pikv.device import DeviceKv, DeviceRemapper
+from pikv.device import DeviceRemapper
+from pikv.paged import DeviceKv
 from pikv.tensors import kv_layout
 
 CONFIG_FILES = sorted(f for f in os.listdir(CONFIGS) if f.endswith(".json"))

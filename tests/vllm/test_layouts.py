@@ -7,7 +7,7 @@ vLLM's create_kv_cache_views), TP shards and MLA included."""
 import pytest
 import torch
 
-from pikv.device import DeviceKv
+from pikv.paged import DeviceKv
 
 vllm_ops = pytest.importorskip("vllm._custom_ops")
 from vllm.v1.kv_cache_interface import (FullAttentionSpec, KVCacheTensor,  # noqa: E402
@@ -158,3 +158,12 @@ def test_shapes_that_are_not_the_named_packing_are_refused():
         DeviceKv([torch.zeros(3, 2, 32, 256)[..., :128]], layout="vllm_cpu_vec")
     with pytest.raises(ValueError, match="in 16s"):
         DeviceKv([torch.zeros(3, 2, 24, 128, dtype=torch.bfloat16)], layout="vllm_cpu_amx")
+
+
+def test_every_packing_vllm_is_mapped_to_is_a_packed_layout_pikv_addresses():
+    from pikv.layouts import LAYOUTS, is_packed
+    from pikv.paged import PACKED_PLANES
+    from pikv.vllm import _CPU_ISAS
+    named = set(_CPU_ISAS.values()) | {"vllm", "vllm_mla"}
+    assert all(is_packed(name) for name in named), named
+    assert set(PACKED_PLANES) == {n for n, layout in LAYOUTS.items() if layout.packed}

@@ -7,9 +7,12 @@
 // in elements of `dtype` (a head vector is contiguous). A token's slot is
 // block * block_size + offset; slot -1 means "skip this token". MLA caches
 // have one plane (latent + rope part per token, one "head").
-// The factories cover vLLM's FlashAttention layout ([2][blocks][block_size]
-// [heads][dim]), HND ([2][blocks][heads][block_size][dim]) and block-major
-// ([blocks][2][block_size][heads][dim]). The layout does not own the memory.
+// Strides are all the C++ side is told: an engine's layout name is resolved
+// to them on its side (python/pikv/layouts.py, the one list of names). Make's
+// orders, for C++ engines and tests, are three of those: flash ([2][blocks]
+// [block_size][heads][dim]), flash viewed HND ([2][blocks][heads][block_size]
+// [dim]) and block_major ([blocks][2][block_size][heads][dim]). The layout
+// does not own the memory.
 #pragma once
 
 #include <cstdint>
@@ -41,7 +44,7 @@ struct PagedLayout {
   // Strides must keep distinct (plane, block, offset, head) vectors apart.
   Status Validate() const;
 
-  enum class Order { kVllmFlash, kHnd, kBlockMajor };
+  enum class Order { kFlash, kFlashHnd, kBlockMajor };  // pikv.layouts' names
   // Fills strides for `order`; `layers` still has to be set by the caller.
   static PagedLayout Make(Order order, DType dtype, KvFormat format, uint32_t num_kv_heads,
                           uint32_t head_dim, uint32_t block_size, uint64_t num_blocks);
