@@ -3,7 +3,7 @@
 // Old rule (before like with like): each (layer, K|V) block's largest
 // difference relative to its largest value, against 4 steps of the dtype
 // (f32: 1e-3), the two payloads compared as they are (positions ignored).
-// New rule: client::CompareWithRecomputed (audit.h).
+// New rule: client::CompareWithRecomputed (audit_rule.h).
 //
 // Honest rows: a writer and an auditor of different kernels (fp32 FMA in
 // order, fp32 no-FMA reversed, double accumulation; tests/support/honest_kv)
@@ -23,7 +23,7 @@
 
 #include "bench_util.h"
 #include "honest_kv.h"
-#include "pikv/client/audit.h"
+#include "pikv/client/audit_rule.h"
 #include "pikv/proto/chunk_object.h"
 
 namespace pikv::bench {

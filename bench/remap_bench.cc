@@ -61,8 +61,8 @@ Setup Make(uint32_t tokens) {
   s.payload_bytes = payload.size();
   s.object = *BuildChunkObject(h, payload);
   const uint64_t blocks = tokens / kBlock + 8;
-  s.cache = PagedLayout::Make(PagedLayout::Order::kVllmFlash, DType::kBF16, KvFormat::kStandard,
-                              kHeads, kDim, kBlock, blocks);
+  s.cache = PagedLayout::Make(PagedLayout::Order::kFlash, DType::kBF16, KvFormat::kStandard, kHeads,
+                              kDim, kBlock, blocks);
   for (uint32_t l = 0; l < kLayers; ++l) {
     s.memory.emplace_back(s.cache.ElementsPerLayer() * 2,
                           0);  // zero-filled: every page touched before timing
@@ -129,7 +129,10 @@ int Run(int repeats) {
         if (!st.ok()) throw std::runtime_error(st.ToString());
       });
       // The store path gathers into a reused staging buffer.
-      const device::GatherSpec spec{ChunkKey{1, 2}, "m", std::vector<int32_t>(tokens, 1)};
+      device::GatherSpec spec;
+      spec.key = ChunkKey{1, 2};
+      spec.model_id = "m";
+      spec.tokens = std::vector<int32_t>(tokens, 1);
       std::vector<uint8_t> staging(*device::GatherSize(s.cache, s.slots, s.rope, spec));
       const double gather_ms = TimeMs(repeats, [&] {
         Status st = device::GatherInto(s.cache, s.slots, s.rope, spec, staging);

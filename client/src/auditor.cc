@@ -1,9 +1,9 @@
 // The auditor: whether a fetched object is the chunk the engine expects
 // (CheckIsChunk, before anything is remapped from it) and, on a sampled
-// hit, whether its values are (Audit, by audit.h's rule); a mismatch is
+// hit, whether its values are (Audit, by audit_rule.h); a mismatch is
 // reported to the controller.
 #include "channels.h"
-#include "pikv/client/audit.h"
+#include "pikv/client/audit_rule.h"
 #include "pikv/client/client.h"
 #include "pikv/proto/chunk_object.h"
 

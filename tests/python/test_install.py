@@ -4,7 +4,6 @@ build tree."""
 
 import os
 import subprocess
-import sys
 
 from conftest import SOURCE_DIR
 

@@ -43,7 +43,7 @@
 #include <string>
 #include <vector>
 
-#include "pikv/client/audit.h"
+#include "pikv/client/audit_rule.h"
 #include "pikv/client/client_stats.h"
 #include "pikv/client/prompt.h"
 #include "pikv/device/attention_metadata.h"
@@ -82,7 +82,7 @@ struct ClientOptions {
   // namespace: with security on it must be the tenant the keyring gives the
   // engine's key, or the nodes refuse its stores and its keys never hit.
   std::string tenant;
-  // The share of hits to audit (0..1, audit.h): the engine recomputes a
+  // The share of hits to audit (0..1, audit_rule.h): the engine recomputes a
   // sampled hit and Audit compares; a mismatch is reported to the controller.
   double audit_rate = 0;
   bool zero_copy = true;  // use the local node's zero-copy channel when it has one

@@ -1,16 +1,13 @@
-// Chunked prompts: `sys SEP chunk_1 SEP ... SEP chunk_n SEP question`.
-//
-// The separator is a token-id sequence (the tokenizer's encoding of "##" by
-// default); it is markup and takes no position. Engines that tokenize
-// segments separately should hand them over directly (FromSegments), since a
-// BPE tokenizer can merge a separator with its neighbours. Segment 0 is the
-// system prompt, the last is the question, the ones between are chunks.
-// Errors (with what and where): an empty separator, no separator, an empty
-// segment (a separator at either end, or two adjacent separators).
+// Chunked prompts: [system prompt, chunks..., question], as the engine's
+// side splits them. The split is the connector's (python/pikv/connector.py
+// split_segments: explicit lengths, or a separator token sequence that starts
+// the segment after it, so the segments still concatenate to the prompt the
+// engine computes); the client takes the segments (FromSegments) and never
+// splits a prompt itself, so there is one rule. Errors (with what and where):
+// fewer than two segments, an empty one.
 #pragma once
 
 #include <cstdint>
-#include <span>
 #include <vector>
 
 #include "pikv/common/status.h"
@@ -26,8 +23,6 @@ struct ChunkedPrompt {
   std::vector<uint32_t> Lengths() const;
 };
 
-Result<ChunkedPrompt> ParsePrompt(std::span<const int32_t> tokens,
-                                  std::span<const int32_t> separator);
 Result<ChunkedPrompt> FromSegments(std::vector<std::vector<int32_t>> segments);
 
 }  // namespace pikv::client

@@ -3,7 +3,7 @@
 // kernel, for every real model's RoPE; poison the old rule (each block's
 // largest difference against 4 steps of its largest value, positions
 // ignored) let through is caught.
-#include "pikv/client/audit.h"
+#include "pikv/client/audit_rule.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "pikv/client/audit.h"
+#include "pikv/client/audit_rule.h"
 
 #include <algorithm>
 #include <cmath>
