@@ -41,6 +41,6 @@ export TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp:halt_on_error=1:second_de
 # test again in one process) and, under TSan, the single-threaded remap math
 # (label device; ASan still runs it).
 skip_labels=demo
-[ "$kind" = thread ] && skip_labels='demo|device'
+if [ "$kind" = thread ]; then skip_labels='demo|device'; fi
 ctest --test-dir "$dir" --output-on-failure --parallel 2 --timeout 900 \
   --label-exclude "$skip_labels" --exclude-regex '^MultiHostOneProcess$'
