@@ -23,6 +23,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto mismatches = pikv::DecodeMismatches(*h);
   if (pikv::DecodeMismatches(pikv::EncodeMismatches(mismatches)) != mismatches) abort();
   pikv::DecodeMismatchReply(*h).status().IgnoreError();
+  const pikv::NodeUsage usage = pikv::DecodeHeartbeat(*h);
+  if (pikv::DecodeHeartbeat(pikv::EncodeHeartbeat(usage)) != usage) abort();
   const pikv::Revocation revocation = pikv::DecodeRevoke(*h);
   if (pikv::DecodeRevoke(pikv::EncodeRevoke(h->type, revocation)) != revocation) abort();
   const std::string again = pikv::EncodeHeader(*h);

@@ -140,20 +140,20 @@ size_t ClusterState::node_count() const {
   return ids_.size();
 }
 
-Status ClusterState::Heartbeat(const std::string& id, uint64_t incarnation, Fields usage,
+Status ClusterState::Heartbeat(const std::string& id, uint64_t incarnation, const NodeUsage& usage,
                                Clock::time_point now) {
   MutexLock lock(mu_);
   Node* n = LiveLocked(id, incarnation);
   if (!n) return NotFound("unknown node " + id + ": register again");
   n->last_seen = now;
   n->state = NodeState::kAlive;
-  int64_t requests = FieldInt(usage, "requests", -1);
-  if (requests >= 0 && n->last_requests >= 0 && now > n->last_requests_at) {
+  const auto requests = static_cast<int64_t>(std::min<uint64_t>(usage.requests, INT64_MAX));
+  if (n->last_requests >= 0 && requests >= n->last_requests && now > n->last_requests_at) {
     n->load = (requests - n->last_requests) / Seconds(now - n->last_requests_at);
   }
   n->last_requests = requests;
   n->last_requests_at = now;
-  n->usage = std::move(usage);
+  n->usage = usage;
   return Status::Ok();
 }
 

@@ -157,8 +157,7 @@ void ControllerHandler::Apply(const std::string& identity, const CurvePeer* send
       OnNodeReport(identity, h, now, out);
       return;  // events and inventories get no reply
     case MsgType::kLocate: {
-      const bool engine = sender && sender->role == Role::kEngine;
-      const auto located = AllCopies(h, engine ? &sender->tenant : nullptr);
+      const auto located = AllCopies(h, TenantScope(Server::kController, sender, h.type));
       AnswerLocate(located, reply);
       if (state_.Filling(now)) reply.fields[kRegistryFillingField] = int64_t{1};
       if (FieldInt(h.fields, admin::kJsonField)) document = LocateJson(h.keys, located);
@@ -242,7 +241,7 @@ bool ControllerHandler::OnNodeRequest(const std::string& identity, const Header&
     return true;
   }
   if (h.type == MsgType::kHeartbeat) {
-    Status s = state_.Heartbeat(node_id, incarnation, h.fields, now);
+    Status s = state_.Heartbeat(node_id, incarnation, DecodeHeartbeat(h), now);
     if (s.ok()) {
       identities_[node_id] = identity;
       // An inventory that never arrived (lost part, lost kResync) is asked for again.
@@ -336,7 +335,7 @@ AuditLedger::Report ControllerHandler::ReportOf(const std::string& reporter,
 void ControllerHandler::OnMismatch(const std::string& identity, const CurvePeer* sender,
                                    const Header& h, Clock::time_point now, Header& reply,
                                    std::vector<Outgoing>& out) {
-  const bool engine = sender && sender->role == Role::kEngine;
+  const std::string* tenant = TenantScope(Server::kController, sender, h.type);
   // Who reports: an engine by its name; a trusted (insecure) client by its
   // connection, the only thing that tells two of them apart.
   const std::string reporter = sender ? sender->name : "connection " + HexOf(identity);
@@ -347,7 +346,7 @@ void ControllerHandler::OnMismatch(const std::string& identity, const CurvePeer*
     const AuditLedger::Report r = ReportOf(reporter, sender, reported);
     // A held key of another tenant: an engine cannot drop another tenant's
     // objects by naming their keys.
-    if (r.held && engine && r.tenant != sender->tenant) continue;
+    if (r.held && tenant && r.tenant != *tenant) continue;
     const auto verdict = state_.audits().Take(r, now);
     if (verdict == AuditLedger::Verdict::kIgnored) continue;
     if (verdict == AuditLedger::Verdict::kRefused) {

@@ -14,9 +14,9 @@ using nlohmann::json;
 
 // Strings in these documents came from peers; they are checked at
 // registration, and anything that is still not UTF-8 is replaced, never thrown on.
-std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+constexpr size_t Index(TierKind t) { return static_cast<size_t>(t); }
 
-int64_t Usage(const NodeView& n, const std::string& name) { return FieldInt(n.usage, name); }
+std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 // Totals by tier over live nodes. The remote tier is one Redis shared by the
 // cluster: its chunks are the registry's remote-tier locations (no node owns
@@ -28,16 +28,15 @@ json TierTotals(const std::vector<NodeView>& nodes, const ClusterStats& stats) {
     const auto tier = static_cast<TierKind>(t);
     const bool shared = tier == TierKind::kRemote;
     const std::string name(TierName(tier));
-    int64_t hits = 0, misses = 0, used = 0, capacity = 0;
+    uint64_t hits = 0, misses = 0, used = 0, capacity = 0;
     uint64_t chunks = shared ? stats.shared_tier_chunks : 0;
     for (const auto& n : nodes) {
       if (n.state != NodeState::kAlive && n.state != NodeState::kSuspect) continue;
-      hits += Usage(n, name + ".hits");
-      misses += Usage(n, name + ".misses");
-      const int64_t n_used = Usage(n, name + ".used_bytes");
-      const int64_t n_capacity = Usage(n, name + ".capacity_bytes");
-      used = shared ? std::max(used, n_used) : used + n_used;
-      capacity = shared ? std::max(capacity, n_capacity) : capacity + n_capacity;
+      const NodeUsage::Tier& u = n.usage.tiers[t];
+      hits += u.hits;
+      misses += u.misses;
+      used = shared ? std::max(used, u.used_bytes) : used + u.used_bytes;
+      capacity = shared ? std::max(capacity, u.capacity_bytes) : capacity + u.capacity_bytes;
       chunks += n.chunks[t];
     }
     tiers[name] = {
@@ -54,9 +53,11 @@ json TierTotals(const std::vector<NodeView>& nodes, const ClusterStats& stats) {
 // A node's pulls from its peers, from its last heartbeat; added into `total`.
 json PullsOf(const NodeView& n, json& total) {
   json p2p;
-  for (const char* field : {admin::kPulledObjects, admin::kPulledBytes, admin::kPullFailures}) {
-    p2p[field] = Usage(n, std::string("p2p.") + field);
-    total[field] = total.value(field, int64_t{0}) + p2p[field].get<int64_t>();
+  for (auto [field, count] : {std::pair{admin::kPulledObjects, n.usage.pulled_objects},
+                              std::pair{admin::kPulledBytes, n.usage.pulled_bytes},
+                              std::pair{admin::kPullFailures, n.usage.pull_failures}}) {
+    p2p[field] = count;
+    total[field] = total.value(field, uint64_t{0}) + count;
   }
   return p2p;
 }
@@ -70,8 +71,8 @@ std::string NodesJson(const ClusterState& state, Clock::time_point now) {
     for (int t = 0; t < kNumTiers; ++t) {
       const std::string name(TierName(static_cast<TierKind>(t)));
       tiers[name] = {{admin::kChunks, n.chunks[t]},
-                     {admin::kUsedBytes, Usage(n, name + ".used_bytes")},
-                     {admin::kCapacityBytes, Usage(n, name + ".capacity_bytes")}};
+                     {admin::kUsedBytes, n.usage.tiers[t].used_bytes},
+                     {admin::kCapacityBytes, n.usage.tiers[t].capacity_bytes}};
     }
     nodes.push_back({{admin::kId, n.reg.id},
                      {admin::kIndex, n.index},
@@ -84,7 +85,7 @@ std::string NodesJson(const ClusterState& state, Clock::time_point now) {
                      {admin::kLastSeq, n.last_seq},
                      {admin::kEventsApplied, n.events_applied},
                      {admin::kSecondsSinceHeartbeat, n.seconds_since_heartbeat},
-                     {admin::kRequests, Usage(n, "requests")},
+                     {admin::kRequests, n.usage.requests},
                      {admin::kTiers, tiers}});
   }
   return Dump(json{{admin::kNodes, nodes}});
@@ -101,10 +102,10 @@ std::string StatsJson(const ClusterState& state, Clock::time_point now) {
                         {admin::kState, std::string(NodeStateName(n.state))},
                         {admin::kCpuChunks, n.chunks[0]},
                         {admin::kDiskChunks, n.chunks[1]},
-                        {admin::kCpuUsedBytes, Usage(n, "cpu.used_bytes")},
-                        {admin::kDiskUsedBytes, Usage(n, "disk.used_bytes")},
-                        {admin::kHits, Usage(n, "storage.hits")},
-                        {admin::kMisses, Usage(n, "storage.misses")}});
+                        {admin::kCpuUsedBytes, n.usage.tiers[Index(TierKind::kCpu)].used_bytes},
+                        {admin::kDiskUsedBytes, n.usage.tiers[Index(TierKind::kDisk)].used_bytes},
+                        {admin::kHits, n.usage.storage_hits},
+                        {admin::kMisses, n.usage.storage_misses}});
   }
   json out = {{admin::kNodesAlive, s.nodes_alive},
               {admin::kNodesSuspect, s.nodes_suspect},

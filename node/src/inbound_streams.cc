@@ -22,7 +22,7 @@ Message InboundStreams::Start(const std::string& peer, const Header& request, Cl
   const int64_t frame = FieldInt(request.fields, kStreamFrameField, 0);
   const int64_t size = FieldInt(request.fields, kStreamSizeField, 0);
   auto refuse = [&](Status why) {
-    refused_++;
+    counters_.Add(stats::InboundCounter::kRefused);
     if (why.code() == ErrorCode::kInvalidArgument) {
       Message reply;
       reply.header = ReplyTo(request, why.code(), why.message());
@@ -48,7 +48,7 @@ Message InboundStreams::Start(const std::string& peer, const Header& request, Cl
   s.space = std::move(*space);
   s.frame = static_cast<uint64_t>(frame);
   s.last_frame = now;
-  started_++;
+  counters_.Add(stats::InboundCounter::kStarted);
   Message go;
   go.header = ReplyTo(request);
   go.header.fields[kStreamFrameField] = frame;
@@ -63,7 +63,7 @@ std::optional<Message> InboundStreams::Accept(const std::string& peer, size_t fr
   Stream& s = it->second;
   const uint64_t expected = std::min(s.frame, s.space.size - s.received);
   if (frames != 1 || bytes.size() != expected) {
-    broken_++;
+    counters_.Add(stats::InboundCounter::kBroken);
     Message reply = Finish(s.request, ProtocolError("stream frame of the wrong size"));
     streams_.erase(it);  // frees the space
     return reply;
@@ -76,7 +76,7 @@ std::optional<Message> InboundStreams::Accept(const std::string& peer, size_t fr
   if (s.received < s.space.size) return std::nullopt;
   const Status outcome = storage_.Commit(s.key, std::move(s.space), s.checksum.Digest(),
                                          s.writer ? &*s.writer : nullptr);
-  (outcome.ok() ? completed_ : refused_)++;
+  counters_.Add(outcome.ok() ? stats::InboundCounter::kCompleted : stats::InboundCounter::kRefused);
   Message reply = Finish(s.request, outcome);
   streams_.erase(it);
   return reply;
@@ -94,12 +94,8 @@ size_t InboundStreams::ExpireStalled(Clock::time_point now) {
       ++it;
     }
   }
-  expired_ += n;
+  counters_.Add(stats::InboundCounter::kExpired, n);
   return n;
-}
-
-InboundStreams::Counters InboundStreams::counters() const {
-  return {started_.load(), completed_.load(), refused_.load(), broken_.load(), expired_.load()};
 }
 
 }  // namespace pikv::node

@@ -14,6 +14,7 @@
 #include <span>
 #include <string>
 
+#include "pikv/node/node_stats.h"
 #include "pikv/proto/chunk_object.h"
 #include "pikv/proto/message.h"
 #include "pikv/storage/storage_manager.h"
@@ -24,10 +25,6 @@ class InboundStreams {
  public:
   using Clock = std::chrono::steady_clock;
   static constexpr size_t kMaxStreams = 16;
-
-  struct Counters {
-    uint64_t started = 0, completed = 0, refused = 0, broken = 0, expired = 0;
-  };
 
   InboundStreams(storage::StorageManager& storage, WireLimits limits);
 
@@ -52,7 +49,7 @@ class InboundStreams {
   void EndAll() { streams_.clear(); }
 
   size_t active() const { return streams_.size(); }
-  Counters counters() const;
+  const stats::InboundCounters& counters() const { return counters_; }
 
  private:
   struct Stream {
@@ -69,7 +66,7 @@ class InboundStreams {
   storage::StorageManager& storage_;
   WireLimits limits_;
   std::map<std::string, Stream> streams_;
-  std::atomic<uint64_t> started_{0}, completed_{0}, refused_{0}, broken_{0}, expired_{0};
+  stats::InboundCounters counters_;
 };
 
 }  // namespace pikv::node

@@ -358,7 +358,7 @@ std::optional<Message> NodeServer::Dispatch(std::vector<zmq::message_t>& frames)
   Message request{std::move(*header), {}};
   for (size_t i = 2; i < frames.size(); ++i)
     request.payloads.push_back(FromFrame(std::move(frames[i])));
-  const Caller caller = CallerOf(sender);
+  const Caller caller = CallerOf(sender, request.header.type);
   const auto t0 = Clock::now();
   if (auto reply = handler_->TryHandleInline(request, caller)) {
     handler_->RecordLatency(request.header.type, Clock::now() - t0);
@@ -405,11 +405,11 @@ bool NodeServer::Sweep(const std::string& engine, bool shared_tier) {
   return dropped.remote_error.ok();
 }
 
-Caller NodeServer::CallerOf(const CurvePeer* sender) const {
+Caller NodeServer::CallerOf(const CurvePeer* sender, MsgType type) const {
   if (!sender) return Caller{storage::PutIdentity{options_.tenant, ""}};
-  if (sender->role == Role::kEngine)
-    return Caller{storage::PutIdentity{sender->tenant, sender->name}};
-  return Caller{};  // admins and nodes
+  if (const std::string* tenant = TenantScope(Server::kNode, sender, type))
+    return Caller{storage::PutIdentity{*tenant, sender->name}};
+  return Caller{};  // admins, nodes, and what touches no tenant's data
 }
 
 void NodeServer::ServeLoop() {

@@ -5,6 +5,42 @@
 
 namespace pikv::node {
 
+NodeUsage UsageOf(const std::vector<MetricSample>& samples) {
+  struct TierCount {
+    const MetricFamily* family;
+    uint64_t NodeUsage::Tier::*member;
+  };
+  struct NodeCount {
+    const MetricFamily* family;
+    uint64_t NodeUsage::*member;
+  };
+  static constexpr TierCount kPerTier[] = {
+      {&stats::kTierUsedBytes, &NodeUsage::Tier::used_bytes},
+      {&stats::kTierCapacityBytes, &NodeUsage::Tier::capacity_bytes},
+      {&stats::kTierHits, &NodeUsage::Tier::hits},
+      {&stats::kTierMisses, &NodeUsage::Tier::misses}};
+  static constexpr NodeCount kPerNode[] = {{&stats::kRequestsReceived, &NodeUsage::requests},
+                                           {&stats::kStorageHits, &NodeUsage::storage_hits},
+                                           {&stats::kStorageMisses, &NodeUsage::storage_misses},
+                                           {&stats::kPulledObjects, &NodeUsage::pulled_objects},
+                                           {&stats::kPulledBytes, &NodeUsage::pulled_bytes},
+                                           {&stats::kPullFailures, &NodeUsage::pull_failures}};
+  NodeUsage usage;
+  for (const MetricSample& sample : samples) {
+    const uint64_t* value = std::get_if<uint64_t>(&sample.value);
+    if (!value) continue;
+    for (const NodeCount& c : kPerNode) {
+      if (sample.family == c.family) usage.*c.member = *value;
+    }
+    const auto tier = ValueOf(kTierNames, sample.label);
+    if (!tier) continue;
+    for (const TierCount& c : kPerTier) {
+      if (sample.family == c.family) usage.tiers[static_cast<int>(*tier)].*c.member = *value;
+    }
+  }
+  return usage;
+}
+
 void AddStorageSource(StatsRegistry& registry, const storage::StorageManager& storage) {
   registry.AddSource([&storage](StatsSink& out) {
     const storage::StorageStats s = storage.Stats();
@@ -51,47 +87,25 @@ void AddStorageSource(StatsRegistry& registry, const storage::StorageManager& st
 
 void AddPullerSource(StatsRegistry& registry, const Puller* puller) {
   registry.AddSource([puller](StatsSink& out) {
-    const Puller::Counters c = puller ? puller->counters() : Puller::Counters{};
-    out.Add(stats::kPulledObjects, c.objects);
-    out.Add(stats::kPulledBytes, c.bytes);
-    out.Add(stats::kPullFailures, c.failures);
-    out.Add(stats::kPullsFromMemory, c.from_memory);
-    out.Add(stats::kPullsAsPlanned, c.as_planned);
-    out.Add(stats::kPullsLocated, c.located);
-    out.Add(stats::kPulledStreamed, c.streamed);
+    static const stats::PullCounters kNone;  // no puller (no controller): zeros
+    (puller ? puller->counters() : kNone).Sample(out);
   });
 }
 
 void AddInboundSource(StatsRegistry& registry, const InboundStreams& inbound) {
-  registry.AddSource([&inbound](StatsSink& out) {
-    const InboundStreams::Counters c = inbound.counters();
-    out.Add(stats::kStreamedPuts, "started", c.started);
-    out.Add(stats::kStreamedPuts, "completed", c.completed);
-    out.Add(stats::kStreamedPuts, "refused", c.refused);
-    out.Add(stats::kStreamedPuts, "broken", c.broken);
-    out.Add(stats::kStreamedPuts, "expired", c.expired);
-  });
+  registry.AddSource([&inbound](StatsSink& out) { inbound.counters().Sample(out); });
 }
 
 void AddZeroCopySource(StatsRegistry& registry, const ZeroCopyServer& zero_copy) {
   registry.AddSource([&zero_copy](StatsSink& out) {
-    const ZeroCopyServer::Counters c = zero_copy.counters();
-    const std::pair<const char*, uint64_t> events[] = {{"clients", c.clients},
-                                                       {"refused_clients", c.refused_clients},
-                                                       {"requests", c.requests},
-                                                       {"errors", c.errors},
-                                                       {"leased_objects", c.leased_objects},
-                                                       {"commits", c.commits},
-                                                       {"commit_failures", c.commit_failures},
-                                                       {"sealed_ahead", c.sealed_ahead},
-                                                       {"sealed_whole", c.sealed_whole},
-                                                       {"expired", c.leases.expired},
-                                                       {"dropped", c.leases.dropped},
-                                                       {"refused", c.leases.refused}};
-    for (const auto& [event, n] : events) out.Add(stats::kZeroCopyEvents, event, n);
-    out.Add(stats::kZeroCopyHeld, "leases", c.leases.leases);
-    out.Add(stats::kZeroCopyHeld, "reservations", c.leases.reservations);
-    out.Add(stats::kZeroCopyHeld, "lent_bytes", c.leases.lent_bytes);
+    zero_copy.counters().Sample(out);
+    const LeaseTable::Stats leases = zero_copy.leases();
+    out.Add(stats::kZeroCopyEvents, "expired", leases.expired);
+    out.Add(stats::kZeroCopyEvents, "dropped", leases.dropped);
+    out.Add(stats::kZeroCopyEvents, "refused", leases.refused);
+    out.Add(stats::kZeroCopyHeld, "leases", leases.leases);
+    out.Add(stats::kZeroCopyHeld, "reservations", leases.reservations);
+    out.Add(stats::kZeroCopyHeld, "lent_bytes", leases.lent_bytes);
   });
 }
 

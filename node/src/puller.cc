@@ -50,7 +50,7 @@ bool Puller::ReceiveStream(RpcClient& peer, const Header& reply, std::span<const
     }
     if (space.ok()) {
       admitted[i] = storage_.Commit(keys[i], std::move(*space), checksum.Digest()).ok();
-      streamed_objects_++;
+      counters_.Add(stats::PullCounter::kStreamed);
     }
   }
   return true;
@@ -125,7 +125,7 @@ std::vector<std::vector<Puller::Source>> Puller::Sources(const std::vector<Chunk
   Result<std::vector<std::vector<Replica>>> located =
       Unavailable("no answer from the controller a moment ago");
   if (now.time_since_epoch().count() >= skip_locate_until_.load()) {
-    located_++;
+    counters_.Add(stats::PullCounter::kLocated);
     located = Locate(keys, now + Left(deadline) / 2, filling);
     if (!located.ok())
       skip_locate_until_ = (Clock::now() + kLocateBackoff).time_since_epoch().count();
@@ -156,7 +156,7 @@ std::vector<std::vector<Puller::Source>> Puller::Sources(const std::vector<Chunk
     why_none = "controller: " + located.status().ToString();
     if (std::all_of(copies.begin(), copies.end(), [](const auto& c) { return c.empty(); }))
       return std::vector<std::vector<Source>>(keys.size());
-    from_memory_++;
+    counters_.Add(stats::PullCounter::kFromMemory);
     spdlog::debug("pull: {}; asking where it last named", why_none);
   }
   // Never this node, never the remote tier (the node reads Redis itself on
@@ -227,7 +227,7 @@ bool Puller::FetchRounds(const Header& request, const std::vector<std::vector<So
   // the time left shared by the rounds some key may still need; a peer that
   // failed is not asked again.
   auto fail = [&](const std::string& why) {
-    failures_++;
+    counters_.Add(stats::PullCounter::kFailures);
     reason = why;
     spdlog::debug("pull: {}", why);
   };
@@ -273,7 +273,7 @@ Message Puller::Pull(const Header& request, Clock::time_point deadline) {
   // was located moments ago, on the engine's side).
   const std::string preferred = FieldString(request.fields, "from");
   if (const std::optional<Source> planned = PlannedPeer(preferred)) {
-    as_planned_++;
+    counters_.Add(stats::PullCounter::kAsPlanned);
     const std::vector<std::vector<Source>> first(n, {*planned});
     asked = FetchRounds(request, first, Clock::now() + Left(deadline) / 2, failed, objects,
                         reply.header.reason);
@@ -296,7 +296,7 @@ Message Puller::Pull(const Header& request, Clock::time_point deadline) {
     asked = FetchRounds(request, sources, deadline, failed, objects, reply.header.reason) || asked;
   }
   if (!asked && !why_none.empty()) {
-    failures_++;
+    counters_.Add(stats::PullCounter::kFailures);
     reply.header.reason = why_none;
     spdlog::debug("pull: {}", why_none);
   }
@@ -304,8 +304,8 @@ Message Puller::Pull(const Header& request, Clock::time_point deadline) {
   const bool admit_only = FieldInt(request.fields, "admit_only", 0) != 0;
   for (size_t i = 0; i < n; ++i) {
     if (objects[i].empty()) continue;
-    objects_++;
-    bytes_ += objects[i].size();
+    counters_.Add(stats::PullCounter::kObjects);
+    counters_.Add(stats::PullCounter::kBytes, objects[i].size());
     reply.header.values[i] = static_cast<int64_t>(ErrorCode::kOk);
     if (!admit_only) reply.payloads.push_back(std::move(objects[i]));
   }

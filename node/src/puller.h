@@ -33,6 +33,7 @@
 
 #include "peer_pool.h"
 #include "pikv/node/location_memory.h"
+#include "pikv/node/node_stats.h"
 #include "pikv/node/request_handler.h"
 #include "pikv/proto/locate_reply.h"
 #include "pikv/proto/message.h"
@@ -43,15 +44,6 @@ namespace pikv::node {
 class Puller {
  public:
   using Clock = std::chrono::steady_clock;
-  struct Counters {
-    uint64_t objects = 0;      // pulled and admitted
-    uint64_t bytes = 0;        // their sizes
-    uint64_t failures = 0;     // controller or peer did not answer
-    uint64_t streamed = 0;     // objects received in bounded frames
-    uint64_t from_memory = 0;  // pulls planned on remembered locations (no controller)
-    uint64_t as_planned = 0;   // pulls that asked the client's planned peer first
-    uint64_t located = 0;      // pulls that asked where their keys are
-  };
   static constexpr size_t kMaxSourcesPerKey = 3;
   static constexpr std::chrono::milliseconds kLocateBackoff{250};
 
@@ -60,9 +52,7 @@ class Puller {
   // The reply to a validated pull request (keys within limits). Per-key
   // values are kOk (one payload frame each) or kNotFound.
   Message Pull(const Header& request, Clock::time_point deadline);
-  Counters counters() const {
-    return {objects_, bytes_, failures_, streamed_objects_, from_memory_, as_planned_, located_};
-  }
+  const stats::PullCounters& counters() const { return counters_; }
 
  private:
   struct Source {
@@ -104,8 +94,7 @@ class Puller {
   const PullOptions options_;
   PeerPool pool_;
   LocationMemory memory_;
-  std::atomic<uint64_t> objects_{0}, bytes_{0}, failures_{0}, streamed_objects_{0}, from_memory_{0};
-  std::atomic<uint64_t> as_planned_{0}, located_{0};
+  stats::PullCounters counters_;
   std::atomic<Clock::rep> skip_locate_until_{0};  // steady-clock ticks
 };
 

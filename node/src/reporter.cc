@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "pikv/common/guarded_thread.h"
+#include "pikv/node/node_stats.h"
 #include "pikv/proto/control_wire.h"
 #include "pikv/proto/location.h"
 #include "pikv/proto/owner.h"
@@ -135,10 +136,7 @@ class Reporter::Loop {
       if (r_.registered_) SendEvents(now);
       if (r_.registered_ && now >= next_heartbeat) {
         if (inventory_owed_) SendInventory();
-        Header h;
-        h.type = MsgType::kHeartbeat;
-        h.fields = r_.handler_.StatsFields();
-        Send(std::move(h));
+        Send(EncodeHeartbeat(UsageOf(r_.handler_.stats().Read())));
         next_heartbeat = now + o_.heartbeat_interval;
       }
       if (!socket_) {

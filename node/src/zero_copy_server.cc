@@ -123,7 +123,7 @@ void ZeroCopyServer::AcceptLoop() {
     }
     const bool too_many = open_now >= static_cast<size_t>(options_.max_clients);
     if (too_many || !IsOwnUser(fd)) {
-      refused_++;
+      counters_.Add(stats::ZeroCopyCounter::kRefusedClients);
       spdlog::warn("zero-copy: refused a client ({})",
                    too_many ? "too many clients" : "another user");
       close(fd);
@@ -138,7 +138,7 @@ void ZeroCopyServer::AcceptLoop() {
 }
 
 void ZeroCopyServer::Serve(Connection& c) {
-  clients_++;
+  counters_.Add(stats::ZeroCopyCounter::kClients);
   // Nothing escapes a thread: whatever happens, the client's loans end with it.
   try {
     SetLocalTimeout(c.fd, kSendTimeout);
@@ -153,12 +153,12 @@ void ZeroCopyServer::Serve(Connection& c) {
       auto request = RecvLocal(c.fd, limits_);
       if (!request.ok()) {
         if (request.code() != ErrorCode::kUnavailable) {
-          errors_++;
+          counters_.Add(stats::ZeroCopyCounter::kErrors);
           spdlog::warn("zero-copy client {}: {}", c.id, request.status().ToString());
         }
         break;  // closed, or undecodable: the stream cannot be trusted after it
       }
-      requests_++;
+      counters_.Add(stats::ZeroCopyCounter::kRequests);
       if (auto reply = Handle(c.id, *request)) sent = SendLocal(c.fd, *reply);
     }
   } catch (const std::exception& e) {
@@ -175,7 +175,8 @@ std::optional<Header> ZeroCopyServer::Handle(uint64_t client, const Header& requ
       return HandleLease(client, request);
     case MsgType::kRelease:
       for (int64_t id : request.values) {
-        if (!leases_.Release(client, static_cast<uint64_t>(id))) errors_++;
+        if (!leases_.Release(client, static_cast<uint64_t>(id)))
+          counters_.Add(stats::ZeroCopyCounter::kErrors);
       }
       return std::nullopt;
     case MsgType::kReserve:
@@ -186,7 +187,7 @@ std::optional<Header> ZeroCopyServer::Handle(uint64_t client, const Header& requ
       HandleWritten(client, request);
       return std::nullopt;
     default:
-      errors_++;
+      counters_.Add(stats::ZeroCopyCounter::kErrors);
       return ReplyTo(request, ErrorCode::kUnsupported,
                      "not a zero-copy request: " + std::string(MsgTypeName(request.type)));
   }
@@ -210,7 +211,7 @@ Header ZeroCopyServer::HandleLease(uint64_t client, const Header& request) {
   const size_t count = held.size();
   auto lease = leases_.Lease(client, std::move(held), Clock::now());
   if (!lease.ok()) return ReplyTo(request, lease.code(), lease.status().message());
-  leased_objects_ += count;
+  counters_.Add(stats::ZeroCopyCounter::kLeasedObjects, count);
   reply.fields["lease"] = static_cast<int64_t>(*lease);
   reply.fields["ttl_ms"] = static_cast<int64_t>(leases_.ttl().count());
   return reply;
@@ -218,7 +219,7 @@ Header ZeroCopyServer::HandleLease(uint64_t client, const Header& request) {
 
 Header ZeroCopyServer::HandleReserve(uint64_t client, const Header& request) {
   if (request.values.empty() || request.values.size() > limits_.max_batch) {
-    errors_++;
+    counters_.Add(stats::ZeroCopyCounter::kErrors);
     return ReplyTo(request, ErrorCode::kInvalidArgument,
                    "reserve names 1 to " + std::to_string(limits_.max_batch) + " sizes");
   }
@@ -240,7 +241,7 @@ Header ZeroCopyServer::HandleReserve(uint64_t client, const Header& request) {
 Result<std::pair<uint64_t, uint64_t>> ZeroCopyServer::ReserveOne(uint64_t client, int64_t size,
                                                                  Clock::time_point now) {
   if (size < 1 || static_cast<uint64_t>(size) > limits_.max_payload_bytes) {
-    errors_++;
+    counters_.Add(stats::ZeroCopyCounter::kErrors);
     return Status(ErrorCode::kTooLarge, "reserve of " + std::to_string(size) + " bytes: 1 to " +
                                             std::to_string(limits_.max_payload_bytes));
   }
@@ -261,13 +262,14 @@ void ZeroCopyServer::HandleWritten(uint64_t client, const Header& request) {
   if (!reserved.ok() || written < 0 ||
       !reserved->seal_ahead->Mark({reserved->space.data, reserved->space.size},
                                   static_cast<uint64_t>(written))) {
-    errors_++;  // no reply to tell: the commit hashes the whole object instead
+    counters_.Add(stats::ZeroCopyCounter::kErrors);  // no reply to tell: the commit hashes the
+                                                     // whole object instead
   }
 }
 
 Header ZeroCopyServer::HandleCommit(uint64_t client, const Header& request) {
   if (request.keys.empty() || request.keys.size() != request.values.size()) {
-    errors_++;
+    counters_.Add(stats::ZeroCopyCounter::kErrors);
     return ReplyTo(request, ErrorCode::kInvalidArgument, "commit names one reservation per key");
   }
   const bool seal = FieldInt(request.fields, "seal", 0) != 0;
@@ -284,40 +286,26 @@ Status ZeroCopyServer::CommitOne(uint64_t client, const ChunkKey& key, int64_t r
                                  bool seal) {
   auto reserved = leases_.TakeReservation(client, static_cast<uint64_t>(reservation));
   if (!reserved.ok()) {
-    commit_failures_++;
+    counters_.Add(stats::ZeroCopyCounter::kCommitFailures);
     return reserved.status();
   }
   auto& space = reserved->space;
   Status s;
   if (seal) {
     const auto checksum = reserved->seal_ahead->Finish({space.data, space.size});
-    (checksum ? sealed_ahead_ : sealed_whole_)++;
+    counters_.Add(checksum ? stats::ZeroCopyCounter::kSealedAhead
+                           : stats::ZeroCopyCounter::kSealedWhole);
     s = storage_.SealAndCommit(key, std::move(space), checksum, &options_.identity);
   } else {
     s = storage_.Commit(key, std::move(space), std::nullopt, &options_.identity);
   }
   if (!s.ok()) {
-    commit_failures_++;
+    counters_.Add(stats::ZeroCopyCounter::kCommitFailures);
     spdlog::warn("zero-copy client {}: commit refused: {}", client, s.ToString());
     return s;
   }
-  commits_++;
+  counters_.Add(stats::ZeroCopyCounter::kCommits);
   return s;
-}
-
-ZeroCopyServer::Counters ZeroCopyServer::counters() const {
-  Counters c;
-  c.clients = clients_;
-  c.refused_clients = refused_;
-  c.requests = requests_;
-  c.errors = errors_;
-  c.leased_objects = leased_objects_;
-  c.commits = commits_;
-  c.commit_failures = commit_failures_;
-  c.sealed_ahead = sealed_ahead_;
-  c.sealed_whole = sealed_whole_;
-  c.leases = leases_.stats();
-  return c;
 }
 
 }  // namespace pikv::node

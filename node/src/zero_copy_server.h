@@ -28,19 +28,12 @@
 
 #include "lease_table.h"
 #include "pikv/node/node_server.h"
+#include "pikv/node/node_stats.h"
 
 namespace pikv::node {
 
 class ZeroCopyServer {
  public:
-  struct Counters {
-    uint64_t clients = 0, refused_clients = 0, requests = 0, errors = 0;
-    uint64_t leased_objects = 0, commits = 0, commit_failures = 0;
-    // Sealing commits whose payload was hashed as it was written, or after.
-    uint64_t sealed_ahead = 0, sealed_whole = 0;
-    LeaseTable::Stats leases;
-  };
-
   static Result<std::unique_ptr<ZeroCopyServer>> Start(const ZeroCopyOptions& options,
                                                        storage::StorageManager& storage,
                                                        const WireLimits& limits);
@@ -48,7 +41,8 @@ class ZeroCopyServer {
   void Stop();
 
   const std::string& path() const { return path_; }
-  Counters counters() const;
+  const stats::ZeroCopyCounters& counters() const { return counters_; }
+  LeaseTable::Stats leases() const { return leases_.stats(); }
 
  private:
   struct Connection {
@@ -85,8 +79,7 @@ class ZeroCopyServer {
   std::mutex connections_mu_;
   std::list<Connection> connections_;  // guarded by connections_mu_
   uint64_t next_client_ = 1;           // acceptor thread only
-  std::atomic<uint64_t> clients_{0}, refused_{0}, requests_{0}, errors_{0}, leased_objects_{0},
-      commits_{0}, commit_failures_{0}, sealed_ahead_{0}, sealed_whole_{0};
+  stats::ZeroCopyCounters counters_;
 };
 
 }  // namespace pikv::node

@@ -16,11 +16,57 @@ constexpr char kNodeId[] = "node_id", kIncarnation[] = "incarnation", kHost[] = 
                kEngine[] = "engine", kSweepShared[] = "sweep_shared",
                kOwnerFieldPrefix[] = "owner.";
 
-uint64_t Count(const Fields& fields, const char* name) {
+uint64_t Count(const Fields& fields, const std::string& name) {
   return static_cast<uint64_t>(std::max<int64_t>(0, FieldInt(fields, name)));
 }
 
+// The heartbeat's counts: its field name ("{}" is a tier's name) and member.
+struct TierCount {
+  const char* field;
+  uint64_t NodeUsage::Tier::*member;
+};
+constexpr TierCount kTierCounts[] = {{"{}.used_bytes", &NodeUsage::Tier::used_bytes},
+                                     {"{}.capacity_bytes", &NodeUsage::Tier::capacity_bytes},
+                                     {"{}.hits", &NodeUsage::Tier::hits},
+                                     {"{}.misses", &NodeUsage::Tier::misses}};
+struct NodeCount {
+  const char* field;
+  uint64_t NodeUsage::*member;
+};
+constexpr NodeCount kNodeCounts[] = {{"requests", &NodeUsage::requests},
+                                     {"storage.hits", &NodeUsage::storage_hits},
+                                     {"storage.misses", &NodeUsage::storage_misses},
+                                     {"p2p.pulled_objects", &NodeUsage::pulled_objects},
+                                     {"p2p.pulled_bytes", &NodeUsage::pulled_bytes},
+                                     {"p2p.pull_failures", &NodeUsage::pull_failures}};
+
+std::string TierField(const char* pattern, int tier) {
+  std::string out(pattern);
+  return out.replace(0, 2, TierName(static_cast<TierKind>(tier)));
+}
+
 }  // namespace
+
+Header EncodeHeartbeat(const NodeUsage& usage) {
+  Header h;
+  h.type = MsgType::kHeartbeat;
+  for (const NodeCount& c : kNodeCounts) h.fields[c.field] = static_cast<int64_t>(usage.*c.member);
+  for (int t = 0; t < kNumTiers; ++t) {
+    for (const TierCount& c : kTierCounts)
+      h.fields[TierField(c.field, t)] = static_cast<int64_t>(usage.tiers[t].*c.member);
+  }
+  return h;
+}
+
+NodeUsage DecodeHeartbeat(const Header& h) {
+  NodeUsage usage;
+  for (const NodeCount& c : kNodeCounts) usage.*c.member = Count(h.fields, c.field);
+  for (int t = 0; t < kNumTiers; ++t) {
+    for (const TierCount& c : kTierCounts)
+      usage.tiers[t].*c.member = Count(h.fields, TierField(c.field, t));
+  }
+  return usage;
+}
 
 Header EncodeRegister(const NodeRegistration& reg) {
   Header h;

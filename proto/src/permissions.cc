@@ -89,6 +89,12 @@ Status Authorize(Server server, const CurvePeer* sender, const Header& h) {
   return Status::Ok();
 }
 
+const std::string* TenantScope(Server server, const CurvePeer* sender, MsgType type) {
+  if (!sender || sender->role != Role::kEngine) return nullptr;
+  const Permission* p = PermissionFor(server, type);
+  return p && p->tenant_scoped ? &sender->tenant : nullptr;
+}
+
 std::string PermissionsMarkdown() {
   std::string out =
       "| server | request | allowed for | within the engine's tenant | what it does |\n"

@@ -141,10 +141,10 @@ TEST_F(ClusterStateTest, LocateOrdersByHostTierAndLoad) {
   Inventory("a", 1, 0, {{Key(1), TierKind::kDisk}});
   Inventory("b", 1, 0, {{Key(1), TierKind::kCpu}});
   Inventory("c", 1, 0, {{Key(1), TierKind::kCpu}});
-  ASSERT_TRUE(state_.Heartbeat("b", 1, {{"requests", int64_t{0}}}, now_).ok());
-  ASSERT_TRUE(state_.Heartbeat("c", 1, {{"requests", int64_t{0}}}, now_).ok());
-  ASSERT_TRUE(state_.Heartbeat("b", 1, {{"requests", int64_t{5000}}}, now_ + 1s).ok());
-  ASSERT_TRUE(state_.Heartbeat("c", 1, {{"requests", int64_t{10}}}, now_ + 1s).ok());
+  ASSERT_TRUE(state_.Heartbeat("b", 1, NodeUsage{.requests = 0}, now_).ok());
+  ASSERT_TRUE(state_.Heartbeat("c", 1, NodeUsage{.requests = 0}, now_).ok());
+  ASSERT_TRUE(state_.Heartbeat("b", 1, NodeUsage{.requests = 5000}, now_ + 1s).ok());
+  ASSERT_TRUE(state_.Heartbeat("c", 1, NodeUsage{.requests = 10}, now_ + 1s).ok());
   auto r = state_.Locate(Key(1), "host-a");
   ASSERT_EQ(r.size(), 3u);
   EXPECT_EQ(r[0].node_id, "a");  // same host wins even from disk

@@ -158,6 +158,34 @@ TEST(MetricsTest, EveryDeclaredNodeCounterReachesMetricsStatsAndTheDocs) {
   }
 }
 
+// The heartbeat's usage is read from the node's samples by family, and its
+// field names are the node's own stats fields: a controller of either
+// version reads the same numbers from it.
+TEST(MetricsTest, TheHeartbeatCarriesTheNodesOwnStatsFields) {
+  StatsRegistry registry(node::stats::kAll);
+  registry.AddSource([](StatsSink& out) {
+    uint64_t value = 1;  // each sample its own
+    for (const MetricFamily* family : node::stats::kAll) {
+      if (family->label.empty()) {
+        out.Add(*family, value++);
+      } else {
+        for (const char* tier : {"cpu", "disk", "remote"}) out.Add(*family, tier, value++);
+      }
+    }
+  });
+  const NodeUsage usage = node::UsageOf(registry.Read());
+  Header stats;
+  for (auto& [name, value] : registry.FieldValues()) stats.fields[name] = int64_t(value);
+  EXPECT_EQ(DecodeHeartbeat(stats), usage);
+  const Header beat = EncodeHeartbeat(usage);
+  EXPECT_EQ(beat.fields.size(), 6u + 4u * kNumTiers);
+  for (const auto& [name, value] : beat.fields) {
+    ASSERT_EQ(stats.fields.count(name), 1u) << name << " is not a stats field of the node";
+    EXPECT_EQ(FieldInt(stats.fields, name), std::get<int64_t>(value)) << name;
+    EXPECT_GT(std::get<int64_t>(value), 0) << name << " was not read from its family";
+  }
+}
+
 // By default the node faults its CPU arena in on a thread: it answers at
 // once, and /healthz and /metrics follow the faulting to the arena's size.
 // With prefault off the gauge stays 0.

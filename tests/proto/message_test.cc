@@ -191,6 +191,32 @@ TEST(ControlWireTest, AReportKeepsItsOwnerTableSlotForSlot) {
   EXPECT_TRUE(odd.owners[1]);
 }
 
+TEST(ControlWireTest, AHeartbeatsUsageIsReadBackAsSent) {
+  NodeUsage sent{.requests = 7,
+                 .storage_hits = 5,
+                 .storage_misses = 2,
+                 .pulled_objects = 3,
+                 .pulled_bytes = 3 << 20,
+                 .pull_failures = 1};
+  sent.tiers[0] = {1 << 20, 1 << 30, 4, 1};
+  sent.tiers[2] = {9ull << 40, 0, 1, 1};
+  const Header h = ThroughTheWire(EncodeHeartbeat(sent));
+  EXPECT_EQ(h.type, MsgType::kHeartbeat);
+  EXPECT_EQ(DecodeHeartbeat(h), sent);
+  // What a hostile or older sender sets: a negative count reads as 0, a
+  // missing one too, a field not known is ignored.
+  Header odd = h;
+  odd.fields["cpu.used_bytes"] = int64_t{-1};
+  odd.fields.erase("requests");
+  odd.fields["cpu.hits"] = std::string("many");
+  odd.fields["zero_copy.leases"] = int64_t{3};
+  const NodeUsage got = DecodeHeartbeat(odd);
+  EXPECT_EQ(got.tiers[0].used_bytes, 0u);
+  EXPECT_EQ(got.tiers[0].hits, 0u);
+  EXPECT_EQ(got.requests, 0u);
+  EXPECT_EQ(got.tiers[2], sent.tiers[2]);
+}
+
 TEST(ControlWireTest, MismatchesAndRevocationsAreReadBackAsSent) {
   const std::vector<MismatchReport> sent = {{{1, 2}, "w1", 0xfedcba9876543210ull},
                                             {{3, 4}, "w2", 7}};

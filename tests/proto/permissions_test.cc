@@ -55,6 +55,28 @@ TEST(PermissionsTest, RolesGetWhatTheTableListsAndNothingElse) {
     EXPECT_TRUE(Authorize(p.server, nullptr, Of(p.type)).ok()) << MsgTypeName(p.type);
 }
 
+// The table's tenant flag is what scopes a request: an engine's reads,
+// writes, locates and reports act within its tenant; the rest, and every
+// other sender, are not scoped.
+TEST(PermissionsTest, AnEnginesTenantScopedRequestsActWithinItsTenant) {
+  const CurvePeer engine{Role::kEngine, "", "e1", "acme"}, admin{Role::kAdmin},
+      node{Role::kNode, "a"};
+  size_t scoped = 0;
+  for (const Permission& p : Permissions()) {
+    const std::string* tenant = TenantScope(p.server, &engine, p.type);
+    EXPECT_EQ(tenant != nullptr, p.tenant_scoped) << MsgTypeName(p.type);
+    if (tenant) {
+      EXPECT_EQ(*tenant, "acme");
+      scoped++;
+    }
+    for (const CurvePeer* other : {&admin, &node, static_cast<const CurvePeer*>(nullptr)})
+      EXPECT_EQ(TenantScope(p.server, other, p.type), nullptr) << MsgTypeName(p.type);
+  }
+  EXPECT_EQ(scoped, 6u);  // exists, get, put, pull; locate, audit mismatch
+  EXPECT_EQ(TenantScope(Server::kNode, &engine, MsgType::kStats), nullptr);
+  EXPECT_EQ(TenantScope(Server::kController, &engine, MsgType::kGet), nullptr);  // not listed
+}
+
 TEST(PermissionsTest, EveryTypeAppearsOncePerServerForClientRolesOnly) {
   for (const Permission& p : Permissions()) {
     EXPECT_EQ(PermissionFor(p.server, p.type), &p) << MsgTypeName(p.type);

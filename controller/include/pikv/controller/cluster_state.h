@@ -67,7 +67,7 @@ struct NodeView {
   uint64_t last_seq = 0;
   uint64_t events_applied = 0;
   double seconds_since_heartbeat = 0;
-  Fields usage;                              // the node's last heartbeat fields
+  NodeUsage usage;                           // from the node's last heartbeat
   std::array<uint64_t, kNumTiers> chunks{};  // from the registry
 };
 
@@ -105,7 +105,7 @@ class ClusterState {
   void Reset(uint64_t epoch);
   Result<uint16_t> Register(const NodeRegistration& reg, Clock::time_point now);
   // kNotFound when the node (this incarnation) is unknown: it must register.
-  Status Heartbeat(const std::string& id, uint64_t incarnation, Fields usage,
+  Status Heartbeat(const std::string& id, uint64_t incarnation, const NodeUsage& usage,
                    Clock::time_point now);
   // A node's report: keys, their event values (location.h) and the owners
   // the values' owner slots name (owners[slot]; a slot past its end is
@@ -158,7 +158,7 @@ class ClusterState {
     uint64_t last_seq = 0;
     bool resync_pending = false;
     uint64_t events_applied = 0;
-    Fields usage;
+    NodeUsage usage;
     double load = 0;  // requests/s from heartbeats
     int64_t last_requests = -1;
     Clock::time_point last_requests_at;

@@ -128,7 +128,7 @@ class NodeServer {
   void Revoke(const std::string& engine, bool shared_tier);
   bool Sweep(const std::string& engine, bool shared_tier);
   // What the node lets `sender` (SenderOf) see and write.
-  Caller CallerOf(const CurvePeer* sender) const;
+  Caller CallerOf(const CurvePeer* sender, MsgType type) const;
 
   NodeOptions options_;
   std::vector<std::string> endpoints_;

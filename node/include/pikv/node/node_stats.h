@@ -4,7 +4,11 @@
 // stats fields and the docs.
 #pragma once
 
+#include <vector>
+
+#include "pikv/common/counter_set.h"
 #include "pikv/common/stats_registry.h"
+#include "pikv/proto/control_wire.h"
 
 namespace pikv::node::stats {
 
@@ -49,6 +53,22 @@ inline constexpr MetricFamily kPullsLocated{"pikv_node_p2p_pulls_located_total",
 inline constexpr MetricFamily kPulledStreamed{"pikv_node_p2p_pulled_streamed_total", kCounter,
                                               "Objects pulled from peers in bounded frames.", "",
                                               "p2p.pulled_streamed"};
+enum class PullCounter {
+  kObjects,     // pulled and admitted
+  kBytes,       // their sizes
+  kFailures,    // controller or peer did not answer
+  kFromMemory,  // pulls planned on remembered locations (no controller)
+  kAsPlanned,   // pulls that asked the client's planned peer first
+  kLocated,     // pulls that asked where their keys are
+  kStreamed,    // objects received in bounded frames
+  kCount
+};
+inline constexpr CounterRow<PullCounter> kPullCounters[] = {
+    {PullCounter::kObjects, &kPulledObjects},    {PullCounter::kBytes, &kPulledBytes},
+    {PullCounter::kFailures, &kPullFailures},    {PullCounter::kFromMemory, &kPullsFromMemory},
+    {PullCounter::kAsPlanned, &kPullsAsPlanned}, {PullCounter::kLocated, &kPullsLocated},
+    {PullCounter::kStreamed, &kPulledStreamed}};
+using PullCounters = CounterSet<PullCounter, kPullCounters>;
 
 // The storage manager's and its tiers'.
 inline constexpr MetricFamily kTierHits{"pikv_node_tier_hits_total", kCounter,
@@ -121,12 +141,44 @@ inline constexpr MetricFamily kStreamedPuts{
     "Puts received in bounded frames, by outcome: started, completed, refused (could not start, "
     "or failed verification), broken (a frame of the wrong size), expired (stalled).",
     "outcome", "streamed_puts.{}"};
+enum class InboundCounter { kStarted, kCompleted, kRefused, kBroken, kExpired, kCount };
+inline constexpr CounterRow<InboundCounter> kInboundCounters[] = {
+    {InboundCounter::kStarted, &kStreamedPuts, "started"},
+    {InboundCounter::kCompleted, &kStreamedPuts, "completed"},
+    {InboundCounter::kRefused, &kStreamedPuts, "refused"},
+    {InboundCounter::kBroken, &kStreamedPuts, "broken"},
+    {InboundCounter::kExpired, &kStreamedPuts, "expired"}};
+using InboundCounters = CounterSet<InboundCounter, kInboundCounters>;
 inline constexpr MetricFamily kZeroCopyEvents{
     "pikv_node_zero_copy_events_total", kCounter,
     "Zero-copy channel events: clients, refused_clients, requests, errors, leased_objects, "
     "commits, commit_failures, sealed_ahead, sealed_whole (sealing commits hashed as the object "
     "was written, or after), expired, dropped, refused.",
     "event", "zero_copy.{}"};
+// The zero-copy server's own events (its lease table's are sampled beside them).
+enum class ZeroCopyCounter {
+  kClients,
+  kRefusedClients,
+  kRequests,
+  kErrors,
+  kLeasedObjects,
+  kCommits,
+  kCommitFailures,
+  kSealedAhead,  // sealing commits whose payload was hashed as it was written
+  kSealedWhole,  // ... or after
+  kCount
+};
+inline constexpr CounterRow<ZeroCopyCounter> kZeroCopyCounters[] = {
+    {ZeroCopyCounter::kClients, &kZeroCopyEvents, "clients"},
+    {ZeroCopyCounter::kRefusedClients, &kZeroCopyEvents, "refused_clients"},
+    {ZeroCopyCounter::kRequests, &kZeroCopyEvents, "requests"},
+    {ZeroCopyCounter::kErrors, &kZeroCopyEvents, "errors"},
+    {ZeroCopyCounter::kLeasedObjects, &kZeroCopyEvents, "leased_objects"},
+    {ZeroCopyCounter::kCommits, &kZeroCopyEvents, "commits"},
+    {ZeroCopyCounter::kCommitFailures, &kZeroCopyEvents, "commit_failures"},
+    {ZeroCopyCounter::kSealedAhead, &kZeroCopyEvents, "sealed_ahead"},
+    {ZeroCopyCounter::kSealedWhole, &kZeroCopyEvents, "sealed_whole"}};
+using ZeroCopyCounters = CounterSet<ZeroCopyCounter, kZeroCopyCounters>;
 inline constexpr MetricFamily kZeroCopyHeld{
     "pikv_node_zero_copy_held", kGauge,
     "What local clients hold of the CPU arena now: leases, reservations, lent_bytes.", "kind",
@@ -179,3 +231,11 @@ inline constexpr const MetricFamily* kAll[] = {&kRequests,
                                                &kReporterRefused};
 
 }  // namespace pikv::node::stats
+
+namespace pikv::node {
+
+// The heartbeat's usage (control_wire.h), read from the node's samples by
+// family: the one place the two are joined.
+NodeUsage UsageOf(const std::vector<MetricSample>& samples);
+
+}  // namespace pikv::node

@@ -8,6 +8,7 @@
 // acted on).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -16,6 +17,7 @@
 
 #include "pikv/proto/message.h"
 #include "pikv/proto/owner.h"
+#include "pikv/proto/tier_kind.h"
 
 namespace pikv {
 
@@ -47,6 +49,24 @@ struct RegisterReply {
 void EncodeRegisterReply(const RegisterReply& r, Header& reply);
 // Revoked names that are not identity names (owner.h) are dropped.
 RegisterReply DecodeRegisterReply(const Header& reply);
+
+// kHeartbeat: a node is alive, with the usage the controller's documents
+// show and its request count (the controller's load). The field names are
+// the node's own stats fields (node_stats.h: a test holds the two equal), so
+// controllers of either version read a heartbeat alike.
+struct NodeUsage {
+  struct Tier {
+    uint64_t used_bytes = 0, capacity_bytes = 0, hits = 0, misses = 0;
+    friend bool operator==(const Tier&, const Tier&) = default;
+  };
+  uint64_t requests = 0;  // received, served or refused, since the node started
+  std::array<Tier, kNumTiers> tiers{};
+  uint64_t storage_hits = 0, storage_misses = 0;                     // lookups over every tier
+  uint64_t pulled_objects = 0, pulled_bytes = 0, pull_failures = 0;  // from peers
+  friend bool operator==(const NodeUsage&, const NodeUsage&) = default;
+};
+Header EncodeHeartbeat(const NodeUsage& usage);
+NodeUsage DecodeHeartbeat(const Header& h);  // a missing or negative count reads as 0
 
 // kEvents and kInventory: what a node admitted and evicted, or all it holds
 // (in parts), one value per key (location.h: EncodeEvent, EncodeHeld), with

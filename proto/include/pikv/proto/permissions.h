@@ -35,7 +35,8 @@ struct Permission {
   uint8_t roles;  // RoleBit()s
   Scope scope;
   // An engine's request acts within its own tenant (what it reads, writes,
-  // locates or reports), by the tenant gate of the part that serves it.
+  // locates or reports): TenantScope gives the gate of the part that serves
+  // it the tenant.
   bool tenant_scoped;
   std::string_view what;  // for people: what the request does
 };
@@ -46,6 +47,12 @@ const Permission* PermissionFor(Server server, MsgType type);
 // Ok; Unsupported for a type the table does not list for `server`;
 // PermissionDenied for a role (or node) the entry does not allow.
 Status Authorize(Server server, const CurvePeer* sender, const Header& h);
+// The tenant an allowed request acts within: the sender's own where it is
+// an engine's and the table marks the request tenant_scoped; null (every
+// tenant) for the trusted sender, admins, nodes, and requests that touch
+// no tenant's data. Each server's tenant gate reads it, so the table's flag
+// is what scopes a request.
+const std::string* TenantScope(Server server, const CurvePeer* sender, MsgType type);
 // The table as a Markdown table (docs/security.md).
 std::string PermissionsMarkdown();
 
