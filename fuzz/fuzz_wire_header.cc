@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "pikv/proto/control_wire.h"
+#include "pikv/proto/data_wire.h"
 #include "pikv/proto/locate_reply.h"
 #include "pikv/proto/message.h"
 
@@ -23,6 +24,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto mismatches = pikv::DecodeMismatches(*h);
   if (pikv::DecodeMismatches(pikv::EncodeMismatches(mismatches)) != mismatches) abort();
   pikv::DecodeMismatchReply(*h).status().IgnoreError();
+  const pikv::PullRequest pull = pikv::DecodePull(*h);
+  pikv::Header pull_again;
+  pikv::EncodePull(pull, pull_again);
+  if (pikv::DecodePull(pull_again) != pull) abort();
   const pikv::NodeUsage usage = pikv::DecodeHeartbeat(*h);
   if (pikv::DecodeHeartbeat(pikv::EncodeHeartbeat(usage)) != usage) abort();
   const pikv::Revocation revocation = pikv::DecodeRevoke(*h);

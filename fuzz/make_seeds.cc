@@ -4,6 +4,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "pikv/proto/data_wire.h"
 #include "pikv/proto/message.h"
 #include "test_support.h"
 
@@ -89,19 +90,14 @@ int main(int argc, char** argv) {
            {{"n1.id", std::string("a")}, {"n1.tcp", std::string("tcp://h:1")}}, {1, 4, 0});
   Write(root / "wire_header", "locate_reply", EncodeHeader(locate_reply));
 
+  Header pull = Make(MsgType::kPull, {k});
+  EncodePull({"tcp://127.0.0.1:7400", 5, false}, pull);
   const std::vector<std::pair<Header, std::vector<SharedBuffer>>> node_requests = {
-      {Make(MsgType::kPut, {k}), {o.bytes}},
-      {Make(MsgType::kGet, {k, k2}), {}},
-      {Make(MsgType::kExists, {k, k2}), {}},
-      {Make(MsgType::kPin, {k}), {}},
-      {Make(MsgType::kUnpin, {k}), {}},
-      {Make(MsgType::kDelete, {k}), {}},
-      {Make(MsgType::kStats), {}},
-      {Make(MsgType::kPing), {}},
-      {Make(MsgType::kClear), {}},
-      {Make(MsgType::kPull, {k},
-            {{"from", std::string("tcp://127.0.0.1:7400")}, {"timeout_ms", int64_t{5}}}),
-       {}}};
+      {Make(MsgType::kPut, {k}), {o.bytes}}, {Make(MsgType::kGet, {k, k2}), {}},
+      {Make(MsgType::kExists, {k, k2}), {}}, {Make(MsgType::kPin, {k}), {}},
+      {Make(MsgType::kUnpin, {k}), {}},      {Make(MsgType::kDelete, {k}), {}},
+      {Make(MsgType::kStats), {}},           {Make(MsgType::kPing), {}},
+      {Make(MsgType::kClear), {}},           {pull, {}}};
   for (const auto& [h, payloads] : node_requests)
     Write(root / "node_request", std::string(MsgTypeName(h.type)), NodeRequest(h, payloads));
 

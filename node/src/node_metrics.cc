@@ -10,10 +10,8 @@ std::string NodeMetricsText(const RequestHandler& handler) {
   text +=
       "# HELP pikv_node_request_seconds Request latency inside the node, by operation class.\n"
       "# TYPE pikv_node_request_seconds histogram\n";
-  const std::pair<RequestHandler::LatencyClass, const char*> classes[] = {
-      {RequestHandler::LatencyClass::kGet, "get"},
-      {RequestHandler::LatencyClass::kPut, "put"},
-      {RequestHandler::LatencyClass::kOther, "other"}};
+  const std::pair<Latency, const char*> classes[] = {
+      {Latency::kGet, "get"}, {Latency::kPut, "put"}, {Latency::kOther, "other"}};
   for (const auto& [c, op] : classes)
     text +=
         handler.latency(c).Render("pikv_node_request_seconds", std::string("op=\"") + op + "\"");

@@ -372,7 +372,8 @@ std::optional<Message> NodeServer::Dispatch(std::vector<zmq::message_t>& frames)
     handler_->RecordLatency(request.header.type, Clock::now() - t0);
     return loop_->inbound->Start(peer, request.header, t0, caller.engine);
   }
-  if (request.header.type == MsgType::kPull) {
+  if (PermissionFor(Server::kNode, request.header.type)->pool ==
+      Pool::kPull) {  // authorized: listed
     // Pulls wait on other machines: they get their own threads and their own
     // bound, and a full pull queue is an immediate "busy", never a stall.
     if (loop_->pulls_in_flight >= static_cast<size_t>(options_.max_pulls_in_flight)) {

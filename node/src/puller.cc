@@ -259,7 +259,7 @@ bool Puller::FetchRounds(const Header& request, const std::vector<std::vector<So
   return asked;
 }
 
-Message Puller::Pull(const Header& request, Clock::time_point deadline) {
+Message Puller::Pull(const Header& request, const PullRequest& pull, Clock::time_point deadline) {
   const size_t n = request.keys.size();
   Message reply;
   reply.header = ReplyTo(request);
@@ -271,7 +271,7 @@ Message Puller::Pull(const Header& request, Clock::time_point deadline) {
   // The peer the client's plan named, when the controller has named it here
   // before: asked first, with half the time, and nothing located (the plan
   // was located moments ago, on the engine's side).
-  const std::string preferred = FieldString(request.fields, "from");
+  const std::string& preferred = pull.from;
   if (const std::optional<Source> planned = PlannedPeer(preferred)) {
     counters_.Add(stats::PullCounter::kAsPlanned);
     const std::vector<std::vector<Source>> first(n, {*planned});
@@ -301,7 +301,7 @@ Message Puller::Pull(const Header& request, Clock::time_point deadline) {
     spdlog::debug("pull: {}", why_none);
   }
   // A local client on the zero-copy channel reads what was admitted in place.
-  const bool admit_only = FieldInt(request.fields, "admit_only", 0) != 0;
+  const bool admit_only = pull.admit_only;
   for (size_t i = 0; i < n; ++i) {
     if (objects[i].empty()) continue;
     counters_.Add(stats::PullCounter::kObjects);

@@ -1,7 +1,7 @@
 // Puller: the node's half of a P2P fetch (kPull).
 //
 // A pull names keys and, optionally, the peer the client's plan named
-// (fields["from"]): the engine located the keys moments ago, so that peer
+// (PullRequest::from): the engine located the keys moments ago, so that peer
 // is asked first, locating nothing, when the controller has named it to
 // this node before (a pull request never adds a peer: the node dials only
 // peers the controller named). What is still missing then, or everything
@@ -14,7 +14,7 @@
 // names no copy of while its registry is filling (a new leadership), and
 // for other keys it names no copy of, where it last named them.
 // Objects are admitted here through StorageManager::Put (size, checksum and
-// key verified) and returned like a get; with fields["admit_only"] only the
+// key verified) and returned like a get; with admit_only only the
 // per-key outcome is returned (a local client then reads the objects in
 // place). Peers are asked to stream (message.h): the bytes then go in
 // bounded frames straight into reserved arena space, hashed as they arrive,
@@ -35,6 +35,7 @@
 #include "pikv/node/location_memory.h"
 #include "pikv/node/node_stats.h"
 #include "pikv/node/request_handler.h"
+#include "pikv/proto/data_wire.h"
 #include "pikv/proto/locate_reply.h"
 #include "pikv/proto/message.h"
 #include "pikv/storage/storage_manager.h"
@@ -51,7 +52,7 @@ class Puller {
 
   // The reply to a validated pull request (keys within limits). Per-key
   // values are kOk (one payload frame each) or kNotFound.
-  Message Pull(const Header& request, Clock::time_point deadline);
+  Message Pull(const Header& request, const PullRequest& pull, Clock::time_point deadline);
   const stats::PullCounters& counters() const { return counters_; }
 
  private:

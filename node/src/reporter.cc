@@ -3,13 +3,13 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <charconv>
 #include <map>
 #include <optional>
 #include <random>
 #include <utility>
 
 #include "pikv/common/guarded_thread.h"
+#include "pikv/node/elected_epochs.h"
 #include "pikv/node/node_stats.h"
 #include "pikv/proto/control_wire.h"
 #include "pikv/proto/location.h"
@@ -302,53 +302,6 @@ class Reporter::Loop {
     }
   }
 
-  // Whether a message from the controller speaks for a leadership this node
-  // may follow: not one older than an elected epoch already seen, unless
-  // etcd's history was rewound (proto/message.h).
-  bool Current(const Header& h, bool adopting) {
-    const int64_t ttl_ms = FieldInt(h.fields, kElectedField);
-    if (ttl_ms == 0) return true;
-    const std::string text = FieldString(h.fields, kEpochField);
-    int64_t epoch = 0;
-    if (std::from_chars(text.data(), text.data() + text.size(), epoch).ec != std::errc()) {
-      spdlog::warn("reporter: ignored {} with epoch '{}'", MsgTypeName(h.type), text);
-      return false;
-    }
-    if (epoch < max_elected_ && !(adopting && Rewound(epoch, ttl_ms))) {
-      spdlog::warn("reporter: ignored {} from a deposed leader (epoch {}, newest seen {})",
-                   MsgTypeName(h.type), text, max_elected_);
-      return false;
-    }
-    if (adopting) {
-      if (epoch < max_elected_) {
-        spdlog::warn(
-            "reporter: {} has claimed epoch {} (below {}) for two leases: etcd's history "
-            "was rewound (wiped or restored); following it",
-            connected_, epoch, max_elected_);
-      }
-      max_elected_ = epoch;
-      lower_claim_.reset();
-    }
-    return true;
-  }
-
-  // Whether the controller followed has claimed this lower epoch without a
-  // break for two of its lease TTLs, which no deposed leader does. A
-  // controller that does not say its TTL (elected = 1) is never followed so.
-  bool Rewound(int64_t epoch, int64_t ttl_ms) {
-    if (ttl_ms < kMinLeaseMs) return false;
-    const auto lease = std::chrono::milliseconds(std::min<int64_t>(ttl_ms, kMaxLeaseMs));
-    const auto now = Clock::now();
-    if (!lower_claim_ || lower_claim_->endpoint != connected_ || lower_claim_->epoch != epoch ||
-        now - lower_claim_->last > lease) {
-      lower_claim_ = LowerClaim{connected_, epoch, now, now};
-      return false;
-    }
-    lower_claim_->last = now;
-    return now - lower_claim_->since >= 2 * lease;
-  }
-  static constexpr int64_t kMinLeaseMs = 2000, kMaxLeaseMs = 60'000;  // leader_election.h
-
   void OnMessage(const Header& h) {
     last_heard_ = Clock::now();
     if (h.status == ErrorCode::kNotLeader) {
@@ -373,7 +326,8 @@ class Reporter::Loop {
     }
     switch (h.type) {
       case MsgType::kRegister:
-        if (h.status == ErrorCode::kOk && Current(h, /*adopting=*/true)) {
+        if (h.status == ErrorCode::kOk &&
+            epochs_.Current(h, connected_, /*adopting=*/true, Clock::now())) {
           epoch_ = FieldString(h.fields, kEpochField);
           seq_ = 0;
           r_.registered_ = true;
@@ -422,7 +376,7 @@ class Reporter::Loop {
   }
 
   void OnHeartbeatReply(const Header& h) {
-    if (!Current(h, /*adopting=*/false)) {
+    if (!epochs_.Current(h, connected_, /*adopting=*/false, Clock::now())) {
       // The controller followed now speaks for an older leadership than one
       // seen (it lost its lease, or etcd's history was rewound and it won
       // again): register again, where the finder points, so that a rewound
@@ -454,16 +408,10 @@ class Reporter::Loop {
   std::string connected_;  // the controller socket_ dials
   std::vector<zmq::message_t> frames_;
   std::vector<storage::TierEvent> batch_;
-  std::string epoch_;        // of the controller this node registered with
-  int64_t max_elected_ = 0;  // the newest elected epoch seen
-  struct LowerClaim {
-    std::string endpoint;
-    int64_t epoch = 0;
-    Clock::time_point since, last;
-  };
-  std::optional<LowerClaim> lower_claim_;  // the first refused register reply of a lower epoch
-  uint64_t seq_ = 0;                       // last event batch sent in this incarnation
-  bool inventory_owed_ = false;            // a send failed: send the whole inventory again
+  std::string epoch_;                             // of the controller this node registered with
+  ElectedEpochs epochs_;                          // which leadership may be followed
+  uint64_t seq_ = 0;                              // last event batch sent in this incarnation
+  bool inventory_owed_ = false;                   // a send failed: send the whole inventory again
   Clock::time_point register_at_ = Clock::now();  // max() once registered
   Clock::time_point first_event_at_ = Clock::time_point::max();
   Clock::time_point last_heard_ = Clock::now(), next_ask_{};

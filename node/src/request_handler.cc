@@ -8,6 +8,7 @@
 #include "node_stats_sources.h"
 #include "pikv/node/node_stats.h"
 #include "pikv/proto/chunk_object.h"
+#include "pikv/proto/data_wire.h"
 #include "pikv/proto/endpoint.h"
 #include "puller.h"
 
@@ -44,7 +45,10 @@ void HideOtherTenants(StorageManager& storage, const std::string& tenant,
 }  // namespace
 
 RequestHandler::RequestHandler(StorageManager& storage, std::string node_id, PullOptions pull)
-    : storage_(storage), node_id_(std::move(node_id)), stats_(stats::kAll) {
+    : storage_(storage),
+      node_id_(std::move(node_id)),
+      served_(Permissions().size()),
+      stats_(stats::kAll) {
   if (pull.controller) puller_ = std::make_unique<Puller>(storage_, node_id_, std::move(pull));
   AddOwnSources();
 }
@@ -81,49 +85,44 @@ Message RequestHandler::Reject(const Header* request, const Status& why) {
   return reply;
 }
 
-Message RequestHandler::Handle(Message& req, Clock::time_point received, const Caller& caller) {
+void RequestHandler::CountServed(MsgType type) {
   requests_++;
+  if (const Permission* row = PermissionFor(Server::kNode, type)) served_[RowOf(*row)]++;
+}
+
+Message RequestHandler::Handle(Message& req, Clock::time_point received, const Caller& caller) {
+  CountServed(req.header.type);
   for (const auto& p : req.payloads) bytes_in_ += p.size();
   const Header& h = req.header;
   Message reply;
   switch (h.type) {
     case MsgType::kPing:
-      pings_++;
       reply.header = ReplyTo(h);
       reply.header.fields["node_id"] = node_id_;
       return reply;
     case MsgType::kExists: {
-      exists_++;
       reply.header = ReplyTo(h);
       for (auto mask : storage_.Exists(h.keys, caller.only_tenant()))
         reply.header.values.push_back(mask);
       return reply;
     }
     case MsgType::kGet:
-      gets_++;
       return HandleGet(req, caller);
     case MsgType::kPut:
-      puts_++;
       return HandlePut(req, caller);
     case MsgType::kDelete:
-      deletes_++;
       return HandlePerKey(req, &StorageManager::Delete);
     case MsgType::kPin:
-      pins_++;
       return HandlePerKey(req, &StorageManager::Pin);
     case MsgType::kUnpin:
-      unpins_++;
       return HandlePerKey(req, &StorageManager::Unpin);
     case MsgType::kStats:
-      stats_served_++;
       reply.header = ReplyTo(h);
       reply.header.fields = StatsFields();
       return reply;
     case MsgType::kPull:
-      pulls_++;
       return HandlePull(req, received, caller);
     case MsgType::kClear:
-      clears_++;
       reply.header = ReplyTo(h);
       reply.header.values.push_back(static_cast<int64_t>(storage_.Clear()));
       return reply;
@@ -136,18 +135,15 @@ Message RequestHandler::Handle(Message& req, Clock::time_point received, const C
 
 std::optional<Message> RequestHandler::TryHandleInline(Message& req, const Caller& caller) {
   const Header& h = req.header;
+  const Permission* row = PermissionFor(Server::kNode, h.type);
+  if (row && row->pool == Pool::kServe) return Handle(req, Clock::now(), caller);
+  if (!row || row->pool != Pool::kServeIfCpu) return std::nullopt;
   switch (h.type) {
-    case MsgType::kPing:
-    case MsgType::kPin:
-    case MsgType::kUnpin:
-    case MsgType::kStats:
-      return Handle(req, Clock::now(), caller);
     case MsgType::kGet: {
       if (!req.payloads.empty()) return std::nullopt;  // Handle() rejects it
       auto objects = storage_.GetIfInCpu(h.keys, caller.only_tenant());
       if (!objects) return std::nullopt;
-      requests_++;
-      gets_++;
+      CountServed(h.type);
       Message reply;
       reply.header = ReplyTo(h);
       reply.header.values.assign(objects->size(), static_cast<int64_t>(ErrorCode::kOk));
@@ -159,8 +155,7 @@ std::optional<Message> RequestHandler::TryHandleInline(Message& req, const Calle
     case MsgType::kExists: {
       auto masks = storage_.ExistsIfLocal(h.keys, caller.only_tenant());
       if (!masks) return std::nullopt;
-      requests_++;
-      exists_++;
+      CountServed(h.type);
       Message reply;
       reply.header = ReplyTo(h);
       reply.header.values.assign(masks->begin(), masks->end());
@@ -221,17 +216,16 @@ Message RequestHandler::HandlePut(Message& req, const Caller& caller) {
 Message RequestHandler::HandlePull(Message& req, Clock::time_point received, const Caller& caller) {
   if (!req.payloads.empty())
     return Reject(&req.header, InvalidArgument("pull carries no payload frames"));
-  const std::string from = FieldString(req.header.fields, "from");
-  if (!from.empty()) {
-    if (auto ep = ParseTcpEndpoint(from); !ep.ok()) return Reject(&req.header, ep.status());
+  const PullRequest pull = DecodePull(req.header);
+  if (!pull.from.empty()) {
+    if (auto ep = ParseTcpEndpoint(pull.from); !ep.ok()) return Reject(&req.header, ep.status());
   }
   if (!puller_)
     return Reject(&req.header, Unsupported("this node has no controller to find its peers"));
   // The caller's deadline, counted from when the request arrived.
-  const auto timeout = std::chrono::milliseconds(
-      std::clamp<int64_t>(FieldInt(req.header.fields, "timeout_ms", kDefaultPullTimeout.count()), 1,
-                          kMaxPullTimeout.count()));
-  Message reply = puller_->Pull(req.header, received + timeout);
+  const auto timeout = std::chrono::milliseconds(std::clamp<int64_t>(
+      pull.timeout_ms.value_or(kDefaultPullTimeout.count()), 1, kMaxPullTimeout.count()));
+  Message reply = puller_->Pull(req.header, pull, received + timeout);
   if (caller.only_tenant())
     HideOtherTenants(storage_, *caller.only_tenant(), req.header.keys, reply);
   return reply;
@@ -249,19 +243,16 @@ Message RequestHandler::HandlePerKey(Message& req, Status (StorageManager::*op)(
 }
 
 void RequestHandler::RecordLatency(MsgType type, std::chrono::nanoseconds d) {
-  const LatencyClass c = type == MsgType::kGet || type == MsgType::kPull ? LatencyClass::kGet
-                         : type == MsgType::kPut                         ? LatencyClass::kPut
-                                                                         : LatencyClass::kOther;
-  latency_[static_cast<int>(c)].Record(d);
+  const Permission* row = PermissionFor(Server::kNode, type);
+  latency_[static_cast<int>(row ? row->latency : Latency::kOther)].Record(d);
 }
 
 void RequestHandler::AddOwnSources() {
   stats_.AddSource([this](StatsSink& out) {
-    const std::pair<const char*, uint64_t> ops[] = {
-        {"get", gets_},     {"put", puts_},     {"exists", exists_},      {"delete", deletes_},
-        {"pin", pins_},     {"unpin", unpins_}, {"stats", stats_served_}, {"ping", pings_},
-        {"clear", clears_}, {"pull", pulls_}};
-    for (const auto& [op, n] : ops) out.Add(stats::kRequests, op, n);
+    for (const Permission& row : Permissions()) {
+      if (row.server == Server::kNode)
+        out.Add(stats::kRequests, MsgTypeName(row.type), served_[RowOf(row)]);
+    }
     out.Add(stats::kRequestsReceived, requests_);
     const std::pair<const char*, uint64_t> errors[] = {{"malformed", malformed_},
                                                        {"too_large", too_large_},

@@ -1,6 +1,7 @@
 #include "pikv/proto/permissions.h"
 
 #include <algorithm>
+#include <array>
 
 namespace pikv {
 
@@ -14,22 +15,30 @@ constexpr uint8_t kAnyClient = kAdmin | kEngine | kNode;
 using enum MsgType;
 constexpr Server N = Server::kNode, C = Server::kController;
 constexpr Scope kAny = Scope::kAny, kOwn = Scope::kOwnNode;
+constexpr Pool kServe = Pool::kServe, kServeIfCpu = Pool::kServeIfCpu, kWorker = Pool::kWorker,
+               kPullPool = Pool::kPull;
+constexpr Latency kGetLatency = Latency::kGet, kPutLatency = Latency::kPut,
+                  kOtherLatency = Latency::kOther;
 
 // Everything either server answers; nothing else is. Controller commands to
 // a node (resync, clear, delete, revoke) travel over the node's own
 // connection to the controller it dialed under the controller's key, not to
 // its server, so they are not here.
 constexpr Permission kTable[] = {
-    {N, kPing, kAnyClient, kAny, false, "liveness"},
-    {N, kStats, kAnyClient, kAny, false, "the node's counters"},
-    {N, kExists, kAdmin | kEngine | kNode, kAny, true, "which tiers hold keys"},
-    {N, kGet, kAdmin | kEngine | kNode, kAny, true, "objects (peers' pulls get them too)"},
-    {N, kPut, kAdmin | kEngine, kAny, true, "store objects (content-verified)"},
-    {N, kPull, kAdmin | kEngine, kAny, true, "fetch keys from a peer node into this one"},
-    {N, kDelete, kAdmin, kAny, false, "drop keys from every tier"},
-    {N, kPin, kAdmin, kAny, false, "keep keys from eviction"},
-    {N, kUnpin, kAdmin, kAny, false, "let pinned keys be evicted"},
-    {N, kClear, kAdmin, kAny, false, "drop everything the node holds"},
+    {N, kPing, kAnyClient, kAny, false, "liveness", kServe, kOtherLatency},
+    {N, kStats, kAnyClient, kAny, false, "the node's counters", kServe, kOtherLatency},
+    {N, kExists, kAdmin | kEngine | kNode, kAny, true, "which tiers hold keys", kServeIfCpu,
+     kOtherLatency},
+    {N, kGet, kAdmin | kEngine | kNode, kAny, true, "objects (peers' pulls get them too)",
+     kServeIfCpu, kGetLatency},
+    {N, kPut, kAdmin | kEngine, kAny, true, "store objects (content-verified)", kWorker,
+     kPutLatency},
+    {N, kPull, kAdmin | kEngine, kAny, true, "fetch keys from a peer node into this one", kPullPool,
+     kGetLatency},
+    {N, kDelete, kAdmin, kAny, false, "drop keys from every tier", kWorker, kOtherLatency},
+    {N, kPin, kAdmin, kAny, false, "keep keys from eviction", kServe, kOtherLatency},
+    {N, kUnpin, kAdmin, kAny, false, "let pinned keys be evicted", kServe, kOtherLatency},
+    {N, kClear, kAdmin, kAny, false, "drop everything the node holds", kWorker, kOtherLatency},
     {C, kRegister, kNode, kOwn, false, "a node joins (its own id only)"},
     {C, kHeartbeat, kNode, kOwn, false, "a node's liveness and usage"},
     {C, kEvents, kNode, kOwn, false, "what a node admitted and evicted"},
@@ -57,6 +66,11 @@ std::string RoleNames(uint8_t roles) {
   return out;
 }
 
+static_assert(std::size(kTable) < 128, "the request table's rows are indexed by an int8_t");
+static_assert(std::all_of(std::begin(kTable), std::end(kTable),
+                          [](const Permission& p) { return static_cast<size_t>(p.type) < 128; }),
+              "PermissionFor looks types up below 128");
+
 }  // namespace
 
 std::string_view ServerName(Server s) { return s == Server::kNode ? "node" : "controller"; }
@@ -64,9 +78,22 @@ std::string_view ServerName(Server s) { return s == Server::kNode ? "node" : "co
 std::span<const Permission> Permissions() { return kTable; }
 
 const Permission* PermissionFor(Server server, MsgType type) {
-  auto it = std::find_if(std::begin(kTable), std::end(kTable),
-                         [&](const Permission& p) { return p.server == server && p.type == type; });
-  return it == std::end(kTable) ? nullptr : &*it;
+  // Asked several times per request on a node's serve thread: a lookup
+  // table by (server, type), built once, not a scan.
+  constexpr size_t kTypes = 128;
+  static const auto kIndex = [] {
+    std::array<std::array<int8_t, kTypes>, 2> index;
+    for (auto& per_server : index) per_server.fill(-1);
+    for (size_t i = 0; i < std::size(kTable); ++i) {
+      const auto t = static_cast<size_t>(kTable[i].type);
+      if (t < kTypes) index[static_cast<size_t>(kTable[i].server)][t] = static_cast<int8_t>(i);
+    }
+    return index;
+  }();
+  const auto t = static_cast<size_t>(type);
+  if (t >= kTypes) return nullptr;
+  const int8_t i = kIndex[static_cast<size_t>(server)][t];
+  return i < 0 ? nullptr : &kTable[i];
 }
 
 Status Authorize(Server server, const CurvePeer* sender, const Header& h) {

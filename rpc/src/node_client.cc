@@ -1,6 +1,7 @@
 #include "pikv/rpc/node_client.h"
 
 #include "pikv/common/stream_copy.h"
+#include "pikv/proto/data_wire.h"
 #include "staging_pool.h"
 
 namespace pikv::rpc {
@@ -88,27 +89,28 @@ Result<std::vector<Result<SharedBuffer>>> NodeClient::ReceiveStreamed(const Head
   return out;
 }
 
-Fields NodeClient::PullFields(const std::string& from,
-                              std::chrono::milliseconds peer_timeout) const {
-  Fields f;
-  f["from"] = from;
-  f["timeout_ms"] = static_cast<int64_t>(peer_timeout.count());
-  return f;
+namespace {
+
+Fields PullFields(const std::string& from, std::chrono::milliseconds peer_timeout,
+                  bool admit_only) {
+  Header h;
+  EncodePull({from, peer_timeout.count(), admit_only}, h);
+  return std::move(h.fields);
 }
+
+}  // namespace
 
 Result<std::vector<Result<SharedBuffer>>> NodeClient::Pull(std::span<const ChunkKey> keys,
                                                            const std::string& from,
                                                            std::chrono::milliseconds peer_timeout) {
-  return ObjectsFromReply(Call(MsgType::kPull, keys, {}, PullFields(from, peer_timeout)),
+  return ObjectsFromReply(Call(MsgType::kPull, keys, {}, PullFields(from, peer_timeout, false)),
                           keys.size());
 }
 
 Result<std::vector<Status>> NodeClient::PullHere(std::span<const ChunkKey> keys,
                                                  const std::string& from,
                                                  std::chrono::milliseconds peer_timeout) {
-  Fields f = PullFields(from, peer_timeout);
-  f["admit_only"] = int64_t{1};
-  return PerKey(MsgType::kPull, keys, {}, std::move(f));
+  return PerKey(MsgType::kPull, keys, {}, PullFields(from, peer_timeout, true));
 }
 
 Result<std::vector<Result<SharedBuffer>>> ObjectsFromReply(Result<Message> reply, size_t expected) {

@@ -11,6 +11,7 @@
 #include "pikv/controller/controller_stats.h"
 #include "pikv/node/node_server.h"
 #include "pikv/node/node_stats.h"
+#include "pikv/proto/permissions.h"
 #include "pikv/rpc/node_client.h"
 #include "test_support.h"
 
@@ -73,6 +74,16 @@ TEST(MetricsTest, NodeAndControllerExposeEveryDocumentedMetric) {
   EXPECT_EQ(Value(metrics, "pikv_node_tier_hits_total{tier=\"cpu\"}"), 3);
   EXPECT_EQ(Value(metrics, "pikv_node_tier_chunks{tier=\"cpu\"}"), 1);
   EXPECT_EQ(Value(metrics, "pikv_node_request_seconds_count{op=\"get\"}"), 4);
+  EXPECT_EQ(Value(metrics, "pikv_node_request_seconds_count{op=\"put\"}"), 1);
+  // Every request the node answers is counted by its row of the request
+  // table, under its name (none served here reads 0).
+  for (const Permission& row : Permissions()) {
+    if (row.server != Server::kNode) continue;
+    const std::string series =
+        "pikv_node_requests_total{op=\"" + std::string(MsgTypeName(row.type)) + "\"}";
+    EXPECT_GE(Value(metrics, series), 0) << series << " has no sample";
+  }
+  EXPECT_EQ(Value(metrics, "pikv_node_requests_total{op=\"pull\"}"), 0);
   EXPECT_NE(Get(node.http, "/healthz").find("\"node_id\":\"m1\""), std::string::npos);
 
   // The controller learns of the chunk, and says so.

@@ -4,6 +4,7 @@
 
 #include "pikv/common/units.h"
 #include "pikv/proto/control_wire.h"
+#include "pikv/proto/data_wire.h"
 #include "pikv/proto/locate_reply.h"
 #include "pikv/proto/location.h"
 
@@ -189,6 +190,25 @@ TEST(ControlWireTest, AReportKeepsItsOwnerTableSlotForSlot) {
   ASSERT_EQ(odd.owners.size(), 2u);
   EXPECT_FALSE(odd.owners[0]);
   EXPECT_TRUE(odd.owners[1]);
+}
+
+TEST(DataWireTest, APullIsReadBackAsSentInTheFieldsItAlwaysHad) {
+  const PullRequest sent{"tcp://10.0.0.2:7400", 250, true};
+  Header h;
+  h.type = MsgType::kPull;
+  EncodePull(sent, h);
+  EXPECT_EQ(DecodePull(ThroughTheWire(h)), sent);
+  // The wire's fields, as nodes of either version read them.
+  EXPECT_EQ(h.fields, (Fields{{"from", std::string("tcp://10.0.0.2:7400")},
+                              {"timeout_ms", int64_t{250}},
+                              {"admit_only", int64_t{1}}}));
+  // Nothing set: the node's default deadline, a plain pull.
+  EXPECT_EQ(DecodePull(Header{}), PullRequest{});
+  Header odd;
+  odd.fields["timeout_ms"] = std::string("soon");
+  EXPECT_FALSE(DecodePull(odd).timeout_ms);
+  odd.fields["timeout_ms"] = int64_t{-5};  // kept: the node clamps it
+  EXPECT_EQ(DecodePull(odd).timeout_ms, -5);
 }
 
 TEST(ControlWireTest, AHeartbeatsUsageIsReadBackAsSent) {

@@ -11,10 +11,12 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "pikv/common/stats_registry.h"
 #include "pikv/node/latency_histogram.h"
 #include "pikv/proto/message.h"
+#include "pikv/proto/permissions.h"
 #include "pikv/storage/storage_manager.h"
 #include "pikv/transport/controller_finder.h"
 #include "pikv/transport/curve.h"
@@ -67,9 +69,9 @@ class RequestHandler {
   // The reply to a request that failed before it could be handled.
   Message Reject(const Header* request, const Status& why);
 
-  enum class LatencyClass { kGet, kPut, kOther };
+  // Times a request in its row's latency histogram (permissions.h).
   void RecordLatency(MsgType type, std::chrono::nanoseconds d);
-  const LatencyHistogram& latency(LatencyClass c) const { return latency_[static_cast<int>(c)]; }
+  const LatencyHistogram& latency(Latency c) const { return latency_[static_cast<int>(c)]; }
   // The node's counters (node_stats.h): the handler's, the puller's and the
   // storage manager's; the node server adds its other parts' before serving.
   StatsRegistry& stats() { return stats_; }
@@ -83,16 +85,18 @@ class RequestHandler {
   void MaybeStream(const Header& request, Message& reply);
   Message HandlePut(Message& req, const Caller& caller);
   Message HandlePull(Message& req, Clock::time_point received, const Caller& caller);
-  void AddOwnSources();  // the handler's counters, the puller's, the storage manager's
+  void AddOwnSources();            // the handler's counters, the puller's, the storage manager's
+  void CountServed(MsgType type);  // a request received, and served by its type
   Message HandlePerKey(Message& req, Status (storage::StorageManager::*op)(const ChunkKey&));
 
   storage::StorageManager& storage_;
-  LatencyHistogram latency_[3];
+  LatencyHistogram latency_[kNumLatencies];
   std::string node_id_;
   std::unique_ptr<Puller> puller_;
-  std::atomic<uint64_t> requests_{0}, gets_{0}, puts_{0}, exists_{0}, deletes_{0}, pins_{0},
-      unpins_{0}, stats_served_{0}, pings_{0}, clears_{0}, pulls_{0}, streamed_{0}, malformed_{0},
-      busy_{0}, too_large_{0}, unsupported_{0}, bad_requests_{0}, bytes_in_{0}, bytes_out_{0};
+  // Served, per row of the request table (Permissions(); the node's rows).
+  std::vector<std::atomic<uint64_t>> served_;
+  std::atomic<uint64_t> requests_{0}, streamed_{0}, malformed_{0}, busy_{0}, too_large_{0},
+      unsupported_{0}, bad_requests_{0}, bytes_in_{0}, bytes_out_{0};
   StatsRegistry stats_;
 };
 

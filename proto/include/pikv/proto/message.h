@@ -43,8 +43,7 @@ enum class MsgType : uint16_t {
   kUnpin = 15,
   kStats = 16,  // fields: counters
   kClear = 17,  // drop every object this node holds; values: [objects dropped]
-  kPull =
-      18,  // P2P: get keys from the peer at fields["from"], admit them here, return them like kGet
+  kPull = 18,   // P2P: get keys from peers (data_wire.h's PullRequest), admit them, reply like kGet
   // controller -> node: drop every object an engine wrote, in every tier
   // (the remote one too), and refuse the engine from now on (control_wire.h).
   kRevoke = 19,

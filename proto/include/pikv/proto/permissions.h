@@ -1,5 +1,6 @@
-// Who may send which request, for the node's and the controller's servers:
-// one table, default deny. A request type the table does not list for a
+// The requests the node's and the controller's servers answer, one row
+// each: who may send it, its scope, and (at a node) where it is served and
+// which latency it is timed in. Default deny. A request type the table does not list for a
 // server is refused there as unsupported, whoever sends it; a listed one is
 // allowed for its
 // roles (and, for what a node says of itself, only for that node's key).
@@ -29,6 +30,18 @@ enum class Scope : uint8_t {
   kOwnNode,  // a node's key, speaking for fields["node_id"] = its own id
 };
 
+// Where a node serves a request (node_server.cc). The controller serves
+// every request on its one thread (kServe).
+enum class Pool : uint8_t {
+  kServe,       // on the serve thread: answers from memory
+  kServeIfCpu,  // on the serve thread when the CPU tier answers, else a worker
+  kWorker,      // on the worker pool: may touch disk or Redis
+  kPull,        // on the pull pool, under its own bound: waits on peers
+};
+// The latency histogram a node times a request in (pikv_node_request_seconds).
+enum class Latency : uint8_t { kGet, kPut, kOther };
+inline constexpr int kNumLatencies = 3;
+
 struct Permission {
   Server server;
   MsgType type;
@@ -39,11 +52,15 @@ struct Permission {
   // it the tenant.
   bool tenant_scoped;
   std::string_view what;  // for people: what the request does
+  Pool pool = Pool::kServe;
+  Latency latency = Latency::kOther;
 };
 
 std::span<const Permission> Permissions();
 // The entry for `type` at `server`; null where the table has none.
 const Permission* PermissionFor(Server server, MsgType type);
+// An entry's place in Permissions() (for counters kept per request type).
+inline size_t RowOf(const Permission& p) { return static_cast<size_t>(&p - Permissions().data()); }
 // Ok; Unsupported for a type the table does not list for `server`;
 // PermissionDenied for a role (or node) the entry does not allow.
 Status Authorize(Server server, const CurvePeer* sender, const Header& h);

@@ -63,7 +63,6 @@ class NodeClient {
                        std::vector<SharedBuffer> payloads = {}, Fields fields = {});
   Result<std::vector<Status>> PerKey(MsgType type, std::span<const ChunkKey> keys,
                                      std::vector<SharedBuffer> payloads = {}, Fields fields = {});
-  Fields PullFields(const std::string& from, std::chrono::milliseconds peer_timeout) const;
   Status PutStreamed(const ChunkKey& key, const SharedBuffer& object, Status& outcome);
   Result<std::vector<Result<SharedBuffer>>> ReceiveStreamed(const Header& reply, size_t keys);
 
