@@ -119,6 +119,40 @@ std::string Reporter::controller() const {
   return controller_;
 }
 
+namespace {
+
+// The controller's commands on what the node holds; they come over the
+// connection the node dialed, never to its server (permissions.h).
+bool IsStorageCommand(MsgType type) {
+  return type == MsgType::kClear || type == MsgType::kPin || type == MsgType::kUnpin ||
+         type == MsgType::kDelete || type == MsgType::kRevoke;
+}
+
+void CarryOut(const Header& h, storage::StorageManager& storage, const ReporterOptions& o) {
+  switch (h.type) {
+    case MsgType::kClear:
+      spdlog::info("reporter: controller asked to clear: {} objects dropped", storage.Clear());
+      break;
+    case MsgType::kPin:
+      for (const auto& k : h.keys) storage.Pin(k).IgnoreError();
+      break;
+    case MsgType::kUnpin:
+      for (const auto& k : h.keys) storage.Unpin(k).IgnoreError();
+      break;
+    case MsgType::kDelete:
+      for (const auto& k : h.keys) storage.Delete(k).IgnoreError();
+      break;
+    case MsgType::kRevoke:
+      if (const Revocation r = DecodeRevoke(h); o.on_revoke && IsIdentityName(r.engine))
+        o.on_revoke(r.engine, r.sweep_shared);
+      break;
+    default:  // not a command (a newer controller's): ignored
+      break;
+  }
+}
+
+}  // namespace
+
 // The reporter thread's state: one connection to the controller it follows.
 class Reporter::Loop {
  public:
@@ -315,11 +349,9 @@ class Reporter::Loop {
       register_at_ = Clock::now() + std::chrono::milliseconds(250) + Jitter();
       return;
     }
-    const bool command = h.type == MsgType::kResync || h.type == MsgType::kClear ||
-                         h.type == MsgType::kPin || h.type == MsgType::kUnpin ||
-                         h.type == MsgType::kDelete || h.type == MsgType::kRevoke;
     // Commands come only from the leadership this node registered with.
-    if (command && h.fields.count(kEpochField) && FieldString(h.fields, kEpochField) != epoch_) {
+    if ((h.type == MsgType::kResync || IsStorageCommand(h.type)) && h.fields.count(kEpochField) &&
+        FieldString(h.fields, kEpochField) != epoch_) {
       spdlog::warn("reporter: ignored {} of epoch {} (registered at {})", MsgTypeName(h.type),
                    FieldString(h.fields, kEpochField), epoch_);
       return;
@@ -353,24 +385,8 @@ class Reporter::Loop {
       case MsgType::kResync:
         if (r_.registered_) SendInventory();
         break;
-      case MsgType::kClear:
-        spdlog::info("reporter: controller asked to clear: {} objects dropped",
-                     r_.storage_.Clear());
-        break;
-      case MsgType::kPin:
-        for (const auto& k : h.keys) r_.storage_.Pin(k).IgnoreError();
-        break;
-      case MsgType::kUnpin:
-        for (const auto& k : h.keys) r_.storage_.Unpin(k).IgnoreError();
-        break;
-      case MsgType::kDelete:
-        for (const auto& k : h.keys) r_.storage_.Delete(k).IgnoreError();
-        break;
-      case MsgType::kRevoke:
-        if (const Revocation r = DecodeRevoke(h); o_.on_revoke && IsIdentityName(r.engine))
-          o_.on_revoke(r.engine, r.sweep_shared);
-        break;
       default:
+        CarryOut(h, r_.storage_, o_);
         break;
     }
   }
