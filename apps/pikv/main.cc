@@ -245,15 +245,12 @@ int RunAdmin(const CLI::App& admin, const AdminOptions& o) {
   }
   auto keys = ChunkKeys(o, op.type == MsgType::kLocate);
   if (!keys) return 2;
-  pikv::Fields fields;
-  if (!o.engine.empty()) fields["engine"] = o.engine;
-  if (!o.node.empty()) fields["node_id"] = o.node;
-  if (!o.host.empty()) fields["host"] = o.host;
+  const pikv::rpc::AdminArgs args{o.node, o.host, o.engine};
   auto curve = ControllerKeys(o);
   if (!curve.ok()) return Fail(curve.status().ToString());
 
   AdminClient client(pikv::coord::FindControllers(o.controller), *wait, *curve);
-  auto reply = client.Json(op.type, *keys, fields);
+  auto reply = client.Json(op.type, *keys, args);
   if (!reply.ok()) {
     if (reply.code() == pikv::ErrorCode::kTimeout ||
         reply.code() == pikv::ErrorCode::kUnavailable) {

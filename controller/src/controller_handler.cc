@@ -131,15 +131,14 @@ Header ControllerHandler::NotLeader(const Header& request, Clock::time_point now
       ReplyTo(request, ErrorCode::kNotLeader,
               view.current.endpoint.empty() ? "no leader elected yet"
                                             : "not the leader: " + view.current.endpoint);
-  reply.fields[kLeaderField] = view.current.endpoint;
-  reply.fields[kLeaderEpochField] = view.current.epoch;
+  EncodeNotLeader({view.current.endpoint, view.current.epoch}, reply);
   return reply;
 }
 
 void ControllerHandler::Stamp(Header& h) const {
-  h.fields[kEpochField] = std::to_string(state_.epoch());
-  if (const LeaderElection* e = election_.load())
-    h.fields[kElectedField] = static_cast<int64_t>(e->options().ttl.count());
+  const LeaderElection* e = election_.load();
+  StampEpoch(
+      {std::to_string(state_.epoch()), e ? static_cast<int64_t>(e->options().ttl.count()) : 0}, h);
 }
 
 void ControllerHandler::Apply(const std::string& identity, const CurvePeer* sender, const Header& h,
@@ -157,10 +156,12 @@ void ControllerHandler::Apply(const std::string& identity, const CurvePeer* send
       OnNodeReport(identity, h, now, out);
       return;  // events and inventories get no reply
     case MsgType::kLocate: {
-      const auto located = AllCopies(h, TenantScope(Server::kController, sender, h.type));
+      const LocateRequest request = DecodeLocate(h);
+      const auto located =
+          AllCopies(h.keys, request.host, TenantScope(Server::kController, sender, h.type));
       AnswerLocate(located, reply);
-      if (state_.Filling(now)) reply.fields[kRegistryFillingField] = int64_t{1};
-      if (FieldInt(h.fields, admin::kJsonField)) document = LocateJson(h.keys, located);
+      if (state_.Filling(now)) MarkRegistryFilling(reply);
+      if (request.json) document = LocateJson(h.keys, located);
       break;
     }
     case MsgType::kAuditMismatch:
@@ -223,8 +224,7 @@ void ControllerHandler::Apply(const std::string& identity, const CurvePeer* send
 bool ControllerHandler::OnNodeRequest(const std::string& identity, const Header& h,
                                       Clock::time_point now, Header& reply,
                                       std::vector<Outgoing>& out) {
-  const std::string node_id = FieldString(h.fields, "node_id");
-  const uint64_t incarnation = static_cast<uint64_t>(FieldInt(h.fields, "incarnation"));
+  const auto [node_id, incarnation] = DecodeNodeIdentity(h);
   Stamp(reply);
   if (h.type == MsgType::kRegister) {
     const NodeRegistration reg = DecodeRegister(h);
@@ -247,7 +247,7 @@ bool ControllerHandler::OnNodeRequest(const std::string& identity, const Header&
       // An inventory that never arrived (lost part, lost kResync) is asked for again.
       if (state_.TakeResyncRequest(node_id, incarnation, now)) {
         spdlog::warn("node {}: inventory overdue, asking again", node_id);
-        reply.fields["resync"] = int64_t{1};
+        EncodeHeartbeatReply({.resync = true}, reply);
       }
     }
     reply.status = s.code();
@@ -290,13 +290,13 @@ void ControllerHandler::OnNodeReport(const std::string& identity, const Header& 
   out.push_back({identity, std::move(resync), {}});
 }
 
-std::vector<Located> ControllerHandler::AllCopies(const Header& h,
+std::vector<Located> ControllerHandler::AllCopies(std::span<const ChunkKey> keys,
+                                                  const std::string& host,
                                                   const std::string* only_tenant) const {
-  std::vector<Located> all(h.keys.size());
-  const std::string host = FieldString(h.fields, "host");
-  for (size_t i = 0; i < h.keys.size(); ++i) {
+  std::vector<Located> all(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
     Located& l = all[i];
-    l.copies = state_.Locate(h.keys[i], host, &l.provenance);
+    l.copies = state_.Locate(keys[i], host, &l.provenance);
     if (!TenantMaySee(only_tenant, FindOwner(l.provenance.owner))) {
       l = {};  // another tenant's key: as if absent
       continue;
@@ -384,7 +384,7 @@ void ControllerHandler::AnswerLocate(const std::vector<Located>& all, Header& re
 
 Result<std::vector<std::string>> ControllerHandler::Forward(const Header& h,
                                                             std::vector<Outgoing>& out) const {
-  const std::string node_id = FieldString(h.fields, "node_id");
+  const std::string node_id = DecodeAdminTarget(h).node_id;
   Header command;
   command.type = h.type == MsgType::kAdminClear    ? MsgType::kClear
                  : h.type == MsgType::kAdminPin    ? MsgType::kPin

@@ -5,13 +5,16 @@
 #include <algorithm>
 #include <charconv>
 
+#include "pikv/proto/control_wire.h"
+
 namespace pikv::node {
 
 bool ElectedEpochs::Current(const Header& h, const std::string& endpoint, bool adopting,
                             Clock::time_point now) {
-  const int64_t ttl_ms = FieldInt(h.fields, kElectedField);
+  const ControllerEpoch stamp = EpochOf(h);
+  const int64_t ttl_ms = stamp.elected_ttl_ms;
   if (ttl_ms == 0) return true;
-  const std::string text = FieldString(h.fields, kEpochField);
+  const std::string text = stamp.epoch.value_or("");
   int64_t epoch = 0;
   if (std::from_chars(text.data(), text.data() + text.size(), epoch).ec != std::errc()) {
     spdlog::warn("reporter: ignored {} with epoch '{}'", MsgTypeName(h.type), text);

@@ -19,8 +19,7 @@ Message InboundStreams::Finish(const Header& request, const Status& outcome) {
 
 Message InboundStreams::Start(const std::string& peer, const Header& request, Clock::time_point now,
                               std::optional<storage::PutIdentity> writer) {
-  const int64_t frame = FieldInt(request.fields, kStreamFrameField, 0);
-  const int64_t size = FieldInt(request.fields, kStreamSizeField, 0);
+  const auto [frame, size] = DecodeStreamedPut(request);
   auto refuse = [&](Status why) {
     counters_.Add(stats::InboundCounter::kRefused);
     if (why.code() == ErrorCode::kInvalidArgument) {
@@ -51,7 +50,7 @@ Message InboundStreams::Start(const std::string& peer, const Header& request, Cl
   counters_.Add(stats::InboundCounter::kStarted);
   Message go;
   go.header = ReplyTo(request);
-  go.header.fields[kStreamFrameField] = frame;
+  SetStreamFrame(frame, go.header);
   return go;
 }
 

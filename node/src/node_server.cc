@@ -364,7 +364,7 @@ std::optional<Message> NodeServer::Dispatch(std::vector<zmq::message_t>& frames)
     handler_->RecordLatency(request.header.type, Clock::now() - t0);
     return reply;
   }
-  if (request.header.type == MsgType::kPut && request.header.fields.contains(kStreamFrameField)) {
+  if (request.header.type == MsgType::kPut && HasStreamFrame(request.header)) {
     if (!request.payloads.empty())
       return handler_->Reject(&request.header,
                               InvalidArgument("a streamed put sends its bytes after the reply"));

@@ -92,7 +92,7 @@ Result<std::vector<std::vector<Replica>>> Puller::Locate(const std::vector<Chunk
     }
     auto decoded = DecodeLocateReply(answer->header, keys.size());
     if (!decoded.ok()) controller.Discard();
-    filling = FieldInt(answer->header.fields, kRegistryFillingField) != 0;
+    filling = RegistryFilling(answer->header);
     return decoded;
   }
   return last;
@@ -191,11 +191,10 @@ Status Puller::FetchFrom(const Source& peer_node, const std::vector<size_t>& idx
   get.header.type = MsgType::kGet;
   for (size_t i : idx) get.header.keys.push_back(request.keys[i]);
   if (options_.stream_frame_bytes > 0)
-    get.header.fields[kStreamFrameField] = static_cast<int64_t>(options_.stream_frame_bytes);
+    SetStreamFrame(static_cast<int64_t>(options_.stream_frame_bytes), get.header);
   const std::vector<ChunkKey> keys = get.header.keys;
   auto answer = peer->Call(std::move(get), Left(deadline));
-  if (answer.ok() && answer->header.status == ErrorCode::kOk &&
-      answer->header.fields.contains(kStreamFrameField)) {
+  if (answer.ok() && answer->header.status == ErrorCode::kOk && HasStreamFrame(answer->header)) {
     std::vector<bool> admitted(idx.size(), false);
     const bool whole = ReceiveStream(*peer, answer->header, keys, admitted, deadline);
     if (!whole) peer.Discard();  // the rest of the stream would still arrive on it

@@ -244,8 +244,7 @@ class Reporter::Loop {
 
   bool Send(Header h) {
     if (!socket_) return false;
-    h.fields["node_id"] = o_.node_id;
-    h.fields["incarnation"] = static_cast<int64_t>(r_.incarnation_);
+    EncodeNodeIdentity({o_.node_id, r_.incarnation_}, h);
     std::vector<zmq::message_t> none;
     return SendMessage(*socket_, none, h, {}, /*dontwait=*/true);
   }
@@ -350,17 +349,17 @@ class Reporter::Loop {
       return;
     }
     // Commands come only from the leadership this node registered with.
-    if ((h.type == MsgType::kResync || IsStorageCommand(h.type)) && h.fields.count(kEpochField) &&
-        FieldString(h.fields, kEpochField) != epoch_) {
+    const std::optional<std::string> epoch = EpochOf(h).epoch;
+    if ((h.type == MsgType::kResync || IsStorageCommand(h.type)) && epoch && *epoch != epoch_) {
       spdlog::warn("reporter: ignored {} of epoch {} (registered at {})", MsgTypeName(h.type),
-                   FieldString(h.fields, kEpochField), epoch_);
+                   *epoch, epoch_);
       return;
     }
     switch (h.type) {
       case MsgType::kRegister:
         if (h.status == ErrorCode::kOk &&
             epochs_.Current(h, connected_, /*adopting=*/true, Clock::now())) {
-          epoch_ = FieldString(h.fields, kEpochField);
+          epoch_ = epoch.value_or("");
           seq_ = 0;
           r_.registered_ = true;
           register_at_ = Clock::time_point::max();
@@ -403,9 +402,9 @@ class Reporter::Loop {
       }
       return;
     }
-    if (h.status == ErrorCode::kOk && FieldInt(h.fields, "resync") != 0 && r_.registered_)
+    if (h.status == ErrorCode::kOk && DecodeHeartbeatReply(h).resync && r_.registered_)
       SendInventory();
-    const std::string epoch = FieldString(h.fields, kEpochField);
+    const std::string epoch = EpochOf(h).epoch.value_or("");
     if (h.status == ErrorCode::kNotFound || (!epoch.empty() && epoch != epoch_)) {
       // The controller restarted, or a new leader took over, or it forgot
       // us: register again, jittered so that nodes do not come all at once.

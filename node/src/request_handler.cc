@@ -98,7 +98,7 @@ Message RequestHandler::Handle(Message& req, Clock::time_point received, const C
   switch (h.type) {
     case MsgType::kPing:
       reply.header = ReplyTo(h);
-      reply.header.fields["node_id"] = node_id_;
+      SetAnsweringNode(node_id_, reply.header);
       return reply;
     case MsgType::kExists: {
       reply.header = ReplyTo(h);
@@ -119,6 +119,7 @@ Message RequestHandler::Handle(Message& req, Clock::time_point received, const C
     case MsgType::kStats:
       reply.header = ReplyTo(h);
       reply.header.fields = StatsFields();
+      SetAnsweringNode(node_id_, reply.header);
       return reply;
     case MsgType::kPull:
       return HandlePull(req, received, caller);
@@ -167,7 +168,7 @@ std::optional<Message> RequestHandler::TryHandleInline(Message& req, const Calle
 }
 
 void RequestHandler::MaybeStream(const Header& request, Message& reply) {
-  const int64_t frame = FieldInt(request.fields, kStreamFrameField, 0);
+  const int64_t frame = StreamFrameOf(request);
   if (frame < kMinStreamFrame || frame > kMaxStreamFrame) return;
   uint64_t bytes = 0;
   for (const auto& p : reply.payloads) bytes += p.size();
@@ -175,7 +176,7 @@ void RequestHandler::MaybeStream(const Header& request, Message& reply) {
   uint64_t messages = 1;
   for (const auto& p : reply.payloads) messages += (p.size() + frame - 1) / frame;
   if (messages > kMaxStreamMessages) return;  // answered the ordinary way
-  reply.header.fields[kStreamFrameField] = frame;
+  SetStreamFrame(frame, reply.header);
   for (const auto& p : reply.payloads)
     reply.header.values.push_back(static_cast<int64_t>(p.size()));
   streamed_++;
@@ -270,7 +271,6 @@ void RequestHandler::AddOwnSources() {
 
 Fields RequestHandler::StatsFields() const {
   Fields f;
-  f["node_id"] = node_id_;
   for (auto& [name, value] : stats_.FieldValues()) f[std::move(name)] = static_cast<int64_t>(value);
   return f;
 }

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "pikv/common/guarded_thread.h"
+#include "pikv/proto/share_wire.h"
 #include "pikv/transport/local_channel.h"
 
 namespace pikv::node {
@@ -144,10 +145,8 @@ void ZeroCopyServer::Serve(Connection& c) {
     SetLocalTimeout(c.fd, kSendTimeout);
     timeval no_timeout{};  // reads wait for the client as long as it stays connected
     setsockopt(c.fd, SOL_SOCKET, SO_RCVTIMEO, &no_timeout, sizeof no_timeout);
-    Header hello;
-    hello.type = MsgType::kShareHello;
-    hello.fields["arena_bytes"] = static_cast<int64_t>(storage_.cpu().arena_bytes());
-    hello.fields["seal_ahead"] = int64_t{1};  // kWritten is understood
+    const Header hello = EncodeShareHello(
+        {static_cast<int64_t>(storage_.cpu().arena_bytes()), /*seals_ahead=*/true});
     Status sent = SendLocal(c.fd, hello, storage_.cpu().arena_fd());
     while (sent.ok() && !stopping_) {
       auto request = RecvLocal(c.fd, limits_);
@@ -212,8 +211,8 @@ Header ZeroCopyServer::HandleLease(uint64_t client, const Header& request) {
   auto lease = leases_.Lease(client, std::move(held), Clock::now());
   if (!lease.ok()) return ReplyTo(request, lease.code(), lease.status().message());
   counters_.Add(stats::ZeroCopyCounter::kLeasedObjects, count);
-  reply.fields["lease"] = static_cast<int64_t>(*lease);
-  reply.fields["ttl_ms"] = static_cast<int64_t>(leases_.ttl().count());
+  EncodeLoanTerms({static_cast<int64_t>(*lease), static_cast<int64_t>(leases_.ttl().count())},
+                  reply);
   return reply;
 }
 
@@ -234,7 +233,7 @@ Header ZeroCopyServer::HandleReserve(uint64_t client, const Header& request) {
                          reserved.ok() ? static_cast<int64_t>(reserved->first) : 0,
                          reserved.ok() ? static_cast<int64_t>(reserved->second) : 0});
   }
-  reply.fields["ttl_ms"] = static_cast<int64_t>(leases_.ttl().count());
+  EncodeLoanTerms({.ttl_ms = static_cast<int64_t>(leases_.ttl().count())}, reply);
   return reply;
 }
 
@@ -272,7 +271,7 @@ Header ZeroCopyServer::HandleCommit(uint64_t client, const Header& request) {
     counters_.Add(stats::ZeroCopyCounter::kErrors);
     return ReplyTo(request, ErrorCode::kInvalidArgument, "commit names one reservation per key");
   }
-  const bool seal = FieldInt(request.fields, "seal", 0) != 0;
+  const bool seal = DecodeCommit(request).seal;
   Header reply = ReplyTo(request);
   for (size_t i = 0; i < request.keys.size(); ++i) {
     const Status s = CommitOne(client, request.keys[i], request.values[i], seal);

@@ -14,7 +14,9 @@ constexpr char kNodeId[] = "node_id", kIncarnation[] = "incarnation", kHost[] = 
                kRevokedPrefix[] = "revoked.", kSeq[] = "seq", kPart[] = "part", kFinal[] = "final",
                kWriterPrefix[] = "writer.", kChecksumPrefix[] = "checksum.", kRefused[] = "refused",
                kEngine[] = "engine", kSweepShared[] = "sweep_shared",
-               kOwnerFieldPrefix[] = "owner.";
+               kOwnerFieldPrefix[] = "owner.", kResync[] = "resync", kJson[] = "json",
+               kLeader[] = "leader", kLeaderEpoch[] = "leader_epoch", kEpoch[] = "epoch",
+               kElected[] = "elected";
 
 uint64_t Count(const Fields& fields, const std::string& name) {
   return static_cast<uint64_t>(std::max<int64_t>(0, FieldInt(fields, name)));
@@ -192,6 +194,62 @@ Header EncodeRevoke(MsgType type, const Revocation& r) {
 
 Revocation DecodeRevoke(const Header& h) {
   return {FieldString(h.fields, kEngine), FieldInt(h.fields, kSweepShared) != 0};
+}
+
+void EncodeNodeIdentity(const NodeIdentity& id, Header& request) {
+  request.fields[kNodeId] = id.node_id;
+  request.fields[kIncarnation] = static_cast<int64_t>(id.incarnation);
+}
+
+NodeIdentity DecodeNodeIdentity(const Header& request) {
+  return {FieldString(request.fields, kNodeId),
+          static_cast<uint64_t>(FieldInt(request.fields, kIncarnation))};
+}
+
+void EncodeHeartbeatReply(const HeartbeatReply& r, Header& reply) {
+  if (r.resync) reply.fields[kResync] = int64_t{1};
+}
+
+HeartbeatReply DecodeHeartbeatReply(const Header& reply) {
+  return {FieldInt(reply.fields, kResync) != 0};
+}
+
+void EncodeLocate(const LocateRequest& r, Header& request) {
+  request.fields[kHost] = r.host;
+  if (r.json) request.fields[kJson] = int64_t{1};
+}
+
+LocateRequest DecodeLocate(const Header& request) {
+  return {FieldString(request.fields, kHost), FieldInt(request.fields, kJson) != 0};
+}
+
+void EncodeAdminTarget(const AdminTarget& t, Header& request) {
+  if (!t.node_id.empty()) request.fields[kNodeId] = t.node_id;
+}
+
+AdminTarget DecodeAdminTarget(const Header& request) {
+  return {FieldString(request.fields, kNodeId)};
+}
+
+void EncodeNotLeader(const NotLeader& n, Header& reply) {
+  reply.fields[kLeader] = n.leader;
+  reply.fields[kLeaderEpoch] = n.leader_epoch;
+}
+
+NotLeader DecodeNotLeader(const Header& reply) {
+  return {FieldString(reply.fields, kLeader), FieldInt(reply.fields, kLeaderEpoch)};
+}
+
+void StampEpoch(const ControllerEpoch& e, Header& h) {
+  if (e.epoch) h.fields[kEpoch] = *e.epoch;
+  if (e.elected_ttl_ms != 0) h.fields[kElected] = e.elected_ttl_ms;
+}
+
+ControllerEpoch EpochOf(const Header& h) {
+  ControllerEpoch e;
+  if (h.fields.contains(kEpoch)) e.epoch = FieldString(h.fields, kEpoch);
+  e.elected_ttl_ms = FieldInt(h.fields, kElected);
+  return e;
 }
 
 }  // namespace pikv

@@ -6,7 +6,8 @@ namespace pikv {
 
 namespace {
 
-constexpr char kFrom[] = "from", kTimeoutMs[] = "timeout_ms", kAdmitOnly[] = "admit_only";
+constexpr char kFrom[] = "from", kTimeoutMs[] = "timeout_ms", kAdmitOnly[] = "admit_only",
+               kNodeId[] = "node_id";
 
 }  // namespace
 
@@ -26,5 +27,11 @@ PullRequest DecodePull(const Header& request) {
   pull.admit_only = FieldInt(request.fields, kAdmitOnly, 0) != 0;
   return pull;
 }
+
+void SetAnsweringNode(const std::string& node_id, Header& reply) {
+  reply.fields[kNodeId] = node_id;
+}
+
+std::string AnsweringNode(const Header& reply) { return FieldString(reply.fields, kNodeId); }
 
 }  // namespace pikv

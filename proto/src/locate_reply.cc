@@ -3,8 +3,13 @@
 namespace pikv {
 
 namespace {
+constexpr char kFilling[] = "filling";
 std::string NodePrefix(uint16_t index) { return "n" + std::to_string(index) + "."; }
 }  // namespace
+
+void MarkRegistryFilling(Header& reply) { reply.fields[kFilling] = int64_t{1}; }
+
+bool RegistryFilling(const Header& reply) { return FieldInt(reply.fields, kFilling) != 0; }
 
 void LocateReplyEncoder::AddKey(std::span<const Replica> copies) {
   reply_.values.push_back(static_cast<int64_t>(copies.size()));

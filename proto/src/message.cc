@@ -9,6 +9,7 @@ namespace pikv {
 namespace {
 
 constexpr size_t kHeaderElements = 8;
+constexpr char kStreamFrame[] = "stream_frame", kStreamSize[] = "stream_size";
 
 Status Malformed(const std::string& what) { return ProtocolError("malformed header: " + what); }
 
@@ -31,44 +32,33 @@ bool AsUint(const msgpack::object& o, uint64_t& out) {
   return true;
 }
 
+// Two rows of message_types.def may not share a number.
+constexpr bool NumbersDistinct() {
+  constexpr uint16_t kNumbers[] = {
+#define PIKV_MESSAGE(type, number, name) number,
+#define PIKV_REQUEST(type, number, name, ...) number,
+#include "pikv/proto/message_types.def"
+#undef PIKV_MESSAGE
+#undef PIKV_REQUEST
+  };
+  for (size_t i = 0; i < std::size(kNumbers); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (kNumbers[i] == kNumbers[j]) return false;
+    }
+  }
+  return true;
+}
+static_assert(NumbersDistinct(), "message_types.def gives a number twice");
+
 }  // namespace
 
 std::string_view MsgTypeName(MsgType t) {
   static constexpr EnumName<MsgType> kNames[] = {
-      {MsgType::kError, "error"},
-      {MsgType::kPing, "ping"},
-      {MsgType::kExists, "exists"},
-      {MsgType::kGet, "get"},
-      {MsgType::kPut, "put"},
-      {MsgType::kDelete, "delete"},
-      {MsgType::kPin, "pin"},
-      {MsgType::kUnpin, "unpin"},
-      {MsgType::kStats, "stats"},
-      {MsgType::kClear, "clear"},
-      {MsgType::kPull, "pull"},
-      {MsgType::kRevoke, "revoke"},
-      {MsgType::kShareHello, "share.hello"},
-      {MsgType::kLease, "lease"},
-      {MsgType::kRelease, "release"},
-      {MsgType::kReserve, "reserve"},
-      {MsgType::kCommit, "commit"},
-      {MsgType::kWritten, "written"},
-      {MsgType::kRegister, "register"},
-      {MsgType::kHeartbeat, "heartbeat"},
-      {MsgType::kEvents, "events"},
-      {MsgType::kInventory, "inventory"},
-      {MsgType::kDeregister, "deregister"},
-      {MsgType::kResync, "resync"},
-      {MsgType::kLocate, "locate"},
-      {MsgType::kAdminNodes, "admin.nodes"},
-      {MsgType::kAdminStats, "admin.stats"},
-      {MsgType::kAdminHealth, "admin.health"},
-      {MsgType::kAdminClear, "admin.clear"},
-      {MsgType::kAdminPin, "admin.pin"},
-      {MsgType::kAdminUnpin, "admin.unpin"},
-      {MsgType::kAdminEvict, "admin.evict"},
-      {MsgType::kAdminRevoke, "admin.revoke"},
-      {MsgType::kAuditMismatch, "audit.mismatch"},
+#define PIKV_MESSAGE(type, number, name) {MsgType::type, name},
+#define PIKV_REQUEST(type, number, name, ...) {MsgType::type, name},
+#include "pikv/proto/message_types.def"
+#undef PIKV_MESSAGE
+#undef PIKV_REQUEST
   };
   return NameOf(kNames, t, "unknown");
 }
@@ -213,10 +203,25 @@ Header ReplyTo(const Header& request, ErrorCode status, std::string reason) {
   return h;
 }
 
+int64_t StreamFrameOf(const Header& h) { return FieldInt(h.fields, kStreamFrame, 0); }
+
+bool HasStreamFrame(const Header& h) { return h.fields.contains(kStreamFrame); }
+
+void SetStreamFrame(int64_t frame, Header& h) { h.fields[kStreamFrame] = frame; }
+
+void EncodeStreamedPut(const StreamedPut& put, Header& request) {
+  SetStreamFrame(put.frame, request);
+  request.fields[kStreamSize] = put.size;
+}
+
+StreamedPut DecodeStreamedPut(const Header& request) {
+  return {StreamFrameOf(request), FieldInt(request.fields, kStreamSize, 0)};
+}
+
 Result<StreamedHits> DecodeStreamedHits(const Header& reply, size_t keys,
                                         const WireLimits& limits) {
   StreamedHits out;
-  const int64_t frame = FieldInt(reply.fields, kStreamFrameField, 0);
+  const int64_t frame = StreamFrameOf(reply);
   if (frame < kMinStreamFrame || frame > kMaxStreamFrame)
     return ProtocolError("stream_frame out of bounds");
   out.frame = static_cast<uint64_t>(frame);

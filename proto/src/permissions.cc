@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <array>
 
+#include "pikv/proto/control_wire.h"
+
 namespace pikv {
 
 namespace {
@@ -12,7 +14,6 @@ constexpr uint8_t kAdmin = RoleBit(Role::kAdmin), kEngine = RoleBit(Role::kEngin
 // The controller's key is a server's: the ZAP handler never admits it as a client.
 constexpr uint8_t kAnyClient = kAdmin | kEngine | kNode;
 
-using enum MsgType;
 constexpr Server N = Server::kNode, C = Server::kController;
 constexpr Scope kAny = Scope::kAny, kOwn = Scope::kOwnNode;
 constexpr Pool kServe = Pool::kServe, kServeIfCpu = Pool::kServeIfCpu, kWorker = Pool::kWorker,
@@ -25,35 +26,12 @@ constexpr Latency kGetLatency = Latency::kGet, kPutLatency = Latency::kPut,
 // connection to the controller it dialed under the controller's key, not to
 // its server, so they are not here.
 constexpr Permission kTable[] = {
-    {N, kPing, kAnyClient, kAny, false, "liveness", kServe, kOtherLatency},
-    {N, kStats, kAnyClient, kAny, false, "the node's counters", kServe, kOtherLatency},
-    {N, kExists, kAdmin | kEngine | kNode, kAny, true, "which tiers hold keys", kServeIfCpu,
-     kOtherLatency},
-    {N, kGet, kAdmin | kEngine | kNode, kAny, true, "objects (peers' pulls get them too)",
-     kServeIfCpu, kGetLatency},
-    {N, kPut, kAdmin | kEngine, kAny, true, "store objects (content-verified)", kWorker,
-     kPutLatency},
-    {N, kPull, kAdmin | kEngine, kAny, true, "fetch keys from a peer node into this one", kPullPool,
-     kGetLatency},
-    {N, kDelete, kAdmin, kAny, false, "drop keys from every tier", kWorker, kOtherLatency},
-    {N, kPin, kAdmin, kAny, false, "keep keys from eviction", kServe, kOtherLatency},
-    {N, kUnpin, kAdmin, kAny, false, "let pinned keys be evicted", kServe, kOtherLatency},
-    {N, kClear, kAdmin, kAny, false, "drop everything the node holds", kWorker, kOtherLatency},
-    {C, kRegister, kNode, kOwn, false, "a node joins (its own id only)"},
-    {C, kHeartbeat, kNode, kOwn, false, "a node's liveness and usage"},
-    {C, kEvents, kNode, kOwn, false, "what a node admitted and evicted"},
-    {C, kInventory, kNode, kOwn, false, "all a node holds"},
-    {C, kDeregister, kNode, kOwn, false, "a node leaves"},
-    {C, kLocate, kAdmin | kEngine | kNode, kAny, true, "which nodes hold keys"},
-    {C, kAdminNodes, kAnyClient, kAny, false, "the nodes document"},
-    {C, kAdminStats, kAnyClient, kAny, false, "the stats document"},
-    {C, kAdminHealth, kAnyClient, kAny, false, "the health document"},
-    {C, kAdminClear, kAdmin, kAny, false, "clear nodes"},
-    {C, kAdminPin, kAdmin, kAny, false, "pin keys on every node"},
-    {C, kAdminUnpin, kAdmin, kAny, false, "unpin keys on every node"},
-    {C, kAdminEvict, kAdmin, kAny, false, "drop keys from every node"},
-    {C, kAdminRevoke, kAdmin, kAny, false, "refuse an engine and drop what it wrote"},
-    {C, kAuditMismatch, kEngine, kAny, true, "report keys an audit found wrong"},
+#define PIKV_MESSAGE(type, number, name)
+#define PIKV_REQUEST(type, number, name, server, roles, scope, tenant_scoped, pool, latency, what) \
+  {server, MsgType::type, roles, scope, tenant_scoped, what, pool, latency},
+#include "pikv/proto/message_types.def"
+#undef PIKV_MESSAGE
+#undef PIKV_REQUEST
 };
 
 std::string RoleNames(uint8_t roles) {
@@ -109,7 +87,7 @@ Status Authorize(Server server, const CurvePeer* sender, const Header& h) {
                             RoleNames(p->roles));
   }
   if (p->scope == Scope::kOwnNode) {
-    const std::string node_id = FieldString(h.fields, "node_id");
+    const std::string node_id = DecodeNodeIdentity(h).node_id;
     if (sender->node_id != node_id)
       return PermissionDenied("only node " + node_id + "'s key speaks for it");
   }

@@ -34,8 +34,9 @@ class Admin:
                                                      self.curve_key, self.curve_keyring)
         return self._connection
 
-    def _query(self, query, keys=(), fields=None):
-        return self.connection.json(query, list(keys), fields or {})
+    def _query(self, query, keys=(), **args):
+        """args: node (clear, pin, unpin, evict), host (locate), engine (revoke)."""
+        return self.connection.json(query, list(keys), **args)
 
     def nodes(self) -> dict:
         return self._query(_pikv.AdminQuery.nodes)
@@ -65,4 +66,4 @@ class Admin:
     def revoke(self, engine: str) -> dict:
         """Refuses engine `engine` (its keyring name) from now on and drops
         every object it wrote, on every node and in Redis (admin key)."""
-        return self._query(_pikv.AdminQuery.revoke, fields={"engine": engine})
+        return self._query(_pikv.AdminQuery.revoke, engine=engine)

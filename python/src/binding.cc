@@ -300,21 +300,19 @@ class AdminConnection {
         coord::FindControllers(endpoint), std::chrono::milliseconds(timeout_ms), std::move(curve));
   }
 
-  py::object Json(MsgType type, const std::vector<std::string>& keys,
-                  const std::map<std::string, std::string>& fields) {
+  py::object Json(MsgType type, const std::vector<std::string>& keys, const std::string& node,
+                  const std::string& host, const std::string& engine) {
     std::vector<ChunkKey> parsed;
     for (const auto& k : keys) {
       auto key = ChunkKey::FromHex(k);
       if (!key) RaiseInvalid("'" + k + "' is not a chunk key (32 hex digits)");
       parsed.push_back(*key);
     }
-    Fields f;
-    for (const auto& [name, value] : fields) f[name] = value;
     Result<std::string> text = Unavailable("not asked");
     {
       py::gil_scoped_release nogil;
       std::lock_guard lock(mu_);
-      text = admin_->Json(type, parsed, std::move(f));
+      text = admin_->Json(type, parsed, {node, host, engine});
     }
     return py::module_::import("json").attr("loads")(Take(std::move(text)));
   }
@@ -621,7 +619,7 @@ void DefineAdmin(py::module_& m) {
       .def(py::init<const std::string&, int, const std::string&, const std::string&>(),
            "endpoint"_a, "timeout_ms"_a, "curve_key"_a = "", "curve_keyring"_a = "")
       .def("json", &AdminConnection::Json, "query"_a, "keys"_a = std::vector<std::string>{},
-           "fields"_a = std::map<std::string, std::string>{},
+           "node"_a = "", "host"_a = "", "engine"_a = "",
            "The controller's document for an admin query (over CURVE with a key and keyring)")
       .def_property_readonly("endpoint", &AdminConnection::Endpoint,
                              "The controller the last call went to");

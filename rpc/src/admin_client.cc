@@ -65,7 +65,7 @@ Result<std::vector<std::vector<Replica>>> AdminClient::Locate(const std::vector<
   Message req;
   req.header.type = MsgType::kLocate;
   req.header.keys = keys;
-  req.header.fields["host"] = host;
+  EncodeLocate({host, /*json=*/false}, req.header);
   auto reply = Call(req);
   if (!reply.ok()) return reply.status();
   const Header& h = reply->header;
@@ -86,12 +86,13 @@ Result<uint64_t> AdminClient::ReportMismatch(const std::vector<MismatchReport>& 
 }
 
 Result<std::string> AdminClient::Json(MsgType type, const std::vector<ChunkKey>& keys,
-                                      Fields fields) {
+                                      const AdminArgs& args) {
   Message req;
+  if (type == MsgType::kAdminRevoke) req.header = EncodeRevoke(type, {args.engine});
   req.header.type = type;
   req.header.keys = keys;
-  req.header.fields = std::move(fields);
-  if (type == MsgType::kLocate) req.header.fields[admin::kJsonField] = int64_t{1};
+  if (type == MsgType::kLocate) EncodeLocate({args.host, /*json=*/true}, req.header);
+  EncodeAdminTarget({args.node}, req.header);
   auto reply = Call(req);
   if (!reply.ok()) return reply.status();
   if (reply->header.status != ErrorCode::kOk)

@@ -51,10 +51,10 @@ Result<std::vector<uint8_t>> NodeClient::Exists(std::span<const ChunkKey> keys) 
 }
 
 Result<std::vector<Result<SharedBuffer>>> NodeClient::Get(std::span<const ChunkKey> keys) {
-  Fields fields;
-  if (stream_frame_ > 0) fields[kStreamFrameField] = static_cast<int64_t>(stream_frame_);
-  auto reply = Call(MsgType::kGet, keys, {}, std::move(fields));
-  if (!reply.ok() || !reply->header.fields.contains(kStreamFrameField))
+  Header ask;
+  if (stream_frame_ > 0) SetStreamFrame(static_cast<int64_t>(stream_frame_), ask);
+  auto reply = Call(MsgType::kGet, keys, {}, std::move(ask.fields));
+  if (!reply.ok() || !HasStreamFrame(reply->header))
     return ObjectsFromReply(std::move(reply), keys.size());
   auto got = ReceiveStreamed(reply->header, keys.size());
   if (!got.ok()) rpc_.Reset();  // the rest of the stream would still arrive
@@ -158,8 +158,8 @@ Status NodeClient::PutStreamed(const ChunkKey& key, const SharedBuffer& object, 
   Message start;
   start.header.type = MsgType::kPut;
   start.header.keys = {key};
-  start.header.fields[kStreamFrameField] = static_cast<int64_t>(stream_frame_);
-  start.header.fields[kStreamSizeField] = static_cast<int64_t>(object.size());
+  EncodeStreamedPut({static_cast<int64_t>(stream_frame_), static_cast<int64_t>(object.size())},
+                    start.header);
   auto go = rpc_.Call(std::move(start), timeout_);
   if (!go.ok()) return go.status();
   // The call's status; the key's is set from a reply that answers the put.
@@ -169,7 +169,7 @@ Status NodeClient::PutStreamed(const ChunkKey& key, const SharedBuffer& object, 
     outcome = Status(static_cast<ErrorCode>(h.values[0]), h.values[0] == 0 ? "" : h.reason);
     return Status::Ok();
   };
-  if (go->header.status != ErrorCode::kOk || !go->header.fields.contains(kStreamFrameField))
+  if (go->header.status != ErrorCode::kOk || !HasStreamFrame(go->header))
     return answer(go->header);  // refused at once: the put's answer
   // Each frame waits for room at most the call timeout: progress, not the
   // whole transfer, is what the deadline bounds.

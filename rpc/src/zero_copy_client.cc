@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "pikv/proto/share_wire.h"
 #include "pikv/transport/local_channel.h"
 
 namespace pikv::rpc {
@@ -186,11 +187,11 @@ Result<std::shared_ptr<ZeroCopyClient>> ZeroCopyClient::Connect(const std::strin
   channel->socket = *socket;
   auto hello = RecvLocal(channel->socket, WireLimits{}, &channel->arena_fd);
   if (!hello.ok()) return Unavailable("no zero-copy hello: " + hello.status().message());
-  const int64_t bytes = FieldInt(hello->fields, "arena_bytes", 0);
-  if (hello->type != MsgType::kShareHello || channel->arena_fd < 0 || bytes <= 0)
+  const ShareHello said = DecodeShareHello(*hello);
+  if (hello->type != MsgType::kShareHello || channel->arena_fd < 0 || said.arena_bytes <= 0)
     return ProtocolError("the zero-copy hello carries no arena");
-  channel->arena_bytes = static_cast<uint64_t>(bytes);
-  channel->seals_ahead = FieldInt(hello->fields, "seal_ahead", 0) != 0;
+  channel->arena_bytes = static_cast<uint64_t>(said.arena_bytes);
+  channel->seals_ahead = said.seals_ahead;
   auto mapping = MapArena(channel->arena_fd, channel->arena_bytes, false);
   if (!mapping.ok()) return mapping.status();
   channel->read_only = std::move(*mapping);
@@ -219,10 +220,10 @@ Result<ZeroCopyClient::Leased> ZeroCopyClient::Lease(std::span<const ChunkKey> k
                          " values for " + std::to_string(keys.size()) + " keys");
   }
   Leased out;
-  out.deadline = sent_at + std::chrono::milliseconds(FieldInt(reply->fields, "ttl_ms", 0));
+  const LoanTerms terms = DecodeLoanTerms(*reply);
+  out.deadline = sent_at + std::chrono::milliseconds(terms.ttl_ms);
   std::shared_ptr<Loan> loan;
-  if (const int64_t lease = FieldInt(reply->fields, "lease", 0); lease > 0)
-    loan = NewLoan(lease, channel_->read_only);
+  if (terms.lease > 0) loan = NewLoan(terms.lease, channel_->read_only);
   const uint64_t arena = channel_->arena_bytes;
   for (size_t i = 0; i < keys.size(); ++i) {
     const auto code = static_cast<ErrorCode>(reply->values[3 * i]);
@@ -273,7 +274,7 @@ Result<std::vector<Result<ZeroCopyClient::Space>>> ZeroCopyClient::ReserveMany(
     return ProtocolError("reserve reply has " + std::to_string(reply->values.size()) +
                          " values for " + std::to_string(sizes.size()) + " sizes");
   }
-  const auto deadline = sent_at + std::chrono::milliseconds(FieldInt(reply->fields, "ttl_ms", 0));
+  const auto deadline = sent_at + std::chrono::milliseconds(DecodeLoanTerms(*reply).ttl_ms);
   std::vector<Result<Space>> out;
   bool reason_given = false;
   for (size_t i = 0; i < sizes.size(); ++i) {
@@ -337,7 +338,7 @@ Result<std::vector<Status>> ZeroCopyClient::CommitMany(std::span<const ChunkKey>
     }
   }
   if (sent.empty()) return out;
-  if (seal) request.fields["seal"] = int64_t{1};
+  EncodeCommit({seal}, request);
   // Once the node has answered, it holds none of the reservations for us
   // (a refused commit is freed there). A request refused whole took none:
   // they are given back as the spaces go; after a failed call the channel

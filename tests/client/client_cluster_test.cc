@@ -131,8 +131,9 @@ class ClientClusterTest : public ::testing::TestWithParam<bool> {
     auto copy = CopyOn(i, key);
     return copy ? ReadOwner(copy->span()) : std::nullopt;
   }
-  nlohmann::json AdminDoc(MsgType type, std::vector<ChunkKey> keys = {}, Fields fields = {}) {
-    auto doc = Admin().Json(type, keys, std::move(fields));
+  nlohmann::json AdminDoc(MsgType type, std::vector<ChunkKey> keys = {},
+                          const rpc::AdminArgs& args = {}) {
+    auto doc = Admin().Json(type, keys, args);
     return doc.ok() ? nlohmann::json::parse(*doc) : nlohmann::json();
   }
   int Alive() { return testing::AliveNodes(ControllerEp(), AdminKeys()); }
@@ -320,7 +321,7 @@ TEST_P(ClientClusterTest, AChunkGoneFromRedisIsAMissAndAnEvictClearsItsStaleEntr
     return false;
   };
   WaitFor(registry_says_redis, 5s, "the write-through to Redis reported");
-  ASSERT_TRUE(Admin().Json(MsgType::kAdminClear, {}, {{"node_id", std::string("node-a")}}).ok());
+  ASSERT_TRUE(Admin().Json(MsgType::kAdminClear, {}, {.node = "node-a"}).ok());
   WaitFor([&] { return Holders(key).empty(); }, 3s, "node-a's CPU and disk copies cleared");
   Client reader(Options(1));
   ASSERT_EQ(reader.MakePlan(prompt).chunks[1].source, Source::kRemote);
@@ -378,7 +379,7 @@ TEST_P(ClientClusterTest, AdminStatsCountTheSharedRedisTier) {
 
   // Node-a's copies gone: node-b's engine reads the chunks from Redis, and
   // the hits are counted for the tier.
-  ASSERT_TRUE(Admin().Json(MsgType::kAdminClear, {}, {{"node_id", std::string("node-a")}}).ok());
+  ASSERT_TRUE(Admin().Json(MsgType::kAdminClear, {}, {.node = "node-a"}).ok());
   WaitFor([&] { return Holders(plan.chunks[1].key).empty(); }, 3s, "node-a's copies cleared");
   Engine b(model_, Options(1));
   b.Run(prompt);
@@ -424,7 +425,7 @@ TEST_P(ClientClusterTest, ValuePoisoningIsCaughtByAnAuditAndTheHonestStoreReplac
   };
   const ChunkKey k_d1 = poison(d1_);
   EXPECT_TRUE(poisoned_anywhere(k_d1, d1_));
-  auto located = AdminDoc(MsgType::kLocate, {k_d1}, {{"json", int64_t{1}}})["keys"][0];
+  auto located = AdminDoc(MsgType::kLocate, {k_d1})["keys"][0];
   EXPECT_EQ(located["writer"], writer);
   EXPECT_EQ(located["tenant"], secure ? "acme" : "default");
 
@@ -475,7 +476,7 @@ TEST_P(ClientClusterTest, ValuePoisoningIsCaughtByAnAuditAndTheHonestStoreReplac
   // key is refused, and an honest store of the same chunk lands.
   const ChunkKey k_d2 = poison(d2_);
   EXPECT_TRUE(poisoned_anywhere(k_d2, d2_));
-  auto revoked = AdminDoc(MsgType::kAdminRevoke, {}, {{"engine", std::string("poisoner")}});
+  auto revoked = AdminDoc(MsgType::kAdminRevoke, {}, {.engine = "poisoner"});
   EXPECT_EQ(revoked["forwarded_to"].size(), 3u);
   WaitFor([&] { return !poisoned_anywhere(k_d2, d2_); }, 5s, "the revoked engine's d2 dropped");
   EXPECT_FALSE(poisoner.client().Store(k_d2, d2_, 0, {}).ok());

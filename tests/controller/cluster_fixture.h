@@ -61,9 +61,10 @@ class ClusterTest : public ::testing::Test {
   }
   static std::string Id(int i) { return "node-" + std::string(1, static_cast<char>('a' + i)); }
 
-  nlohmann::json Admin(MsgType type, std::vector<ChunkKey> keys = {}, Fields fields = {}) {
+  nlohmann::json Admin(MsgType type, std::vector<ChunkKey> keys = {},
+                       const rpc::AdminArgs& args = {}) {
     AdminClient admin(Endpoint(), 2s, AdminKeys());
-    auto r = admin.Json(type, keys, std::move(fields));
+    auto r = admin.Json(type, keys, args);
     if (!r.ok()) return nlohmann::json();
     return nlohmann::json::parse(*r);
   }

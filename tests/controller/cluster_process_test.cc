@@ -142,7 +142,7 @@ TEST_P(ClusterProcessTest, ClearPinAndEvictTakeEffectOnTheNodes) {
       3s, "evicted on the nodes");
   WaitFor([&] { return Locate(shared.key).empty(); }, 3s, "evict reported to the registry");
 
-  json cleared = Admin(MsgType::kAdminClear, {}, {{"node_id", std::string("node-c")}});
+  json cleared = Admin(MsgType::kAdminClear, {}, {.node = "node-c"});
   ASSERT_EQ(cleared["forwarded_to"], json::array({"node-c"}));
   WaitFor([&] { return (*c.Exists({&only_c.key, 1}))[0] == 0; }, 3s, "node-c cleared");
   WaitFor([&] { return Locate(only_c.key).empty(); }, 3s, "clear reported to the registry");

@@ -107,7 +107,7 @@ TEST_F(ControllerHandlerTest, AdminCommandsGoToTheNodesThatRegistered) {
   for (int i : {0, 1}) {
     EXPECT_EQ(out[i].header.type, MsgType::kRevoke);
     EXPECT_EQ(DecodeRevoke(out[i].header).engine, "bad");
-    EXPECT_EQ(out[i].header.fields.count(kEpochField), 1u);
+    EXPECT_TRUE(EpochOf(out[i].header).epoch);
   }
   EXPECT_EQ(DecodeRevoke(out[0].header).sweep_shared + DecodeRevoke(out[1].header).sweep_shared, 1);
 }
@@ -167,7 +167,7 @@ TEST_F(ControllerHandlerTest, ProvenanceTenantScopedLocateAndAuditMismatches) {
   Header locate;
   locate.type = MsgType::kLocate;
   locate.keys = {acme1, acme2, globex};
-  locate.fields[admin::kJsonField] = int64_t{1};
+  EncodeLocate({.json = true}, locate);
   auto doc = Document(Send("cli", locate).at(0))["keys"];
   EXPECT_EQ(doc[0]["tenant"], "acme");
   EXPECT_EQ(doc[0]["writer"], "poisoner");

@@ -105,7 +105,7 @@ class LeadershipTest : public ::testing::Test {
     auto reply = rpc.Call(std::move(req), 500ms);
     if (!reply.ok()) return json::object();
     if (reply->header.status == ErrorCode::kNotLeader)
-      return json{{"role", "standby"}, {"leader", FieldString(reply->header.fields, kLeaderField)}};
+      return json{{"role", "standby"}, {"leader", DecodeNotLeader(reply->header).leader}};
     if (reply->header.status != ErrorCode::kOk || reply->payloads.size() != 1)
       return json::object();
     const auto& doc = reply->payloads[0];
@@ -386,7 +386,7 @@ TEST_F(SecureLeadershipTest, ARevokedEngineStaysRefusedAcrossALeaderKill) {
   };
   EXPECT_TRUE(locate_as("bad").ok());
   auto revoked = AdminClient(coord::FindControllers(Spec()), 2s, AdminKeys())
-                     .Json(MsgType::kAdminRevoke, {}, {{"engine", std::string("bad")}});
+                     .Json(MsgType::kAdminRevoke, {}, {.engine = "bad"});
   ASSERT_TRUE(revoked.ok()) << revoked.status().ToString();
   // Refused: at the CURVE handshake (ZAP), so no answer at all, or by the
   // handler when the connection predates the revocation.
@@ -420,7 +420,7 @@ TEST(LoneControllerTrust, ARevokedEngineStaysRefusedAcrossARestart) {
   auto controller = start();
   EXPECT_TRUE(locate_as("bad").ok());
   auto revoked = AdminClient(endpoint, 2s, keys.Dial("admin"))
-                     .Json(MsgType::kAdminRevoke, {}, {{"engine", std::string("bad")}});
+                     .Json(MsgType::kAdminRevoke, {}, {.engine = "bad"});
   ASSERT_TRUE(revoked.ok()) << revoked.status().ToString();
   EXPECT_FALSE(locate_as("bad").ok());
   controller.process->Signal(SIGKILL);
@@ -506,9 +506,8 @@ class FakeController {
   // Answers as an elected leader of `epoch`.
   void Answer(const Header& request, const std::string& epoch, ErrorCode status = ErrorCode::kOk) {
     Header reply = ReplyTo(request, status);
-    reply.fields[kEpochField] = epoch;
-    reply.fields[kElectedField] = int64_t{1};
-    if (status == ErrorCode::kNotLeader) reply.fields[kLeaderField] = std::string();
+    StampEpoch({epoch, 1}, reply);
+    if (status == ErrorCode::kNotLeader) EncodeNotLeader({}, reply);
     Send(reply);
   }
 
@@ -561,8 +560,7 @@ TEST(FakeController, NodeIgnoresCommandsOfAnotherEpoch) {
     Header del;
     del.type = MsgType::kDelete;
     del.keys = {object.key};
-    del.fields[kEpochField] = epoch;
-    del.fields[kElectedField] = int64_t{1};
+    StampEpoch({epoch, 1}, del);
     fake.Send(del);
   };
   auto held = [&] {

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "pikv/proto/control_wire.h"
+
 namespace pikv::node {
 namespace {
 
@@ -14,8 +16,7 @@ using Clock = ElectedEpochs::Clock;
 Header Claim(MsgType type, const std::string& epoch, int64_t ttl_ms = 3000) {
   Header h;
   h.type = type;
-  h.fields[kEpochField] = epoch;
-  h.fields[kElectedField] = ttl_ms;
+  StampEpoch({epoch, ttl_ms}, h);
   return h;
 }
 

@@ -54,9 +54,9 @@ class StreamingPeer {
       if (!request.ok() || request->type != MsgType::kGet) continue;
       gets++;
       const std::string id(static_cast<const char*>(frames[0].data()), frames[0].size());
-      const int64_t frame = FieldInt(request->fields, kStreamFrameField, 0);
+      const int64_t frame = StreamFrameOf(*request);
       Header reply = ReplyTo(*request);
-      reply.fields[kStreamFrameField] = frame;
+      SetStreamFrame(frame, reply);
       reply.values = {0, static_cast<int64_t>(object_.bytes.size())};
       std::vector<zmq::message_t> routing;
       routing.emplace_back(id.data(), id.size());

@@ -60,8 +60,7 @@ class RawStreamer {
     h.type = MsgType::kPut;
     h.request_id = 7;
     h.keys = {key};
-    h.fields[kStreamFrameField] = frame;
-    h.fields[kStreamSizeField] = size;
+    EncodeStreamedPut({frame, size}, h);
     return Call(h);
   }
   Header Call(const Header& h, std::vector<SharedBuffer> payloads = {}) {
@@ -174,7 +173,7 @@ TEST_F(StreamedPutTest, AClientCutOffHalfwayLeavesNothingAndItsSpaceIsFreed) {
     RawStreamer raw(node_.tcp);
     const Header go = raw.Start(o.key, static_cast<int64_t>(o.bytes.size()));
     ASSERT_EQ(go.status, ErrorCode::kOk);
-    ASSERT_TRUE(go.fields.contains(kStreamFrameField)) << "space reserved: send";
+    ASSERT_TRUE(HasStreamFrame(go)) << "space reserved: send";
     for (uint64_t off = 0; off < o.bytes.size() / 2; off += kFrame)
       raw.Send({o.bytes.data() + off, kFrame});
     raw.Close();  // what a killed client's connection does
@@ -196,8 +195,7 @@ TEST_F(StreamedPutTest, AClientCutOffHalfwayLeavesNothingAndItsSpaceIsFreed) {
 TEST_F(StreamedPutTest, AFrameOfTheWrongSizeEndsTheStreamAndTheClientCarriesOn) {
   auto o = MakeObject(4, 3 << 20);
   RawStreamer raw(node_.tcp);
-  ASSERT_TRUE(
-      raw.Start(o.key, static_cast<int64_t>(o.bytes.size())).fields.contains(kStreamFrameField));
+  ASSERT_TRUE(HasStreamFrame(raw.Start(o.key, static_cast<int64_t>(o.bytes.size()))));
   raw.Send({o.bytes.data(), kFrame + 1});
   const Header end = raw.Receive();
   EXPECT_EQ(end.request_id, 7u) << "the stream's put is answered";
@@ -222,8 +220,7 @@ TEST_F(StreamedPutTest, HostileStreamRequestsGetClearErrors) {
   Header two;
   two.type = MsgType::kPut;
   two.keys = {o.key, MakeObject(6, 1024).key};
-  two.fields[kStreamFrameField] = int64_t{kFrame};
-  two.fields[kStreamSizeField] = size;
+  EncodeStreamedPut({kFrame, size}, two);
   EXPECT_EQ(raw.Call(two).status, ErrorCode::kInvalidArgument);
   two.keys = {o.key};
   EXPECT_EQ(raw.Call(two, {o.bytes}).status, ErrorCode::kInvalidArgument) << "bytes attached";
@@ -231,9 +228,7 @@ TEST_F(StreamedPutTest, HostileStreamRequestsGetClearErrors) {
   std::vector<std::unique_ptr<RawStreamer>> open;
   for (int i = 0; i < 16; ++i) {
     open.push_back(std::make_unique<RawStreamer>(node_.tcp));
-    ASSERT_TRUE(open.back()
-                    ->Start(MakeObject(10 + i, 1024).key, 1 << 20)
-                    .fields.contains(kStreamFrameField));
+    ASSERT_TRUE(HasStreamFrame(open.back()->Start(MakeObject(10 + i, 1024).key, 1 << 20)));
   }
   const Header busy = raw.Start(o.key, size);
   ASSERT_EQ(busy.values.size(), 1u);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "pikv/common/guarded_thread.h"
+#include "pikv/proto/control_wire.h"
 
 namespace pikv {
 
@@ -86,9 +87,9 @@ std::string ControllerFinder::Await(std::chrono::steady_clock::time_point deadli
 }
 
 std::string ControllerFinder::FollowNotLeader(const Header& reply) {
-  std::string leader = FieldString(reply.fields, kLeaderField);
-  Redirect(leader, FieldInt(reply.fields, kLeaderEpochField));
-  return leader;
+  NotLeader named = DecodeNotLeader(reply);
+  Redirect(named.leader, named.leader_epoch);
+  return std::move(named.leader);
 }
 
 void ControllerFinder::Redirect(const std::string& leader, int64_t epoch) {

@@ -46,7 +46,7 @@ bool SendMessage(zmq::socket_t& socket, std::vector<zmq::message_t>& routing, co
 
 bool SendReply(zmq::socket_t& socket, std::vector<zmq::message_t>& routing, const Header& header,
                const std::vector<SharedBuffer>& payloads) {
-  const int64_t frame = FieldInt(header.fields, kStreamFrameField, 0);
+  const int64_t frame = StreamFrameOf(header);
   if (frame < kMinStreamFrame || frame > kMaxStreamFrame)
     return SendMessage(socket, routing, header, payloads);
   std::vector<std::string> route;

@@ -89,9 +89,10 @@ class ControllerHandler {
   // kUnknownOwner for slot 0 and for entries that did not parse (counted in
   // bad_owners()).
   std::vector<OwnerId> InternOwners(const std::vector<std::optional<Owner>>& owners);
-  // Each key's copies and provenance; an engine (`only_tenant`) is answered
-  // no copies of another tenant's keys.
-  std::vector<Located> AllCopies(const Header& locate, const std::string* only_tenant) const;
+  // Each key's copies (those on `host` first) and provenance; an engine
+  // (`only_tenant`) is answered no copies of another tenant's keys.
+  std::vector<Located> AllCopies(std::span<const ChunkKey> keys, const std::string& host,
+                                 const std::string* only_tenant) const;
   // Reads the trust record for leadership `epoch` (revocations, confirmed
   // counts); false while it cannot be read: the leadership does not answer.
   bool ReadTrust(uint64_t epoch, Clock::time_point now);

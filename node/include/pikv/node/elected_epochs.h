@@ -1,6 +1,6 @@
 // ElectedEpochs: which controller leadership a node may follow. An elected
-// leader's messages carry its epoch and lease TTL (proto/message.h:
-// kEpochField, kElectedField). One older than an epoch already adopted is a
+// leader's messages carry its epoch and lease TTL (proto/control_wire.h's
+// ControllerEpoch). One older than an epoch already adopted is a
 // deposed leader's and is ignored, so it cannot command the node; unless
 // etcd's history was rewound (wiped, or restored from a snapshot): a
 // controller that keeps claiming the same lower epoch, without a break, for

@@ -13,7 +13,7 @@
 //     register again after a random jitter (so a controller restart does not
 //     draw every node at once) and resend its inventory;
 //   - executes what the controller sends: kResync, kClear, kPin, kUnpin,
-//     kDelete; a heartbeat reply with fields["resync"] (inventory overdue)
+//     kDelete; a heartbeat reply with HeartbeatReply::resync (inventory overdue)
 //     and a kError reply (the controller refused a message) also resend the
 //     inventory, so nothing the controller missed stays missing;
 //   - follows the leader among several controllers (transport/controller_finder.h):

@@ -1,7 +1,7 @@
 // The admin wire: what `pikv admin`, the HTTP endpoints and tests read from
 // the controller. An admin request is an ordinary header (kAdminNodes,
-// kAdminStats, kAdminHealth, kLocate with `json`, kAdminClear/Pin/Unpin/
-// Evict); the reply's one payload frame is a JSON document whose member
+// kAdminStats, kAdminHealth, kLocate with `json` (control_wire.h's LocateRequest),
+// kAdminClear/Pin/Unpin/ Evict); the reply's one payload frame is a JSON document whose member
 // names are defined here, once, for the controller that writes them and the
 // clients that read them. The document is a payload frame, not a header
 // string, so it is bounded by kMaxAdminReplyBytes (a 16,383-node table is
@@ -13,9 +13,6 @@
 namespace pikv::admin {
 
 inline constexpr uint64_t kMaxAdminReplyBytes = 64ull << 20;
-
-// Request field: kLocate answers with a document when it is set.
-inline constexpr char kJsonField[] = "json";
 
 // Members, by document. Tier objects are keyed by TierName (cpu, disk, remote).
 inline constexpr char kNodes[] = "nodes";  // nodes: [node]

@@ -115,4 +115,63 @@ struct Revocation {
 Header EncodeRevoke(MsgType type, const Revocation& r);
 Revocation DecodeRevoke(const Header& h);
 
+// Who sends a node's requests to the controller (kRegister, kHeartbeat,
+// events, inventory; kDeregister carries nothing else): its id, which
+// Authorize holds to the sender's key, and the incarnation it registered as.
+struct NodeIdentity {
+  std::string node_id;
+  uint64_t incarnation = 0;
+  friend bool operator==(const NodeIdentity&, const NodeIdentity&) = default;
+};
+void EncodeNodeIdentity(const NodeIdentity& id, Header& request);
+NodeIdentity DecodeNodeIdentity(const Header& request);
+
+// A heartbeat's reply, besides its status (kNotFound: register again) and
+// epoch: whether the controller asks for the node's inventory again.
+struct HeartbeatReply {
+  bool resync = false;
+  friend bool operator==(const HeartbeatReply&, const HeartbeatReply&) = default;
+};
+void EncodeHeartbeatReply(const HeartbeatReply& r, Header& reply);
+HeartbeatReply DecodeHeartbeatReply(const Header& reply);
+
+// kLocate: the asker's host (copies there are named first) and whether to
+// answer with a JSON document as well (the CLI's locate; admin_wire.h).
+struct LocateRequest {
+  std::string host;
+  bool json = false;
+  friend bool operator==(const LocateRequest&, const LocateRequest&) = default;
+};
+void EncodeLocate(const LocateRequest& r, Header& request);
+LocateRequest DecodeLocate(const Header& request);
+
+// An admin command the controller forwards to nodes (kAdminClear, Pin,
+// Unpin, Evict, Revoke): the one node it is for; empty: every node.
+struct AdminTarget {
+  std::string node_id;
+  friend bool operator==(const AdminTarget&, const AdminTarget&) = default;
+};
+void EncodeAdminTarget(const AdminTarget& t, Header& request);
+AdminTarget DecodeAdminTarget(const Header& request);
+
+// Leadership (message.h). A non-leader's kNotLeader reply: the leader it
+// knows of (an endpoint; empty: none yet) and that leader's epoch.
+struct NotLeader {
+  std::string leader;
+  int64_t leader_epoch = 0;
+  friend bool operator==(const NotLeader&, const NotLeader&) = default;
+};
+void EncodeNotLeader(const NotLeader& n, Header& reply);
+NotLeader DecodeNotLeader(const Header& reply);
+// The stamp on every reply and command a controller sends a node: its epoch
+// (decimal text; nullopt where the message carries none) and, from an
+// elected leader, its lease TTL in ms (0: not elected).
+struct ControllerEpoch {
+  std::optional<std::string> epoch;
+  int64_t elected_ttl_ms = 0;
+  friend bool operator==(const ControllerEpoch&, const ControllerEpoch&) = default;
+};
+void StampEpoch(const ControllerEpoch& e, Header& h);
+ControllerEpoch EpochOf(const Header& h);
+
 }  // namespace pikv

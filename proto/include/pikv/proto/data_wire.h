@@ -31,4 +31,9 @@ struct PullRequest {
 void EncodePull(const PullRequest& pull, Header& request);
 PullRequest DecodePull(const Header& request);
 
+// kPing's and kStats's replies name the node that answers (a stats reply's
+// other fields are its stats, by their names in docs/metrics.md).
+void SetAnsweringNode(const std::string& node_id, Header& reply);
+std::string AnsweringNode(const Header& reply);
+
 }  // namespace pikv

@@ -33,6 +33,13 @@ class LocateReplyEncoder {
   std::map<uint16_t, const Replica*> nodes_;  // by node index
 };
 
+// A reply from a registry the nodes may still be filling (a new
+// leadership, a restart: ClusterState::Filling) says so. A key it names no
+// copy of may be held anyway; a node pulling it asks where the key, or the
+// peers, were last seen (node/src/puller.h).
+void MarkRegistryFilling(Header& reply);
+bool RegistryFilling(const Header& reply);
+
 // Per key, its copies; ProtocolError when the reply does not describe
 // exactly `keys` keys.
 Result<std::vector<std::vector<Replica>>> DecodeLocateReply(const Header& reply, size_t keys);

@@ -30,55 +30,14 @@ namespace pikv {
 
 inline constexpr uint16_t kProtocolVersion = 1;
 
-// Numbered once, never renumbered.
+// Each type's number, name and request row are declared once, in
+// message_types.def.
 enum class MsgType : uint16_t {
-  kError = 0,  // reply to a request too malformed to know its type
-  kPing = 1,
-  // 10-29: node data operations.
-  kExists = 10,  // values: per-key tier mask (TierMask bits), 0 = absent
-  kGet = 11,     // values: per-key ErrorCode; one payload frame per kOk key (or streamed, below)
-  kPut = 12,     // one payload frame per key; values: per-key ErrorCode
-  kDelete = 13,
-  kPin = 14,
-  kUnpin = 15,
-  kStats = 16,  // fields: counters
-  kClear = 17,  // drop every object this node holds; values: [objects dropped]
-  kPull = 18,   // P2P: get keys from peers (data_wire.h's PullRequest), admit them, reply like kGet
-  // controller -> node: drop every object an engine wrote, in every tier
-  // (the remote one too), and refuse the engine from now on (control_wire.h).
-  kRevoke = 19,
-  // 30-49: node <-> controller. Events and inventory get no reply; the
-  // controller asks for a resync when it sees a gap.
-  kRegister = 30,   // control_wire.h: NodeRegistration; reply: epoch and RegisterReply
-  kHeartbeat = 31,  // fields: node_id, incarnation, usage; reply: epoch (kNotFound: register again)
-  // Events and inventory: control_wire.h's NodeReport.
-  kEvents = 32,
-  kInventory = 33,
-  kDeregister = 34,  // fields: node_id, incarnation
-  kResync = 35,      // controller -> node: send a full inventory
-  // 50-69: queries and admin. Admin replies carry fields["json"].
-  kLocate = 50,  // keys; fields: host. reply values per key: n, then n x (node_index * 4 + tier)
-  kAdminNodes = 51,
-  kAdminStats = 52,
-  kAdminHealth = 53,
-  kAdminClear = 54,   // fields: node_id (absent: every node)
-  kAdminPin = 55,     // keys
-  kAdminUnpin = 56,   // keys
-  kAdminEvict = 57,   // keys
-  kAdminRevoke = 58,  // control_wire.h's Revocation; forwarded to every live node as kRevoke
-  // engine -> controller: keys whose fetched objects an audit found wrong
-  // (control_wire.h). The controller drops them on every node (kDelete)
-  // and counts each writer's mismatches.
-  kAuditMismatch = 59,
-  // 70-79: the zero-copy channel between a node and its host's clients
-  // (local_channel.h; never on ZeroMQ). Offsets are into the node's CPU arena.
-  kShareHello = 70,  // node -> client on connect, with the arena's fd: fields arena_bytes
-  kLease = 71,       // keys; reply values per key: code, offset, size; fields lease, ttl_ms
-  kRelease = 72,     // values: lease or reservation ids to give back; no reply
-  kReserve = 73,  // values: sizes; reply values [code, reservation, offset] per size, fields ttl_ms
-  kCommit = 74,   // keys, values: a reservation per key; fields seal (1: the node computes the
-                  // checksums); reply values: a code per key
-  kWritten = 75,  // values: reservation, bytes: its first bytes are final (sealed ahead); no reply
+#define PIKV_MESSAGE(type, number, name) type = number,
+#define PIKV_REQUEST(type, number, name, ...) type = number,
+#include "pikv/proto/message_types.def"
+#undef PIKV_MESSAGE
+#undef PIKV_REQUEST
 };
 
 std::string_view MsgTypeName(MsgType t);
@@ -152,8 +111,20 @@ inline constexpr int64_t kMinStreamFrame = 64 << 10;
 inline constexpr uint64_t kWholeObjectBytes = 4 << 20;
 inline constexpr int64_t kMaxStreamFrame = 64 << 20;
 inline constexpr int64_t kStreamStallMs = 5000;
-inline constexpr char kStreamFrameField[] = "stream_frame";
-inline constexpr char kStreamSizeField[] = "stream_size";
+
+// A get's asked frame size, or a streamed reply's or put's (stream_frame);
+// 0 where absent or not a number. Checked against the bounds where used.
+int64_t StreamFrameOf(const Header& h);
+bool HasStreamFrame(const Header& h);  // the field is there, whatever its value
+void SetStreamFrame(int64_t frame, Header& h);
+// A streamed put's start: its frame size and the object's size.
+struct StreamedPut {
+  int64_t frame = 0;
+  int64_t size = 0;
+  friend bool operator==(const StreamedPut&, const StreamedPut&) = default;
+};
+void EncodeStreamedPut(const StreamedPut& put, Header& request);
+StreamedPut DecodeStreamedPut(const Header& request);  // a missing size reads as 0
 
 std::string EncodeHeader(const Header& header);
 Result<Header> DecodeHeader(std::span<const uint8_t> bytes, const WireLimits& limits = {});
@@ -174,25 +145,15 @@ struct StreamedHits {
 Result<StreamedHits> DecodeStreamedHits(const Header& reply, size_t keys, const WireLimits& limits);
 
 // Leadership (controllers with standbys; docs/operations.md). A controller
-// that is not the leader answers every request with kNotLeader and fields
-// leader (the leader's endpoint, empty when it knows none) and leader_epoch.
-// Every reply and command a controller sends a node carries its epoch
-// (decimal, as a string); an elected leader's (its etcd key's create
-// revision) also carries elected = its lease TTL in ms (> 0), and a node
-// ignores an elected epoch lower than the highest it has seen: a deposed
-// leader cannot command it. A deposed leader stops claiming within its
-// lease, so a lower epoch that the leader a node follows keeps claiming for
-// two TTLs means etcd's history was rewound (wiped, or restored from a
-// snapshot): the node then follows it.
-inline constexpr char kLeaderField[] = "leader";
-inline constexpr char kLeaderEpochField[] = "leader_epoch";
-inline constexpr char kEpochField[] = "epoch";
-inline constexpr char kElectedField[] = "elected";
-// A locate reply from a registry the nodes may still be filling (a new
-// leadership, a restart: ClusterState::Filling): filling = 1. A key it
-// names no copy of may be held anyway; a node pulling it asks where the
-// key, or the peers, were last seen (node/src/puller.h).
-inline constexpr char kRegistryFillingField[] = "filling";
+// that is not the leader answers every request with kNotLeader, naming the
+// leader it knows of (control_wire.h's NotLeader). Every reply and command a
+// controller sends a node carries its epoch, and an elected leader's also
+// its lease (control_wire.h's ControllerEpoch); a node ignores an elected
+// epoch lower than the highest it has seen: a deposed leader cannot command
+// it. A deposed leader stops claiming within its lease, so a lower epoch
+// that the leader a node follows keeps claiming for two TTLs means etcd's
+// history was rewound (wiped, or restored from a snapshot): the node then
+// follows it.
 
 // A reply to `request` with the same type and id and no payload.
 Header ReplyTo(const Header& request, ErrorCode status = ErrorCode::kOk, std::string reason = {});

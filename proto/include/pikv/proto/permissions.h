@@ -1,11 +1,11 @@
 // The requests the node's and the controller's servers answer, one row
-// each: who may send it, its scope, and (at a node) where it is served and
-// which latency it is timed in. Default deny. A request type the table does not list for a
-// server is refused there as unsupported, whoever sends it; a listed one is
-// allowed for its
-// roles (and, for what a node says of itself, only for that node's key).
-// The trusted sender (security off, or an ipc peer: no CURVE identity) may
-// send anything listed. docs/security.md shows the table as
+// each (the PIKV_REQUEST rows of message_types.def): who may send it, its
+// scope, and (at a node) where it is served and which latency it is timed
+// in. Default deny. A request type the table does not list for a server is
+// refused there as unsupported, whoever sends it; a listed one is allowed
+// for its roles (and, for what a node says of itself, only for that node's
+// key). The trusted sender (security off, or an ipc peer: no CURVE
+// identity) may send anything listed. docs/security.md shows the table as
 // PermissionsMarkdown() renders it (a test keeps the two equal).
 #pragma once
 

@@ -26,6 +26,13 @@ struct ClusterHealth {
   uint64_t nodes_alive = 0, nodes_suspect = 0, nodes_dead = 0;
 };
 
+// What an admin request names besides keys, where its type reads it.
+struct AdminArgs {
+  std::string node;    // clear, pin, unpin, evict: the one node (empty: every node)
+  std::string host;    // locate: the asker's host (copies there come first)
+  std::string engine;  // revoke: the engine refused
+};
+
 class AdminClient {
  public:
   // The controllers `finder` follows; its error, if it is one, is every
@@ -52,7 +59,7 @@ class AdminClient {
   // An admin request (kAdmin*, or kLocate answered as a document); returns
   // the reply's JSON document, at most admin::kMaxAdminReplyBytes.
   Result<std::string> Json(MsgType type, const std::vector<ChunkKey>& keys = {},
-                           Fields fields = {});
+                           const AdminArgs& args = {});
   // The controller the last call went to (empty before any).
   std::string endpoint() const { return rpc_ ? rpc_->endpoint() : std::string(); }
 

@@ -26,7 +26,7 @@ SharedBuffer FromFrame(zmq::message_t&& frame);
 bool SendMessage(zmq::socket_t& socket, std::vector<zmq::message_t>& routing, const Header& header,
                  const std::vector<SharedBuffer>& payloads, bool dontwait = false);
 
-// A reply that asks to be streamed (kStreamFrameField, message.h) goes out
+// A reply that asks to be streamed (StreamFrameOf, message.h) goes out
 // as its header message, then each payload in messages of that many bytes
 // (zero-copy slices), each behind a copy of `routing`; any other reply as
 // SendMessage sends it.
