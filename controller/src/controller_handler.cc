@@ -26,7 +26,7 @@ std::string HexOf(std::string_view bytes) {
 std::vector<ControllerHandler::Outgoing> ControllerHandler::Reject(const std::string& identity,
                                                                    const Header* req,
                                                                    const Status& why) {
-  rejected_++;
+  counters_.Add(stats::HandlerCounter::kRejected);
   Header h;
   if (req) {
     h = ReplyTo(*req, why.code(), why.message());
@@ -83,7 +83,7 @@ bool ControllerHandler::Leading(Clock::time_point now) {
       spdlog::warn("controller: standing by; the registry of epoch {} is dropped", state_.epoch());
       state_.Reset(0);
       identities_.clear();
-      step_downs_++;
+      counters_.Add(stats::HandlerCounter::kStepDowns);
     }
     return false;
   }
@@ -93,7 +93,7 @@ bool ControllerHandler::Leading(Clock::time_point now) {
     spdlog::info("controller: leading at epoch {}; the nodes report afresh", epoch);
     state_.Reset(static_cast<uint64_t>(epoch));
     identities_.clear();
-    leaderships_++;
+    counters_.Add(stats::HandlerCounter::kLeaderships);
   }
   return ReadTrust(static_cast<uint64_t>(epoch), now);
 }
@@ -416,8 +416,8 @@ Result<std::vector<std::string>> ControllerHandler::Forward(const Header& h,
 
 Leadership ControllerHandler::LeadershipOf(Clock::time_point now) const {
   Leadership l;
-  l.leaderships = leaderships_;
-  l.step_downs = step_downs_;
+  l.leaderships = counters_[stats::HandlerCounter::kLeaderships];
+  l.step_downs = counters_[stats::HandlerCounter::kStepDowns];
   const LeaderElection* election = election_.load();
   if (!election) return l;
   const ElectionView v = election->View(now);

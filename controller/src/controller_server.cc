@@ -135,7 +135,7 @@ Status ControllerServer::StartHttp(Loop& loop) {
     routes["/metrics"] = [state, self](const http::Request&) {
       return http::Response{
           200, "text/plain; version=0.0.4",
-          MetricsText(*state, Clock::now(), self->leadership(), self->handler_->rejected())};
+          MetricsText(*state, Clock::now(), self->leadership(), &self->handler_->counters())};
     };
     routes["/locate"] = [state, self, json](const http::Request& req) {
       if (const Leadership l = self->leadership(); l.role == "standby") {

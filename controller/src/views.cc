@@ -177,7 +177,7 @@ std::string ForwardedJson(const std::vector<std::string>& node_ids, size_t keys)
 }
 
 std::string MetricsText(const ClusterState& state, Clock::time_point now,
-                        const Leadership& leadership, uint64_t rejected_requests) {
+                        const Leadership& leadership, const stats::HandlerCounters* handler) {
   const ClusterStats s = state.Stats();
   StatsSink out;
   out.Add(stats::kNodes, "alive", s.nodes_alive);
@@ -199,10 +199,9 @@ std::string MetricsText(const ClusterState& state, Clock::time_point now,
   for (const auto& [who, n] : s.audits.confirmed_by_writer) out.Add(stats::kAuditConfirmed, who, n);
   out.Add(stats::kLeader, leadership.role == "standby" ? 0 : 1);
   out.Add(stats::kEpoch, state.epoch());
-  out.Add(stats::kLeaderships, leadership.leaderships);
-  out.Add(stats::kStepDowns, leadership.step_downs);
   out.AddReal(stats::kLastFailoverSeconds, leadership.last_failover_seconds);
-  out.Add(stats::kRejectedRequests, rejected_requests);
+  static const stats::HandlerCounters kNone;  // no handler: zeros
+  (handler ? *handler : kNone).Sample(out);
   std::string text = PrometheusText(stats::kAll, out.Take());
   // Chunks per node and tier: two labels, one series per node.
   text +=

@@ -66,11 +66,7 @@ void AddStorageSource(StatsRegistry& registry, const storage::StorageManager& st
     }
     out.Add(stats::kArenaFaultedBytes,
             s.tiers[static_cast<int>(TierKind::kCpu)].value_or(storage::TierStats{}).faulted_bytes);
-    out.Add(stats::kStoragePuts, s.puts);
-    out.Add(stats::kStorageHits, s.hits);
-    out.Add(stats::kStorageMisses, s.misses);
-    out.Add(stats::kPromotions, s.promotions);
-    out.Add(stats::kPutRejects, s.put_rejects);
+    storage.counters().Sample(out);
     for (const auto& [name, q] :
          {std::pair{"disk", s.disk_queue}, std::pair{"remote", s.remote_queue}}) {
       if (!q) continue;
@@ -79,9 +75,6 @@ void AddStorageSource(StatsRegistry& registry, const storage::StorageManager& st
       out.Add(stats::kQueueFailed, name, q->failed);
       out.Add(stats::kQueueDropped, name, q->dropped);
     }
-    out.Add(stats::kTrust, "tenant_rejects", s.tenant_rejects);
-    out.Add(stats::kTrust, "tenant_hidden", s.tenant_hidden);
-    out.Add(stats::kTrust, "revoked_refusals", s.revoked_refusals);
   });
 }
 

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <mutex>
+#include <utility>
 
 #include "pikv/proto/chunk_object.h"
 
@@ -34,7 +35,7 @@ Status StorageManager::CheckPut(const ChunkKey& key, std::span<const uint8_t> ob
                                 std::optional<uint64_t> payload_checksum, const PutIdentity* as) {
   if (shut_down_) return Unavailable("storage is shutting down");
   if (Status s = VerifyChunkObject(object, &key, {}, payload_checksum); !s.ok()) {
-    put_rejects_++;
+    counters_.Add(StorageCounter::kPutRejects);
     spdlog::warn("refused a put of {}: {}", key.Hex(), s.ToString());
     return s;
   }
@@ -48,7 +49,7 @@ Status StorageManager::CheckPut(const ChunkKey& key, std::span<const uint8_t> ob
   }
   if (as) {
     if (!owner || owner->tenant != as->tenant) {
-      tenant_rejects_++;
+      counters_.Add(StorageCounter::kTenantRejects);
       const std::string theirs = owner ? TenantLabel(owner->tenant) : "?";
       spdlog::warn("refused a put of {} by engine {}: the object is of tenant {}, the engine of {}",
                    key.Hex(), as->writer, theirs, TenantLabel(as->tenant));
@@ -56,7 +57,7 @@ Status StorageManager::CheckPut(const ChunkKey& key, std::span<const uint8_t> ob
                               " of tenant " + TenantLabel(as->tenant));
     }
   }
-  puts_++;
+  counters_.Add(StorageCounter::kPuts);
   return Status::Ok();
 }
 
@@ -101,7 +102,7 @@ Status StorageManager::SealAndCommit(const ChunkKey& key, CpuTier::Reservation r
                                      const PutIdentity* as) {
   auto digest = SealChunkObject({reservation.data, reservation.size}, {}, payload_checksum);
   if (!digest.ok()) {
-    put_rejects_++;
+    counters_.Add(StorageCounter::kPutRejects);
     return digest.status();
   }
   return Commit(key, std::move(reservation), *digest, as);
@@ -113,7 +114,7 @@ Status StorageManager::Commit(const ChunkKey& key, CpuTier::Reservation reservat
   // The writer goes into the header (resealed) before anyone can read it.
   if (as && !as->writer.empty()) {
     if (Status s = StampWriter({reservation.data, reservation.size}, as->writer); !s.ok()) {
-      put_rejects_++;
+      counters_.Add(StorageCounter::kPutRejects);
       return s;
     }
   }
@@ -127,7 +128,7 @@ Status StorageManager::Commit(const ChunkKey& key, CpuTier::Reservation reservat
 
 Result<SharedBuffer> StorageManager::Promote(const ChunkKey& key, const SharedBuffer& object,
                                              bool to_disk) {
-  promotions_++;
+  counters_.Add(StorageCounter::kPromotions);
   // A full CPU tier just serves from below.
   Result<SharedBuffer> held = cpu_->PutAndHold(key, object);
   if (to_disk && disk_queue_) disk_queue_->Offer(key, object);
@@ -140,7 +141,7 @@ SharedBuffer StorageManager::PromoteFromRemote(const ChunkKey& key, const Shared
     Promote(key, fetched, /*to_disk=*/true).status().IgnoreError();
     return fetched;
   }
-  promotions_++;
+  counters_.Add(StorageCounter::kPromotions);
   // The object keeps its space alive whatever Adopt does with it.
   SharedBuffer object(space->data, space->size, space->block);
   auto held = cpu_->Adopt(key, std::move(*space));
@@ -203,9 +204,9 @@ std::vector<Result<SharedBuffer>> StorageManager::Get(std::span<const ChunkKey> 
   }
   for (auto& r : out) {
     if (r.ok()) {
-      hits_++;
+      counters_.Add(StorageCounter::kHits);
     } else {
-      misses_++;
+      counters_.Add(StorageCounter::kMisses);
       if (r.code() != ErrorCode::kNotFound) r = NotFound(r.status().message());
     }
   }
@@ -214,7 +215,7 @@ std::vector<Result<SharedBuffer>> StorageManager::Get(std::span<const ChunkKey> 
 
 bool StorageManager::Visible(const std::optional<Owner>& owner, const std::string* only_tenant) {
   if (TenantMaySee(only_tenant, owner)) return true;
-  hidden_++;
+  counters_.Add(StorageCounter::kTenantHidden);
   return false;
 }
 
@@ -229,7 +230,7 @@ bool StorageManager::Revoked(const std::optional<Owner>& owner) const {
 
 bool StorageManager::Refused(std::string_view writer) {
   if (revoked_writers_.empty() || !revoked_writers_.contains(writer)) return false;
-  revoked_refusals_++;
+  counters_.Add(StorageCounter::kRevokedRefusals);
   return true;
 }
 
@@ -293,7 +294,7 @@ std::optional<std::vector<SharedBuffer>> StorageManager::GetIfInCpu(
     if (!TenantMaySee(only_tenant, ReadOwner(r->span()))) return std::nullopt;
     out.push_back(std::move(*r));
   }
-  hits_ += keys.size();
+  counters_.Add(StorageCounter::kHits, keys.size());
   return out;
 }
 
@@ -304,7 +305,7 @@ std::vector<std::optional<SharedBuffer>> StorageManager::GetEachInCpu(
     if (!cpu_->Contains(keys[i])) continue;
     if (auto r = cpu_->Get(keys[i]); r.ok()) {
       if (only_tenant && !Visible(ReadOwner(r->span()), only_tenant)) continue;
-      hits_++;
+      counters_.Add(StorageCounter::kHits);
       out[i] = std::move(*r);
     }
   }
@@ -325,7 +326,7 @@ std::vector<std::optional<SharedBuffer>> StorageManager::GetEachInCpuOrDisk(
     if (!read.ok()) continue;
     Result<SharedBuffer> held = Promote(keys[i], *read, /*to_disk=*/false);
     if (!held.ok()) continue;  // a full or pinned CPU tier: the reader fetches a copy
-    hits_++;
+    counters_.Add(StorageCounter::kHits);
     out[i] = std::move(*held);
   }
   return out;
@@ -434,6 +435,22 @@ void StorageManager::Shutdown() {
   }
 }
 
+namespace {
+
+// StorageStats's named counters, as the set keeps them (the one place they are
+// copied; a new counter is read through counters() and needs no field).
+constexpr std::pair<StorageCounter, uint64_t StorageStats::*> kStatsFields[] = {
+    {StorageCounter::kPuts, &StorageStats::puts},
+    {StorageCounter::kPutRejects, &StorageStats::put_rejects},
+    {StorageCounter::kTenantRejects, &StorageStats::tenant_rejects},
+    {StorageCounter::kTenantHidden, &StorageStats::tenant_hidden},
+    {StorageCounter::kRevokedRefusals, &StorageStats::revoked_refusals},
+    {StorageCounter::kPromotions, &StorageStats::promotions},
+    {StorageCounter::kHits, &StorageStats::hits},
+    {StorageCounter::kMisses, &StorageStats::misses}};
+
+}  // namespace
+
 StorageStats StorageManager::Stats() const {
   StorageStats s;
   s.tiers[static_cast<int>(TierKind::kCpu)] = cpu_->Stats();
@@ -441,14 +458,7 @@ StorageStats StorageManager::Stats() const {
   if (remote_) s.tiers[static_cast<int>(TierKind::kRemote)] = remote_->Stats();
   if (disk_queue_) s.disk_queue = disk_queue_->GetStats();
   if (remote_queue_) s.remote_queue = remote_queue_->GetStats();
-  s.puts = puts_;
-  s.put_rejects = put_rejects_;
-  s.tenant_rejects = tenant_rejects_;
-  s.tenant_hidden = hidden_;
-  s.revoked_refusals = revoked_refusals_;
-  s.promotions = promotions_;
-  s.hits = hits_;
-  s.misses = misses_;
+  for (const auto& [counter, field] : kStatsFields) s.*field = counters_[counter];
   return s;
 }
 

@@ -67,6 +67,21 @@ TEST_F(ControllerHandlerTest, RegistrationsCarryingBadStringsAreRefusedAndAdminS
   EXPECT_EQ(handler_.rejected(), 4u);
 }
 
+// The handler's counters are a set (controller_stats.h): /metrics reads
+// each as its family.
+TEST_F(ControllerHandlerTest, HandlerCountersReachMetricsAsTheirFamilies) {
+  EXPECT_EQ(Register("bad\xff\xfe", "h", "tcp://127.0.0.1:1").status, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(Register("n2", "h\xc3\x28", "tcp://127.0.0.1:1").status, ErrorCode::kInvalidArgument);
+  const std::string metrics = MetricsText(state_, now_, Leadership{}, &handler_.counters());
+  EXPECT_NE(metrics.find("\npikv_controller_rejected_requests_total 2\n"), std::string::npos);
+  EXPECT_NE(metrics.find("\npikv_controller_leaderships_total 0\n"), std::string::npos);
+  EXPECT_NE(metrics.find("\npikv_controller_step_downs_total 0\n"), std::string::npos);
+  // Without the handler's set, the same series read zero.
+  EXPECT_NE(
+      MetricsText(state_, now_, Leadership{}).find("\npikv_controller_rejected_requests_total 0\n"),
+      std::string::npos);
+}
+
 TEST_F(ControllerHandlerTest, UndecodableBytesGetAnErrorReplyToTheSender) {
   const uint8_t junk[] = {0xc1, 0x00, 0xff};
   auto out = handler_.Handle("someone", nullptr, junk, 0, now_);

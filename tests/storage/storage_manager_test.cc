@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 #include <hiredis/hiredis.h>
 
+#include <algorithm>
 #include <atomic>
+#include <map>
 #include <thread>
 
 #include "test_support.h"
@@ -537,6 +539,42 @@ TEST_F(StorageManagerTest, ReadsRacingARevocationLeaveNothingOfTheWriter) {
     EXPECT_FALSE(manager_->cpu().Contains(o.key));
     EXPECT_FALSE(manager_->disk()->Contains(o.key));
   }
+}
+
+// The manager's counters are a set (storage_stats.h): each is sampled as its
+// own family and stats field, and StorageStats's fields read the same values.
+TEST_F(StorageManagerTest, EachCounterIsSampledAsItsFamily) {
+  Open();
+  auto o = MakeObject(41, 4096);
+  ASSERT_TRUE(manager_->Put(o.key, o.bytes).ok());
+  auto other = MakeObject(42, 4096);
+  EXPECT_FALSE(manager_->Put(other.key, o.bytes).ok());  // wrong address: a reject
+  ASSERT_TRUE(manager_->Get(o.key).ok());
+  EXPECT_FALSE(manager_->Get(other.key).ok());
+  manager_->WaitForWriteThrough();
+
+  StatsSink sink;
+  manager_->counters().Sample(sink);
+  std::map<std::string, uint64_t> fields;
+  for (const MetricSample& sample : sink.Take()) {
+    EXPECT_TRUE(std::ranges::find(stats::kAll, sample.family) != std::end(stats::kAll))
+        << sample.family->metric << " is not in storage::stats::kAll";
+    EXPECT_TRUE(fields.emplace(FieldName(sample), std::get<uint64_t>(sample.value)).second)
+        << FieldName(sample) << " is sampled twice";
+  }
+  EXPECT_EQ(fields, (std::map<std::string, uint64_t>{{"storage.puts", 1},
+                                                     {"storage.hits", 1},
+                                                     {"storage.misses", 1},
+                                                     {"storage.promotions", 0},
+                                                     {"storage.put_rejects", 1},
+                                                     {"trust.tenant_rejects", 0},
+                                                     {"trust.tenant_hidden", 0},
+                                                     {"trust.revoked_refusals", 0}}));
+  const StorageStats s = manager_->Stats();
+  EXPECT_EQ(s.puts, 1u);
+  EXPECT_EQ(s.hits, 1u);
+  EXPECT_EQ(s.misses, 1u);
+  EXPECT_EQ(s.put_rejects, 1u);
 }
 
 }  // namespace pikv::storage

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <iterator>
+#include <string_view>
 
 #include "pikv/common/stats_registry.h"
 
@@ -81,6 +83,41 @@ inline constexpr const MetricFamily* kAll[] = {
     &kCorrupt,  &kPeerDirect,        &kStores,          &kStoreFailures,  &kStoresRanInline,
     &kTimeouts, &kControllerSkipped, &kZeroCopyFetched, &kZeroCopyStores, &kLeaseExpired,
     &kAudits,   &kAuditMismatches};
+
+// Which family (and label) reads each ClientStats field: one row per field,
+// beside its family, so a new counter is a field, its family and its row
+// here, and the line that counts it. The client keeps a plain struct, not a
+// CounterSet: a Client is used by one thread at a time, so its counts need
+// no atomics, and its callers (tests, plan_bench) read the fields by name.
+struct ClientCounterRow {
+  const MetricFamily* family;
+  std::string_view label;  // empty for an unlabelled family
+  uint64_t ClientStats::*field;
+};
+inline constexpr ClientCounterRow kClientCounters[] = {
+    {&kPlans, "", &ClientStats::plans},
+    {&kChunksPlanned, "", &ClientStats::chunks_planned},
+    {&kPlanned, "local", &ClientStats::planned_local},
+    {&kPlanned, "peer", &ClientStats::planned_peer},
+    {&kPlanned, "remote", &ClientStats::planned_remote},
+    {&kPlanned, "miss", &ClientStats::planned_miss},
+    {&kFetched, "", &ClientStats::fetched},
+    {&kFetchMisses, "", &ClientStats::fetch_misses},
+    {&kCorrupt, "", &ClientStats::corrupt},
+    {&kPeerDirect, "", &ClientStats::peer_direct},
+    {&kStores, "", &ClientStats::stores},
+    {&kStoreFailures, "", &ClientStats::store_failures},
+    {&kStoresRanInline, "", &ClientStats::stores_ran_inline},
+    {&kTimeouts, "local_node", &ClientStats::local_node_timeouts},
+    {&kTimeouts, "controller", &ClientStats::controller_timeouts},
+    {&kControllerSkipped, "", &ClientStats::controller_skipped},
+    {&kZeroCopyFetched, "", &ClientStats::zero_copy_fetched},
+    {&kZeroCopyStores, "", &ClientStats::zero_copy_stores},
+    {&kLeaseExpired, "", &ClientStats::lease_expired},
+    {&kAudits, "", &ClientStats::audits},
+    {&kAuditMismatches, "", &ClientStats::audit_mismatches}};
+static_assert(std::size(kClientCounters) * sizeof(uint64_t) == sizeof(ClientStats),
+              "each ClientStats field has one row in kClientCounters");
 
 }  // namespace stats
 

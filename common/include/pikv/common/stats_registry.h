@@ -6,8 +6,12 @@
 // back by name.
 #pragma once
 
+#include <algorithm>
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <iterator>
 #include <span>
 #include <string>
 #include <string_view>
@@ -76,6 +80,16 @@ class StatsRegistry {
   std::span<const MetricFamily* const> families_;
   std::vector<Source> sources_;
 };
+
+// Lists of families joined, in order, into one (a part's kAll made of the
+// lists its lower parts declare, so a family is listed once, beside itself).
+template <size_t... N>
+constexpr auto JoinFamilies(const MetricFamily* const (&... lists)[N]) {
+  std::array<const MetricFamily*, (N + ...)> all{};
+  auto at = all.begin();
+  ((at = std::copy(std::begin(lists), std::end(lists), at)), ...);
+  return all;
+}
 
 // A label value as Prometheus text needs it: backslash, quote and newline
 // escaped (values may come from peers: node ids, engine names).

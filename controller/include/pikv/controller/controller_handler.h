@@ -63,7 +63,9 @@ class ControllerHandler {
   bool StillLeading() const;
   Leadership LeadershipOf(Clock::time_point now) const;
 
-  uint64_t rejected() const { return rejected_; }
+  uint64_t rejected() const { return counters_[stats::HandlerCounter::kRejected]; }
+  // Its counters, each sampled as its family (controller_stats.h).
+  const stats::HandlerCounters& counters() const { return counters_; }
   uint64_t bad_owners() const { return bad_owners_; }
   // Engines refused (pikv admin revoke, the keyring's `revoked` lines):
   // shared with the server's ZAP handler.
@@ -114,11 +116,12 @@ class ControllerHandler {
   const WireLimits limits_;
   std::map<std::string, std::string> identities_;  // node id -> ROUTER identity of its reporter
   std::atomic<const LeaderElection*> election_{nullptr};  // read by the HTTP thread too
-  std::atomic<uint64_t> rejected_{0};
+  stats::HandlerCounters counters_;
+  // Not in the set: neither has a metric family (bad_owners() is read by
+  // tests; revocations_ by nothing yet), and a family is a new /metrics series.
   std::atomic<uint64_t> bad_owners_{0};  // owner entries in node reports that did not parse
-  const std::shared_ptr<Revocations> revoked_ = std::make_shared<Revocations>();
-  std::atomic<uint64_t> leaderships_{0}, step_downs_{0};
   std::atomic<uint64_t> revocations_{0};
+  const std::shared_ptr<Revocations> revoked_ = std::make_shared<Revocations>();
   std::unique_ptr<TrustRecord> trust_;
   uint64_t trust_epoch_ = 0;            // the leadership whose record was read
   Clock::time_point trust_retry_at_{};  // a failed read is tried again from then

@@ -4,6 +4,7 @@
 // tests/controller/metrics_test.cc scrapes them from a running controller.
 #pragma once
 
+#include "pikv/common/counter_set.h"
 #include "pikv/common/stats_registry.h"
 
 namespace pikv::controller::stats {
@@ -61,6 +62,22 @@ inline constexpr MetricFamily kLastFailoverSeconds{
 inline constexpr MetricFamily kRejectedRequests{"pikv_controller_rejected_requests_total", kCounter,
                                                 "Malformed, oversized or unknown requests.", "",
                                                 ""};
+
+// What the handler counts (ControllerHandler::counters()). A new counter: a
+// value here, its row below, the line that counts it, and its row in
+// docs/metrics.md. The registry's and the nodes' numbers are not here: they
+// are gauges, or kept per leadership under ClusterState's mutex.
+enum class HandlerCounter {
+  kRejected,     // malformed, oversized, unknown or refused requests
+  kLeaderships,  // leaderships started
+  kStepDowns,    // leaderships ended
+  kCount
+};
+inline constexpr CounterRow<HandlerCounter> kHandlerCounters[] = {
+    {HandlerCounter::kRejected, &kRejectedRequests},
+    {HandlerCounter::kLeaderships, &kLeaderships},
+    {HandlerCounter::kStepDowns, &kStepDowns}};
+using HandlerCounters = CounterSet<HandlerCounter, kHandlerCounters>;
 
 inline constexpr const MetricFamily* kAll[] = {&kNodes,
                                                &kRegistryKeys,

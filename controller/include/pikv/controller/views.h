@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "pikv/controller/cluster_state.h"
+#include "pikv/controller/controller_stats.h"
 
 namespace pikv::controller {
 
@@ -32,8 +33,10 @@ struct Located {
 std::string LocateJson(const std::vector<ChunkKey>& keys, const std::vector<Located>& located);
 // The reply to an admin command forwarded to nodes.
 std::string ForwardedJson(const std::vector<std::string>& node_ids, size_t keys);
-// `rejected_requests`: the handler's malformed, oversized or unknown requests.
+// `handler`: the handler's counters (ControllerHandler::counters()); null
+// reads as zeros.
 std::string MetricsText(const ClusterState& state, Clock::time_point now,
-                        const Leadership& leadership, uint64_t rejected_requests = 0);
+                        const Leadership& leadership,
+                        const stats::HandlerCounters* handler = nullptr);
 
 }  // namespace pikv::controller

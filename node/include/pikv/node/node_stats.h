@@ -9,6 +9,7 @@
 #include "pikv/common/counter_set.h"
 #include "pikv/common/stats_registry.h"
 #include "pikv/proto/control_wire.h"
+#include "pikv/storage/storage_stats.h"
 
 namespace pikv::node::stats {
 
@@ -70,70 +71,29 @@ inline constexpr CounterRow<PullCounter> kPullCounters[] = {
     {PullCounter::kStreamed, &kPulledStreamed}};
 using PullCounters = CounterSet<PullCounter, kPullCounters>;
 
-// The storage manager's and its tiers'.
-inline constexpr MetricFamily kTierHits{"pikv_node_tier_hits_total", kCounter,
-                                        "Lookups that found the object, by tier.", "tier",
-                                        "{}.hits"};
-inline constexpr MetricFamily kTierMisses{"pikv_node_tier_misses_total", kCounter,
-                                          "Lookups that did not, by tier.", "tier", "{}.misses"};
-inline constexpr MetricFamily kTierAdmits{"pikv_node_tier_admits_total", kCounter,
-                                          "Objects admitted, by tier.", "tier", "{}.admits"};
-inline constexpr MetricFamily kTierEvictions{"pikv_node_tier_evictions_total", kCounter,
-                                             "Objects evicted or removed, by tier.", "tier",
-                                             "{}.evictions"};
-inline constexpr MetricFamily kTierRejects{"pikv_node_tier_rejects_total", kCounter,
-                                           "Writes refused (full, pinned, circuit open), by tier.",
-                                           "tier", "{}.rejects"};
-inline constexpr MetricFamily kTierCorruptions{"pikv_node_tier_corruptions_total", kCounter,
-                                               "Corrupt copies found and deleted, by tier.", "tier",
-                                               "{}.corruptions"};
-inline constexpr MetricFamily kTierErrors{"pikv_node_tier_errors_total", kCounter,
-                                          "I/O errors, by tier.", "tier", "{}.errors"};
-inline constexpr MetricFamily kTierUsedBytes{"pikv_node_tier_used_bytes", kGauge,
-                                             "Bytes held, by tier.", "tier", "{}.used_bytes"};
-inline constexpr MetricFamily kTierCapacityBytes{"pikv_node_tier_capacity_bytes", kGauge,
-                                                 "Byte capacity (0 = not tracked), by tier.",
-                                                 "tier", "{}.capacity_bytes"};
-inline constexpr MetricFamily kTierChunks{"pikv_node_tier_chunks", kGauge,
-                                          "Chunk objects held, by tier.", "tier", "{}.entries"};
-inline constexpr MetricFamily kArenaFaultedBytes{
-    "pikv_node_arena_faulted_bytes", kGauge,
-    "CPU arena bytes faulted in by the background prefault (0: prefault off).", "",
-    "cpu.faulted_bytes"};
-inline constexpr MetricFamily kStoragePuts{"pikv_node_storage_puts_total", kCounter,
-                                           "Objects stored through the storage manager.", "",
-                                           "storage.puts"};
-inline constexpr MetricFamily kStorageHits{"pikv_node_storage_hits_total", kCounter,
-                                           "Lookups found in some tier.", "", "storage.hits"};
-inline constexpr MetricFamily kStorageMisses{"pikv_node_storage_misses_total", kCounter,
-                                             "Lookups found in no tier.", "", "storage.misses"};
-inline constexpr MetricFamily kPromotions{"pikv_node_promotions_total", kCounter,
-                                          "Lower-tier hits copied up to the CPU tier.", "",
-                                          "storage.promotions"};
-inline constexpr MetricFamily kPutRejects{"pikv_node_put_rejects_total", kCounter,
-                                          "Puts refused because the object did not verify.", "",
-                                          "storage.put_rejects"};
-inline constexpr MetricFamily kQueueDepth{"pikv_node_queue_depth", kGauge,
-                                          "Write-through jobs waiting or running, by queue.",
-                                          "queue", "queue.{}.depth"};
-inline constexpr MetricFamily kQueueWritten{"pikv_node_queue_written_total", kCounter,
-                                            "Write-through jobs written, by queue.", "queue",
-                                            "queue.{}.written"};
-inline constexpr MetricFamily kQueueFailed{"pikv_node_queue_failed_total", kCounter,
-                                           "Write-through jobs that failed, by queue.", "queue",
-                                           "queue.{}.failed"};
-inline constexpr MetricFamily kQueueDropped{
-    "pikv_node_queue_dropped_total", kCounter,
-    "Write-through jobs dropped because the queue was full, by queue.", "queue",
-    "queue.{}.dropped"};
-
-// Tenancy and revocation (docs/security.md), from the storage manager and the
-// node server.
-inline constexpr MetricFamily kTrust{
-    "pikv_node_trust_events_total", kCounter,
-    "Tenancy and revocation events: revocations, revoked_objects, revoked_refused, "
-    "revoked_refusals, tenant_rejects, tenant_hidden, owner_table_refusals.",
-    "event", "trust.{}"};
+// The storage manager's, its tiers' and queues', and the trust events
+// (storage/storage_stats.h, where storage's counter table can name them).
+using storage::stats::kArenaFaultedBytes;
+using storage::stats::kPromotions;
+using storage::stats::kPutRejects;
+using storage::stats::kQueueDepth;
+using storage::stats::kQueueDropped;
+using storage::stats::kQueueFailed;
+using storage::stats::kQueueWritten;
+using storage::stats::kStorageHits;
+using storage::stats::kStorageMisses;
+using storage::stats::kStoragePuts;
+using storage::stats::kTierAdmits;
+using storage::stats::kTierCapacityBytes;
+using storage::stats::kTierChunks;
+using storage::stats::kTierCorruptions;
+using storage::stats::kTierErrors;
+using storage::stats::kTierEvictions;
+using storage::stats::kTierHits;
+using storage::stats::kTierMisses;
+using storage::stats::kTierRejects;
+using storage::stats::kTierUsedBytes;
+using storage::stats::kTrust;
 
 // The node server's parts: streamed puts, the zero-copy channel, the reporter.
 inline constexpr MetricFamily kStreamedPuts{
@@ -191,44 +151,15 @@ inline constexpr MetricFamily kReporterRefused{
     "pikv_node_reporter_refused_total", kCounter,
     "Messages the controller refused; each one triggers a full inventory.", "", "reporter.refused"};
 
-inline constexpr const MetricFamily* kAll[] = {&kRequests,
-                                               &kRequestsReceived,
-                                               &kRequestErrors,
-                                               &kBytes,
-                                               &kStreamedReplies,
-                                               &kPulledObjects,
-                                               &kPulledBytes,
-                                               &kPullFailures,
-                                               &kPullsFromMemory,
-                                               &kPullsAsPlanned,
-                                               &kPullsLocated,
-                                               &kPulledStreamed,
-                                               &kTierHits,
-                                               &kTierMisses,
-                                               &kTierAdmits,
-                                               &kTierEvictions,
-                                               &kTierRejects,
-                                               &kTierCorruptions,
-                                               &kTierErrors,
-                                               &kTierUsedBytes,
-                                               &kTierCapacityBytes,
-                                               &kTierChunks,
-                                               &kArenaFaultedBytes,
-                                               &kStoragePuts,
-                                               &kStorageHits,
-                                               &kStorageMisses,
-                                               &kPromotions,
-                                               &kPutRejects,
-                                               &kQueueDepth,
-                                               &kQueueWritten,
-                                               &kQueueFailed,
-                                               &kQueueDropped,
-                                               &kTrust,
-                                               &kStreamedPuts,
-                                               &kZeroCopyEvents,
-                                               &kZeroCopyHeld,
-                                               &kReporterInventories,
-                                               &kReporterRefused};
+// The request handler's and the puller's families, then storage's, then the
+// node server's parts': every family of the node, in /metrics order.
+inline constexpr const MetricFamily* kServingFamilies[] = {
+    &kRequests,        &kRequestsReceived, &kRequestErrors, &kBytes,
+    &kStreamedReplies, &kPulledObjects,    &kPulledBytes,   &kPullFailures,
+    &kPullsFromMemory, &kPullsAsPlanned,   &kPullsLocated,  &kPulledStreamed};
+inline constexpr const MetricFamily* kPartFamilies[] = {
+    &kStreamedPuts, &kZeroCopyEvents, &kZeroCopyHeld, &kReporterInventories, &kReporterRefused};
+inline constexpr auto kAll = JoinFamilies(kServingFamilies, storage::stats::kAll, kPartFamilies);
 
 }  // namespace pikv::node::stats
 

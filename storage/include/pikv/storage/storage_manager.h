@@ -24,6 +24,7 @@
 #include "pikv/storage/cpu_tier.h"
 #include "pikv/storage/disk_tier.h"
 #include "pikv/storage/remote_tier.h"
+#include "pikv/storage/storage_stats.h"
 #include "pikv/storage/write_through_queue.h"
 
 namespace pikv::storage {
@@ -45,6 +46,13 @@ struct PutIdentity {
   std::string writer;
 };
 
+using stats::StorageCounter;
+using stats::StorageCounters;
+
+// A snapshot of the tiers, the queues and the manager's counters. The
+// counters' fields are those its readers had before the counters became a
+// set (StorageCounters); a new counter needs none: it is read through
+// StorageManager::counters() and sampled by its row.
 struct StorageStats {
   std::array<std::optional<TierStats>, kNumTiers> tiers;  // by TierKind
   std::optional<WriteThroughQueue::Stats> disk_queue, remote_queue;
@@ -140,6 +148,8 @@ class StorageManager {
   void Shutdown();
 
   StorageStats Stats() const;
+  // The manager's counters, each sampled as its family (storage_stats.h).
+  const StorageCounters& counters() const { return counters_; }
   CpuTier& cpu() { return *cpu_; }
   DiskTier* disk() { return disk_.get(); }
   RemoteTier* remote() { return remote_.get(); }
@@ -190,10 +200,7 @@ class StorageManager {
   std::shared_mutex revoked_mu_;
   std::set<std::string, std::less<>> revoked_writers_;
   std::atomic<bool> any_revoked_{false};  // whether Exists must read owners
-  std::atomic<uint64_t> revoked_refusals_{0};
-  std::atomic<uint64_t> hidden_{0};
-  std::atomic<uint64_t> puts_{0}, put_rejects_{0}, tenant_rejects_{0}, promotions_{0}, hits_{0},
-      misses_{0};
+  StorageCounters counters_;
 };
 
 }  // namespace pikv::storage
