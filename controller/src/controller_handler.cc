@@ -109,8 +109,7 @@ bool ControllerHandler::ReadTrust(uint64_t epoch, Clock::time_point now) {
     trust_retry_at_ = now + std::chrono::milliseconds(500);
     return false;
   }
-  for (const std::string& engine : record->revoked)
-    if (revoked_->Add(engine)) revocations_++;
+  for (const std::string& engine : record->revoked) revoked_->Add(engine);
   state_.audits().RestoreConfirmed(record->confirmed);
   trust_epoch_ = epoch;
   spdlog::info(
@@ -195,7 +194,7 @@ void ControllerHandler::Apply(const std::string& identity, const CurvePeer* send
                                    " (" + s.ToString() + "): not revoked; try again"));
           return;
         }
-        if (revoked_->Add(engine)) revocations_++;
+        revoked_->Add(engine);
         spdlog::warn("controller: engine {} revoked: its objects are dropped on every node",
                      engine);
       }

@@ -117,10 +117,9 @@ class ControllerHandler {
   std::map<std::string, std::string> identities_;  // node id -> ROUTER identity of its reporter
   std::atomic<const LeaderElection*> election_{nullptr};  // read by the HTTP thread too
   stats::HandlerCounters counters_;
-  // Not in the set: neither has a metric family (bad_owners() is read by
-  // tests; revocations_ by nothing yet), and a family is a new /metrics series.
+  // Not in the set: it has no metric family (tests read bad_owners()), and a
+  // family is a new /metrics series.
   std::atomic<uint64_t> bad_owners_{0};  // owner entries in node reports that did not parse
-  std::atomic<uint64_t> revocations_{0};
   const std::shared_ptr<Revocations> revoked_ = std::make_shared<Revocations>();
   std::unique_ptr<TrustRecord> trust_;
   uint64_t trust_epoch_ = 0;            // the leadership whose record was read
