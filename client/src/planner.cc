@@ -1,5 +1,6 @@
 #include "planner.h"
 
+#include <iterator>
 #include <vector>
 
 #include "pikv/common/enum_names.h"
@@ -91,6 +92,12 @@ void AskController(Plan& plan, const std::vector<ChunkKey>& keys, const ClientOp
   }
 }
 
+// The ClientStats field each Source is counted in, in Source's order.
+constexpr uint64_t ClientStats::*kPlannedAs[] = {
+    &ClientStats::planned_local, &ClientStats::planned_peer, &ClientStats::planned_remote,
+    &ClientStats::planned_miss};
+static_assert(std::size(kPlannedAs) == static_cast<size_t>(Source::kMiss) + 1);
+
 // 3. The remote tier, reachable only through a live local node; then the
 // plan is counted by source.
 void SettleRemote(Plan& plan, const std::vector<bool>& remote_here, ClientStats& stats) {
@@ -98,20 +105,7 @@ void SettleRemote(Plan& plan, const std::vector<bool>& remote_here, ClientStats&
     ChunkPlan& c = plan.chunks[i];
     if (c.source == Source::kMiss && remote_here[i] && plan.local_node_answered)
       c.source = Source::kRemote;
-    switch (c.source) {
-      case Source::kLocal:
-        stats.planned_local++;
-        break;
-      case Source::kPeer:
-        stats.planned_peer++;
-        break;
-      case Source::kRemote:
-        stats.planned_remote++;
-        break;
-      case Source::kMiss:
-        stats.planned_miss++;
-        break;
-    }
+    stats.*kPlannedAs[static_cast<size_t>(c.source)] += 1;
   }
 }
 

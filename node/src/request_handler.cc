@@ -42,6 +42,22 @@ void HideOtherTenants(StorageManager& storage, const std::string& tenant,
   if (with_objects) reply.payloads = std::move(kept);
 }
 
+// The reason a refused request is counted under (pikv_node_request_errors_total).
+stats::RequestCounter RejectionOf(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kTooLarge:
+      return stats::RequestCounter::kTooLarge;
+    case ErrorCode::kUnsupported:
+      return stats::RequestCounter::kUnsupported;
+    case ErrorCode::kInvalidArgument:
+      return stats::RequestCounter::kBadRequest;
+    case ErrorCode::kRetry:
+      return stats::RequestCounter::kBusy;
+    default:
+      return stats::RequestCounter::kMalformed;
+  }
+}
+
 }  // namespace
 
 RequestHandler::RequestHandler(StorageManager& storage, std::string node_id, PullOptions pull)
@@ -56,23 +72,7 @@ RequestHandler::RequestHandler(StorageManager& storage, std::string node_id, Pul
 RequestHandler::~RequestHandler() = default;
 
 Message RequestHandler::Reject(const Header* request, const Status& why) {
-  switch (why.code()) {
-    case ErrorCode::kTooLarge:
-      too_large_++;
-      break;
-    case ErrorCode::kUnsupported:
-      unsupported_++;
-      break;
-    case ErrorCode::kInvalidArgument:
-      bad_requests_++;
-      break;
-    case ErrorCode::kRetry:
-      busy_++;
-      break;
-    default:
-      malformed_++;
-      break;
-  }
+  counters_.Add(RejectionOf(why.code()));
   spdlog::debug("rejected request: {}", why.ToString());
   Message reply;
   if (request) {
@@ -86,13 +86,13 @@ Message RequestHandler::Reject(const Header* request, const Status& why) {
 }
 
 void RequestHandler::CountServed(MsgType type) {
-  requests_++;
+  counters_.Add(stats::RequestCounter::kReceived);
   if (const Permission* row = PermissionFor(Server::kNode, type)) served_[RowOf(*row)]++;
 }
 
 Message RequestHandler::Handle(Message& req, Clock::time_point received, const Caller& caller) {
   CountServed(req.header.type);
-  for (const auto& p : req.payloads) bytes_in_ += p.size();
+  for (const auto& p : req.payloads) counters_.Add(stats::RequestCounter::kBytesIn, p.size());
   const Header& h = req.header;
   Message reply;
   switch (h.type) {
@@ -148,7 +148,7 @@ std::optional<Message> RequestHandler::TryHandleInline(Message& req, const Calle
       Message reply;
       reply.header = ReplyTo(h);
       reply.header.values.assign(objects->size(), static_cast<int64_t>(ErrorCode::kOk));
-      for (const auto& o : *objects) bytes_out_ += o.size();
+      for (const auto& o : *objects) counters_.Add(stats::RequestCounter::kBytesOut, o.size());
       reply.payloads = std::move(*objects);
       MaybeStream(h, reply);
       return reply;
@@ -179,7 +179,7 @@ void RequestHandler::MaybeStream(const Header& request, Message& reply) {
   SetStreamFrame(frame, reply.header);
   for (const auto& p : reply.payloads)
     reply.header.values.push_back(static_cast<int64_t>(p.size()));
-  streamed_++;
+  counters_.Add(stats::RequestCounter::kStreamed);
 }
 
 Message RequestHandler::HandleGet(Message& req, const Caller& caller) {
@@ -191,7 +191,7 @@ Message RequestHandler::HandleGet(Message& req, const Caller& caller) {
   for (auto& r : results) {
     reply.header.values.push_back(static_cast<int64_t>(r.code()));
     if (r.ok()) {
-      bytes_out_ += r->size();
+      counters_.Add(stats::RequestCounter::kBytesOut, r->size());
       reply.payloads.push_back(std::move(*r));
     }
   }
@@ -254,16 +254,7 @@ void RequestHandler::AddOwnSources() {
       if (row.server == Server::kNode)
         out.Add(stats::kRequests, MsgTypeName(row.type), served_[RowOf(row)]);
     }
-    out.Add(stats::kRequestsReceived, requests_);
-    const std::pair<const char*, uint64_t> errors[] = {{"malformed", malformed_},
-                                                       {"too_large", too_large_},
-                                                       {"unsupported", unsupported_},
-                                                       {"bad_request", bad_requests_},
-                                                       {"busy", busy_}};
-    for (const auto& [reason, n] : errors) out.Add(stats::kRequestErrors, reason, n);
-    out.Add(stats::kBytes, "in", bytes_in_);
-    out.Add(stats::kBytes, "out", bytes_out_);
-    out.Add(stats::kStreamedReplies, streamed_);
+    counters_.Sample(out);
   });
   AddPullerSource(stats_, puller_.get());
   AddStorageSource(stats_, storage_);

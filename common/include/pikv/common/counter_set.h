@@ -66,3 +66,11 @@ class CounterSet {
 };
 
 }  // namespace pikv
+
+// A counter set's rows live in its part's .def file beside the families they
+// are read as, one macro per set:
+//   PIKV_STORAGE_COUNTER(Name, family, label)
+// The header reads the file twice: with the set's macro as PIKV_COUNTER_ENUM
+// (the enum's values, in row order) and as a row of its table
+// ({Set::Name, &family, label}).
+#define PIKV_COUNTER_ENUM(Name, family, label) Name,

@@ -91,6 +91,17 @@ constexpr auto JoinFamilies(const MetricFamily* const (&... lists)[N]) {
   return all;
 }
 
+// A part declares its families as rows of a .def file (storage_metrics.def,
+// node_metrics.def, ...), each row
+//   PIKV_METRIC(Name, metric, kind, label, field, help)
+// and reads the file twice: once with PIKV_METRIC defined as
+// PIKV_DECLARE_FAMILY (a constant per row), once as PIKV_LIST_FAMILY (its
+// kAll, in row order: the order /metrics shows them). A new family is then
+// its row, and nothing lists it again.
+#define PIKV_DECLARE_FAMILY(Name, metric, kind, label, field, help) \
+  inline constexpr ::pikv::MetricFamily Name{metric, ::pikv::MetricKind::kind, help, label, field};
+#define PIKV_LIST_FAMILY(Name, ...) &Name,
+
 // A label value as Prometheus text needs it: backslash, quote and newline
 // escaped (values may come from peers: node ids, engine names).
 std::string EscapeLabelValue(std::string_view value);

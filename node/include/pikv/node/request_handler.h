@@ -15,6 +15,7 @@
 
 #include "pikv/common/stats_registry.h"
 #include "pikv/node/latency_histogram.h"
+#include "pikv/node/node_stats.h"
 #include "pikv/proto/message.h"
 #include "pikv/proto/permissions.h"
 #include "pikv/storage/storage_manager.h"
@@ -95,8 +96,7 @@ class RequestHandler {
   std::unique_ptr<Puller> puller_;
   // Served, per row of the request table (Permissions(); the node's rows).
   std::vector<std::atomic<uint64_t>> served_;
-  std::atomic<uint64_t> requests_{0}, streamed_{0}, malformed_{0}, busy_{0}, too_large_{0},
-      unsupported_{0}, bad_requests_{0}, bytes_in_{0}, bytes_out_{0};
+  stats::RequestCounters counters_;
   StatsRegistry stats_;
 };
 
