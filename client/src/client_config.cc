@@ -110,17 +110,15 @@ Status ReadTenant(const Config& c, ClientOptions& o) {
 // Given sizes are checks on the config, never silent overrides of it.
 Status TakeModel(const device::ModelSpec& model, const std::string& path, ClientOptions& o) {
   const device::KvGeometry& g = model.geometry;
-  for (auto [key, given, derived] : {std::tuple{"num-layers", o.num_layers, g.num_layers},
-                                     {"num-kv-heads", o.num_kv_heads, g.num_kv_heads},
-                                     {"head-dim", o.head_dim, g.head_dim}}) {
-    if (given != 0 && given != derived) {
-      return InvalidArgument(std::string(key) + ": " + std::to_string(given) + " but " + path +
+  for (auto [key, given, derived] : {std::tuple{"num-layers", &o.num_layers, g.num_layers},
+                                     {"num-kv-heads", &o.num_kv_heads, g.num_kv_heads},
+                                     {"head-dim", &o.head_dim, g.head_dim}}) {
+    if (*given != 0 && *given != derived) {
+      return InvalidArgument(std::string(key) + ": " + std::to_string(*given) + " but " + path +
                              " says " + std::to_string(derived));
     }
+    *given = derived;
   }
-  o.num_layers = g.num_layers;
-  o.num_kv_heads = g.num_kv_heads;
-  o.head_dim = g.head_dim;
   o.kv_format = g.format;
   o.dtype = model.dtype;
   o.rope = model.rope;

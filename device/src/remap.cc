@@ -14,33 +14,26 @@ namespace pikv::device {
 
 PagedLayout PagedLayout::Make(Order order, DType dtype, KvFormat format, uint32_t heads,
                               uint32_t dim, uint32_t block_size, uint64_t num_blocks) {
-  PagedLayout l;
-  l.dtype = dtype;
-  l.kv_format = format;
-  l.num_kv_heads = heads;
-  l.head_dim = dim;
-  l.block_size = block_size;
-  l.num_blocks = num_blocks;
+  PagedLayout l{.dtype = dtype,
+                .kv_format = format,
+                .num_kv_heads = heads,
+                .head_dim = dim,
+                .block_size = block_size,
+                .num_blocks = num_blocks,
+                .layers = {}};  // the caller's
+  // The orders differ on two axes. Within a block: a token's heads together
+  // (NHD) or a head's tokens together (HND).
+  const bool hnd = order == Order::kFlashHnd;
+  l.stride_head = hnd ? int64_t{block_size} * dim : dim;
+  l.stride_offset = hnd ? dim : int64_t{heads} * dim;
+  // Above it: K and V as two planes of all blocks, or each block holding both.
   const int64_t block = int64_t{block_size} * heads * dim;
-  switch (order) {
-    case Order::kFlash:
-      l.stride_head = dim;
-      l.stride_offset = int64_t{heads} * dim;
-      l.stride_block = block;
-      l.stride_plane = block * static_cast<int64_t>(num_blocks);
-      break;
-    case Order::kFlashHnd:
-      l.stride_offset = dim;
-      l.stride_head = int64_t{block_size} * dim;
-      l.stride_block = block;
-      l.stride_plane = block * static_cast<int64_t>(num_blocks);
-      break;
-    case Order::kBlockMajor:
-      l.stride_head = dim;
-      l.stride_offset = int64_t{heads} * dim;
-      l.stride_plane = block;
-      l.stride_block = block * l.planes();
-      break;
+  if (order == Order::kBlockMajor) {
+    l.stride_plane = block;
+    l.stride_block = block * l.planes();
+  } else {
+    l.stride_block = block;
+    l.stride_plane = block * static_cast<int64_t>(num_blocks);
   }
   return l;
 }

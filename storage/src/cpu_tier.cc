@@ -16,13 +16,13 @@ struct CpuTier::Shared {
 };
 
 // One allocation in the arena; returns its range when the last owner drops it.
-struct CpuTier::Block {
-  std::shared_ptr<Shared> shared;
+struct ArenaBlock {
+  std::shared_ptr<CpuTier::Shared> shared;
   uint64_t offset;
   uint64_t size;
-  Block(std::shared_ptr<Shared> s, uint64_t off, uint64_t n)
+  ArenaBlock(std::shared_ptr<CpuTier::Shared> s, uint64_t off, uint64_t n)
       : shared(std::move(s)), offset(off), size(n) {}
-  ~Block() { shared->allocator.Free(offset, size); }
+  ~ArenaBlock() { shared->allocator.Free(offset, size); }
   uint8_t* data() const { return shared->arena->base() + offset; }
 };
 
@@ -36,7 +36,7 @@ Result<std::unique_ptr<CpuTier>> CpuTier::Create(const CpuTierOptions& options,
 }
 
 CpuTier::CpuTier(std::shared_ptr<Shared> shared, EventListener listener)
-    : Tier(std::move(listener)), shared_(std::move(shared)) {}
+    : IndexedTier(std::move(listener)), shared_(std::move(shared)) {}
 
 CpuTier::~CpuTier() = default;
 
@@ -183,18 +183,8 @@ Status CpuTier::Remove(const ChunkKey& key) {
   return Status::Ok();
 }
 
-Status CpuTier::Pin(const ChunkKey& key) {
-  MutexLock lock(mu_);
-  return PinLocked(index_, key);
-}
-
-Status CpuTier::Unpin(const ChunkKey& key) {
-  MutexLock lock(mu_);
-  return UnpinLocked(index_, key);
-}
-
 TierStats CpuTier::Stats() const {
-  TierStats s;
+  TierStats s = counters_->Stats();
   s.capacity_bytes = shared_->allocator.capacity();
   s.used_bytes = shared_->allocator.used();
   s.faulted_bytes = shared_->prefaulter ? shared_->prefaulter->faulted_bytes() : 0;
@@ -202,7 +192,6 @@ TierStats CpuTier::Stats() const {
     MutexLock lock(mu_);
     s.entries = index_.size();
   }
-  counters_->CopyTo(s);
   return s;
 }
 
@@ -214,11 +203,6 @@ std::vector<std::optional<Owner>> CpuTier::OwnersOf(std::span<const ChunkKey> ke
     if (it != index_.end()) out[i] = ReadOwner({it->second.block->data(), it->second.size});
   }
   return out;
-}
-
-std::vector<ChunkKey> CpuTier::LruOrder() const {
-  MutexLock lock(mu_);
-  return {lru_.begin(), lru_.end()};
 }
 
 }  // namespace pikv::storage

@@ -124,7 +124,7 @@ Result<std::unique_ptr<DiskTier>> DiskTier::Open(const DiskTierOptions& options,
 }
 
 DiskTier::DiskTier(std::unique_ptr<Db> db, const DiskTierOptions& options, EventListener listener)
-    : Tier(std::move(listener)), db_(std::move(db)), options_(options) {}
+    : IndexedTier(std::move(listener)), db_(std::move(db)), options_(options) {}
 
 DiskTier::~DiskTier() = default;
 
@@ -355,36 +355,20 @@ Status DiskTier::Remove(const ChunkKey& key) {
   return Status::Ok();
 }
 
-Status DiskTier::Pin(const ChunkKey& key) {
-  MutexLock lock(mu_);
-  return PinLocked(index_, key);
-}
-
-Status DiskTier::Unpin(const ChunkKey& key) {
-  MutexLock lock(mu_);
-  return UnpinLocked(index_, key);
-}
-
 TierStats DiskTier::Stats() const {
-  TierStats s;
+  TierStats s = counters_->Stats();
   s.capacity_bytes = options_.capacity_bytes;
   {
     MutexLock lock(mu_);
     s.used_bytes = used_;
     s.entries = index_.size();
   }
-  counters_->CopyTo(s);
   return s;
 }
 
 Status DiskTier::Flush() {
   rocksdb::FlushOptions fo;
   return FromRocks(db_->db->Flush(fo, {db_->objects, db_->lru}));
-}
-
-std::vector<ChunkKey> DiskTier::LruOrder() const {
-  MutexLock lock(mu_);
-  return {lru_.begin(), lru_.end()};
 }
 
 }  // namespace pikv::storage

@@ -560,8 +560,7 @@ Status RemoteTier::Remove(const ChunkKey& key) {
 }
 
 TierStats RemoteTier::Stats() const {
-  TierStats s;
-  counters_->CopyTo(s);
+  TierStats s = counters_->Stats();
   s.used_bytes = server_used_bytes_;
   s.capacity_bytes = server_max_bytes_;
   return s;

@@ -33,16 +33,23 @@ PIKV_HOST_DEVICE void PairIndex(bool neox, uint32_t rotary_dim, uint32_t i, uint
   }
 }
 
-// bf16 <-> f32 (round to nearest even; NaN stays NaN).
-PIKV_HOST_DEVICE float Bf16ToF32(uint16_t v) {
-  uint32_t bits = static_cast<uint32_t>(v) << 16;
+// A float's bits and back (memcpy: std::bit_cast is not there in every
+// CUDA toolkit's device code).
+PIKV_HOST_DEVICE uint32_t F32Bits(float f) {
+  uint32_t bits;
+  memcpy(&bits, &f, 4);
+  return bits;
+}
+PIKV_HOST_DEVICE float F32FromBits(uint32_t bits) {
   float f;
   memcpy(&f, &bits, 4);
   return f;
 }
+
+// bf16 <-> f32 (round to nearest even; NaN stays NaN).
+PIKV_HOST_DEVICE float Bf16ToF32(uint16_t v) { return F32FromBits(static_cast<uint32_t>(v) << 16); }
 PIKV_HOST_DEVICE uint16_t F32ToBf16(float f) {
-  uint32_t bits;
-  memcpy(&bits, &f, 4);
+  uint32_t bits = F32Bits(f);
   if ((bits & 0x7fffffffu) > 0x7f800000u)
     return static_cast<uint16_t>((bits >> 16) | 0x40);  // quiet NaN
   bits += 0x7fffu + ((bits >> 16) & 1u);
@@ -72,13 +79,10 @@ PIKV_HOST_DEVICE float F16ToF32(uint16_t h) {
   } else {
     bits = sign | ((exp + 112) << 23) | (mant << 13);
   }
-  float f;
-  memcpy(&f, &bits, 4);
-  return f;
+  return F32FromBits(bits);
 }
 PIKV_HOST_DEVICE uint16_t F32ToF16(float f) {
-  uint32_t bits;
-  memcpy(&bits, &f, 4);
+  const uint32_t bits = F32Bits(f);
   const uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
   const uint32_t abs = bits & 0x7fffffffu;
   if (abs > 0x7f800000u) return sign | 0x7e00u;   // NaN

@@ -27,7 +27,7 @@
 
 #include "pikv/common/mutex.h"
 #include "pikv/proto/owner.h"
-#include "pikv/storage/tier.h"
+#include "pikv/storage/indexed_tier.h"
 
 namespace pikv::storage {
 
@@ -36,7 +36,16 @@ struct CpuTierOptions {
   bool prefault = true;                  // fault the arena in on a thread (ArenaPrefaulter)
 };
 
-class CpuTier final : public Tier {
+struct ArenaBlock;  // one allocation in the arena (cpu_tier.cc)
+
+struct CpuTierEntry {
+  std::shared_ptr<ArenaBlock> block;
+  uint64_t size = 0;
+  uint32_t pins = 0;
+  std::list<ChunkKey>::iterator lru;
+};
+
+class CpuTier final : public IndexedTier<CpuTierEntry> {
  public:
   static Result<std::unique_ptr<CpuTier>> Create(const CpuTierOptions& options,
                                                  EventListener listener);
@@ -47,12 +56,9 @@ class CpuTier final : public Tier {
   Result<SharedBuffer> Get(const ChunkKey& key) override;
   bool Contains(const ChunkKey& key) override;
   Status Remove(const ChunkKey& key) override;
-  Status Pin(const ChunkKey& key) override;
-  Status Unpin(const ChunkKey& key) override;
   TierStats Stats() const override;
   // The owners their objects' headers name.
   std::vector<std::optional<Owner>> OwnersOf(std::span<const ChunkKey> keys) override;
-  Result<std::vector<ChunkKey>> Keys() override { return LruOrder(); }
 
   // Put that also returns the arena copy (not counted as a hit); with
   // `stamp_writer`, the copy has that writer (StampWriter) before anyone
@@ -60,7 +66,7 @@ class CpuTier final : public Tier {
   Result<SharedBuffer> PutAndHold(const ChunkKey& key, const SharedBuffer& object,
                                   std::string_view stamp_writer = {});
 
-  struct Block;
+  using Block = ArenaBlock;
   // Arena space being filled by a writer, not yet an object: not in the
   // index, never evicted, freed when the last holder drops it.
   struct Reservation {
@@ -82,17 +88,9 @@ class CpuTier final : public Tier {
   const uint8_t* arena_base() const;
   uint64_t arena_bytes() const;
 
-  // Keys from most to least recently used.
-  std::vector<ChunkKey> LruOrder() const;
-
  private:
   struct Shared;
-  struct Entry {
-    std::shared_ptr<Block> block;
-    uint64_t size = 0;
-    uint32_t pins = 0;
-    std::list<ChunkKey>::iterator lru;
-  };
+  friend struct ArenaBlock;  // holds the Shared its range is in
 
   CpuTier(std::shared_ptr<Shared> shared, EventListener listener);
   // Evicts the least recently used evictable entry; false if there is none.
@@ -106,9 +104,6 @@ class CpuTier final : public Tier {
                                      uint64_t size, std::vector<TierEvent>& events);
 
   std::shared_ptr<Shared> shared_;
-  mutable Mutex mu_;
-  std::unordered_map<ChunkKey, Entry, ChunkKeyHash> index_ PIKV_GUARDED_BY(mu_);
-  std::list<ChunkKey> lru_ PIKV_GUARDED_BY(mu_);  // front = most recent
 };
 
 }  // namespace pikv::storage

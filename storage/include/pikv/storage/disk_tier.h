@@ -28,7 +28,7 @@
 
 #include "pikv/common/mutex.h"
 #include "pikv/proto/owner.h"
-#include "pikv/storage/tier.h"
+#include "pikv/storage/indexed_tier.h"
 
 namespace pikv::storage {
 
@@ -39,7 +39,15 @@ struct DiskTierOptions {
   bool sync_writes = false;               // fsync each put (durability vs throughput)
 };
 
-class DiskTier final : public Tier {
+struct DiskTierEntry {
+  uint64_t size = 0;
+  uint64_t tick = 0;
+  uint32_t pins = 0;
+  OwnerId owner = kUnknownOwner;
+  std::list<ChunkKey>::iterator lru;
+};
+
+class DiskTier final : public IndexedTier<DiskTierEntry> {
  public:
   static Result<std::unique_ptr<DiskTier>> Open(const DiskTierOptions& options,
                                                 EventListener listener);
@@ -50,27 +58,15 @@ class DiskTier final : public Tier {
   Result<SharedBuffer> Get(const ChunkKey& key) override;
   bool Contains(const ChunkKey& key) override;
   Status Remove(const ChunkKey& key) override;
-  Status Pin(const ChunkKey& key) override;
-  Status Unpin(const ChunkKey& key) override;
   TierStats Stats() const override;
   // The owners kept in the index (and its LRU records): no object is read.
   std::vector<std::optional<Owner>> OwnersOf(std::span<const ChunkKey> keys) override;
-  Result<std::vector<ChunkKey>> Keys() override { return LruOrder(); }
 
   // Persists memtables so a restart finds everything written so far.
   Status Flush();
-  // Keys from most to least recently used.
-  std::vector<ChunkKey> LruOrder() const;
 
  private:
   struct Db;
-  struct Entry {
-    uint64_t size = 0;
-    uint64_t tick = 0;
-    uint32_t pins = 0;
-    OwnerId owner = kUnknownOwner;
-    std::list<ChunkKey>::iterator lru;
-  };
 
   DiskTier(std::unique_ptr<Db> db, const DiskTierOptions& options, EventListener listener);
   Status RebuildIndex();
@@ -80,9 +76,6 @@ class DiskTier final : public Tier {
   std::unique_ptr<Db> db_;
   DiskTierOptions options_;
   Mutex write_mu_;  // serializes puts and removes (taken before mu_)
-  mutable Mutex mu_ PIKV_ACQUIRED_AFTER(write_mu_);
-  std::unordered_map<ChunkKey, Entry, ChunkKeyHash> index_ PIKV_GUARDED_BY(mu_);
-  std::list<ChunkKey> lru_ PIKV_GUARDED_BY(mu_);  // front = most recent
   uint64_t used_ PIKV_GUARDED_BY(mu_) = 0;
   uint64_t next_tick_ PIKV_GUARDED_BY(mu_) = 1;
 };
