@@ -1,7 +1,7 @@
 // Mutex and MutexLock with clang's thread-safety annotations, for classes
 // that hold more than one lock: members are marked PIKV_GUARDED_BY(mu_),
 // private helpers that expect the lock PIKV_REQUIRES(mu_), and lock order
-// PIKV_ACQUIRED_AFTER. clang's -Wthread-safety (on in every clang build, an
+// PIKV_ACQUIRED_BEFORE/AFTER. clang's -Wthread-safety (on in every clang build, an
 // error there) then proves at compile time that no guarded member is
 // touched without its lock. GCC sees plain std::mutex.
 #pragma once
@@ -19,6 +19,7 @@
 #define PIKV_GUARDED_BY(x) PIKV_THREAD_ANNOTATION(guarded_by(x))
 #define PIKV_PT_GUARDED_BY(x) PIKV_THREAD_ANNOTATION(pt_guarded_by(x))
 #define PIKV_ACQUIRED_AFTER(...) PIKV_THREAD_ANNOTATION(acquired_after(__VA_ARGS__))
+#define PIKV_ACQUIRED_BEFORE(...) PIKV_THREAD_ANNOTATION(acquired_before(__VA_ARGS__))
 #define PIKV_REQUIRES(...) PIKV_THREAD_ANNOTATION(requires_capability(__VA_ARGS__))
 #define PIKV_EXCLUDES(...) PIKV_THREAD_ANNOTATION(locks_excluded(__VA_ARGS__))
 #define PIKV_ACQUIRE(...) PIKV_THREAD_ANNOTATION(acquire_capability(__VA_ARGS__))

@@ -75,7 +75,7 @@ class DiskTier final : public IndexedTier<DiskTierEntry> {
 
   std::unique_ptr<Db> db_;
   DiskTierOptions options_;
-  Mutex write_mu_;  // serializes puts and removes (taken before mu_)
+  Mutex write_mu_ PIKV_ACQUIRED_BEFORE(mu_);  // serializes puts and removes
   uint64_t used_ PIKV_GUARDED_BY(mu_) = 0;
   uint64_t next_tick_ PIKV_GUARDED_BY(mu_) = 1;
 };
