@@ -497,6 +497,35 @@ py::object ZeroCopyArena(client::Client& c) {
   return py::cast(*arena);
 }
 
+// Client.plan: a plan of its own, or (with `sources`) another process's.
+client::Plan MakePlan(
+    client::Client& c, std::vector<std::vector<int32_t>> segments,
+    std::optional<std::vector<std::tuple<std::string, std::string, std::string>>> sources,
+    bool local_node_answered) {
+  auto prompt = Take(client::FromSegments(std::move(segments)));
+  if (sources) return Take(c.PlanFrom(prompt, PlannedSources(*sources), local_node_answered));
+  py::gil_scoped_release nogil;
+  return c.MakePlan(prompt);
+}
+
+// Client.build_object: the chunk object over a contiguous payload.
+SharedBuffer BuildObject(const client::Client& c, const std::vector<int32_t>& tokens,
+                         py::buffer payload, int64_t virtual_start, bool pre_rope,
+                         const std::string& sys_key_hex) {
+  const py::buffer_info info = payload.request();
+  py::ssize_t step = info.itemsize;
+  for (py::ssize_t d = info.ndim - 1; d >= 0; step *= info.shape[d], --d) {
+    if (info.shape[d] > 1 && info.strides[d] != step)
+      RaiseInvalid("the payload must be one contiguous buffer");
+  }
+  const std::optional<ChunkKey> sys_key = SysKey(sys_key_hex);
+  const ChunkKey* sys = sys_key ? &*sys_key : nullptr;
+  const std::span<const uint8_t> bytes(static_cast<const uint8_t*>(info.ptr),
+                                       static_cast<size_t>(info.size * info.itemsize));
+  return Take(c.BuildObject(c.KeyOf(tokens, sys), tokens, virtual_start, bytes,
+                            pre_rope ? KForm::kPreRope : KForm::kRotated, sys));
+}
+
 void DefineClient(py::module_& m) {
   py::class_<client::Client>(m, "Client")
       .def(py::init<client::ClientOptions>(), "options"_a)
@@ -511,21 +540,11 @@ void DefineClient(py::module_& m) {
           "tokens"_a, "sys_key"_a = "",
           "The chunk key of `tokens` (hex); in prefixed mode, of a chunk computed after the "
           "prefix whose key is `sys_key`")
-      .def(
-          "plan",
-          [](client::Client& c, std::vector<std::vector<int32_t>> segments,
-             std::optional<std::vector<std::tuple<std::string, std::string, std::string>>> sources,
-             bool local_node_answered) {
-            auto prompt = Take(client::FromSegments(std::move(segments)));
-            if (sources)
-              return Take(c.PlanFrom(prompt, PlannedSources(*sources), local_node_answered));
-            py::gil_scoped_release nogil;
-            return c.MakePlan(prompt);
-          },
-          "segments"_a, "sources"_a = py::none(), "local_node_answered"_a = true,
-          "A source per chunk for [system, chunks..., question]; with `sources` "
-          "((source, peer_id, peer_endpoint) per chunk, and whether the local node answered, "
-          "as another process's plan gave them), that plan, asking nobody")
+      .def("plan", &MakePlan, "segments"_a, "sources"_a = py::none(),
+           "local_node_answered"_a = true,
+           "A source per chunk for [system, chunks..., question]; with `sources` "
+           "((source, peer_id, peer_endpoint) per chunk, and whether the local node answered, "
+           "as another process's plan gave them), that plan, asking nobody")
       .def("fetch", &Fetch, "plan"_a,
            "The plan's chunk objects, verified, in plan order; None for a miss")
       .def(
@@ -540,26 +559,10 @@ void DefineClient(py::module_& m) {
             if (!s.ok()) Raise(s);
           },
           "object"_a, "chunk"_a, "slots"_a, "cache"_a, "threads"_a = 1)
-      .def(
-          "build_object",
-          [](const client::Client& c, const std::vector<int32_t>& tokens, py::buffer payload,
-             int64_t virtual_start, bool pre_rope, const std::string& sys_key_hex) {
-            const py::buffer_info info = payload.request();
-            py::ssize_t step = info.itemsize;
-            for (py::ssize_t d = info.ndim - 1; d >= 0; step *= info.shape[d], --d) {
-              if (info.shape[d] > 1 && info.strides[d] != step)
-                RaiseInvalid("the payload must be one contiguous buffer");
-            }
-            const std::optional<ChunkKey> sys_key = SysKey(sys_key_hex);
-            const ChunkKey* sys = sys_key ? &*sys_key : nullptr;
-            const std::span<const uint8_t> bytes(static_cast<const uint8_t*>(info.ptr),
-                                                 static_cast<size_t>(info.size * info.itemsize));
-            return Take(c.BuildObject(c.KeyOf(tokens, sys), tokens, virtual_start, bytes,
-                                      pre_rope ? KForm::kPreRope : KForm::kRotated, sys));
-          },
-          "tokens"_a, "payload"_a, "virtual_start"_a = 0, "pre_rope"_a = false, "sys_key"_a = "",
-          "The chunk object of `tokens` over a contiguous payload [layer][k|v][token][head][dim] "
-          "(K rotated at virtual_start, or pre-RoPE), stored nowhere")
+      .def("build_object", &BuildObject, "tokens"_a, "payload"_a, "virtual_start"_a = 0,
+           "pre_rope"_a = false, "sys_key"_a = "",
+           "The chunk object of `tokens` over a contiguous payload [layer][k|v][token][head][dim] "
+           "(K rotated at virtual_start, or pre-RoPE), stored nowhere")
       .def(
           "check_layout",
           [](const client::Client& c, const device::PagedLayout& cache) {

@@ -117,7 +117,20 @@ class LeadershipTest : public ::testing::Test {
     }
     return -1;
   }
-  std::string Epoch(int i) const { return Health(i).value("epoch", ""); }
+  // The leader, waiting up to `limit` for one to answer health as leader: a
+  // loaded machine (the sanitizers, ctest's heaviest tests beside these) can
+  // miss one 500 ms health call to a live leader.
+  int WaitLeader(std::chrono::milliseconds limit = 5s) const {
+    int leader = -1;
+    WaitFor([&] { return (leader = LeaderIndex()) >= 0; }, limit);
+    return leader;
+  }
+  // Controller i's epoch; 0 when it does not answer within `limit`.
+  int64_t Epoch(int i, std::chrono::milliseconds limit = 5s) const {
+    std::string epoch;
+    WaitFor([&] { return !(epoch = Health(i).value("epoch", "")).empty(); }, limit);
+    return epoch.empty() ? 0 : std::stoll(epoch);
+  }
 
   // Every object is located on exactly the node that holds it, and nowhere
   // else; counts locations that name a node not holding the key.
@@ -153,7 +166,7 @@ class LeadershipTest : public ::testing::Test {
   };
   Failover Fail(int sig) {
     Failover f;
-    f.old_leader = LeaderIndex();
+    f.old_leader = WaitLeader();
     EXPECT_GE(f.old_leader, 0);
     AdminClient admin(coord::FindControllers(Spec()), 200ms, AdminKeys());
     EXPECT_TRUE(RegistryWhole(&admin));
@@ -190,7 +203,7 @@ class LeadershipTest : public ::testing::Test {
 };
 
 TEST_F(LeadershipTest, OneLeadsAndStandbysNameIt) {
-  const int leader = LeaderIndex();
+  const int leader = WaitLeader();
   ASSERT_GE(leader, 0);
   int standbys = 0;
   for (int i = 0; i < kControllers; ++i) {
@@ -220,16 +233,17 @@ TEST_F(LeadershipTest, OneLeadsAndStandbysNameIt) {
 }
 
 TEST_F(LeadershipTest, KilledLeaderIsReplacedWithTheRegistryWhole) {
-  const std::string old_epoch = Epoch(LeaderIndex());
+  const int64_t old_epoch = Epoch(WaitLeader());
+  ASSERT_GT(old_epoch, 0);
   const Failover f = Fail(SIGKILL);
   EXPECT_EQ(f.wrong, 0u);
   // Locate is back within the lease plus a second, the registry soon after.
   EXPECT_LT(f.silent, kTtl + 1500ms);
   EXPECT_LT(f.whole, f.silent + 3s);
-  const int leader = LeaderIndex();
+  const int leader = WaitLeader();
   ASSERT_GE(leader, 0);
   EXPECT_NE(leader, f.old_leader);
-  EXPECT_GT(std::stoll(Epoch(leader)), std::stoll(old_epoch));
+  EXPECT_GT(Epoch(leader), old_epoch);
   EXPECT_EQ(testing::AliveNodes(Spec(), AdminKeys()), kNodes);
 }
 
@@ -259,7 +273,7 @@ TEST_F(LeadershipTest, PausedLeaderLosesItsLeaseAndStaysDeposed) {
   const Failover f = Fail(SIGSTOP);
   EXPECT_EQ(f.wrong, 0u);
   EXPECT_LT(f.silent, kTtl + 1500ms);
-  const int leader = LeaderIndex();
+  const int leader = WaitLeader();
   ASSERT_GE(leader, 0);
   controllers_[f.old_leader].process->Signal(SIGCONT);
   // Woken past its lease, it answers as a standby naming the new leader.
@@ -271,7 +285,7 @@ TEST_F(LeadershipTest, PausedLeaderLosesItsLeaseAndStaysDeposed) {
       5s));
   // The nodes stay with the new leader; an admin command reaches them.
   std::this_thread::sleep_for(1s);
-  EXPECT_EQ(LeaderIndex(), leader);
+  EXPECT_EQ(WaitLeader(), leader);
   EXPECT_TRUE(RegistryWhole());
   AdminClient admin(coord::FindControllers(Spec()), 2s, AdminKeys());
   ASSERT_TRUE(admin.Json(MsgType::kAdminEvict, {objects_[0][0].key}).ok());
@@ -290,12 +304,12 @@ class EtcdMemberLossTest : public LeadershipTest {
 };
 
 TEST_F(EtcdMemberLossTest, LosingEtcdMembersOneAtATimeKeepsTheLeader) {
-  const int leader = LeaderIndex();
-  const std::string epoch = Epoch(leader);
+  const int leader = WaitLeader();
+  const int64_t epoch = Epoch(leader);
   for (int m = 0; m < 3; ++m) {
     etcd_.Kill(m);
     std::this_thread::sleep_for(4500ms);  // past an etcd election and a lease TTL
-    EXPECT_EQ(LeaderIndex(), leader) << "etcd member " << m << " down";
+    EXPECT_EQ(WaitLeader(), leader) << "etcd member " << m << " down";
     EXPECT_EQ(Epoch(leader), epoch) << "etcd member " << m << " down";
     EXPECT_TRUE(RegistryWhole()) << "etcd member " << m << " down";
     ASSERT_TRUE(etcd_.StartMember(m).ok());
@@ -309,9 +323,9 @@ TEST_F(LeadershipTest, AWipedEtcdDoesNotStrandTheNodes) {
   coord::EtcdClient etcd(etcd_.access(), 1s);
   for (int i = 0; i < 40; ++i) ASSERT_TRUE(etcd.Put("pikv-test/filler", std::to_string(i), 0).ok());
   Fail(SIGKILL);  // a leadership elected past revision 40
-  const int leader = LeaderIndex();
+  const int leader = WaitLeader();
   ASSERT_GE(leader, 0);
-  const int64_t before = std::stoll(Epoch(leader));
+  const int64_t before = Epoch(leader);
   ASSERT_GT(before, 40);
   // Only the leader left: it wins again on the wiped etcd, at the endpoint
   // the nodes are registered with, under a lower epoch.
@@ -321,8 +335,8 @@ TEST_F(LeadershipTest, AWipedEtcdDoesNotStrandTheNodes) {
   ASSERT_TRUE(etcd_.Wipe().ok());
   auto lower_epoch_leads = [&] {
     const int l = LeaderIndex();
-    const std::string e = l >= 0 ? Epoch(l) : "";
-    return !e.empty() && std::stoll(e) < before;
+    const int64_t e = l >= 0 ? Epoch(l, 0ms) : 0;
+    return e > 0 && e < before;
   };
   ASSERT_TRUE(WaitFor(lower_epoch_leads, 30s)) << "no leader elected on the wiped etcd";
   // Two lease TTLs (2 s each) of the lower claim, then the nodes follow
@@ -345,7 +359,8 @@ TEST_F(LeadershipTest, AllControllersDownThenOneBack) {
 }
 
 TEST_F(LeadershipTest, ListFindsTheLeaderPastADeadController) {
-  const int leader = LeaderIndex();
+  const int leader = WaitLeader();
+  ASSERT_GE(leader, 0);
   const int dead = (leader + 1) % kControllers;
   controllers_[dead].process->Signal(SIGKILL);
   // A spec listing the dead one first: each call still answers in time.
@@ -392,8 +407,9 @@ TEST_F(SecureLeadershipTest, ARevokedEngineStaysRefusedAcrossALeaderKill) {
   // handler when the connection predates the revocation.
   EXPECT_FALSE(locate_as("bad").ok());
   const Failover f = Fail(SIGKILL);
-  ASSERT_GE(LeaderIndex(), 0);
-  EXPECT_NE(LeaderIndex(), f.old_leader);
+  const int leader = WaitLeader();
+  ASSERT_GE(leader, 0);
+  EXPECT_NE(leader, f.old_leader);
   EXPECT_TRUE(locate_as("honest").ok()) << "the new leader answers";
   const Status bad = locate_as("bad");
   EXPECT_FALSE(bad.ok()) << "the new leader answered the revoked engine";
