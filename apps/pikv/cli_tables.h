@@ -91,6 +91,23 @@ inline void PrintLocate(const json& j) {
   t.Print(std::cout);
 }
 
+// Per candidate node: a chunk set's tokens by where that node gets them.
+inline void PrintScore(const json& j) {
+  std::cout << j.at(admin::kKeys) << " chunks, " << j.at(admin::kTokens) << " tokens\n";
+  std::vector<std::string> header = {"node", "state"};
+  header.insert(header.end(), std::begin(admin::kReaches), std::end(admin::kReaches));
+  header.insert(header.end(), {"prefix", "requests/s"});
+  pikv::TextTable t(header);
+  for (const auto& n : j.at(admin::kNodes)) {
+    std::vector<std::string> row = {Str(n, admin::kId), Str(n, admin::kState)};
+    for (const char* reach : admin::kReaches) row.push_back(Num(n.at(admin::kTokens).at(reach)));
+    row.push_back(Num(n.at(admin::kPrefixTokens)));
+    row.push_back(Num(n.at(admin::kLoad).at(admin::kRequestsPerSecond)));
+    t.Add(row);
+  }
+  t.Print(std::cout);
+}
+
 // The controllers' line of a health document: who leads, at which epoch,
 // its lease, the standbys (a controller older than leadership prints none).
 inline void PrintLeadership(const json& j) {

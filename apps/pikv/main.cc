@@ -87,6 +87,8 @@ struct AdminOptions {
   bool json = false;
   std::vector<std::string> hex_keys;
   std::string node, tokens, model, dtype = "bf16", rope, mode = "isolated", host, engine;
+  std::vector<int64_t> chunk_tokens;    // score
+  std::vector<std::string> candidates;  // score
 };
 
 // An admin operation: its request, and how it prints the controller's reply
@@ -122,6 +124,8 @@ const AdminOp kAdminOps[] = {
     {"health", "Is the cluster healthy", MsgType::kAdminHealth, ShowHealth},
     {"locate", "Where chunks are, by key or by token ids", MsgType::kLocate,
      Show<pikv::cli::PrintLocate>},
+    {"score", "What each node would get of a chunk set, by tier, peer and missing tokens",
+     MsgType::kScore, Show<pikv::cli::PrintScore>},
     {"clear", "Drop every chunk from one node's CPU and disk tiers, or all nodes'",
      MsgType::kAdminClear, Show<pikv::cli::PrintForwarded>},
     {"pin", "Pin chunks on every node holding them", MsgType::kAdminPin,
@@ -161,6 +165,12 @@ CLI::App* AddAdmin(CLI::App& app, AdminOptions& o) {
   locate->add_option("--rope", o.rope, "RoPE signature of the key namespace");
   locate->add_option("--mode", o.mode, "isolated or prefixed")->capture_default_str();
   locate->add_option("--host", o.host, "Rank replicas for a client on this host");
+  CLI::App* score = admin->get_subcommand("score");
+  score->add_option("keys", o.hex_keys, "The chunk set's keys (32 hex digits)")->required();
+  score->add_option("--chunk-tokens", o.chunk_tokens, "Each chunk's tokens (default 1 each)")
+      ->delimiter(',');
+  score->add_option("--nodes", o.candidates, "Only these nodes (default every live one)")
+      ->delimiter(',');
   admin->get_subcommand("clear")->add_option("--node", o.node, "Only this node");
   for (const char* name : {"pin", "unpin", "evict"}) {
     admin->get_subcommand(name)
@@ -245,7 +255,7 @@ int RunAdmin(const CLI::App& admin, const AdminOptions& o) {
   }
   auto keys = ChunkKeys(o, op.type == MsgType::kLocate);
   if (!keys) return 2;
-  const pikv::rpc::AdminArgs args{o.node, o.host, o.engine};
+  const pikv::rpc::AdminArgs args{o.node, o.host, o.engine, o.chunk_tokens, {o.candidates}};
   auto curve = ControllerKeys(o);
   if (!curve.ok()) return Fail(curve.status().ToString());
 

@@ -315,6 +315,36 @@ std::vector<Replica> ClusterState::Locate(const ChunkKey& key, const std::string
   return out;
 }
 
+std::vector<NodeScore> ClusterState::Score(std::span<const ChunkKey> keys,
+                                           std::span<const int64_t> tokens, const Visible& visible,
+                                           std::span<const std::string> only) const {
+  std::vector<ScoredChunk> chunks(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    chunks[i].tokens = i < tokens.size() && tokens[i] > 0 ? static_cast<uint64_t>(tokens[i]) : 1;
+    const Registry::Provenance p = registry_.Locate(keys[i], chunks[i].locations);
+    if (!visible(p)) chunks[i].locations.clear();
+  }
+  std::vector<NodeScore> candidates;
+  std::vector<bool> alive;
+  {
+    MutexLock lock(mu_);
+    alive.resize(nodes_.size());
+    for (size_t i = 1; i < nodes_.size(); ++i) {
+      const Node& n = nodes_[i];
+      alive[i] = n.in_use && n.state == NodeState::kAlive;
+      if (!alive[i] && !(n.in_use && n.state == NodeState::kSuspect)) continue;
+      if (!only.empty() && std::find(only.begin(), only.end(), n.reg.id) == only.end()) continue;
+      candidates.push_back({.index = static_cast<uint16_t>(i),
+                            .id = n.reg.id,
+                            .host = n.reg.host,
+                            .alive = alive[i],
+                            .requests_per_second = n.load});
+    }
+  }
+  ScoreChunkSet(chunks, alive, candidates);
+  return candidates;
+}
+
 std::vector<NodeView> ClusterState::Nodes(Clock::time_point now) const {
   MutexLock lock(mu_);
   std::vector<NodeView> out;

@@ -163,6 +163,15 @@ void ControllerHandler::Apply(const std::string& identity, const CurvePeer* send
       if (request.json) document = LocateJson(h.keys, located);
       break;
     }
+    case MsgType::kScore:
+      if (Status s = CheckScoreQuery(h.keys.size(), h.values); !s.ok()) {
+        out = Reject(identity, &h, s);
+        return;
+      }
+      document =
+          ScoreJson(state_, h.keys, h.values, TenantScope(Server::kController, sender, h.type),
+                    DecodeScore(h).nodes, now);
+      break;
     case MsgType::kAuditMismatch:
       OnMismatch(identity, sender, h, now, reply, out);
       if (reply.status != ErrorCode::kOk) return;

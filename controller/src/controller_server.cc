@@ -2,8 +2,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <charconv>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -11,6 +13,8 @@
 #include "pikv/controller/controller_handler.h"
 #include "pikv/controller/views.h"
 #include "pikv/http/http_server.h"
+#include "pikv/proto/control_wire.h"
+#include "pikv/proto/owner.h"
 #include "pikv/transport/zmq_frames.h"
 
 namespace pikv::controller {
@@ -30,6 +34,50 @@ Result<std::vector<ChunkKey>> ParseKeyList(const std::string& list) {
     pos = end + 1;
   }
   return keys;
+}
+
+// "n1,n2,...": at most one batch of counts; empty: none.
+Result<std::vector<int64_t>> ParseCountList(const std::string& list) {
+  std::vector<int64_t> counts;
+  for (size_t pos = 0; pos < list.size();) {
+    const size_t end = std::min(list.find(',', pos), list.size());
+    int64_t n = 0;
+    const auto [ptr, ec] = std::from_chars(list.data() + pos, list.data() + end, n);
+    if (ec != std::errc() || ptr != list.data() + end || counts.size() >= WireLimits{}.max_batch)
+      return InvalidArgument("bad count list");
+    counts.push_back(n);
+    pos = end + 1;
+  }
+  return counts;
+}
+
+http::Response JsonResponse(int status, std::string body) {
+  return http::Response{status, "application/json", std::move(body)};
+}
+
+http::Response BadQuery(const std::string& why) {
+  return JsonResponse(400, nlohmann::json{{"error", why}}.dump());
+}
+
+// GET /score?key=k1,...[&tokens=n1,...][&node=id,...][&tenant=name]
+// ("default": the default tenant; absent: every tenant's keys count).
+http::Response ScoreRoute(const ClusterState& state, const http::Request& req) {
+  auto keys = ParseKeyList(req.Param("key"));
+  if (!keys.ok()) return BadQuery("key must be 32-hex-digit keys, comma-separated");
+  auto tokens = ParseCountList(req.Param("tokens"));
+  if (!tokens.ok()) return BadQuery("tokens must be counts, comma-separated");
+  if (Status s = CheckScoreQuery(keys->size(), *tokens); !s.ok()) return BadQuery(s.message());
+  const auto tenant_param = req.query.find("tenant");
+  std::optional<std::string> tenant;
+  if (tenant_param != req.query.end()) {
+    tenant = tenant_param->second == "default" ? "" : tenant_param->second;
+    if (!IsTenantName(*tenant)) return BadQuery("tenant is not a tenant's name");
+  }
+  Header as_wire;  // the candidates, read as the wire's field lists them
+  EncodeScore({{req.Param("node")}}, as_wire);
+  const auto only = DecodeScore(as_wire).nodes;
+  return JsonResponse(
+      200, ScoreJson(state, *keys, *tokens, tenant ? &*tenant : nullptr, only, Clock::now()));
 }
 
 }  // namespace
@@ -119,8 +167,13 @@ Status ControllerServer::StartHttp(Loop& loop) {
   ClusterState* state = state_.get();
   ControllerServer* self = this;
   if (!options.http.empty()) {
-    const auto json = [](std::string body) {
-      return http::Response{200, "application/json", std::move(body)};
+    const auto json = [](std::string body) { return JsonResponse(200, std::move(body)); };
+    // Queries of the registry are a leader's to answer.
+    const auto standby = [self]() -> std::optional<http::Response> {
+      const Leadership l = self->leadership();
+      if (l.role != "standby") return std::nullopt;
+      return JsonResponse(503,
+                          nlohmann::json{{"error", "not the leader"}, {"leader", l.leader}}.dump());
     };
     std::map<std::string, http::Handler> routes;
     routes["/healthz"] = [state, self, json](const http::Request&) {
@@ -137,22 +190,18 @@ Status ControllerServer::StartHttp(Loop& loop) {
           200, "text/plain; version=0.0.4",
           MetricsText(*state, Clock::now(), self->leadership(), &self->handler_->counters())};
     };
-    routes["/locate"] = [state, self, json](const http::Request& req) {
-      if (const Leadership l = self->leadership(); l.role == "standby") {
-        auto r = json(nlohmann::json{{"error", "not the leader"}, {"leader", l.leader}}.dump());
-        r.status = 503;
-        return r;
-      }
+    routes["/locate"] = [state, standby, json](const http::Request& req) {
+      if (auto refused = standby()) return *refused;
       auto keys = ParseKeyList(req.Param("key"));
-      if (!keys.ok()) {
-        auto r = json(R"({"error":"key must be 1-4096 keys of 32 hex digits, comma-separated"})");
-        r.status = 400;
-        return r;
-      }
+      if (!keys.ok()) return BadQuery("key must be 1-4096 keys of 32 hex digits, comma-separated");
       std::vector<Located> located(keys->size());
       for (size_t i = 0; i < keys->size(); ++i)
         located[i].copies = state->Locate((*keys)[i], req.Param("host"), &located[i].provenance);
       return json(LocateJson(*keys, located));
+    };
+    routes["/score"] = [state, standby](const http::Request& req) {
+      if (auto refused = standby()) return *refused;
+      return ScoreRoute(*state, req);
     };
     auto http = http::Server::Start({options.http}, std::move(routes));
     if (!http.ok()) return http.status();

@@ -5,6 +5,7 @@
 
 #include "pikv/controller/controller_stats.h"
 #include "pikv/proto/admin_wire.h"
+#include "pikv/proto/owner.h"
 
 namespace pikv::controller {
 
@@ -89,6 +90,34 @@ std::string NodesJson(const ClusterState& state, Clock::time_point now) {
                      {admin::kTiers, tiers}});
   }
   return Dump(json{{admin::kNodes, nodes}});
+}
+
+std::string ScoreJson(const ClusterState& state, std::span<const ChunkKey> keys,
+                      std::span<const int64_t> tokens, const std::string* tenant,
+                      std::span<const std::string> only, Clock::time_point now) {
+  const auto visible = [tenant](const Registry::Provenance& p) {
+    return TenantMaySee(tenant, FindOwner(p.owner));
+  };
+  json nodes = json::array();
+  for (const NodeScore& n : state.Score(keys, tokens, visible, only)) {
+    json by_reach = json::object();
+    for (int r = 0; r < kNumReaches; ++r)
+      by_reach[std::string(ReachName(static_cast<Reach>(r)))] = n.tokens[r];
+    nodes.push_back({{admin::kId, n.id},
+                     {admin::kIndex, n.index},
+                     {admin::kState, std::string(NodeStateName(n.alive ? NodeState::kAlive
+                                                                       : NodeState::kSuspect))},
+                     {admin::kHost, n.host},
+                     {admin::kTokens, by_reach},
+                     {admin::kPrefixTokens, n.prefix_tokens},
+                     {admin::kLoad, {{admin::kRequestsPerSecond, n.requests_per_second}}}});
+  }
+  uint64_t total = 0;
+  for (size_t i = 0; i < keys.size(); ++i) total += tokens.empty() ? 1 : tokens[i];
+  return Dump(json{{admin::kKeys, keys.size()},
+                   {admin::kTokens, total},
+                   {admin::kRegistryFilling, state.Filling(now)},
+                   {admin::kNodes, nodes}});
 }
 
 std::string StatsJson(const ClusterState& state, Clock::time_point now) {

@@ -16,7 +16,7 @@ constexpr char kNodeId[] = "node_id", kIncarnation[] = "incarnation", kHost[] = 
                kEngine[] = "engine", kSweepShared[] = "sweep_shared",
                kOwnerFieldPrefix[] = "owner.", kResync[] = "resync", kJson[] = "json",
                kLeader[] = "leader", kLeaderEpoch[] = "leader_epoch", kEpoch[] = "epoch",
-               kElected[] = "elected";
+               kElected[] = "elected", kNodes[] = "nodes";
 
 uint64_t Count(const Fields& fields, const std::string& name) {
   return static_cast<uint64_t>(std::max<int64_t>(0, FieldInt(fields, name)));
@@ -221,6 +221,24 @@ void EncodeLocate(const LocateRequest& r, Header& request) {
 
 LocateRequest DecodeLocate(const Header& request) {
   return {FieldString(request.fields, kHost), FieldInt(request.fields, kJson) != 0};
+}
+
+void EncodeScore(const ScoreRequest& r, Header& request) {
+  std::string joined;
+  for (const std::string& id : r.nodes) joined += (joined.empty() ? "" : ",") + id;
+  if (!joined.empty()) request.fields[kNodes] = joined;
+}
+
+ScoreRequest DecodeScore(const Header& request) {
+  ScoreRequest r;
+  const std::string joined = FieldString(request.fields, kNodes);
+  for (size_t start = 0; start < joined.size();) {
+    size_t end = joined.find(',', start);
+    if (end == std::string::npos) end = joined.size();
+    if (end > start) r.nodes.push_back(joined.substr(start, end - start));
+    start = end + 1;
+  }
+  return r;
 }
 
 void EncodeAdminTarget(const AdminTarget& t, Header& request) {

@@ -92,6 +92,10 @@ Result<std::string> AdminClient::Json(MsgType type, const std::vector<ChunkKey>&
   req.header.type = type;
   req.header.keys = keys;
   if (type == MsgType::kLocate) EncodeLocate({args.host, /*json=*/true}, req.header);
+  if (type == MsgType::kScore) {
+    EncodeScore(args.score, req.header);
+    req.header.values = args.tokens;
+  }
   EncodeAdminTarget({args.node}, req.header);
   auto reply = Call(req);
   if (!reply.ok()) return reply.status();

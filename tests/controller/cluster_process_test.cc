@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
@@ -46,6 +47,51 @@ TEST_P(ClusterProcessTest, APutChunkIsLocatedWithinOneSecond) {
         return Locate(o.key) == Where{{"node-a", TierKind::kCpu}, {"node-a", TierKind::kDisk}};
       },
       5s, "the disk copy too");
+}
+
+// /score over HTTP and `pikv admin score` over the wire answer what the
+// registry holds: each chunk in the cheapest reach each node has, a killed
+// node's chunks counting for no one.
+TEST_P(ClusterProcessTest, ScoreAnswersWhatTheRegistryHoldsOverHttpAndTheCli) {
+  const TestObject on_a = MakeObject(60, 16 << 10), on_b = MakeObject(61, 16 << 10),
+                   on_c = MakeObject(62, 16 << 10);
+  Put(0, on_a);
+  Put(1, on_b);
+  Put(2, on_c);
+  WaitFor(
+      [&] {
+        return Locate(on_a.key).size() == 2 && Locate(on_b.key).size() == 2 &&
+               Locate(on_c.key).size() == 2;
+      },
+      5s, "cpu and disk copies located");
+  nodes_[2].process->Signal(SIGKILL);
+  WaitFor([&] { return Locate(on_c.key).empty(); }, 10s, "node-c's chunks to go");
+
+  const std::string keys = on_a.key.Hex() + "," + on_b.key.Hex() + "," + on_c.key.Hex();
+  const auto [status, body] =
+      testing::HttpGet(controller_.http, "/score?key=" + keys + "&tokens=100,200,300");
+  ASSERT_EQ(status, 200) << body;
+  const json doc = json::parse(body);
+  EXPECT_EQ(doc["keys"], 3);
+  EXPECT_EQ(doc["tokens"], 600);
+  std::map<std::string, json> tokens;
+  for (const auto& n : doc["nodes"]) tokens[n["id"]] = n["tokens"];
+  ASSERT_EQ(tokens.size(), 2u) << "node-c is dead: " << body;
+  EXPECT_EQ(tokens["node-a"],
+            (json{{"cpu", 100}, {"disk", 0}, {"remote", 0}, {"peer", 200}, {"missing", 300}}));
+  EXPECT_EQ(tokens["node-b"],
+            (json{{"cpu", 200}, {"disk", 0}, {"remote", 0}, {"peer", 100}, {"missing", 300}}));
+  EXPECT_EQ(testing::HttpGet(controller_.http, "/score?key=" + keys + "&tokens=1,0,1").first, 400);
+  EXPECT_EQ(testing::HttpGet(controller_.http, "/score?key=" + keys + "&tokens=1").first, 400);
+  EXPECT_EQ(testing::HttpGet(controller_.http, "/score?key=zz").first, 400);
+  EXPECT_EQ(testing::HttpGet(controller_.http, "/score?key=" + keys + "&tenant=a/b").first, 400);
+
+  const auto [code, out] = Cli(
+      {"score", on_a.key.Hex(), on_b.key.Hex(), "--chunk-tokens", "100,200", "--nodes", "node-b"});
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("2 chunks, 300 tokens"), std::string::npos) << out;
+  EXPECT_NE(out.find("node-b"), std::string::npos) << out;
+  EXPECT_EQ(out.find("node-a"), std::string::npos) << out;
 }
 
 TEST_P(ClusterProcessTest, AKilledNodeVanishesAndReturnsWithANewIncarnationAndItsDisk) {

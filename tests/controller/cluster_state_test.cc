@@ -231,6 +231,59 @@ TEST_F(ClusterStateTest, RemoteTierLocationsOutliveTheWriter) {
   EXPECT_EQ(state_.Locate(Key(1), "")[0].location.tier, TierKind::kRemote);
 }
 
+// Scoring answers what the registry holds: each chunk's tokens count once
+// per node, in the cheapest reach that node has (its own CPU or disk, the
+// shared tier, a pull from an alive peer, or computed); a dead node's
+// copies count for no one, a suspect's only for itself.
+TEST_F(ClusterStateTest, ScoreCountsEachChunkInTheCheapestReachEachNodeHas) {
+  for (const char* id : {"a", "b", "c", "d", "e"})
+    ASSERT_TRUE(state_.Register(Reg(id, 1), now_).ok());
+  const std::vector<ChunkKey> k = {Key(1), Key(2), Key(3), Key(4), Key(5), Key(6)};
+  const std::vector<int64_t> tokens = {100, 200, 300, 400, 500, 50};
+  Inventory("a", 1, 0, {{k[0], TierKind::kCpu}, {k[1], TierKind::kDisk}, {k[5], TierKind::kCpu}});
+  Inventory("b", 1, 0, {{k[0], TierKind::kDisk}});
+  Inventory("c", 1, 0, {{k[5], TierKind::kCpu}, {k[5], TierKind::kDisk}});
+  ASSERT_EQ(Events("c", 1, 1, {{k[2], EncodeEvent(TierKind::kRemote, true)}}),
+            ClusterState::Outcome::kApplied);
+  Inventory("d", 1, 0, {{k[3], TierKind::kCpu}});  // d dies below
+  Inventory("e", 1, 0, {{k[4], TierKind::kCpu}});  // e turns suspect
+  now_ += 3s;
+  for (const char* id : {"a", "b", "c", "e"}) ASSERT_TRUE(state_.Heartbeat(id, 1, {}, now_).ok());
+  now_ += 3s;
+  for (const char* id : {"a", "b", "c"}) ASSERT_TRUE(state_.Heartbeat(id, 1, {}, now_).ok());
+  ASSERT_EQ(state_.Tick(now_).died, std::vector<std::string>{"d"});
+
+  const auto all = [](const Registry::Provenance&) { return true; };
+  std::map<std::string, NodeScore> by_id;
+  for (NodeScore& n : state_.Score(k, tokens, all, {})) by_id[n.id] = n;
+  using T = std::array<uint64_t, kNumReaches>;  // cpu, disk, remote, peer, missing
+  ASSERT_EQ(by_id.size(), 4u) << "d is dead: not a candidate";
+  EXPECT_EQ(by_id["a"].tokens, (T{150, 200, 300, 0, 900}));
+  EXPECT_EQ(by_id["b"].tokens, (T{0, 100, 300, 250, 900}));
+  EXPECT_EQ(by_id["c"].tokens, (T{50, 0, 300, 300, 900}));
+  EXPECT_EQ(by_id["e"].tokens, (T{500, 0, 300, 350, 400}));
+  EXPECT_FALSE(by_id["e"].alive);
+  // A prefix scorer's count: chunks the node holds, from the first on.
+  EXPECT_EQ(by_id["a"].prefix_tokens, 300u);
+  EXPECT_EQ(by_id["b"].prefix_tokens, 100u);
+  EXPECT_EQ(by_id["c"].prefix_tokens, 0u);
+  // The same chunks in another order score the same, but the prefix.
+  const std::vector<ChunkKey> permuted = {k[5], k[2], k[1], k[0], k[4], k[3]};
+  const std::vector<int64_t> permuted_tokens = {50, 300, 200, 100, 500, 400};
+  for (const NodeScore& n : state_.Score(permuted, permuted_tokens, all, {})) {
+    EXPECT_EQ(n.tokens, by_id[n.id].tokens) << n.id;
+    EXPECT_EQ(n.prefix_tokens, n.id == "a" || n.id == "c" ? 50u : 0u) << n.id;
+  }
+  // Candidates by id; a key the asker may not see counts as missing.
+  const std::vector<std::string> only = {"b", "nobody"};
+  const auto hidden = [&](const Registry::Provenance&) { return false; };
+  const auto scored = state_.Score(k, tokens, hidden, only);
+  ASSERT_EQ(scored.size(), 1u);
+  EXPECT_EQ(scored[0].tokens, (T{0, 0, 0, 0, 1550}));
+  // No tokens given: each chunk counts 1.
+  EXPECT_EQ(state_.Score(k, {}, all, only)[0].tokens, (T{0, 1, 1, 2, 2}));
+}
+
 // The acceptance's shadow model: random admits, evicts, node deaths and
 // restarts, duplicated, reordered and dropped batches, and resyncs; at the
 // end locate for every key equals the nodes' real inventories.

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "pikv/controller/scoring.h"
 #include "pikv/controller/views.h"
 #include "pikv/proto/admin_wire.h"
 #include "pikv/proto/control_wire.h"
@@ -232,6 +233,56 @@ TEST_F(ControllerHandlerTest, ProvenanceTenantScopedLocateAndAuditMismatches) {
             std::string::npos);
   const CurvePeer node{Role::kNode, "a"};
   EXPECT_EQ(Send("peer-a", mismatch, &node).at(0).header.status, ErrorCode::kPermissionDenied);
+}
+
+// kScore: the score document over the wire, scoped to an engine's tenant
+// like locate, with every query field checked before use.
+TEST_F(ControllerHandlerTest, ScoreIsTenantScopedAndRefusesMalformedQueries) {
+  Register("a", "h", "tcp://127.0.0.1:1");
+  const ChunkKey acme{1, 1}, globex{3, 3};
+  Header inventory;
+  inventory.type = MsgType::kInventory;
+  inventory.fields = {{"node_id", "a"},       {"incarnation", int64_t{1}}, {"seq", int64_t{0}},
+                      {"part", int64_t{0}},   {"final", int64_t{1}},       {"owner.1", "acme/w"},
+                      {"owner.2", "globex/w"}};
+  inventory.keys = {acme, globex};
+  inventory.values = {EncodeHeld(TierKind::kCpu, 1), EncodeHeld(TierKind::kDisk, 2)};
+  ASSERT_TRUE(Send("peer-a", inventory).empty());
+
+  Header score;
+  score.type = MsgType::kScore;
+  score.keys = {acme, globex};
+  score.values = {10, 20};
+  const auto tokens = [](const nlohmann::json& doc) {
+    const auto& t = doc["nodes"].at(0)["tokens"];
+    return std::vector<int>{t["cpu"], t["disk"], t["remote"], t["peer"], t["missing"]};
+  };
+  const nlohmann::json unscoped = Document(Send("cli", score).at(0));
+  EXPECT_EQ(unscoped["tokens"], 30);
+  EXPECT_EQ(unscoped["nodes"].at(0)["id"], "a");
+  EXPECT_EQ(tokens(unscoped), (std::vector<int>{10, 20, 0, 0, 0}));
+  const CurvePeer acme_engine{Role::kEngine, "", "e1", "acme"};
+  EXPECT_EQ(tokens(Document(Send("engine", score, &acme_engine).at(0))),
+            (std::vector<int>{10, 0, 0, 0, 20}))
+      << "globex's chunk is missing for acme";
+  EncodeScore({{"nobody"}}, score);
+  EXPECT_TRUE(Document(Send("cli", score).at(0))["nodes"].empty());
+
+  const auto refused = [&](Header h, const CurvePeer* sender = nullptr) {
+    return Send("cli", h, sender).at(0).header.status;
+  };
+  Header bad = score;
+  bad.values = {10};
+  EXPECT_EQ(refused(bad), ErrorCode::kInvalidArgument) << "tokens for some keys";
+  bad.values = {10, 0};
+  EXPECT_EQ(refused(bad), ErrorCode::kInvalidArgument) << "a chunk of no tokens";
+  bad.values = {10, kMaxChunkTokens + 1};
+  EXPECT_EQ(refused(bad), ErrorCode::kInvalidArgument) << "past the limit";
+  bad.keys.clear();
+  bad.values.clear();
+  EXPECT_EQ(refused(bad), ErrorCode::kInvalidArgument) << "no keys";
+  const CurvePeer node{Role::kNode, "a"};
+  EXPECT_EQ(refused(score, &node), ErrorCode::kPermissionDenied);
 }
 
 // A hostile (or broken) engine reporting every key of its tenant: it drops

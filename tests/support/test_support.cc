@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -23,6 +24,25 @@ int ConnectLoopback(int port) {
     return -1;
   }
   return fd;
+}
+
+std::pair<int, std::string> HttpGet(const std::string& address, const std::string& target) {
+  const int fd = ConnectLoopback(std::stoi(address.substr(address.rfind(':') + 1)));
+  if (fd < 0) return {0, ""};
+  const std::string request = "GET " + target + " HTTP/1.1\r\nHost: test\r\n\r\n";
+  timeval timeout{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  std::string answer;
+  if (send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
+      static_cast<ssize_t>(request.size())) {
+    char buf[4096];
+    for (ssize_t n; (n = recv(fd, buf, sizeof buf, 0)) > 0;) answer.append(buf, n);
+  }
+  close(fd);
+  // "HTTP/1.1 200 OK\r\n...\r\n\r\nbody" (the server closes after one response)
+  const size_t body = answer.find("\r\n\r\n");
+  if (answer.rfind("HTTP/1.1 ", 0) != 0 || body == std::string::npos) return {0, ""};
+  return {std::atoi(answer.c_str() + 9), answer.substr(body + 4)};
 }
 
 std::string BinaryPath(const std::string& name) { return std::string(PIKV_BIN_DIR) + "/" + name; }

@@ -25,6 +25,9 @@ using launch::TempDir;
 
 // A TCP connection to 127.0.0.1:port (a blocking fd), or -1.
 int ConnectLoopback(int port);
+// GET `target` (a path and query) from a loopback HTTP endpoint
+// ("127.0.0.1:port"): the status code and body; {0, ""} when it cannot.
+std::pair<int, std::string> HttpGet(const std::string& address, const std::string& target);
 
 // Where built binaries live (set by CMake as PIKV_BIN_DIR).
 std::string BinaryPath(const std::string& name);

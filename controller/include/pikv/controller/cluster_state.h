@@ -32,6 +32,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -42,6 +43,7 @@
 #include "pikv/common/mutex.h"
 #include "pikv/controller/audit_ledger.h"
 #include "pikv/controller/registry.h"
+#include "pikv/controller/scoring.h"
 #include "pikv/proto/control_wire.h"
 #include "pikv/proto/message.h"
 
@@ -137,6 +139,13 @@ class ClusterState {
   // `provenance`, when given, receives who wrote the key.
   std::vector<Replica> Locate(const ChunkKey& key, const std::string& host,
                               Registry::Provenance* provenance = nullptr) const;
+  // A prompt's chunks scored for every alive and suspect node, or for those
+  // of them `only` names (scoring.h). `tokens[i]`: key i's tokens (missing
+  // or 0: 1). A key `visible` refuses (another tenant's) counts as missing.
+  // Answered from the registry alone, without asking a node.
+  using Visible = std::function<bool(const Registry::Provenance&)>;
+  std::vector<NodeScore> Score(std::span<const ChunkKey> keys, std::span<const int64_t> tokens,
+                               const Visible& visible, std::span<const std::string> only) const;
   std::vector<NodeView> Nodes(Clock::time_point now) const;
   // Node indexes to forward an admin command to: one id, or every live node.
   std::vector<std::pair<uint16_t, std::string>> LiveNodes(const std::string& only_id = {}) const;

@@ -31,6 +31,13 @@ struct Located {
   Registry::Provenance provenance;
 };
 std::string LocateJson(const std::vector<ChunkKey>& keys, const std::vector<Located>& located);
+// The score document (admin_wire.h) of a prompt's chunks for the nodes
+// `only` names (empty: every alive and suspect one). `tenant`: the asker's
+// tenant (null: unscoped); another tenant's keys count as missing.
+// The query must have passed CheckScoreQuery.
+std::string ScoreJson(const ClusterState& state, std::span<const ChunkKey> keys,
+                      std::span<const int64_t> tokens, const std::string* tenant,
+                      std::span<const std::string> only, Clock::time_point now);
 // The reply to an admin command forwarded to nodes.
 std::string ForwardedJson(const std::vector<std::string>& node_ids, size_t keys);
 // `handler`: the handler's counters (ControllerHandler::counters()); null

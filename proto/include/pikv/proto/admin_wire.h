@@ -87,6 +87,17 @@ inline constexpr char kSeveralWriters[] = "several_writers";
 inline constexpr char kNode[] = "node";
 inline constexpr char kTier[] = "tier";
 
+// score (kScore, /score): keys and tokens as counts, registry_filling, and
+// nodes: [{id, index, state, host, tokens: {<reach>: n}, prefix_tokens,
+// load: {requests_per_second}}] (controller/scoring.h names the reaches)
+inline constexpr char kTokens[] = "tokens";
+inline constexpr char kRegistryFilling[] = "registry_filling";
+inline constexpr char kPrefixTokens[] = "prefix_tokens";
+inline constexpr char kLoad[] = "load";
+inline constexpr char kRequestsPerSecond[] = "requests_per_second";
+// The members of a node's tokens, in the order of controller/scoring.h's Reach.
+inline constexpr const char* kReaches[] = {"cpu", "disk", "remote", "peer", "missing"};
+
 // clear, pin, unpin, evict
 inline constexpr char kForwardedTo[] = "forwarded_to";
 

@@ -145,6 +145,15 @@ struct LocateRequest {
 void EncodeLocate(const LocateRequest& r, Header& request);
 LocateRequest DecodeLocate(const Header& request);
 
+// kScore: the candidate nodes by id (empty: every alive and suspect node),
+// sent as one comma-separated field (node ids hold no commas: CheckNodeId).
+struct ScoreRequest {
+  std::vector<std::string> nodes;
+  friend bool operator==(const ScoreRequest&, const ScoreRequest&) = default;
+};
+void EncodeScore(const ScoreRequest& r, Header& request);
+ScoreRequest DecodeScore(const Header& request);
+
 // An admin command the controller forwards to nodes (kAdminClear, Pin,
 // Unpin, Evict, Revoke): the one node it is for; empty: every node.
 struct AdminTarget {

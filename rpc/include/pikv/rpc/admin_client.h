@@ -31,6 +31,9 @@ struct AdminArgs {
   std::string node;    // clear, pin, unpin, evict: the one node (empty: every node)
   std::string host;    // locate: the asker's host (copies there come first)
   std::string engine;  // revoke: the engine refused
+  // score: each key's tokens (empty: 1 each) and the candidate nodes
+  std::vector<int64_t> tokens;
+  ScoreRequest score;
 };
 
 class AdminClient {
@@ -56,7 +59,7 @@ class AdminClient {
   // controller dropped (it refuses reports past a reporter's rate).
   using MismatchReport = ::pikv::MismatchReport;  // proto/control_wire.h
   Result<uint64_t> ReportMismatch(const std::vector<MismatchReport>& reports);
-  // An admin request (kAdmin*, or kLocate answered as a document); returns
+  // An admin request (kAdmin*, kScore, or kLocate answered as a document); returns
   // the reply's JSON document, at most admin::kMaxAdminReplyBytes.
   Result<std::string> Json(MsgType type, const std::vector<ChunkKey>& keys = {},
                            const AdminArgs& args = {});
