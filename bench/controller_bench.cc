@@ -13,6 +13,9 @@
 //  4. Steps 2 and 3 again against a second controller with security on
 //     (CURVE, keys made for this run; each sender with its node's key):
 //     *_curve_vs_plain is what encryption and authentication cost.
+//  5. score of a 64-chunk set (kScore: every node's tokens by reach, as
+//     JSON) beside locate of the same 64 keys, call by call, against the
+//     registry that step 2 filled (--senders x --batches x 1024 keys).
 // Prints a table, then one JSON line.
 #include <unistd.h>
 
@@ -206,6 +209,37 @@ std::vector<double> LocateLatencies(const std::string& endpoint, uint64_t key_sp
   return ms;
 }
 
+// ---- 5. Score beside locate ---------------------------------------------------------
+struct ScoreFigures {
+  std::vector<double> score_ms, locate_ms;
+  uint64_t failed = 0;
+};
+
+// The same 64 keys scored then located, alternating, so noise hits both.
+ScoreFigures ScoreBesideLocate(const std::string& endpoint, uint64_t key_space, int calls) {
+  rpc::AdminClient admin(endpoint, std::chrono::seconds(5));
+  std::mt19937_64 rng(11);
+  ScoreFigures f;
+  std::vector<ChunkKey> keys(64);
+  rpc::AdminArgs args;
+  args.tokens.assign(keys.size(), 256);
+  for (int c = 0; c < calls; ++c) {
+    for (auto& k : keys) k = SpreadKey((uint64_t(rng() % 8) << 40) + rng() % key_space);
+    auto t0 = Clock::now();
+    const bool scored = admin.Json(MsgType::kScore, keys, args).ok();
+    auto t1 = Clock::now();
+    const bool located = admin.Locate(keys, "bench").ok();
+    auto t2 = Clock::now();
+    if (!scored || !located) {  // a failed call is no latency
+      f.failed++;
+      continue;
+    }
+    f.score_ms.push_back(Seconds(t1 - t0) * 1e3);
+    f.locate_ms.push_back(Seconds(t2 - t1) * 1e3);
+  }
+  return f;
+}
+
 std::vector<double> ZmqRoundTrips(const std::string& endpoint, int calls) {
   zmq::socket_t s(ClientContext(), zmq::socket_type::dealer);
   s.connect(endpoint);
@@ -267,6 +301,11 @@ int Run(uint64_t keys, uint64_t ops, int senders, int batches) {
     secure_locate_ms.insert(secure_locate_ms.end(), secure.begin(), secure.end());
   }
   auto rtt_ms = ZmqRoundTrips(sink_ep, 20000);
+  const uint64_t registry_keys = EventsApplied(ctl.endpoint, nullptr) > 0
+                                     ? static_cast<uint64_t>(senders) * batches * batch
+                                     : 0;
+  const ScoreFigures score =
+      ScoreBesideLocate(ctl.endpoint, static_cast<uint64_t>(batches) * batch, 5000);
 
   Table table({"figure", "value", "baseline", "ratio"});
   table.Add({"registry admit+evict ops/s (1 thread)", Fixed(reg.admit_evict_ops / 1e6, 2) + " M",
@@ -293,6 +332,13 @@ int Run(uint64_t keys, uint64_t ops, int senders, int batches) {
   }
   table.Add({"locate: keys found, security on",
              Fixed(100.0 * secure_found / (32.0 * calls), 1) + " %", "", ""});
+  table.Add({"registry keys for score/locate 64", std::to_string(registry_keys),
+             "failed calls " + std::to_string(score.failed), ""});
+  for (const auto& [name, q] : {std::pair{"p50", 0.5}, std::pair{"p99", 0.99}}) {
+    const double s = Percentile(score.score_ms, q), l = Percentile(score.locate_ms, q);
+    table.Add({std::string("score 64 keys ") + name + " (ms)", Fixed(s, 3),
+               "locate 64 " + Fixed(l, 3), Fixed(s / l, 2)});
+  }
   table.Print();
 
   JsonLine json;
@@ -318,6 +364,14 @@ int Run(uint64_t keys, uint64_t ops, int senders, int batches) {
   json.Add("curve_locate32_p50_vs_plain",
            Percentile(secure_locate_ms, 0.5) / Percentile(locate_ms, 0.5));
   json.Add("curve_locate32_hit_fraction", static_cast<double>(secure_found) / (32.0 * calls));
+  json.Add("score_registry_keys", static_cast<double>(registry_keys));
+  json.Add("score64_p50_ms", Percentile(score.score_ms, 0.5));
+  json.Add("score64_p99_ms", Percentile(score.score_ms, 0.99));
+  json.Add("locate64_p50_ms", Percentile(score.locate_ms, 0.5));
+  json.Add("locate64_p99_ms", Percentile(score.locate_ms, 0.99));
+  json.Add("score64_p99_vs_locate64",
+           Percentile(score.score_ms, 0.99) / Percentile(score.locate_ms, 0.99));
+  json.Add("score_failed_calls", static_cast<double>(score.failed));
   std::cout << json.str() << std::endl;
   return 0;
 }
