@@ -28,76 +28,11 @@ from pikv.errors import InvalidArgument
 from pikv.device import DeviceRemapper
 from pikv.layouts import is_packed
 from pikv.paged import DeviceKv
+from pikv.prompt import UNCHUNKED_REASONS, NotChunked, split_segments  # noqa: F401
 from pikv.tensors import kv_layout
 
 log = logging.getLogger("pikv.connector")
 UNCHUNKED_LOG_INTERVAL_S = 60.0  # per reason, after its first line
-
-
-# Why a prompt that asked for chunking got none (the label of
-# unchunked_requests), and what its log line says.
-UNCHUNKED_REASONS = {
-    "segments_malformed": "pikv_segments is not a list of at least two positive integers",
-    "segments_length": "pikv_segments do not add up to the prompt's length",
-    "no_separator": "the prompt holds no separator",
-    "leading_separator": "the prompt starts with the separator: no system prompt before it",
-    "short_chunk": "a chunk is no longer than the separator",
-}
-
-
-class NotChunked(InvalidArgument):
-    """A prompt that asked for chunking (segment lengths, or an engine with
-    a separator) and cannot be; `reason` is a key of UNCHUNKED_REASONS."""
-
-    def __init__(self, reason):
-        super().__init__(UNCHUNKED_REASONS[reason])
-        self.reason = reason
-
-
-def split_segments(tokens, separator=None, lengths=None):
-    """[system, chunks..., question] covering `tokens` exactly.
-
-    `lengths`: explicit segment lengths (their sum is len(tokens)). Else
-    `separator` (a token sequence): each separator starts the segment after
-    it, so the segments still concatenate to the prompt the engine sees and a
-    chunk is stored with its separator (the question too starts with one).
-    None when chunking was not asked for (no lengths, no separator); raises
-    NotChunked when it was and the prompt does not split.
-    """
-    if tokens is None:
-        return None
-    tokens = list(tokens)
-    if lengths is not None:
-        # Lengths come from a request's parameters: anything but positive
-        # integers that cover the prompt is refused.
-        if (not isinstance(lengths, (list, tuple)) or len(lengths) < 2 or
-                not all(type(n) is int and n > 0 for n in lengths)):
-            raise NotChunked("segments_malformed")
-        if sum(lengths) != len(tokens):
-            raise NotChunked("segments_length")
-        out, at = [], 0
-        for n in lengths:
-            out.append(tokens[at:at + n])
-            at += n
-        return out
-    if not separator:
-        return None
-    sep, cuts, i = list(separator), [], 0
-    while i + len(sep) <= len(tokens):
-        if tokens[i:i + len(sep)] == sep:
-            cuts.append(i)
-            i += len(sep)
-        else:
-            i += 1
-    if not cuts:
-        raise NotChunked("no_separator")
-    if cuts[0] == 0:
-        raise NotChunked("leading_separator")
-    bounds = [0] + cuts + [len(tokens)]
-    out = [tokens[a:b] for a, b in zip(bounds, bounds[1:])]
-    if not all(len(s) > len(sep) for s in out[1:]):
-        raise NotChunked("short_chunk")
-    return out
 
 
 def slots_of(block_ids, block_size, start, count):

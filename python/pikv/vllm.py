@@ -42,12 +42,9 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import (
 
 from pikv.connector import ConnectorCore, RequestPlan
 from pikv.errors import InvalidArgument
+from pikv.prompt import DEFAULT_MODE  # the reuse mode when the settings name none
 from pikv.tensors import TORCH_DTYPES
 
-# The reuse mode when the settings name none: each document computed after
-# the prompt's system prompt keeps most of full prefill's quality where
-# chunks computed alone lose it (docs/quality.md).
-DEFAULT_MODE = "prefixed"
 
 # Keys of kv_connector_extra_config that are the adapter's, not client settings.
 _ADAPTER_KEYS = ("separator", "settings_file", "kv_layout", "threads", "path", "pin_arena")
