@@ -1,9 +1,13 @@
 // pikv: the operator's CLI. `pikv admin <op>` asks the controller and prints
 // a table, or the controller's JSON with --json. Exits 1 with a message when
 // the controller does not answer within --timeout, 2 on bad usage.
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -77,6 +81,29 @@ CLI::App* AddModelInfo(CLI::App& app, pikv::cli::ModelInfoOptions& o) {
                   "KV dtype (f32, f16, bf16) instead of the config's torch_dtype");
   sub->add_flag("--json", o.json, "Print JSON");
   return sub;
+}
+
+// `pikv route ARGS...`: the router is Python (pikv.router, beside the
+// connector it keys prompts like); this runs it with every argument as
+// given, --help included, on $PIKV_PYTHON (default python3).
+CLI::App* AddRoute(CLI::App& app) {
+  CLI::App* sub = app.add_subcommand(
+      "route", "An OpenAI-compatible router in front of vLLM servers, by chunk set (its --help)");
+  sub->prefix_command();
+  sub->set_help_flag();
+  return sub;
+}
+
+int RunRoute(const CLI::App& route) {
+  const std::string python = Env("PIKV_PYTHON", "python3");
+  std::vector<std::string> args = {python, "-m", "pikv.router"};
+  for (const std::string& a : route.remaining()) args.push_back(a);
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  execvp(python.c_str(), argv.data());
+  return Fail("cannot run " + python + " -m pikv.router: " + std::strerror(errno) +
+              " (set PIKV_PYTHON to a Python with pikv installed)");
 }
 
 // What `pikv admin` parses into: the options every operation shares, then
@@ -295,11 +322,13 @@ int main(int argc, char** argv) {
   pikv::cli::KeyCommands key_commands(app);
   AdminOptions admin_options;
   CLI::App* admin = AddAdmin(app, admin_options);
+  CLI::App* route = AddRoute(app);
   CLI11_PARSE(app, argc, argv);
 
   if (demo->parsed()) return pikv::cli::RunDemo(demo_options);
   if (cluster->parsed()) return pikv::cli::RunCluster(demo_options);
   if (model_info->parsed()) return pikv::cli::RunModelInfo(model_info_options);
+  if (route->parsed()) return RunRoute(*route);
   if (auto status = key_commands.Run()) return *status;
   return RunAdmin(*admin, admin_options);  // require_subcommand(1): admin is what is left
 }

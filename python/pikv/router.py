@@ -74,7 +74,9 @@ STATS_PATH = "/router/stats"
 MODES = ("chunks", "prefix", "round-robin")
 TIERS = ("cpu", "disk", "peer", "remote")
 DEFAULT_CREDIT = {"cpu": 1.0, "disk": 0.9, "peer": 0.8, "remote": 0.7}
-MAX_SCORE_KEYS = 256  # the controller's limit per /score query
+# Chunks scored per /score query: their keys and counts (~38 bytes each)
+# keep the query inside the controller's 8 KiB HTTP request head.
+MAX_SCORE_KEYS = 160
 MAX_HEAD = 64 << 10  # a request's or response's start line and headers
 MAX_BODY = 64 << 20  # a request body the router reads
 COPY_BYTES = 64 << 10
