@@ -36,7 +36,7 @@ Result<Client::Audited> Client::Audit(const SharedBuffer& fetched, const ChunkPl
 Status Client::CheckIsChunk(std::span<const uint8_t> object, const ChunkPlan& chunk) const {
   auto h = ParseChunkHeader(object);
   if (!h.ok()) return h.status();
-  const KeyNamespace ours = Namespace(chunk.sys_key ? &*chunk.sys_key : nullptr);
+  const KeyNamespace ours = Namespace(chunk.context());
   const KeyNamespace theirs = NamespaceOf(*h);
   std::string differs;
   if (theirs.model_id != ours.model_id) differs = "model " + theirs.model_id;
@@ -46,6 +46,7 @@ Status Client::CheckIsChunk(std::span<const uint8_t> object, const ChunkPlan& ch
   if (theirs.attention_mode != ours.attention_mode || theirs.sys_key != ours.sys_key)
     differs = "attention mode or system prompt";
   if (theirs.tenant != ours.tenant) differs = "tenant";
+  if (theirs.scope != ours.scope) differs = "scope";
   if (h->geometry.num_layers != options_.num_layers ||
       h->geometry.num_kv_heads != options_.num_kv_heads ||
       h->geometry.head_dim != options_.head_dim)

@@ -63,17 +63,16 @@ ClientStats Client::Stats() const {
   return s;
 }
 
-KeyNamespace Client::Namespace(const ChunkKey* sys_key) const {
-  KeyNamespace ns{options_.model_id, options_.kv_format,
-                  options_.dtype,    options_.rope.Signature(),
-                  options_.mode,     {},
-                  options_.tenant};
-  if (options_.mode == AttentionMode::kPrefixed && sys_key) ns.sys_key = *sys_key;
+KeyNamespace Client::Namespace(const KeyContext& context) const {
+  KeyNamespace ns{options_.model_id,         options_.kv_format, options_.dtype,
+                  options_.rope.Signature(), options_.mode,      {},
+                  options_.tenant,           context.scope};
+  if (options_.mode == AttentionMode::kPrefixed) ns.sys_key = context.sys_key;
   return ns;
 }
 
-ChunkKey Client::KeyOf(std::span<const int32_t> tokens, const ChunkKey* sys_key) const {
-  return MakeChunkKey(Namespace(sys_key), tokens);
+ChunkKey Client::KeyOf(std::span<const int32_t> tokens, const KeyContext& context) const {
+  return MakeChunkKey(Namespace(context), tokens);
 }
 
 Plan Client::MakePlan(const ChunkedPrompt& prompt) {
@@ -226,20 +225,21 @@ Result<device::RemapTables> Client::PrepareRemap(const SharedBuffer& object, con
 }
 
 Result<KeyNamespace> Client::NamespaceOfKey(const ChunkKey& key, std::span<const int32_t> tokens,
-                                            const ChunkKey* sys_key) const {
-  KeyNamespace ns = Namespace(sys_key);
+                                            const KeyContext& context) const {
+  KeyNamespace ns = Namespace(context);
   if (MakeChunkKey(ns, tokens) != key) {
     return InvalidArgument("key " + key.Hex() +
                            " is not these tokens' key in this client's namespace" +
-                           (sys_key ? " after that system prompt" : ""));
+                           (context.sys_key ? " after that system prompt" : "") +
+                           (context.scope ? " in that scope" : ""));
   }
   return ns;
 }
 
 Result<SharedBuffer> Client::BuildObject(const ChunkKey& key, std::span<const int32_t> tokens,
                                          int64_t virtual_start, std::span<const uint8_t> payload,
-                                         KForm k_form, const ChunkKey* sys_key) const {
-  auto ns = NamespaceOfKey(key, tokens, sys_key);
+                                         KForm k_form, const KeyContext& context) const {
+  auto ns = NamespaceOfKey(key, tokens, context);
   if (!ns.ok()) return ns.status();
   ChunkHeader h = MakeHeader(key, *ns, tokens, virtual_start);
   h.k_form = k_form;
@@ -264,6 +264,7 @@ ChunkHeader Client::MakeHeader(const ChunkKey& key, const KeyNamespace& ns,
   h.attention_mode = ns.attention_mode;
   h.sys_key = ns.sys_key;
   h.tenant = ns.tenant;
+  h.scope = ns.scope;
   h.k_form = KForm::kRotated;
   h.virtual_start = virtual_start;
   h.tokens.assign(tokens.begin(), tokens.end());
@@ -299,12 +300,12 @@ std::future<Status> Ready(Status s) {
 std::future<Status> Client::StoreWritten(const ChunkKey& key, std::span<const int32_t> tokens,
                                          int64_t virtual_start, size_t payload_size,
                                          const PayloadWriter& write, bool async,
-                                         const ChunkKey* sys_key) {
+                                         const KeyContext& context) {
   auto fail = [&](Status s) {
     stats_.store_failures++;
     return Ready(std::move(s));
   };
-  auto ns = NamespaceOfKey(key, tokens, sys_key);
+  auto ns = NamespaceOfKey(key, tokens, context);
   if (!ns.ok()) return fail(ns.status());
   const ChunkHeader h = MakeHeader(key, *ns, tokens, virtual_start);
   if (payload_size != h.geometry.PayloadBytes()) {
@@ -363,8 +364,8 @@ std::future<Status> Client::StoreObject(const ChunkKey& key, size_t size, const 
 
 Status Client::Store(const ChunkKey& key, std::span<const int32_t> tokens, int64_t virtual_start,
                      std::span<const uint8_t> payload, SharedBuffer* object_out,
-                     const ChunkKey* sys_key) {
-  auto ns = NamespaceOfKey(key, tokens, sys_key);
+                     const KeyContext& context) {
+  auto ns = NamespaceOfKey(key, tokens, context);
   if (!ns.ok()) {
     stats_.store_failures++;
     return ns.status();
@@ -391,8 +392,8 @@ Status Client::Store(const ChunkKey& key, std::span<const int32_t> tokens, int64
 
 std::future<Status> Client::StoreAsync(const ChunkKey& key, std::vector<int32_t> tokens,
                                        int64_t virtual_start, SharedBuffer payload,
-                                       const ChunkKey* sys_key) {
-  auto ns = NamespaceOfKey(key, tokens, sys_key);
+                                       const KeyContext& context) {
+  auto ns = NamespaceOfKey(key, tokens, context);
   if (!ns.ok()) {
     stats_.store_failures++;
     return Ready(ns.status());
@@ -424,7 +425,7 @@ Status Client::CheckLayout(const device::PagedLayout& cache) const {
 std::future<Status> Client::StoreFromCache(const ChunkKey& key, std::span<const int32_t> tokens,
                                            const device::PagedLayout& cache,
                                            std::span<const int64_t> slots, int64_t virtual_start,
-                                           bool async, const ChunkKey* sys_key) {
+                                           bool async, const KeyContext& context) {
   auto fail = [&](Status s) {
     stats_.store_failures++;
     return Ready(std::move(s));
@@ -433,7 +434,7 @@ std::future<Status> Client::StoreFromCache(const ChunkKey& key, std::span<const 
   if (slots.size() != tokens.size())
     return fail(InvalidArgument("one slot per token: " + std::to_string(tokens.size()) +
                                 " tokens, " + std::to_string(slots.size()) + " slots"));
-  auto ns = NamespaceOfKey(key, tokens, sys_key);
+  auto ns = NamespaceOfKey(key, tokens, context);
   if (!ns.ok()) return fail(ns.status());
   device::GatherSpec spec;
   spec.key = key;
@@ -444,6 +445,7 @@ std::future<Status> Client::StoreFromCache(const ChunkKey& key, std::span<const 
   spec.attention_mode = ns->attention_mode;
   spec.sys_key = ns->sys_key;
   spec.tenant = ns->tenant;
+  spec.scope = ns->scope;
   spec.threads = options_.store_threads;
   auto size = device::GatherSize(cache, slots, options_.rope, spec);
   if (!size.ok()) return fail(size.status());

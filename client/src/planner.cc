@@ -14,12 +14,13 @@ namespace {
 // The plan's chunks, one per segment before the question, keyed and placed;
 // their keys in plan order.
 std::vector<ChunkKey> AddChunks(const ChunkedPrompt& prompt, const Client& client, Plan& plan) {
-  const ChunkKey sys_key = client.KeyOf(prompt.system());
+  const ChunkKey sys_key = client.KeyOf(prompt.system(), {.scope = prompt.scope});
   std::vector<ChunkKey> keys;
   for (size_t s = 0; s + 1 < prompt.segments.size(); ++s) {
     ChunkPlan c;
     c.segment = static_cast<uint32_t>(s);
-    c.key = s == 0 ? sys_key : client.KeyOf(prompt.segments[s], &sys_key);
+    c.scope = prompt.scope;
+    c.key = s == 0 ? sys_key : client.KeyOf(prompt.segments[s], {sys_key, prompt.scope});
     if (s > 0 && client.options().mode == AttentionMode::kPrefixed) c.sys_key = sys_key;
     c.actual_start = plan.metadata.positions[plan.metadata.segment_starts[s]];
     plan.chunks.push_back(c);

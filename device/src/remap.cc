@@ -263,6 +263,7 @@ Result<ChunkHeader> GatherHeader(const PagedLayout& cache, std::span<const int64
   h.attention_mode = spec.attention_mode;
   h.sys_key = spec.sys_key;
   h.tenant = spec.tenant;
+  h.scope = spec.scope;
   h.tokens = spec.tokens;
   if (spec.tokens.size() != slots.size())
     return InvalidArgument("gather needs one token id per slot");

@@ -87,9 +87,7 @@ Engine::Answer Engine::Run(const client::ChunkedPrompt& prompt) {
         if (audited->finding.comparable) a.audit_mismatches++;
         a.reused.back() = false;
         objects[i] = NotFound("the audit found the fetched object wrong");
-        client_
-            .Store(chunk.key, tokens, 0, AsBytes(payload), &object,
-                   chunk.sys_key ? &*chunk.sys_key : nullptr)
+        client_.Store(chunk.key, tokens, 0, AsBytes(payload), &object, chunk.context())
             .IgnoreError();  // lands once the controller's drop has
       }
     }
@@ -101,9 +99,7 @@ Engine::Answer Engine::Run(const client::ChunkedPrompt& prompt) {
       const std::vector<float> payload = ComputeAlone(tokens);
       a.compute_time += Since(t);
       a.tokens_computed += tokens.size();
-      client_
-          .Store(chunk.key, tokens, 0, AsBytes(payload), &object,
-                 chunk.sys_key ? &*chunk.sys_key : nullptr)
+      client_.Store(chunk.key, tokens, 0, AsBytes(payload), &object, chunk.context())
           .IgnoreError();  // a failed store costs a recompute later
     }
     t = Clock::now();

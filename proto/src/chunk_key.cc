@@ -80,6 +80,7 @@ std::string KeyNamespace::CanonicalBytes() const {
     AppendField(out, "");
   }
   if (!tenant.empty()) AppendField(out, "tenant:" + tenant);
+  if (scope) AppendField(out, "scope:" + scope->Hex());
   return out;
 }
 

@@ -15,8 +15,9 @@ namespace {
 constexpr char kMagic[8] = {'P', 'I', 'K', 'V', 'C', 'H', 'N', 'K'};
 constexpr size_t kTenantAt = 120;  // owner.h: fixed, NUL-padded identity fields
 constexpr size_t kWriterAt = kTenantAt + 64;
-constexpr size_t kFixedBytes = kWriterAt + 64;  // fields before model id / spec / tokens
-static_assert(kFixedBytes == kOwnerPrefixBytes);
+static_assert(kWriterAt + 64 == kOwnerPrefixBytes);  // the owner is read from this prefix
+constexpr size_t kScopeAt = kOwnerPrefixBytes;       // 16 bytes; byte 39 says if set
+constexpr size_t kFixedBytes = kScopeAt + 16;        // fields before model id / spec / tokens
 constexpr size_t kChecksumBytes = 8;
 constexpr size_t kAlign = 64;
 
@@ -102,6 +103,7 @@ Status WriteChunkHeader(const ChunkHeader& h, uint64_t payload_checksum,
   p[36] = h.layout;
   p[37] = static_cast<uint8_t>(h.attention_mode);
   p[38] = h.sys_key ? 1 : 0;
+  p[39] = h.scope ? 1 : 0;
   StoreLE<uint32_t>(p + 40, h.geometry.num_layers);
   StoreLE<uint32_t>(p + 44, h.geometry.num_tokens);
   StoreLE<uint32_t>(p + 48, h.geometry.num_kv_heads);
@@ -120,6 +122,10 @@ Status WriteChunkHeader(const ChunkHeader& h, uint64_t payload_checksum,
   }
   std::memcpy(p + kTenantAt, h.tenant.data(), h.tenant.size());
   std::memcpy(p + kWriterAt, h.writer.data(), h.writer.size());
+  if (h.scope) {
+    auto sb = h.scope->Bytes();
+    std::memcpy(p + kScopeAt, sb.data(), 16);
+  }
   size_t off = kFixedBytes;
   std::memcpy(p + off, h.model_id.data(), h.model_id.size());
   off += h.model_id.size();
@@ -207,7 +213,7 @@ Result<ChunkHeader> ParseChunkHeader(std::span<const uint8_t> obj, const ChunkLi
     return Corruption("header checksum mismatch");
   }
   if (!KnownDType(p[32]) || !KnownFormat(p[33]) || !KnownKForm(p[34]) || !KnownStyle(p[35]) ||
-      !KnownMode(p[37]) || p[38] > 1) {
+      !KnownMode(p[37]) || p[38] > 1 || p[39] > 1) {
     return Unsupported("unknown dtype, format, K form, RoPE style or attention mode");
   }
   h.key = ChunkKey::FromBytes(p + 16);
@@ -220,6 +226,7 @@ Result<ChunkHeader> ParseChunkHeader(std::span<const uint8_t> obj, const ChunkLi
   if (p[38] == 1) h.sys_key = ChunkKey::FromBytes(p + 100);
   h.tenant = FixedField(p + kTenantAt);
   h.writer = FixedField(p + kWriterAt);
+  if (p[39] == 1) h.scope = ChunkKey::FromBytes(p + kScopeAt);
   h.geometry.num_layers = LoadLE<uint32_t>(p + 40);
   h.geometry.num_tokens = LoadLE<uint32_t>(p + 44);
   h.geometry.num_kv_heads = LoadLE<uint32_t>(p + 48);
@@ -292,13 +299,14 @@ void StreamingPayloadChecksum::Append(std::span<const uint8_t> bytes) {
 uint64_t StreamingPayloadChecksum::Digest() const { return payload_.Digest(); }
 
 KeyNamespace NamespaceOf(const ChunkHeader& h) {
-  return {h.model_id,  h.geometry.kv_format, h.geometry.dtype,
-          h.rope_spec, h.attention_mode,     h.sys_key,
-          h.tenant};
+  return {h.model_id,       h.geometry.kv_format,
+          h.geometry.dtype, h.rope_spec,
+          h.attention_mode, h.sys_key,
+          h.tenant,         h.scope};
 }
 
 std::optional<Owner> ReadOwner(std::span<const uint8_t> obj) {
-  if (obj.size() < kFixedBytes || std::memcmp(obj.data(), kMagic, 8) != 0 ||
+  if (obj.size() < kOwnerPrefixBytes || std::memcmp(obj.data(), kMagic, 8) != 0 ||
       LoadLE<uint16_t>(obj.data() + 8) != kChunkFormatVersion)
     return std::nullopt;
   Owner owner{FixedField(obj.data() + kTenantAt), FixedField(obj.data() + kWriterAt)};

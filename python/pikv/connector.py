@@ -54,10 +54,12 @@ class _Gathering:
 class StoredForm:
     """A segment a request computes in the form its reuse mode stores:
     `tokens` at positions start.. of the request, keyed after the prefix
-    whose key is `prefix_key` (prefixed mode; "" otherwise)."""
+    whose key is `prefix_key` (prefixed mode; "" otherwise), in the
+    request's `scope` (hex; "" = none: request_scope in pikv.vllm)."""
     start: int
     tokens: list
     prefix_key: str = ""
+    scope: str = ""
 
     @property
     def end(self):
@@ -73,6 +75,7 @@ class RequestPlan(NamedTuple):
     # (ConnectorCore.load).
     sources: tuple = ()
     local_node_answered: bool = True
+    scope: str = ""  # the request's (hex; "" = none), which every key of it is in
 
 
 @dataclass
@@ -198,20 +201,21 @@ class ConnectorCore:
             log.warning("pikv: a prompt is not chunked and reuses nothing (%s): %s; "
                         "%d such prompts so far", e.reason, e, n)
 
-    def num_matched_tokens(self, tokens, lengths=None) -> int:
+    def num_matched_tokens(self, tokens, lengths=None, scope="") -> int:
         """Prompt tokens pikv can provide: the longest prefix of cached segments
         before the question (0 when the prompt is not chunked or on any
         failure). Asks the local node and the controller; changes nothing."""
-        return self.plan_request(tokens, lengths).matched
+        return self.plan_request(tokens, lengths, scope=scope).matched
 
-    def plan_request(self, tokens, lengths=None, store_last=False) -> RequestPlan:
+    def plan_request(self, tokens, lengths=None, store_last=False, scope="") -> RequestPlan:
         """One request's plan: the prompt tokens pikv can provide
         (num_matched_tokens), the segments pikv lacks that the engine will
         compute, after that prefix, in the form the mode stores (StoredForm),
         and each chunk's source for load. The last segment (the question)
         counts only with `store_last` (a request made to store it:
         precompute); a prompt that is not chunked is then one segment. Asks
-        the local node and the controller; changes nothing."""
+        the local node and the controller; changes nothing. `scope`: the
+        request's (hex; "" = none), part of every key it reads and stores."""
         try:
             try:
                 segments = split_segments(tokens, self.separator, lengths)
@@ -222,9 +226,9 @@ class ConnectorCore:
                     self._not_chunked(e)
                 segments = None
             if segments is None:
-                whole = [StoredForm(0, list(tokens))] if store_last and tokens else []
-                return RequestPlan(0, whole)
-            plan = self.client.plan(segments)
+                whole = [StoredForm(0, list(tokens), "", scope)] if store_last and tokens else []
+                return RequestPlan(0, whole, scope=scope)
+            plan = self.client.plan(segments, scope=scope)
         except Exception as e:  # never into the engine loop
             self.stats.errors += 1
             log.warning("pikv plan failed: %s", e)
@@ -238,10 +242,11 @@ class ConnectorCore:
         self.stats.matched_tokens += matched
         misses = {c.segment for c in plan.chunks if c.source == "miss"}
         sources = [(c.source, c.peer_id, c.peer_endpoint) for c in plan.chunks]
-        return RequestPlan(matched, self.stored_forms(segments, matched, misses, store_last),
-                           sources, plan.local_node_answered)
+        return RequestPlan(matched,
+                           self.stored_forms(segments, matched, misses, store_last, scope),
+                           sources, plan.local_node_answered, scope)
 
-    def stored_forms(self, segments, computed_from, misses, store_last):
+    def stored_forms(self, segments, computed_from, misses, store_last, scope=""):
         """Of `segments`, computed by the engine from token `computed_from`
         on with ordinary causal attention (what comes before loaded), those
         whose KV is what the mode stores and that are in `misses` (or are the
@@ -252,8 +257,8 @@ class ConnectorCore:
         for s, seg in enumerate(segments[:2 if self.prefixed else 1]):
             wanted = s in misses or (store_last and s == last)
             if wanted and (s < last or store_last) and start >= computed_from and seg:
-                key = self.client.key_of(segments[0]) if s > 0 else ""
-                forms.append(StoredForm(start, list(seg), key))
+                key = self.client.key_of(segments[0], scope=scope) if s > 0 else ""
+                forms.append(StoredForm(start, list(seg), key, scope))
             start += len(seg)
         return forms
 
@@ -351,7 +356,8 @@ class ConnectorCore:
             segments = self.segments(tokens, lengths)
             if segments is None:  # the engine was told these tokens would come
                 raise InvalidArgument("the prompt does not split into segments")
-            plan = (self.client.plan(segments, planned.sources, planned.local_node_answered)
+            plan = (self.client.plan(segments, planned.sources, planned.local_node_answered,
+                                     scope=planned.scope)
                     if planned else self.client.plan(segments))
             objects = self.client.fetch(plan)  # in plan order, None for a miss
             self._audit(plan, objects, segments)
@@ -431,10 +437,12 @@ class ConnectorCore:
                     load.stream.synchronize()
         return loaded
 
-    def save(self, tokens, block_ids, virtual_start=0, wait=True, save_id=None, prefix_key=""):
+    def save(self, tokens, block_ids, virtual_start=0, wait=True, save_id=None, prefix_key="",
+             scope=""):
         """Stores a segment the engine computed in the mode's form (its tokens
         at positions virtual_start.., after the prefix whose key is
-        `prefix_key` in prefixed mode) from the request's blocks. True when
+        `prefix_key` in prefixed mode, in the request's `scope`) from the
+        request's blocks. True when
         stored (wait) or handed off (not wait: a PendingStore is kept in
         `pending`)."""
         try:
@@ -444,10 +452,10 @@ class ConnectorCore:
                 whole = g is not None and g.slots == slots and \
                     len(g.layers) == self._device.kv.num_layers
                 pending = self._device.save(tokens, slots, virtual_start, wait, prefix_key,
-                                            gathered=g.payload if whole else None)
+                                            scope, gathered=g.payload if whole else None)
             else:
                 pending = self.client.store(list(tokens), self._layout, slots,
-                                            virtual_start, wait, prefix_key)
+                                            virtual_start, wait, prefix_key, scope)
             if pending is not None:
                 self._reap()
                 self.pending.append(pending)

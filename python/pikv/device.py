@@ -259,7 +259,8 @@ class DeviceRemapper:
         if not good:
             raise Timeout("the lease on this chunk's object expired while it was read")
 
-    def save(self, tokens, slots, virtual_start=0, wait=True, sys_key="", gathered=None):
+    def save(self, tokens, slots, virtual_start=0, wait=True, sys_key="", scope="",
+             gathered=None):
         """Stores a chunk gathered on the device (its slots gathered now, or
         `gathered`, from gather_layer): one device-to-host copy straight into
         the object's payload."""
@@ -272,5 +273,6 @@ class DeviceRemapper:
             dst.copy_(gathered)  # waits for the device: the memory is the node's after this
 
         nbytes = gathered.numel() * gathered.element_size()
-        return self.client.store_with(list(tokens), nbytes, write, virtual_start, wait, sys_key)
+        return self.client.store_with(list(tokens), nbytes, write, virtual_start, wait, sys_key,
+                                      scope)
 

@@ -6,8 +6,13 @@ A prompt is [system, chunk, ..., question]; every segment but the question
 is a chunk the connector plans, loads and stores (the system prompt in
 either reuse mode), keyed by the client's namespace (model, KV format,
 dtype, RoPE, reuse mode, tenant) and, in prefixed mode, by the system
-prompt's key too.
+prompt's key too; a request with a cache salt or a LoRA adapter in its
+scope (salt_scope).
 """
+
+import hashlib
+import hmac
+import os
 
 from pikv.errors import InvalidArgument
 
@@ -84,12 +89,68 @@ def split_segments(tokens, separator=None, lengths=None):
     return out
 
 
-def chunk_keys(client, segments):
+def chunk_keys(client, segments, scope=""):
     """The hex keys of a split prompt's chunks (every segment but the
     question), as the client's planner names them (client/src/planner.cc,
     AddChunks): the system prompt alone, each later chunk after the system
-    prompt's key (which only a prefixed-mode namespace uses)."""
+    prompt's key (which only a prefixed-mode namespace uses), all in the
+    request's `scope` (salt_scope)."""
     if not segments or len(segments) < 2:
         return []
-    sys_key = client.key_of(list(segments[0]))
-    return [sys_key] + [client.key_of(list(s), sys_key) for s in segments[1:-1]]
+    sys_key = client.key_of(list(segments[0]), scope=scope)
+    return [sys_key] + [client.key_of(list(s), sys_key, scope) for s in segments[1:-1]]
+
+
+MIN_SALT_KEY_BYTES = 16
+
+
+def read_salt_key(path):
+    """The secret the salt scopes are keyed with (salt-key-file), or None
+    when none is configured. Raises on a key too short to be one."""
+    if not path:
+        return None
+    with open(path, "rb") as f:
+        key = f.read().strip()
+    if len(key) < MIN_SALT_KEY_BYTES:
+        raise InvalidArgument(f"salt-key-file {path}: a key of at least {MIN_SALT_KEY_BYTES} "
+                              f"bytes is needed, it holds {len(key)}")
+    return key
+
+
+def adapter_digest(path):
+    """SHA-256 of a LoRA adapter's files (names and bytes, in name order):
+    what the adapter computes with, the same on every host whatever its
+    path or vLLM's per-process id. None when it cannot be read."""
+    h = hashlib.sha256()
+    try:
+        files = sorted(os.path.relpath(os.path.join(d, n), path)
+                       for d, _, names in os.walk(path) for n in names)
+        if not files:
+            return None
+        for name in files:
+            h.update(name.encode() + b"\0")
+            with open(os.path.join(path, name), "rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    h.update(block)
+    except OSError:
+        return None
+    return h.digest()
+
+
+def salt_scope(salt, salt_key, adapter=None):
+    """The scope of a cache salt and an adapter (name, files' digest):
+    request_scope's, for a request with those."""
+    if not salt and adapter is None:
+        return ""
+    parts = []
+    if salt:
+        if salt_key is None:
+            return None
+        parts += [b"salt", str(salt).encode()]
+    if adapter is not None:
+        parts += [b"lora", adapter[0].encode(), adapter[1]]
+    message = b"".join(len(p).to_bytes(4, "little") + p for p in parts)
+    # Without a salt the scope is no secret: a fixed key, so every engine agrees.
+    key = salt_key if salt else b"pikv-scope-v1"
+    return hmac.new(key, message, hashlib.sha256).hexdigest()[:32]
+

@@ -65,7 +65,8 @@ import sys
 import urllib.parse
 from dataclasses import dataclass, field
 
-from pikv.prompt import DEFAULT_MODE, NotChunked, chunk_keys, split_segments
+from pikv.prompt import (DEFAULT_MODE, NotChunked, chunk_keys, read_salt_key, salt_scope,
+                         split_segments)
 
 log = logging.getLogger("pikv.router")
 
@@ -372,6 +373,7 @@ class Settings:
     connect_timeout: float = 1.0
     tenant: str = ""
     separator: list = None
+    salt_key: bytes = None  # the engines' salt-key-file: salted requests' chunk scopes
 
 
 class Router:
@@ -382,7 +384,7 @@ class Router:
         self.turn = 0  # round-robin position
         self.counters = {"requests": 0, "routed": 0, "retries": 0, "score_fallbacks": 0,
                          "tokenize_failures": 0, "unchunked": 0, "no_backend": 0,
-                         "broken_streams": 0}
+                         "broken_streams": 0, "unscoped_salts": 0}
 
     # --- choosing ---------------------------------------------------------------
 
@@ -405,6 +407,11 @@ class Router:
         if lengths is None and not self.s.separator:
             self.counters["unchunked"] += 1
             return prompt
+        # A salted request's chunks are in its salt's scope, as the engines key them.
+        scope = salt_scope(payload.get("cache_salt"), self.s.salt_key)
+        if scope is None:
+            self.counters["unscoped_salts"] += 1
+            return prompt
         tokens = await self.prompt_tokens(path, payload, tokenizer)
         if tokens is None:
             return prompt
@@ -417,7 +424,7 @@ class Router:
             self.counters["unchunked"] += 1
             return prompt
         prompt.question_tokens = len(segments[-1])
-        prompt.keys = chunk_keys(self.keys, segments)
+        prompt.keys = chunk_keys(self.keys, segments, scope)
         prompt.key_tokens = [len(s) for s in segments[:-1]]
         prompt.nodes = await self.score(prompt)
         return prompt
@@ -714,6 +721,9 @@ def parse_args(argv=None):
                         "%(default)s)")
     p.add_argument("--tokenize-timeout", type=float, default=0.5,
                    help="seconds to wait for a backend's /tokenize (default %(default)s)")
+    p.add_argument("--salt-key-file", default="",
+                   help="the engines' salt-key-file: salted requests are scored in their "
+                        "salt's scope (without it they are routed by load)")
     p.add_argument("--tenant", default="",
                    help="the engines' tenant: passed to /score and part of the chunk keys")
     p.add_argument("--separator", default="", metavar="ID,ID,...",
@@ -745,6 +755,7 @@ def settings_from(args):
         mode=args.mode, credit=parse_credit(args.credit), decode_weight=args.decode_weight,
         health_interval=args.health_interval, score_timeout=args.score_timeout,
         tokenize_timeout=args.tokenize_timeout, tenant=args.tenant,
+        salt_key=read_salt_key(args.salt_key_file),
         separator=[int(t) for t in args.separator.split(",") if t.strip()] or None)
 
 

@@ -33,6 +33,7 @@ What vLLM's source fixes and this file follows:
 """
 
 import json
+import logging
 from dataclasses import dataclass, field
 
 from vllm.distributed.kv_transfer.kv_connector.v1.base import (
@@ -43,11 +44,15 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import (
 from pikv.connector import ConnectorCore, RequestPlan
 from pikv.errors import InvalidArgument
 from pikv.prompt import DEFAULT_MODE  # the reuse mode when the settings name none
+from pikv.prompt import adapter_digest, read_salt_key, salt_scope
 from pikv.tensors import TORCH_DTYPES
 
 
+log = logging.getLogger("pikv.vllm")
+
 # Keys of kv_connector_extra_config that are the adapter's, not client settings.
-_ADAPTER_KEYS = ("separator", "settings_file", "kv_layout", "threads", "path", "pin_arena")
+_ADAPTER_KEYS = ("separator", "settings_file", "kv_layout", "threads", "path", "pin_arena",
+                 "salt-key-file")
 
 # vLLM attention backends whose 4-D cache pikv addresses, by the name the
 # backend gives itself (get_name()), and the pikv.paged packing of each.
@@ -80,6 +85,7 @@ class _Save:
     block_ids: list
     start: int  # the segment's first position in the request (its virtual start)
     prefix_key: str
+    scope: str = ""  # the request's (request_scope)
 
     @property
     def save_id(self):  # a request may save two segments
@@ -97,6 +103,31 @@ class _Saving:
 class PikvConnectorMetadata(KVConnectorMetadata):
     loads: list = field(default_factory=list)
     saves: list = field(default_factory=list)
+
+
+def request_scope(request, salt_key, digest_of=adapter_digest):
+    """The scope a request's chunks are keyed in (KeyNamespace::scope, 32
+    hex digits): "" for a request whose KV is its token ids' alone; None
+    for one pikv cannot key (images or audio behind placeholder ids, prompt
+    embeddings, a cache salt with no salt key, an adapter it cannot read),
+    which neither loads nor stores.
+
+    vLLM keeps requests with different cache salts apart (CVE-2025-46570):
+    a salt enters the scope through HMAC-SHA256 under the engines' shared
+    salt key, so the scope (in headers, Redis, admin views) tells nothing
+    of the salt, and two salts never share a chunk; the same salt on
+    engines with the same key does. A LoRA adapter enters by its name and
+    its files' digest (its KV differs from the base model's)."""
+    if getattr(request, "mm_features", None) or \
+            getattr(request, "prompt_embeds", None) is not None:
+        return None
+    lora = getattr(request, "lora_request", None)
+    adapter = None
+    if lora is not None:
+        adapter = (str(lora.lora_name), digest_of(lora.lora_path))
+        if adapter[1] is None:
+            return None
+    return salt_scope(getattr(request, "cache_salt", None), salt_key, adapter)
 
 
 def client_settings(vllm_config, extra):
@@ -198,6 +229,8 @@ class PikvConnector(KVConnectorBase_V1):
         scheduler = getattr(vllm_config, "scheduler_config", None)
         self._core.require_whole_cache(getattr(scheduler, "disable_hybrid_kv_cache_manager", False))
         self._kv_layout = extra.get("kv_layout")  # a named packing, overriding vLLM's declaration
+        self._salt_key = read_salt_key(extra.get("salt-key-file"))
+        self._unscoped_logged = False
         # Scheduler side.
         self._matches = {}  # req_id -> _Match: planned once per admission
         self._loads = {}  # req_id -> _Load: allocated this step, sent with this step's metadata
@@ -225,26 +258,26 @@ class PikvConnector(KVConnectorBase_V1):
         params = getattr(request, "kv_transfer_params", None)
         return params if isinstance(params, dict) else {}
 
-    @staticmethod
-    def _tokens_say_it_all(request):
-        """False for a request whose KV depends on more than its token ids
-        (a LoRA adapter, images or audio behind placeholder ids, prompt
-        embeddings, a cache salt): pikv's keys name tokens only, so such a
-        request neither loads nor stores."""
-        return (getattr(request, "lora_request", None) is None and
-                not getattr(request, "mm_features", None) and
-                getattr(request, "prompt_embeds", None) is None and
-                not getattr(request, "cache_salt", None))
+    def _scope_of(self, request):
+        """request_scope, and a line the first time a salted request is
+        left alone for want of a salt key."""
+        scope = request_scope(request, self._salt_key)
+        if scope is None and getattr(request, "cache_salt", None) and self._salt_key is None \
+                and not self._unscoped_logged:
+            self._unscoped_logged = True
+            log.warning("pikv: requests with a cache_salt neither load nor store: no "
+                        "salt-key-file in kv_connector_extra_config (docs/vllm.md)")
+        return scope
 
     def get_num_new_matched_tokens(self, request, num_computed_tokens):
         match = self._matches.get(request.request_id)
         if match is None:
             tokens = request.prompt_token_ids
             params = self._params(request)
-            usable = tokens and self._tokens_say_it_all(request)
+            scope = self._scope_of(request) if tokens else None
             plan = self._core.plan_request(
-                tokens, params.get("pikv_segments"),
-                store_last=params.get("pikv_save") is True) if usable else RequestPlan(0, [])
+                tokens, params.get("pikv_segments"), store_last=params.get("pikv_save") is True,
+                scope=scope) if scope is not None else RequestPlan(0, [])
             # vLLM must compute at least one token of a prompt (the question).
             matched = min(plan.matched, len(tokens) - 1) if tokens else 0
             match = _Match(list(tokens or ()), params.get("pikv_segments"),
@@ -296,7 +329,7 @@ class PikvConnector(KVConnectorBase_V1):
                 # Not again if the request is preempted and resumed.
                 self._saved.setdefault(req_id, set()).add(f.start)
                 meta.saves.append(_Save(req_id, f.tokens, list(saving.block_ids), f.start,
-                                        f.prefix_key))
+                                        f.prefix_key, f.scope))
             if not saving.forms:
                 del self._saves[req_id]
         return meta
@@ -344,7 +377,7 @@ class PikvConnector(KVConnectorBase_V1):
             return
         for save in self._get_connector_metadata().saves:
             self._core.save(save.tokens, save.block_ids, save.start, wait=False,
-                            save_id=save.save_id, prefix_key=save.prefix_key)
+                            save_id=save.save_id, prefix_key=save.prefix_key, scope=save.scope)
 
     def get_block_ids_with_load_errors(self):
         failed, self._failed_blocks = self._failed_blocks, set()
@@ -374,9 +407,10 @@ class PikvConnector(KVConnectorBase_V1):
         return PikvPromMetrics(vllm_config, metric_types, labelnames, per_engine_labelvalues)
 
 
-def missing_segments(core: ConnectorCore, segments):
-    """The indices of the segments before the question that pikv lacks."""
-    plan = core.client.plan([list(s) for s in segments])
+def missing_segments(core: ConnectorCore, segments, scope=""):
+    """The indices of the segments before the question that pikv lacks (in
+    `scope`: request_scope)."""
+    plan = core.client.plan([list(s) for s in segments], scope=scope)
     return [c.segment for c in plan.chunks if c.source == "miss"]
 
 
@@ -400,14 +434,15 @@ def precompute_requests(core: ConnectorCore, segments, missing=None):
     return requests
 
 
-def precompute(generate, core: ConnectorCore, segments):
+def precompute(generate, core: ConnectorCore, segments, scope=""):
     """Computes the missing segments of a prompt (precompute_requests) and
     stores them, before the prompt itself runs. `generate(requests)` runs
     requests, a list of (prompt tokens, kv_transfer_params), and waits for
     them; `precompute_with_llm` gives one for vLLM's offline LLM. `core` is
-    a ConnectorCore with the engine's settings (connector_core). Returns how
-    many segments were computed."""
-    missing = missing_segments(core, segments)
+    a ConnectorCore with the engine's settings (connector_core); `scope`
+    the requests' (request_scope: salted requests'). Returns how many
+    segments were computed."""
+    missing = missing_segments(core, segments, scope)
     requests = precompute_requests(core, segments, missing)
     if requests:
         generate(requests)
@@ -433,14 +468,24 @@ def _make_core(vllm_config, extra, **more):
                          separator=extra.get("separator"), **more)
 
 
-def precompute_with_llm(llm, core: ConnectorCore, segments):
-    """precompute() through a vllm.LLM (one output token per request)."""
+def precompute_with_llm(llm, core: ConnectorCore, segments, cache_salt=None):
+    """precompute() through a vllm.LLM (one output token per request), as
+    requests salted with `cache_salt` when given (then in its scope, under
+    the engine's salt-key-file)."""
     from vllm import SamplingParams
+
+    salted = {"cache_salt": cache_salt} if cache_salt else {}
+    scope = ""
+    if cache_salt:
+        extra = llm.llm_engine.vllm_config.kv_transfer_config.kv_connector_extra_config or {}
+        scope = salt_scope(cache_salt, read_salt_key(extra.get("salt-key-file")))
+        if scope is None:
+            raise InvalidArgument("a salted precompute needs the engine's salt-key-file")
 
     def generate(requests):
         sampling = [SamplingParams(max_tokens=1, extra_args={"kv_transfer_params": params})
                     for _, params in requests]
-        llm.generate([{"prompt_token_ids": tokens} for tokens, _ in requests], sampling,
-                     use_tqdm=False)
+        llm.generate([{"prompt_token_ids": tokens, **salted} for tokens, _ in requests],
+                     sampling, use_tqdm=False)
 
-    return precompute(generate, core, segments)
+    return precompute(generate, core, segments, scope)

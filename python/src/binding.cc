@@ -203,11 +203,18 @@ struct PendingStore {
   }
 };
 
-std::optional<ChunkKey> SysKey(const std::string& hex) {
+// A key given in hex ("" = none), or raised as InvalidArgument.
+std::optional<ChunkKey> KeyOrNone(const std::string& hex) {
   if (hex.empty()) return std::nullopt;
   auto key = ChunkKey::FromHex(hex);
-  if (!key) RaiseInvalid("'" + hex + "' is not a chunk key");
+  if (!key) RaiseInvalid("'" + hex + "' is not a chunk key (32 hex digits)");
   return key;
+}
+
+// A chunk's key context from Python: the system prompt's key and the
+// scope, both hex ("" = none).
+client::KeyContext ContextOf(const std::string& sys_key_hex, const std::string& scope_hex) {
+  return {KeyOrNone(sys_key_hex), KeyOrNone(scope_hex)};
 }
 
 // A store's future as the Python API returns it: None once it landed
@@ -232,9 +239,8 @@ py::object StoreResult(std::future<Status> f, bool wait) {
 // failed store, never an exception through C++.
 py::object StoreWith(client::Client& c, const std::vector<int32_t>& tokens, size_t payload_nbytes,
                      const py::function& write, int64_t virtual_start, bool wait,
-                     const std::string& sys_key_hex) {
-  const std::optional<ChunkKey> sys_key = SysKey(sys_key_hex);
-  const ChunkKey* sys = sys_key ? &*sys_key : nullptr;
+                     const std::string& sys_key_hex, const std::string& scope_hex) {
+  const client::KeyContext context = ContextOf(sys_key_hex, scope_hex);
   auto writer = [&](std::span<uint8_t> payload) -> Status {
     py::gil_scoped_acquire gil;
     try {
@@ -247,11 +253,11 @@ py::object StoreWith(client::Client& c, const std::vector<int32_t>& tokens, size
       return InvalidArgument(std::string("the payload writer failed: ") + e.what());
     }
   };
-  const ChunkKey key = c.KeyOf(tokens, sys);
+  const ChunkKey key = c.KeyOf(tokens, context);
   std::future<Status> f;
   {
     py::gil_scoped_release nogil;
-    f = c.StoreWritten(key, tokens, virtual_start, payload_nbytes, writer, !wait, sys);
+    f = c.StoreWritten(key, tokens, virtual_start, payload_nbytes, writer, !wait, context);
   }
   return StoreResult(std::move(f), wait);
 }
@@ -475,14 +481,14 @@ py::list Fetch(client::Client& c, client::Plan& plan) {
 
 py::object StoreFromCache(client::Client& c, const std::vector<int32_t>& tokens,
                           const device::PagedLayout& cache, const std::vector<int64_t>& slots,
-                          int64_t virtual_start, bool wait, const std::string& sys_key_hex) {
-  const std::optional<ChunkKey> sys_key = SysKey(sys_key_hex);
-  const ChunkKey* sys = sys_key ? &*sys_key : nullptr;
-  const ChunkKey key = c.KeyOf(tokens, sys);
+                          int64_t virtual_start, bool wait, const std::string& sys_key_hex,
+                          const std::string& scope_hex) {
+  const client::KeyContext context = ContextOf(sys_key_hex, scope_hex);
+  const ChunkKey key = c.KeyOf(tokens, context);
   std::future<Status> f;
   {
     py::gil_scoped_release nogil;
-    f = c.StoreFromCache(key, tokens, cache, slots, virtual_start, !wait, sys);
+    f = c.StoreFromCache(key, tokens, cache, slots, virtual_start, !wait, context);
   }
   return StoreResult(std::move(f), wait);
 }
@@ -501,8 +507,9 @@ py::object ZeroCopyArena(client::Client& c) {
 client::Plan MakePlan(
     client::Client& c, std::vector<std::vector<int32_t>> segments,
     std::optional<std::vector<std::tuple<std::string, std::string, std::string>>> sources,
-    bool local_node_answered) {
+    bool local_node_answered, const std::string& scope_hex) {
   auto prompt = Take(client::FromSegments(std::move(segments)));
+  prompt.scope = KeyOrNone(scope_hex);
   if (sources) return Take(c.PlanFrom(prompt, PlannedSources(*sources), local_node_answered));
   py::gil_scoped_release nogil;
   return c.MakePlan(prompt);
@@ -511,19 +518,18 @@ client::Plan MakePlan(
 // Client.build_object: the chunk object over a contiguous payload.
 SharedBuffer BuildObject(const client::Client& c, const std::vector<int32_t>& tokens,
                          py::buffer payload, int64_t virtual_start, bool pre_rope,
-                         const std::string& sys_key_hex) {
+                         const std::string& sys_key_hex, const std::string& scope_hex) {
   const py::buffer_info info = payload.request();
   py::ssize_t step = info.itemsize;
   for (py::ssize_t d = info.ndim - 1; d >= 0; step *= info.shape[d], --d) {
     if (info.shape[d] > 1 && info.strides[d] != step)
       RaiseInvalid("the payload must be one contiguous buffer");
   }
-  const std::optional<ChunkKey> sys_key = SysKey(sys_key_hex);
-  const ChunkKey* sys = sys_key ? &*sys_key : nullptr;
+  const client::KeyContext context = ContextOf(sys_key_hex, scope_hex);
   const std::span<const uint8_t> bytes(static_cast<const uint8_t*>(info.ptr),
                                        static_cast<size_t>(info.size * info.itemsize));
-  return Take(c.BuildObject(c.KeyOf(tokens, sys), tokens, virtual_start, bytes,
-                            pre_rope ? KForm::kPreRope : KForm::kRotated, sys));
+  return Take(c.BuildObject(c.KeyOf(tokens, context), tokens, virtual_start, bytes,
+                            pre_rope ? KForm::kPreRope : KForm::kRotated, context));
 }
 
 void DefineClient(py::module_& m) {
@@ -533,15 +539,14 @@ void DefineClient(py::module_& m) {
       .def(
           "key_of",
           [](const client::Client& c, const std::vector<int32_t>& tokens,
-             const std::string& sys_key_hex) {
-            const std::optional<ChunkKey> sys_key = SysKey(sys_key_hex);
-            return c.KeyOf(tokens, sys_key ? &*sys_key : nullptr).Hex();
+             const std::string& sys_key_hex, const std::string& scope_hex) {
+            return c.KeyOf(tokens, ContextOf(sys_key_hex, scope_hex)).Hex();
           },
-          "tokens"_a, "sys_key"_a = "",
+          "tokens"_a, "sys_key"_a = "", "scope"_a = "",
           "The chunk key of `tokens` (hex); in prefixed mode, of a chunk computed after the "
-          "prefix whose key is `sys_key`")
+          "prefix whose key is `sys_key`; in `scope` (hex, a request's sub-namespace) if given")
       .def("plan", &MakePlan, "segments"_a, "sources"_a = py::none(),
-           "local_node_answered"_a = true,
+           "local_node_answered"_a = true, "scope"_a = "",
            "A source per chunk for [system, chunks..., question]; with `sources` "
            "((source, peer_id, peer_endpoint) per chunk, and whether the local node answered, "
            "as another process's plan gave them), that plan, asking nobody")
@@ -560,7 +565,7 @@ void DefineClient(py::module_& m) {
           },
           "object"_a, "chunk"_a, "slots"_a, "cache"_a, "threads"_a = 1)
       .def("build_object", &BuildObject, "tokens"_a, "payload"_a, "virtual_start"_a = 0,
-           "pre_rope"_a = false, "sys_key"_a = "",
+           "pre_rope"_a = false, "sys_key"_a = "", "scope"_a = "",
            "The chunk object of `tokens` over a contiguous payload [layer][k|v][token][head][dim] "
            "(K rotated at virtual_start, or pre-RoPE), stored nowhere")
       .def(
@@ -583,11 +588,11 @@ void DefineClient(py::module_& m) {
       .def("lease_held", &client::Client::LeaseHeld, "chunk"_a,
            "False once the node may reuse a leased object's memory")
       .def("store_with", &StoreWith, "tokens"_a, "payload_nbytes"_a, "write"_a,
-           "virtual_start"_a = 0, "wait"_a = true, "sys_key"_a = "",
+           "virtual_start"_a = 0, "wait"_a = true, "sys_key"_a = "", "scope"_a = "",
            "Stores the chunk of `tokens` whose payload write(memoryview) puts straight into "
            "the object (in the local node's arena when it lends one)")
       .def("store", &StoreFromCache, "tokens"_a, "cache"_a, "slots"_a, "virtual_start"_a = 0,
-           "wait"_a = true, "sys_key"_a = "",
+           "wait"_a = true, "sys_key"_a = "", "scope"_a = "",
            "Gathers a chunk by slots out of the cache and stores it under its key, "
            "key_of(tokens) (in prefixed mode after the system prompt whose key is `sys_key`, "
            "hex); wait=False returns a PendingStore (the gather "

@@ -84,8 +84,13 @@ TEST_F(PoisonedChunkTest, AStoreUnderAKeyThatIsNotTheChunksIsRefusedBeforeItLeav
   const ChunkKey other = client_->KeyOf(std::vector<int32_t>{1, 2, 3});
   EXPECT_EQ(client_->Store(other, tokens_, 0, payload_).code(), ErrorCode::kInvalidArgument);
   const ChunkKey sys = client_->KeyOf(std::vector<int32_t>{4});  // isolated mode: no sys key
-  EXPECT_EQ(client_->Store(key_, tokens_, 0, payload_, nullptr, &sys).code(), ErrorCode::kOk);
+  EXPECT_EQ(client_->Store(key_, tokens_, 0, payload_, nullptr, {.sys_key = sys}).code(),
+            ErrorCode::kOk);
   EXPECT_EQ(client_->Stats().store_failures, 1u);
+  // A scope is part of the key: the same tokens' key outside it is refused in it.
+  EXPECT_EQ(client_->Store(key_, tokens_, 0, payload_, nullptr, {.scope = ChunkKey{7, 7}}).code(),
+            ErrorCode::kInvalidArgument);
+  EXPECT_EQ(client_->Stats().store_failures, 2u);
   EXPECT_EQ(NodeStat("storage.put_rejects"), 0);
 }
 

@@ -241,5 +241,36 @@ TEST(ChunkOwnerTest, TenantIsInTheKeyAndTheWriterIsStampedInPlace) {
   EXPECT_EQ(ReadOwner(bytes), std::nullopt);
 }
 
+// Format 4: a scope (a request's sub-namespace: vLLM's cache salt) is part
+// of the key and travels in the header, so a node recomputing the key from
+// the header gets the scoped key, and an object of format 3 reads as nothing.
+TEST(ChunkOwnerTest, TheScopeIsInTheKeyAndTheHeader) {
+  ChunkHeader h = SmallHeader();
+  const ChunkKey unscoped = h.key;
+  h.scope = ChunkKey{0xabc, 0xdef};
+  h.key = KeyOfContent(h);
+  EXPECT_NE(h.key, unscoped);
+  KeyNamespace other = NamespaceOf(h);
+  other.scope = ChunkKey{0xabc, 0xdee};
+  EXPECT_NE(MakeChunkKey(other, h.tokens), h.key);
+  auto payload = Payload(h);
+  auto obj = BuildChunkObject(h, payload);
+  ASSERT_TRUE(obj.ok()) << obj.status().ToString();
+  auto parsed = ParseChunkHeader(*obj);
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_EQ(parsed->scope, h.scope);
+  EXPECT_TRUE(VerifyChunkObject(*obj, &h.key).ok());
+  // Another scope's object filed under this key: the key is not the hash
+  // of that object's own namespace, and a node refuses it.
+  ChunkHeader forged = h;
+  forged.scope = ChunkKey{0xabc, 0xdee};
+  auto forged_obj = BuildChunkObject(forged, payload);
+  ASSERT_TRUE(forged_obj.ok());
+  EXPECT_EQ(VerifyChunkObject(*forged_obj, &h.key).code(), ErrorCode::kCorruption);
+  std::vector<uint8_t> bytes = *obj;
+  bytes[8] = 3;
+  EXPECT_EQ(ParseChunkHeader(bytes).code(), ErrorCode::kUnsupported);
+}
+
 }  // namespace
 }  // namespace pikv

@@ -22,7 +22,7 @@ import pytest
 
 _pikv = pytest.importorskip("pikv._pikv")
 import pikv  # noqa: E402
-from pikv.prompt import chunk_keys  # noqa: E402
+from pikv.prompt import chunk_keys, read_salt_key, salt_scope  # noqa: E402
 
 # A model just big enough to key chunks by (keys depend on it, not on weights).
 SETTINGS = {"model-id": "router-test", "num-layers": "1", "num-kv-heads": "1", "head-dim": "8"}
@@ -387,6 +387,28 @@ def test_routes_to_the_node_holding_the_chunks(world, chat):
     world.controller.holdings = {"node-a": world.controller.holdings["node-b"], "node-b": {}}
     assert status_of(http(port, "POST", path, body)) == 200
     assert len(world.a.got) == 1
+
+
+def test_salted_requests_are_scored_in_their_salts_scope(world, tmp_path):
+    """A salted request's chunks are keyed in its salt's scope, as the
+    engines key them under the same salt key; without the key the router
+    cannot name them and routes the request by load."""
+    key_file = tmp_path / "salt.key"
+    key_file.write_bytes(b"the engines' salt key")
+    segments = [SYSTEM, DOC1, DOC2, QUESTION]
+    scope = salt_scope("user-7", read_salt_key(str(key_file)))
+    salted = chunk_keys(key_client(), segments, scope)
+    assert salted != keys_of(segments)
+    port = world.router("chunks", None, "--salt-key-file", str(key_file))
+    assert status_of(http(port, "POST", "/v1/completions",
+                          completion(segments, cache_salt="user-7"))) == 200
+    assert world.controller.queries[-1]["key"] == [",".join(salted)]
+    unkeyed = world.router("chunks")
+    asked = len(world.controller.queries)
+    assert status_of(http(unkeyed, "POST", "/v1/completions",
+                          completion(segments, cache_salt="user-7"))) == 200
+    assert len(world.controller.queries) == asked, "no key: the salt's chunks cannot be named"
+    assert stats(unkeyed)["unscoped_salts"] == 1
 
 
 def test_prefix_mode_differs_from_chunks_mode(world):

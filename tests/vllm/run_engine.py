@@ -10,6 +10,7 @@ settings: local-node, controller, curve keys...} or null (vLLM alone),
 a task is
   {"op": "precompute", "segments": [[ids]...]}   chunks pikv lacks, computed and stored
                                                  (in the mode the settings name)
+  either may carry "cache_salt": its requests are vLLM's salted requests
   {"op": "generate", "prompt": [ids], "segments": [lengths] | null,
    "max_tokens": n, "logprobs": k,               greedy; logprobs of the output, and of
    "prompt_logprobs": true}                      the prompt unless false
@@ -73,7 +74,7 @@ def main():
             if core is None:
                 core = connector_core(llm)
             t0 = time.monotonic()
-            computed = precompute_with_llm(llm, core, task["segments"])
+            computed = precompute_with_llm(llm, core, task["segments"], task.get("cache_salt"))
             out["answers"].append({"computed": computed, "seconds": time.monotonic() - t0})
         elif task["op"] in ("generate", "generate_many"):
             prompts = task["prompts"] if task["op"] == "generate_many" else [task]
@@ -85,7 +86,8 @@ def main():
                 extra_args={"kv_transfer_params": {"pikv_segments": p["segments"]}}
                 if p.get("segments") else None) for p in prompts]
             t0 = time.monotonic()
-            results = llm.generate([{"prompt_token_ids": p["prompt"]} for p in prompts],
+            salted = {"cache_salt": task["cache_salt"]} if task.get("cache_salt") else {}
+            results = llm.generate([{"prompt_token_ids": p["prompt"], **salted} for p in prompts],
                                    samplings, use_tqdm=False)
             seconds = time.monotonic() - t0
             for result in results:

@@ -12,6 +12,8 @@ import torch
 
 from conftest import engine_settings, rag_prompt
 
+from pikv.vllm import request_scope
+
 from vllm import SamplingParams  # noqa: E402
 from vllm.config import (CacheConfig, DeviceConfig, KVTransferConfig,  # noqa: E402
                          ModelConfig, SchedulerConfig, VllmConfig)
@@ -83,18 +85,19 @@ def blocks_of(scheduler, req_id):
     return list(scheduler.kv_cache_manager.get_blocks(req_id).get_block_ids()[0])
 
 
-def store_chunks(scheduler, segments):
+def store_chunks(scheduler, segments, scope=""):
     """Puts every segment but the question in pikv, keyed as the connector's
-    mode keys them (values do not matter to a scheduler), through the
-    connector's own client."""
+    mode keys them (values do not matter to a scheduler), in `scope`,
+    through the connector's own client."""
     core = scheduler.connector.core
     o = core.options
-    prefix = core.client.key_of(segments[0]) if core.prefixed else ""
+    prefix = core.client.key_of(segments[0], scope=scope) if core.prefixed else ""
     for i, seg in enumerate(segments[:-1]):
         nbytes = o.num_layers * 2 * len(seg) * o.num_kv_heads * o.head_dim * 4
         after = prefix if i > 0 else ""
         start = len(segments[0]) if after else 0
-        core.client.store_with(seg, nbytes, lambda view: None, start, True, after)  # raises
+        core.client.store_with(seg, nbytes, lambda view: None, start, True, after,
+                               scope)  # raises
 
 
 @pytest.fixture
@@ -277,10 +280,10 @@ def test_prefixed_requests_store_the_prefix_and_the_chunk_after_it_as_they_compl
     assert seen == [(0, 0, 20, ""), (1, 20, 40, prefix)]
 
 
-def test_a_request_whose_kv_is_not_its_tokens_alone_neither_loads_nor_stores(cluster, model):
-    """pikv's keys name token ids; a cache salt (as a LoRA adapter, images
-    behind placeholder ids or prompt embeddings) makes the KV something
-    else, so such a request is left to vLLM."""
+def test_a_salted_request_with_no_salt_key_neither_loads_nor_stores(cluster, model):
+    """A cache salt keeps requests apart in vLLM; with no salt key to scope
+    it by (salt-key-file), pikv leaves such a request to vLLM, as it does
+    images behind placeholder ids or prompt embeddings."""
     sched = make_scheduler(model, engine_settings(cluster, 0), num_blocks=64)
     segments = rag_prompt(seed=6, vocab=2048, doc_lengths=(40,), system=20, question=8)
     store_chunks(sched, segments)
@@ -292,6 +295,72 @@ def test_a_request_whose_kv_is_not_its_tokens_alone_neither_loads_nor_stores(clu
     sched.add_request(make_request("plain", segments, 1, lengths))
     loads, _ = run_to_end(sched)
     assert [x.req_id for x in loads] == ["plain"]  # the same prompt, unsalted, loads
+
+
+def salted_settings(cluster, tmp_path, name="salt.key", key=b"0123456789abcdef0123"):
+    path = tmp_path / name
+    path.write_bytes(key)
+    return dict(engine_settings(cluster, 0), **{"salt-key-file": str(path)})
+
+
+def scope_of(sched, **request_fields):
+    return request_scope(make_request("probe", [[1, 2]], 1, **request_fields),
+                         sched.connector._salt_key)
+
+
+def test_salted_requests_load_and_store_only_within_their_salts_scope(cluster, model, tmp_path):
+    """With a salt key, a salt is a scope of the key namespace: a salted
+    request loads what its salt stored, never what another salt or an
+    unsalted request stored, and saves into its own scope (issue 55)."""
+    sched = make_scheduler(model, salted_settings(cluster, tmp_path), num_blocks=64)
+    segments = rag_prompt(seed=7, vocab=2048, doc_lengths=(40,), system=20, question=8)
+    seven = scope_of(sched, cache_salt="user-7")
+    store_chunks(sched, segments, scope=seven)
+    lengths = {"pikv_segments": [len(s) for s in segments]}
+    for req_id, salt in (("salted-7", "user-7"), ("salted-8", "user-8"), ("plain", None)):
+        more = {"cache_salt": salt} if salt else {}
+        sched.add_request(make_request(req_id, segments, 1, lengths, **more))
+        loads, saves = run_to_end(sched)
+        assert [x.req_id for x in loads] == (["salted-7"] if salt == "user-7" else []), req_id
+        # What the others compute is stored in their own scope.
+        want = scope_of(sched, **more) if salt else ""
+        assert {s.scope for s in saves} <= {want}, req_id
+        if salt == "user-8":
+            assert saves and want not in ("", seven)
+    # The same salt under another engine's key is another scope.
+    other = make_scheduler(model, salted_settings(cluster, tmp_path, "other.key",
+                                                  b"another key of 16+ bytes"), num_blocks=64)
+    assert scope_of(other, cache_salt="user-7") != seven
+    with pytest.raises(ValueError, match="salt-key-file"):
+        make_scheduler(model, salted_settings(cluster, tmp_path, "short.key", b"short"),
+                       num_blocks=16)
+
+
+def test_request_scope_keys_salts_and_adapters_and_refuses_what_it_cannot_key(tmp_path):
+    """The scope of a request: none for token ids alone; a keyed hash of the
+    salt; an adapter by its name and files (not its path or vLLM's id)."""
+    from vllm.lora.request import LoRARequest
+
+    key = b"0123456789abcdef"
+
+    def scope(**fields):
+        return request_scope(make_request("r", [[1, 2]], 1, **fields), key)
+
+    def adapter(name, data):
+        path = tmp_path / name
+        path.mkdir()
+        (path / "adapter_model.safetensors").write_bytes(data)
+        return str(path)
+
+    a, a_copy, b = adapter("a", b"weights"), adapter("a2", b"weights"), adapter("b", b"other")
+    assert scope() == ""
+    assert len(scope(cache_salt="s")) == 32 and scope(cache_salt="s") != scope(cache_salt="t")
+    assert request_scope(make_request("r", [[1, 2]], 1, cache_salt="s"), None) is None
+    lora = scope(lora_request=LoRARequest("sql", 1, a))
+    assert lora == scope(lora_request=LoRARequest("sql", 7, a_copy)), "path and id do not count"
+    assert lora != scope(lora_request=LoRARequest("sql", 1, b)), "the weights do"
+    assert lora != scope(lora_request=LoRARequest("sql", 1, a), cache_salt="s")
+    assert scope(lora_request=LoRARequest("gone", 1, str(tmp_path / "missing"))) is None
 
 
 def test_the_connector_refuses_vllms_default_failure_policy(cluster, model):

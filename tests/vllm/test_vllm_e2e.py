@@ -96,3 +96,38 @@ def test_two_vllm_engines_share_chunks_and_answer_as_the_mode_reference(
         elsewise, _ = worst_difference(answer, ref.logprobs(
             prompt + answer["tokens"], lengths, chunk_tokens, mode=other_mode), len(prompt))
         assert elsewise > 10 * F32_TOLERANCE, f"the {other_mode} reference answers alike"
+
+
+def test_a_salt_reuses_its_own_chunks_across_engines_and_no_other_salts(
+        cluster, make_model, tmp_path):
+    """vLLM's cache_salt inside vLLM itself (issue 55): under the engines'
+    shared salt key, the chunks one engine precomputed for a salt are loaded
+    by the other engine for that salt (P2P, the documents reordered), and by
+    no request with another salt or none; what a salted request computes
+    is stored in its own salt's scope."""
+    model = make_model("llama", "float32")
+    key = tmp_path / "salt.key"
+    key.write_bytes(b"one salt key for these engines")
+    segments = rag_prompt(seed=55, vocab=2048)
+    other = reordered(segments)
+    chunk_tokens = sum(len(s) for s in segments[:-1])
+
+    def settings(node):
+        return dict(engine_settings(cluster, node), **{"salt-key-file": str(key)})
+
+    def salted(segs, salt):
+        return dict(answer_task(segs), cache_salt=salt) if salt else answer_task(segs)
+
+    one = run_engine(tmp_path, "salt1", model, "float32", settings(0), [
+        {"op": "precompute", "segments": segments, "cache_salt": "alice"},
+        salted(segments, "alice"), salted(segments, "bob"), salted(segments, None)])
+    assert one["answers"][0]["computed"] == len(segments) - 1
+    assert [a["num_cached_tokens"] for a in one["answers"][1:]] == [chunk_tokens, 0, 0]
+
+    two = run_engine(tmp_path, "salt2", model, "float32", settings(1), [
+        salted(other, "alice"), salted(other, "bob"), salted(other, "carol")])
+    # alice: every chunk, pulled from engine 1's node; bob: the system prompt
+    # bob's request stored on engine 1 (its next chunk, in this order, it
+    # never computed); carol: nothing.
+    assert [a["num_cached_tokens"] for a in two["answers"]] == [chunk_tokens, len(segments[0]),
+                                                                0]

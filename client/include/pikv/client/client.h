@@ -122,11 +122,21 @@ struct PlannedSource {
   std::string peer_id, peer_endpoint;  // for kPeer
 };
 
+// What a chunk's key depends on beyond its tokens and the client's own
+// namespace (KeyNamespace): the system prompt before it (prefixed mode
+// only) and the request's scope.
+struct KeyContext {
+  std::optional<ChunkKey> sys_key;
+  std::optional<ChunkKey> scope;
+};
+
 struct ChunkPlan {
   ChunkKey key;
   // Prefixed mode, chunks after the system prompt: the system prompt's
   // key, part of this chunk's namespace (pass it to Store*).
   std::optional<ChunkKey> sys_key;
+  std::optional<ChunkKey> scope;  // the prompt's (ChunkedPrompt::scope)
+  KeyContext context() const { return {sys_key, scope}; }
   uint32_t segment = 0;  // index into the prompt's segments (0 = system prompt)
   Source source = Source::kMiss;
   std::string peer_id, peer_endpoint;  // for kPeer
@@ -149,9 +159,9 @@ class Client {
   ~Client();
 
   const ClientOptions& options() const { return options_; }
-  // The key of a chunk's tokens in this client's namespace (sys_key only
-  // matters in prefixed mode).
-  ChunkKey KeyOf(std::span<const int32_t> tokens, const ChunkKey* sys_key = nullptr) const;
+  // The key of a chunk's tokens in this client's namespace (the context's
+  // sys_key only matters in prefixed mode).
+  ChunkKey KeyOf(std::span<const int32_t> tokens, const KeyContext& context = {}) const;
 
   Plan MakePlan(const ChunkedPrompt& prompt);
   // The plan of `prompt` with each chunk's source as another process's
@@ -184,24 +194,24 @@ class Client {
   // namespace's dtype, K rotated at `virtual_start`. The built chunk object
   // goes to `object` when given (even if the node is unreachable), so the
   // engine can remap what it just computed.
-  // `key` must be KeyOf(tokens, sys_key) (the node refuses an object whose
+  // `key` must be KeyOf(tokens, context) (the node refuses an object whose
   // key is not the hash of its own namespace and tokens).
   Status Store(const ChunkKey& key, std::span<const int32_t> tokens, int64_t virtual_start,
                std::span<const uint8_t> payload, SharedBuffer* object = nullptr,
-               const ChunkKey* sys_key = nullptr);
+               const KeyContext& context = {});
   // The chunk object Store would store (K rotated at virtual_start, or
   // pre-RoPE), built on the heap and stored nowhere.
   Result<SharedBuffer> BuildObject(const ChunkKey& key, std::span<const int32_t> tokens,
                                    int64_t virtual_start, std::span<const uint8_t> payload,
                                    KForm k_form = KForm::kRotated,
-                                   const ChunkKey* sys_key = nullptr) const;
+                                   const KeyContext& context = {}) const;
 
   // Store without waiting: the object is built and put on a background task
   // with its own connection (so it is safe beside this client's calls);
   // `payload` stays alive through its owner until then.
   std::future<Status> StoreAsync(const ChunkKey& key, std::vector<int32_t> tokens,
                                  int64_t virtual_start, SharedBuffer payload,
-                                 const ChunkKey* sys_key = nullptr);
+                                 const KeyContext& context = {});
 
   // Stores a chunk the engine computed on its own (its tokens at positions
   // virtual_start.., K rotated as the engine rotates it) straight out of the
@@ -221,12 +231,12 @@ class Client {
   std::future<Status> StoreWritten(const ChunkKey& key, std::span<const int32_t> tokens,
                                    int64_t virtual_start, size_t payload_size,
                                    const PayloadWriter& write, bool async,
-                                   const ChunkKey* sys_key = nullptr);
+                                   const KeyContext& context = {});
 
   std::future<Status> StoreFromCache(const ChunkKey& key, std::span<const int32_t> tokens,
                                      const device::PagedLayout& cache,
                                      std::span<const int64_t> slots, int64_t virtual_start,
-                                     bool async = false, const ChunkKey* sys_key = nullptr);
+                                     bool async = false, const KeyContext& context = {});
 
   // Whether to audit this hit: true for an audit_rate share of calls.
   bool ShouldAudit();
@@ -250,12 +260,12 @@ class Client {
   Status CheckLayout(const device::PagedLayout& cache) const;
 
  private:
-  KeyNamespace Namespace(const ChunkKey* sys_key) const;
+  KeyNamespace Namespace(const KeyContext& context) const;
   Status Put(const ChunkKey& key, const SharedBuffer& object);
   // The namespace a stored chunk's key was made in (this client's, after
-  // `sys_key`); InvalidArgument when `key` is not KeyOf(tokens, sys_key).
+  // `context`); InvalidArgument when `key` is not KeyOf(tokens, context).
   Result<KeyNamespace> NamespaceOfKey(const ChunkKey& key, std::span<const int32_t> tokens,
-                                      const ChunkKey* sys_key) const;
+                                      const KeyContext& context) const;
   // The object of header `h` over `payload`, built on the heap.
   static Result<SharedBuffer> ObjectOf(const ChunkHeader& h, std::span<const uint8_t> payload);
   // The object header of a chunk this client stores.

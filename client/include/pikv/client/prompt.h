@@ -8,14 +8,19 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "pikv/common/status.h"
+#include "pikv/proto/chunk_key.h"
 
 namespace pikv::client {
 
 struct ChunkedPrompt {
   std::vector<std::vector<int32_t>> segments;  // system prompt, chunks..., question
+  // The scope every chunk of the prompt is keyed in (KeyNamespace::scope;
+  // none: the client's namespace as it is).
+  std::optional<ChunkKey> scope;
 
   size_t num_chunks() const { return segments.size() - 2; }
   const std::vector<int32_t>& system() const { return segments.front(); }

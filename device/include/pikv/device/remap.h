@@ -68,8 +68,9 @@ struct GatherSpec {
   // come from the cache and RopeSpec): the key must hash them with the tokens.
   AttentionMode attention_mode = AttentionMode::kIsolated;
   std::optional<ChunkKey> sys_key;
-  std::string tenant;    // the writer's tenant ("" = the default one)
-  bool checksum = true;  // false: left for the receiver to seal (SealChunkObject)
+  std::string tenant;             // the writer's tenant ("" = the default one)
+  std::optional<ChunkKey> scope;  // the namespace's scope (KeyNamespace::scope)
+  bool checksum = true;           // false: left for the receiver to seal (SealChunkObject)
   // Threads for an unsealed gather (the rows are independent then; a
   // checksummed one hashes them in order, on one thread).
   int threads = 1;

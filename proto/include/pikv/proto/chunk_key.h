@@ -55,6 +55,10 @@ struct KeyNamespace {
   // The tenant (owner.h); "" = the default tenant, which adds nothing to the
   // bytes (keys of the default tenant are those of a cluster without tenants).
   std::string tenant;
+  // A sub-namespace within the tenant (none: adds nothing to the bytes): the
+  // vLLM connector's keyed hash of a request's cache salt and LoRA adapter,
+  // so that requests vLLM keeps apart never share a chunk.
+  std::optional<ChunkKey> scope;
 
   // Unambiguous byte encoding (length-prefixed fields) that the key hashes.
   std::string CanonicalBytes() const;

@@ -32,7 +32,8 @@ namespace pikv {
 // that every part of the key's namespace is in the object (KeyOfContent).
 // 3: the tenant (part of the namespace) and the writer, in fixed fields
 // (owner.h); objects of older versions are refused, so they read as misses.
-inline constexpr uint16_t kChunkFormatVersion = 3;
+// 4: the scope (KeyNamespace::scope), 16 bytes after the writer.
+inline constexpr uint16_t kChunkFormatVersion = 4;
 inline constexpr uint8_t kLayoutLayerKvTokenHeadDim = 1;
 
 struct ChunkGeometry {
@@ -65,6 +66,7 @@ struct ChunkHeader {
   AttentionMode attention_mode = AttentionMode::kIsolated;
   std::optional<ChunkKey> sys_key;  // prefixed only: the system prompt's key
   std::string tenant;               // part of the namespace; "" = the default tenant
+  std::optional<ChunkKey> scope;    // part of the namespace (KeyNamespace::scope)
   std::string writer;               // stamped by the node that took the put (StampWriter)
   std::vector<int32_t> tokens;
   // Filled by BuildChunkObject / ParseChunkHeader.
