@@ -14,7 +14,8 @@ namespace {
 // The plan's chunks, one per segment before the question, keyed and placed;
 // their keys in plan order.
 std::vector<ChunkKey> AddChunks(const ChunkedPrompt& prompt, const Client& client, Plan& plan) {
-  const ChunkKey sys_key = client.KeyOf(prompt.system(), {.scope = prompt.scope});
+  const ChunkKey sys_key =
+      client.KeyOf(prompt.system(), {.sys_key = std::nullopt, .scope = prompt.scope});
   std::vector<ChunkKey> keys;
   for (size_t s = 0; s + 1 < prompt.segments.size(); ++s) {
     ChunkPlan c;

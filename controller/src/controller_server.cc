@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "pikv/common/guarded_thread.h"
+#include "pikv/common/split.h"
 #include "pikv/controller/controller_handler.h"
 #include "pikv/controller/views.h"
 #include "pikv/http/http_server.h"
@@ -26,12 +27,10 @@ constexpr auto kTick = std::chrono::milliseconds(100);
 // "k1,k2,...": at most one batch of 32-hex-digit keys.
 Result<std::vector<ChunkKey>> ParseKeyList(const std::string& list) {
   std::vector<ChunkKey> keys;
-  for (size_t pos = 0; pos <= list.size();) {
-    const size_t end = std::min(list.find(',', pos), list.size());
-    auto key = ChunkKey::FromHex(list.substr(pos, end - pos));
+  for (std::string_view hex : SplitList(list)) {
+    auto key = ChunkKey::FromHex(std::string(hex));
     if (!key || keys.size() >= WireLimits{}.max_batch) return InvalidArgument("bad key list");
     keys.push_back(*key);
-    pos = end + 1;
   }
   return keys;
 }
@@ -39,14 +38,14 @@ Result<std::vector<ChunkKey>> ParseKeyList(const std::string& list) {
 // "n1,n2,...": at most one batch of counts; empty: none.
 Result<std::vector<int64_t>> ParseCountList(const std::string& list) {
   std::vector<int64_t> counts;
-  for (size_t pos = 0; pos < list.size();) {
-    const size_t end = std::min(list.find(',', pos), list.size());
+  if (list.empty()) return counts;
+  for (std::string_view item : SplitList(list)) {
     int64_t n = 0;
-    const auto [ptr, ec] = std::from_chars(list.data() + pos, list.data() + end, n);
-    if (ec != std::errc() || ptr != list.data() + end || counts.size() >= WireLimits{}.max_batch)
+    const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), n);
+    if (ec != std::errc() || ptr != item.data() + item.size() ||
+        counts.size() >= WireLimits{}.max_batch)
       return InvalidArgument("bad count list");
     counts.push_back(n);
-    pos = end + 1;
   }
   return counts;
 }
@@ -73,9 +72,7 @@ http::Response ScoreRoute(const ClusterState& state, const http::Request& req) {
     tenant = tenant_param->second == "default" ? "" : tenant_param->second;
     if (!IsTenantName(*tenant)) return BadQuery("tenant is not a tenant's name");
   }
-  Header as_wire;  // the candidates, read as the wire's field lists them
-  EncodeScore({{req.Param("node")}}, as_wire);
-  const auto only = DecodeScore(as_wire).nodes;
+  const auto only = ScoreCandidates(req.Param("node"));
   return JsonResponse(
       200, ScoreJson(state, *keys, *tokens, tenant ? &*tenant : nullptr, only, Clock::now()));
 }

@@ -3,6 +3,7 @@
 #include <charconv>
 #include <nlohmann/json.hpp>
 
+#include "pikv/common/split.h"
 #include "pikv/coord/http_post.h"
 
 namespace pikv::coord {
@@ -143,12 +144,10 @@ Result<std::string> HostPort(std::string_view e, Scheme& scheme) {
 Result<EtcdAccess> EtcdAccess::Parse(std::string_view list, const std::string& tls_dir) {
   EtcdAccess access;
   Scheme scheme = Scheme::kAny;
-  for (size_t pos = 0; pos <= list.size();) {
-    const size_t end = std::min(list.find(',', pos), list.size());
-    auto e = HostPort(list.substr(pos, end - pos), scheme);
+  for (std::string_view endpoint : SplitList(list)) {
+    auto e = HostPort(endpoint, scheme);
     if (!e.ok()) return e.status();
     access.endpoints.push_back(std::move(*e));
-    pos = end + 1;
   }
   if (tls_dir.empty() && scheme == Scheme::kHttps)
     return InvalidArgument("etcd over https needs its TLS files (etcd-tls)");

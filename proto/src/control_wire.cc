@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "pikv/common/split.h"
 #include "pikv/proto/location.h"
 
 namespace pikv {
@@ -229,16 +230,16 @@ void EncodeScore(const ScoreRequest& r, Header& request) {
   if (!joined.empty()) request.fields[kNodes] = joined;
 }
 
-ScoreRequest DecodeScore(const Header& request) {
-  ScoreRequest r;
-  const std::string joined = FieldString(request.fields, kNodes);
-  for (size_t start = 0; start < joined.size();) {
-    size_t end = joined.find(',', start);
-    if (end == std::string::npos) end = joined.size();
-    if (end > start) r.nodes.push_back(joined.substr(start, end - start));
-    start = end + 1;
+std::vector<std::string> ScoreCandidates(std::string_view joined) {
+  std::vector<std::string> nodes;
+  for (std::string_view id : SplitList(joined)) {
+    if (!id.empty()) nodes.emplace_back(id);
   }
-  return r;
+  return nodes;
+}
+
+ScoreRequest DecodeScore(const Header& request) {
+  return {ScoreCandidates(FieldString(request.fields, kNodes))};
 }
 
 void EncodeAdminTarget(const AdminTarget& t, Header& request) {

@@ -88,7 +88,8 @@ TEST_F(PoisonedChunkTest, AStoreUnderAKeyThatIsNotTheChunksIsRefusedBeforeItLeav
             ErrorCode::kOk);
   EXPECT_EQ(client_->Stats().store_failures, 1u);
   // A scope is part of the key: the same tokens' key outside it is refused in it.
-  EXPECT_EQ(client_->Store(key_, tokens_, 0, payload_, nullptr, {.scope = ChunkKey{7, 7}}).code(),
+  const client::KeyContext scoped{.sys_key = std::nullopt, .scope = ChunkKey{7, 7}};
+  EXPECT_EQ(client_->Store(key_, tokens_, 0, payload_, nullptr, scoped).code(),
             ErrorCode::kInvalidArgument);
   EXPECT_EQ(client_->Stats().store_failures, 2u);
   EXPECT_EQ(NodeStat("storage.put_rejects"), 0);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "pikv/common/guarded_thread.h"
+#include "pikv/common/split.h"
 #include "pikv/proto/control_wire.h"
 
 namespace pikv {
@@ -26,11 +27,9 @@ Result<std::shared_ptr<ControllerFinder>> ControllerFinder::Parse(const std::str
   }
   std::shared_ptr<ControllerFinder> f(new ControllerFinder());
   f->spec_ = spec;
-  for (size_t pos = 0; pos <= spec.size();) {
-    const size_t end = std::min(spec.find(',', pos), spec.size());
-    if (end == pos) return InvalidArgument("empty controller in '" + spec + "'");
-    f->listed_.push_back(spec.substr(pos, end - pos));
-    pos = end + 1;
+  for (std::string_view endpoint : SplitList(spec)) {
+    if (endpoint.empty()) return InvalidArgument("empty controller in '" + spec + "'");
+    f->listed_.emplace_back(endpoint);
   }
   f->current_ = f->listed_.front();
   f->next_ = 1 % f->listed_.size();

@@ -13,6 +13,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "pikv/proto/message.h"
@@ -153,6 +154,9 @@ struct ScoreRequest {
 };
 void EncodeScore(const ScoreRequest& r, Header& request);
 ScoreRequest DecodeScore(const Header& request);
+// The node ids of a comma-separated candidate list, empty items skipped (the
+// wire's field and /score's `node` parameter read alike).
+std::vector<std::string> ScoreCandidates(std::string_view joined);
 
 // An admin command the controller forwards to nodes (kAdminClear, Pin,
 // Unpin, Evict, Revoke): the one node it is for; empty: every node.
