@@ -167,6 +167,7 @@ class ConnectorCore:
         self._device_load = None  # the load whose layers the forward pass waits for
         self._gathering = {}  # torch path: save id -> _Gathering
         self._layer_names = []
+        self._tp = None  # pikv.tensor_parallel.TensorParallel of a TP engine's rank
 
     def require_whole_cache(self, engine_keeps_whole_cache):
         """Raises unless every layer the model windows (sliding or chunked
@@ -264,10 +265,12 @@ class ConnectorCore:
 
     # --- worker side ----------------------------------------------------------
 
-    def register_kv_caches(self, layers, layout=None, axes=None):
+    def register_kv_caches(self, layers, layout=None, axes=None, tp=None):
         """The engine's per-layer paged KV tensors (a dict name -> tensor, in
         layer order, or a list). Raises on a layout pikv cannot address: this
-        is set-up, not the request path."""
+        is set-up, not the request path. `tp`: the pikv.tensor_parallel.
+        TensorParallel of a rank of a TP engine (its cache holds its share of
+        the heads; the torch path loads and saves it)."""
         if isinstance(layers, dict):
             names = list(layers)
             # Layers in model order (a per-layer RoPE plan depends on it):
@@ -277,11 +280,13 @@ class ConnectorCore:
                 names.sort(key=lambda n: int(numbers[n].group()))
             self._layer_names = names
             layers = [layers[n] for n in names]
-        if is_packed(layout):  # only pikv.device addresses these (vLLM's own)
+        tp = tp if tp is not None and tp.share.size > 1 else None
+        if is_packed(layout) or tp:  # only pikv.device addresses these
             if self.path == "cpp":
-                raise InvalidArgument(f"layout {layout} is written by pikv.device only: path "
+                raise InvalidArgument(f"layout {layout} or a share of the heads (tensor "
+                                      "parallelism) is written by pikv.device only: path "
                                       "'torch' or 'auto'")
-            kv = DeviceKv(layers, layout=layout)
+            kv = DeviceKv(layers, layout=layout, axes=axes, share=tp.share if tp else None)
             built = kv.layout
         else:
             built = kv_layout(layers, layout=layout, axes=axes)
@@ -290,7 +295,9 @@ class ConnectorCore:
             raise InvalidArgument(f"the cache's blocks hold {built.block_size} tokens, "
                                   f"the engine said {self.block_size}")
         self._layout = built
-        torch_path = self.path == "torch" or (self.path == "auto" and not built.host)
+        self._tp = tp
+        torch_path = self.path == "torch" or (self.path == "auto" and not built.host) or \
+            tp is not None
         self._device = DeviceRemapper(self.client, kv or DeviceKv(layers, described=built),
                                       pin_arena=self.pin_arena) \
             if torch_path else None
@@ -343,11 +350,13 @@ class ConnectorCore:
             self.stats.errors += 1
             log.warning("pikv wait for layer %s failed: %s", name_or_index, e)
 
-    def load(self, tokens, block_ids, num_tokens, lengths=None, planned=None) -> LoadResult:
+    def load(self, tokens, block_ids, num_tokens, lengths=None, planned=None,
+             scope="") -> LoadResult:
         """Remaps the cached segments covering the first `num_tokens` prompt
         tokens into the request's blocks, fetching each from where `planned`
-        (plan_request's RequestPlan, made on the scheduler side) says, or
-        where a plan made now says when it is None. What could not be loaded
+        (plan_request's RequestPlan, made on the scheduler side, which carries
+        the request's scope) says, or where a plan made now in `scope` says
+        when it is None. What could not be loaded
         is reported as failed blocks, from the first segment that failed on."""
         result = LoadResult()
         try:
@@ -358,7 +367,7 @@ class ConnectorCore:
                 raise InvalidArgument("the prompt does not split into segments")
             plan = (self.client.plan(segments, planned.sources, planned.local_node_answered,
                                      scope=planned.scope)
-                    if planned else self.client.plan(segments))
+                    if planned else self.client.plan(segments, scope=scope))
             objects = self.client.fetch(plan)  # in plan order, None for a miss
             self._audit(plan, objects, segments)
             result.loaded_tokens = self._place(plan, objects, segments, block_ids, num_tokens)
@@ -446,13 +455,16 @@ class ConnectorCore:
         stored (wait) or handed off (not wait: a PendingStore is kept in
         `pending`)."""
         try:
+            if self._tp is not None:
+                payload = self._assemble(tokens, block_ids, virtual_start, save_id)
+                if payload is None:  # not this rank's to store
+                    return True
             slots = slots_of(block_ids, self.block_size, virtual_start, len(tokens))
             if self._device:
-                g = self._gathering.pop(save_id, None)
-                whole = g is not None and g.slots == slots and \
-                    len(g.layers) == self._device.kv.num_layers
+                if self._tp is None:
+                    payload = self._gathered(slots, save_id)
                 pending = self._device.save(tokens, slots, virtual_start, wait, prefix_key,
-                                            scope, gathered=g.payload if whole else None)
+                                            scope, gathered=payload)
             else:
                 pending = self.client.store(list(tokens), self._layout, slots,
                                             virtual_start, wait, prefix_key, scope)
@@ -465,6 +477,32 @@ class ConnectorCore:
             self.stats.save_failures += 1
             log.warning("pikv save failed: %s", e)
             return False
+
+    def _gathered(self, slots, save_id):
+        """The save's payload as save_layer gathered it, where it gathered
+        every layer of these slots; else None (save gathers it now)."""
+        g = self._gathering.pop(save_id, None)
+        whole = g is not None and g.slots == slots and \
+            len(g.layers) == self._device.kv.num_layers
+        return g.payload if whole else None
+
+    def _assemble(self, tokens, block_ids, virtual_start, save_id):
+        """A TP rank's part in a save: its heads, gathered with every other
+        rank's (each rank calls this once per save whatever its own part
+        came to: pikv.tensor_parallel). The whole payload at the rank that
+        stores it, None at the others; raises there where a part failed."""
+        kv, part, ok = self._device.kv, None, True
+        try:
+            slots = slots_of(block_ids, self.block_size, virtual_start, len(tokens))
+            part = self._gathered(slots, save_id)
+            if part is None:
+                part = kv.gather(slots)
+        except Exception as e:
+            log.warning("pikv: this rank's part of a save failed: %s", e)
+            ok = False
+        if part is None or tuple(part.shape[2:4]) != (len(tokens), kv.heads):
+            part, ok = kv.empty_payload(len(tokens)).zero_(), False
+        return self._tp.assemble(part, ok)
 
     def _reap(self):
         """Forgets the handed-off saves that have ended (each holds its object

@@ -164,6 +164,8 @@ class DeviceRemapper:
         off (on CUDA from the arena: once the copy landed, in write())."""
         tables = self.client.prepare_remap(obj, chunk, list(slots), self.kv.layout)
         host = _view_payload(obj, tables)
+        if self.kv.share is not None:  # a TP rank: its own heads, read in place
+            host = self.kv.share.of(host)
         slots_t = torch.as_tensor(list(slots), dtype=torch.int64)
         kept = torch.nonzero(slots_t >= 0).flatten()
         copied = None

@@ -154,9 +154,12 @@ class DeviceKv:
     as any) and each layer's planes (pikv.paged: K and V, or MLA's one),
     addressed by slot whatever the packing."""
 
-    def __init__(self, layers, layout=None, axes=None, described=None):
+    def __init__(self, layers, layout=None, axes=None, described=None, share=None):
         """`layout`: a name of pikv.layouts; `axes` spells a strided 5-D
-        order; `described`: the pikv.KvLayout already made of these layers."""
+        order; `described`: the pikv.KvLayout already made of these layers.
+        `share`: the pikv.tensor_parallel.HeadShare these layers hold (a
+        tensor-parallel rank's); `layout` then describes the model's heads,
+        as chunk objects hold them, and is never written through."""
         layers = list(layers)
         self.tensors = layers
         if layout in PACKED_PLANES:
@@ -170,6 +173,12 @@ class DeviceKv:
         self.block_size = self.layout.block_size
         self.num_slots = self.layout.block_size * self.layout.num_blocks
         self.heads, self.head_dim = geometry(self.planes[0])[:2]
+        self.share = share if share is not None and not share.whole else None
+        if self.share is not None:
+            if self.heads != share.count:
+                raise InvalidArgument(f"rank {share.rank} of {share.size} holds {share.count} of "
+                                      f"{share.total} KV heads; its cache has {self.heads}")
+            self.layout = geometry_layout(layers, self.planes, heads=share.total)
 
     @property
     def num_layers(self):
@@ -178,7 +187,10 @@ class DeviceKv:
     def strided_layout(self):
         """A pikv.KvLayout of these layers by their real strides, which the
         fused CUDA remap writes through; None where a packing splits a
-        token's offsets or dims (vLLM's CPU packings)."""
+        token's offsets or dims (vLLM's CPU packings) or the layers hold a
+        share of the heads (the kernel writes every head of a chunk)."""
+        if self.share is not None:
+            return None
         if self.layout.axes is not None:  # described by kv_layout: real strides already
             return self.layout
         first = self.planes[0]

@@ -122,16 +122,18 @@ def kv_layout(layers, layout: str = None, axes: str = None, dtype: str = None):
     return built
 
 
-def geometry_layout(layers, planes):
+def geometry_layout(layers, planes, heads=None):
     """pikv.KvLayout of a packed layout (pikv.layouts; its planes from pikv.paged):
     the geometry and dtype the client checks a chunk against, never
-    written through (host False: the C++ remap refuses it)."""
+    written through (host False: the C++ remap refuses it). `heads`: the
+    model's KV heads where the layers hold a tensor-parallel rank's share."""
     from pikv.paged import geometry
     infos = [describe(t, any_device=True) for t in layers]
     shapes = {geometry(p) for p in planes}
     if len(shapes) != 1 or len({i.dtype for i in infos}) != 1:
         raise InvalidArgument("every layer must have one geometry and dtype")
-    heads, dim, block_size, blocks, mla = shapes.pop()
+    held, dim, block_size, blocks, mla = shapes.pop()
+    heads = heads or held
     planes_n = 1 if mla else 2
     per_token = heads * dim
     built = _kv_layout(infos[0].dtype, "mla" if mla else "standard", heads, dim, block_size,

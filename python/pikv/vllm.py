@@ -30,6 +30,11 @@ What vLLM's source fixes and this file follows:
   backend's name and, on CPU, the kernel's ISA), never from a shape.
 - Blocks that could not be loaded are reported; with
   kv_load_failure_policy "recompute" (required) vLLM computes them.
+- Tensor parallelism: the scheduler side runs once, the worker side on
+  every rank with the same metadata; vLLM unions the ranks' failed blocks
+  and sums their stats. Each rank loads its heads of every chunk, a save
+  gathers the ranks' heads to rank 0 (pikv.tensor_parallel), and rank 0
+  alone reports stats.
 """
 
 import json
@@ -46,6 +51,7 @@ from pikv.errors import InvalidArgument
 from pikv.prompt import DEFAULT_MODE  # the reuse mode when the settings name none
 from pikv.prompt import adapter_digest, read_salt_key, salt_scope
 from pikv.tensors import TORCH_DTYPES
+from pikv.tensor_parallel import HeadShare, TensorParallel
 
 
 log = logging.getLogger("pikv.vllm")
@@ -163,11 +169,24 @@ def check_engine_config(vllm_config):
         raise InvalidArgument('PikvConnector needs "kv_load_failure_policy": "recompute" in '
                               "kv_transfer_config: a chunk evicted between plan and load is then "
                               f"computed, not an error for the request (it is {policy!r})")
-    tp = vllm_config.parallel_config.tensor_parallel_size
-    if tp != 1:
-        raise InvalidArgument(f"PikvConnector does not support tensor parallelism yet "
-                              f"(tensor_parallel_size {tp}): a rank holds a share of the KV "
-                              "heads and a chunk object all of them")
+    pp = vllm_config.parallel_config.pipeline_parallel_size
+    if pp != 1:
+        raise InvalidArgument(f"PikvConnector does not support pipeline parallelism "
+                              f"(pipeline_parallel_size {pp}): a rank holds a share of the "
+                              "layers and a chunk object all of them")
+
+
+def tensor_parallel(vllm_config, kv_heads):
+    """This worker's pikv.tensor_parallel.TensorParallel in a TP engine
+    (vLLM's TP group: its rank, and its gather to rank 0); None at TP 1."""
+    size = vllm_config.parallel_config.tensor_parallel_size
+    if size == 1:
+        return None
+    from vllm.distributed.parallel_state import get_tp_group
+
+    group = get_tp_group()
+    return TensorParallel(HeadShare(group.rank_in_group, size, kv_heads),
+                          lambda tensor, dim: group.gather(tensor, dst=0, dim=dim))
 
 
 def packing_of(vllm_config, kv_caches):
@@ -238,8 +257,10 @@ class PikvConnector(KVConnectorBase_V1):
         self._saved = {}  # req_id -> starts of the segments whose save was sent, until it ends
         # Worker side.
         self._failed_blocks = set()
-        # Both: the core's counters as last handed to vLLM's stats.
+        # Both: the core's counters as last handed to vLLM's stats (by rank 0
+        # of a TP engine alone).
         self._reported = {}
+        self._reports_stats = True
 
     @property
     def core(self) -> ConnectorCore:
@@ -344,7 +365,11 @@ class PikvConnector(KVConnectorBase_V1):
     def register_kv_caches(self, kv_caches):
         caches = _layer_caches(kv_caches)
         layout = self._kv_layout or packing_of(self._vllm_config, caches)
-        self._core.register_kv_caches(caches, layout=layout)
+        tp = tensor_parallel(self._vllm_config, self._core.options.num_kv_heads)
+        self._core.register_kv_caches(caches, layout=layout, tp=tp)
+        # vLLM sums its workers' stats: rank 0 speaks for a TP engine (it
+        # stores every save; its loads are every rank's).
+        self._reports_stats = tp is None or tp.share.rank == 0
 
     def start_load_kv(self, forward_context, **kwargs):
         self._core.forget_loads()  # a step without loads waits for none
@@ -391,6 +416,8 @@ class PikvConnector(KVConnectorBase_V1):
     def get_kv_connector_stats(self):
         from pikv.vllm_metrics import PikvConnectorStats, stats_since
 
+        if not self._reports_stats:
+            return None
         grown, self._reported = stats_since(self._core.stats, self._reported)
         return PikvConnectorStats(data=grown) if grown else None
 

@@ -245,7 +245,7 @@ def vllm_config(model_dir, dtype, extra_config, block_size=16, prefix_caching=Fa
                                      cache_dtype="auto"),
         model_config=SimpleNamespace(model=model_dir, max_model_len=131072, dtype=dtype,
                                      hf_text_config=SimpleNamespace(to_dict=lambda: hf)),
-        parallel_config=SimpleNamespace(tensor_parallel_size=1),
+        parallel_config=SimpleNamespace(tensor_parallel_size=1, pipeline_parallel_size=1),
         scheduler_config=SimpleNamespace(disable_hybrid_kv_cache_manager=hybrid_off))
 
 

@@ -190,6 +190,26 @@ def test_a_chunk_lost_between_plan_and_load_is_reported_and_recomputed(cluster, 
     assert core.stats.load_failures == 1
 
 
+def test_a_load_without_the_schedulers_plan_plans_in_the_scope_it_is_given(cluster, tmp_path):
+    """Regression (issue 55 review): load(planned=None) planned unscoped, so a
+    scoped request's chunks never loaded that way."""
+    model, model_dir = make_model(tmp_path, MODELS[0], torch.float32)
+    t = tokens_for(model, 10)
+    sys, d1, q = t(20), t(33), t(6)
+    e = StandInVllm(model, model_dir, settings(cluster, 0, "standin-scope"), "flash")
+    core, o, scope = e.worker.core, e.worker.core.options, "5c" * 16
+    for seg in (sys, d1):
+        nbytes = o.num_layers * 2 * len(seg) * o.num_kv_heads * o.head_dim * 4
+        core.client.store_with(seg, nbytes, lambda view: view.__setitem__(slice(None), bytes(len(view))),
+                               0, True, "", scope)
+    prompt, lengths, blocks = sys + d1 + q, [20, 33, 6], [5, 2, 9, 7]
+    assert core.num_matched_tokens(prompt, lengths) == 0, "unscoped requests see none of it"
+    assert core.num_matched_tokens(prompt, lengths, scope=scope) == 53
+    assert core.load(prompt, blocks, 53, lengths, scope=scope).loaded_tokens == 53
+    unscoped = core.load(prompt, blocks, 53, lengths)
+    assert unscoped.loaded_tokens == 0 and unscoped.failed_block_ids == set(blocks)
+
+
 def test_an_audit_catches_a_value_poisoned_chunk_and_the_honest_store_replaces_it(cluster,
                                                                                 tmp_path):
     model, model_dir = make_model(tmp_path, MODELS[0], torch.float32)
