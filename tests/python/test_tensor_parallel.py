@@ -18,7 +18,7 @@ from conftest import CONFIGS, HERE
 from pikv.connector import ConnectorCore
 from pikv.errors import InvalidArgument
 from pikv.paged import DeviceKv
-from pikv.tensor_parallel import HeadShare
+from pikv.tensor_parallel import HeadShare, TensorParallel
 
 MODEL = os.path.join(CONFIGS, "llama-3.2-1b.json")  # 16 layers, 8 KV heads of 64
 LAYERS, HEADS, DIM, BLOCK, BLOCKS = 16, 8, 64, 16, 4
@@ -33,6 +33,19 @@ def test_a_rank_holds_the_heads_vllm_gives_it():
     for rank, size, heads in ((0, 2, 3), (2, 2, 8), (0, 4, 6)):
         with pytest.raises(InvalidArgument):
             HeadShare(rank, size, heads)
+
+
+def test_a_head_every_rank_holds_is_stored_by_rank_0_alone_without_a_gather():
+    """MLA's latent row (and a model of one KV head): rank 0's part is the
+    whole; no rank waits on the others."""
+    def no_gather(tensor, dim):
+        raise AssertionError("a whole share needs no gather")
+
+    part = torch.ones(2, 1, 3, 1, 8)
+    assert TensorParallel(HeadShare(0, 2, 1), no_gather).assemble(part) is part
+    assert TensorParallel(HeadShare(1, 2, 1), no_gather).assemble(part) is None
+    with pytest.raises(InvalidArgument):
+        TensorParallel(HeadShare(0, 2, 1), no_gather).assemble(part, ok=False)
 
 
 def free_port():

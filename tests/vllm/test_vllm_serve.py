@@ -1,7 +1,8 @@
 """vLLM's OpenAI-compatible server (what `vllm serve` runs) with pikv's connector:
 documents named by kv_transfer_params in the request body, or by the
 configured separator, answer on a second node as the isolated reference
-does, every chunk pulled P2P."""
+does, every chunk pulled P2P; and through `pikv route` in front of it
+(plain and streamed, scored by the controller)."""
 
 import json
 import os
@@ -88,6 +89,40 @@ def wait_for_metrics(port, ready, timeout=20):
         time.sleep(0.2)
 
 
+def through_router(cluster, model, port, body, tmp_path):
+    """The request again through `pikv route` (chunks mode) in front of this
+    server, plain and streamed: what the router passed back, and its
+    counters. The documents are found by the separator, keyed with the
+    engines' settings and scored by the controller."""
+    controller_http = next(p["http"] for p in cluster.processes if p["role"] == "controller")
+    log = open(tmp_path / "router.log", "w")
+    router = subprocess.Popen(
+        [sys.executable, "-m", "pikv.router", "--listen", "127.0.0.1:0",
+         "--backend", f"http://127.0.0.1:{port}=node-2", "--controller-http", controller_http,
+         "--separator", ",".join(map(str, SEP)), "--score-timeout", "5",
+         "--client-setting", f"model-id={model}",
+         "--client-setting", f"model-config={os.path.join(model, 'config.json')}",
+         "--client-setting", "dtype=f32"], stdout=subprocess.PIPE, stderr=log, text=True)
+    try:
+        ready = re.match(r"pikv-router ready \S+:(\d+)", router.stdout.readline())
+        assert ready, open(tmp_path / "router.log").read()[-3000:]
+        answer = post(int(ready.group(1)), body)
+        req = urllib.request.Request(f"http://127.0.0.1:{ready.group(1)}/v1/completions",
+                                     data=json.dumps(dict(body, stream=True)).encode(),
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=300) as r:
+            events = [line for line in r.read().decode().splitlines() if line.startswith("data:")]
+        with urllib.request.urlopen(f"http://127.0.0.1:{ready.group(1)}/router/stats") as r:
+            stats = json.loads(r.read())
+    finally:
+        router.terminate()
+        router.wait(timeout=10)
+    assert events[-1] == "data: [DONE]" and len(events) >= 2, events
+    assert stats["routed"] == 2 and stats["score_fallbacks"] == 0 and stats["unchunked"] == 0, \
+        stats
+    return {"answer": answer, "stats": stats}
+
+
 def test_vllm_serve_answers_from_chunks_named_in_the_body_or_by_the_separator(
         cluster, make_model, tmp_path):
     model = make_model("llama", "float32")
@@ -112,6 +147,7 @@ def test_vllm_serve_answers_from_chunks_named_in_the_body_or_by_the_separator(
         loaded = 2 * sum(len(s) for s in other[:-1])
         metrics = wait_for_metrics(port, lambda m: m.get("loaded_tokens") == loaded and
                                    m.get("unchunked_requests:segments_length") == 1)
+        routed = through_router(cluster, model, port, body, tmp_path)
     finally:
         proc.terminate()
         proc.wait(timeout=60)
@@ -126,5 +162,6 @@ def test_vllm_serve_answers_from_chunks_named_in_the_body_or_by_the_separator(
     tokens, _ = ref.greedy(sum(other, []), lengths, sum(lengths), steps=4, mode=DEFAULT_MODE)
     assert named["choices"][0]["token_ids"] == tokens
     assert by_separator["choices"][0]["token_ids"] == tokens
+    assert routed["answer"]["choices"][0]["token_ids"] == tokens
     causal, _ = ref.greedy(sum(other, []), [], 0, steps=4)
     assert causal != tokens  # the prompt answers otherwise without pikv
