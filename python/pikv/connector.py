@@ -455,13 +455,14 @@ class ConnectorCore:
         stored (wait) or handed off (not wait: a PendingStore is kept in
         `pending`)."""
         try:
+            payload = None  # torch path: gathered in save_layer, or by every TP rank
             if self._tp is not None:
                 payload = self._assemble(tokens, block_ids, virtual_start, save_id)
                 if payload is None:  # not this rank's to store
                     return True
             slots = slots_of(block_ids, self.block_size, virtual_start, len(tokens))
             if self._device:
-                if self._tp is None:
+                if payload is None:
                     payload = self._gathered(slots, save_id)
                 pending = self._device.save(tokens, slots, virtual_start, wait, prefix_key,
                                             scope, gathered=payload)
@@ -491,16 +492,13 @@ class ConnectorCore:
         rank's (each rank calls this once per save whatever its own part
         came to: pikv.tensor_parallel). The whole payload at the rank that
         stores it, None at the others; raises there where a part failed."""
-        kv, part, ok = self._device.kv, None, True
+        kv = self._device.kv
         try:
             slots = slots_of(block_ids, self.block_size, virtual_start, len(tokens))
             part = self._gathered(slots, save_id)
-            if part is None:
-                part = kv.gather(slots)
-        except Exception as e:
+            part, ok = (kv.gather(slots) if part is None else part), True
+        except Exception as e:  # the gather below still joins the other ranks'
             log.warning("pikv: this rank's part of a save failed: %s", e)
-            ok = False
-        if part is None or tuple(part.shape[2:4]) != (len(tokens), kv.heads):
             part, ok = kv.empty_payload(len(tokens)).zero_(), False
         return self._tp.assemble(part, ok)
 
