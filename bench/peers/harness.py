@@ -221,10 +221,11 @@ class System:
         return sum(s.cpu() for s in self.servers)
 
 
-def data_client(args, system, endpoint, extra=()):
-    """argv of peer_data_client for `system` (pikv, pikv-pull, redis)."""
+def data_client(args, system, endpoint, extra=(), bin_dir=None):
+    """argv of peer_data_client for `system` (pikv, pikv-pull, redis), from
+    `bin_dir` (default: --bin-dir)."""
     return lambda op, size, objects, first, batch, seconds, seed: [
-        f"{args.bin_dir}/peer_data_client", "--system", system, "--endpoint", endpoint, "--op",
+        f"{bin_dir or args.bin_dir}/peer_data_client", "--system", system, "--endpoint", endpoint, "--op",
         op, "--size", str(size), "--objects", str(objects), "--first", str(first), "--batch",
         str(batch), "--seconds", str(seconds), "--seed", str(seed), "--sync", *extra]
 

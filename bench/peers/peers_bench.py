@@ -135,15 +135,23 @@ def start_systems(args, capacity, work):
     """Every system, each holding `capacity` bytes, on the server cores."""
     cpus = args.server_cpus
     systems = []
-    node_port = free_port()
-    ipc = f"ipc://{work}/node.sock"
-    node = Server([f"{args.bin_dir}/pikv-node", "--endpoint", f"tcp://127.0.0.1:{node_port}", ipc,
-                   "--data-dir", f"{work}/node", "--disk", "false", "--prefault", "true",
-                   "--cpu-capacity", str(capacity), "--controller", "", "--node-id", "peers",
-                   "--log-level", "warn"],
-                  cpus, f"{work}/node.log", ready="pikv-node peers ready")
-    systems.append(System("pikv", [node], data_client(args, "pikv",
-                                                      f"tcp://127.0.0.1:{node_port}")))
+
+    def start_node(bin_dir, name):
+        port = free_port()
+        ipc = f"ipc://{work}/{name}.sock"
+        node = Server([f"{bin_dir}/pikv-node", "--endpoint", f"tcp://127.0.0.1:{port}", ipc,
+                       "--data-dir", f"{work}/{name}", "--disk", "false", "--prefault", "true",
+                       "--cpu-capacity", str(capacity), "--controller", "", "--node-id", name,
+                       "--log-level", "warn"],
+                      cpus, f"{work}/{name}.log", ready=f"pikv-node {name} ready")
+        return node, f"tcp://127.0.0.1:{port}", ipc
+
+    node, tcp, ipc = start_node(args.bin_dir, "peers")
+    systems.append(System("pikv", [node], data_client(args, "pikv", tcp)))
+    if args.before_bin_dir:  # another build's node and client, measured beside this one
+        before, before_tcp, _ = start_node(args.before_bin_dir, "before")
+        systems.append(System("pikv_before", [before], data_client(
+            args, "pikv", before_tcp, bin_dir=args.before_bin_dir)))
     # Its best path on one host (peer_data_client --system pikv-local): a
     # put written into reserved arena space and sealed there, a get leased
     # in place and copied once into the reader's memory.
@@ -764,6 +772,8 @@ def main():
                    help="more flags for the Mooncake masters of the data, hosts and lookup "
                    "workloads, given with '=' (--mooncake-master-flags='--eviction_ratio=0.2')")
     p.add_argument("--systems", default="pikv,pikv_local,redis,mooncake,mooncake_into,mooncake_local,lmcache")
+    p.add_argument("--before-bin-dir", help="another build's bin dir: its node and tcp client "
+                   "measured too, as pikv_before, round by round beside pikv's (data plane)")
     p.add_argument("--server-cpus", default="0")
     p.add_argument("--client-cpus", default="1")
     p.add_argument("--workloads", default="data,hosts,lookup,failover,tiers,reuse")
@@ -788,7 +798,7 @@ def main():
     args.clients = [int(c) for c in args.clients.split(",")]
     args.capacity = parse_size(args.capacity)
     args.tiers_memory, args.tiers_size = parse_size(args.tiers_memory), parse_size(args.tiers_size)
-    args.systems = args.systems.split(",")
+    args.systems = args.systems.split(",") + (["pikv_before"] if args.before_bin_dir else [])
     args.client_memory = parse_size(args.client_memory)
     args.workloads = args.workloads.split(",")
     unknown = set(args.workloads) - {"data", "hosts", "lookup", "failover", "tiers", "reuse"}

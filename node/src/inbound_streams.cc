@@ -2,8 +2,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include "pikv/common/stream_copy.h"
-
 namespace pikv::node {
 
 InboundStreams::InboundStreams(storage::StorageManager& storage, WireLimits limits)
@@ -67,9 +65,7 @@ std::optional<Message> InboundStreams::Accept(const std::string& peer, size_t fr
     streams_.erase(it);  // frees the space
     return reply;
   }
-  // Streamed past the caches; hashed from the frame, which the copy has read into them.
-  StreamCopy(s.space.data + s.received, bytes.data(), bytes.size());
-  s.checksum.Append(bytes);
+  s.checksum.CopyIn(s.space.data + s.received, bytes);
   s.received += bytes.size();
   s.last_frame = now;
   if (s.received < s.space.size) return std::nullopt;

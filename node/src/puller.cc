@@ -6,7 +6,6 @@
 #include <map>
 #include <set>
 
-#include "pikv/common/stream_copy.h"
 #include "pikv/proto/chunk_object.h"
 #include "pikv/proto/endpoint.h"
 #include "pikv/proto/locate_reply.h"
@@ -42,10 +41,7 @@ bool Puller::ReceiveStream(RpcClient& peer, const Header& reply, std::span<const
       auto got = peer.ReceiveFrame(Left(deadline));
       const uint64_t expected = std::min<uint64_t>(frame, size - off);
       if (!got.ok() || got->size() != expected) return false;
-      if (space.ok()) {  // hashed from the frame, which the copy has just read into cache
-        StreamCopy(space->data + off, got->data(), expected);
-        checksum.Append({got->data(), expected});
-      }
+      if (space.ok()) checksum.CopyIn(space->data + off, {got->data(), expected});
       off += expected;
     }
     if (space.ok()) {

@@ -27,17 +27,28 @@ Result<Message> NodeClient::Call(MsgType type, std::span<const ChunkKey> keys,
   return reply;
 }
 
+namespace {
+
+// Per-key outcomes from a reply that answers `keys` keys.
+Result<std::vector<Status>> StatusesOf(const Message& reply, size_t keys) {
+  if (reply.header.status != ErrorCode::kOk)
+    return Status(reply.header.status, reply.header.reason);
+  if (reply.header.values.size() != keys)
+    return ProtocolError("reply has the wrong number of results");
+  std::vector<Status> out;
+  for (int64_t code : reply.header.values) {
+    out.emplace_back(static_cast<ErrorCode>(code), code == 0 ? "" : reply.header.reason);
+  }
+  return out;
+}
+
+}  // namespace
+
 Result<std::vector<Status>> NodeClient::PerKey(MsgType type, std::span<const ChunkKey> keys,
                                                std::vector<SharedBuffer> payloads, Fields fields) {
   auto reply = Call(type, keys, std::move(payloads), std::move(fields));
   if (!reply.ok()) return reply.status();
-  if (reply->header.values.size() != keys.size())
-    return ProtocolError("reply has the wrong number of results");
-  std::vector<Status> out;
-  for (int64_t code : reply->header.values) {
-    out.emplace_back(static_cast<ErrorCode>(code), code == 0 ? "" : reply->header.reason);
-  }
-  return out;
+  return StatusesOf(*reply, keys.size());
 }
 
 Status NodeClient::Ping() { return Call(MsgType::kPing, {}).status(); }
@@ -135,22 +146,40 @@ Result<std::vector<Status>> NodeClient::Put(std::span<const ChunkKey> keys,
                                             std::span<const SharedBuffer> objects) {
   if (keys.size() != objects.size()) return InvalidArgument("one object per key");
   std::vector<Status> out(keys.size());
-  std::vector<ChunkKey> whole_keys;
-  std::vector<SharedBuffer> whole;
-  std::vector<size_t> whole_at;
+  std::vector<size_t> whole;
   for (size_t i = 0; i < keys.size(); ++i) {
     if (stream_frame_ > 0 && objects[i].size() > std::max(stream_frame_, kWholeObjectBytes)) {
       if (Status call = PutStreamed(keys[i], objects[i], out[i]); !call.ok()) return call;
     } else {
-      whole_keys.push_back(keys[i]);
-      whole.push_back(objects[i]);
-      whole_at.push_back(i);
+      whole.push_back(i);
     }
   }
   if (whole.empty()) return out;
-  auto batch = PerKey(MsgType::kPut, whole_keys, std::move(whole));
-  if (!batch.ok()) return batch.status();
-  for (size_t j = 0; j < whole_at.size(); ++j) out[whole_at[j]] = std::move((*batch)[j]);
+  // Messages of at most kPutMessageBytes (or one object) and max_batch keys,
+  // sent together: the node stores each as it arrives while the next are
+  // still on the wire.
+  std::vector<Message> messages;
+  uint64_t filled = 0;
+  for (size_t i : whole) {
+    if (messages.empty() || filled + objects[i].size() > kPutMessageBytes ||
+        messages.back().header.keys.size() >= limits_.max_batch) {
+      messages.emplace_back().header.type = MsgType::kPut;
+      filled = 0;
+    }
+    messages.back().header.keys.push_back(keys[i]);
+    messages.back().payloads.push_back(objects[i]);
+    filled += objects[i].size();
+  }
+  std::vector<size_t> counts;
+  for (const Message& m : messages) counts.push_back(m.header.keys.size());
+  auto replies = rpc_.CallAll(std::move(messages), timeout_);
+  if (!replies.ok()) return replies.status();
+  size_t next = 0;
+  for (size_t m = 0; m < replies->size(); ++m) {
+    auto statuses = StatusesOf((*replies)[m], counts[m]);
+    if (!statuses.ok()) return statuses.status();
+    for (Status& s : *statuses) out[whole[next++]] = std::move(s);
+  }
   return out;
 }
 

@@ -1,7 +1,6 @@
 #include "pikv/storage/cpu_tier.h"
 
-#include <cstring>
-
+#include "pikv/common/stream_copy.h"
 #include "pikv/proto/chunk_object.h"
 #include "pikv/storage/arena.h"
 #include "tier_internal.h"
@@ -110,7 +109,10 @@ Result<SharedBuffer> CpuTier::PutAndHold(const ChunkKey& key, const SharedBuffer
   Result<SharedBuffer> held = block.status();
   if (block.ok()) {
     // Copy outside the lock: other readers and writers proceed meanwhile.
-    std::memcpy((*block)->data(), object.data(), object.size());
+    // Past the caches: a plain copy would first read each line of the arena
+    // in (the arena is far larger than the caches), and the object is read
+    // again only when someone asks for it.
+    StreamCopy((*block)->data(), object.data(), object.size());
     // The object verified; stamping it can fail only on a bad name.
     if (!stamp_writer.empty())
       StampWriter({(*block)->data(), object.size()}, stamp_writer).IgnoreError();

@@ -123,6 +123,42 @@ TEST_F(StreamedPutTest, ObjectsCrossInFramesAndReadBackIdentical) {
   EXPECT_EQ(std::memcmp((*got)[0]->data(), objects[3].bytes.data(), objects[3].bytes.size()), 0);
 }
 
+// A batch of whole objects goes as several messages sent together (at most
+// kPutMessageBytes or max_batch keys each), stored as each arrives; every
+// key's outcome comes back in its place, a corrupt object's among them.
+TEST_F(StreamedPutTest, ABatchGoesAsSeveralMessagesEachKeyAnsweredInItsPlace) {
+  std::vector<TestObject> objects;
+  for (uint64_t i = 0; i < 20; ++i) objects.push_back(MakeObject(300 + i, 1024));
+  std::vector<uint8_t> bad(objects[9].bytes.data(),
+                           objects[9].bytes.data() + objects[9].bytes.size());
+  bad.back() ^= 1;  // the payload's last byte: the checksum no longer holds
+  objects[9].bytes = SharedBuffer::FromVector(std::move(bad));
+  std::vector<ChunkKey> keys;
+  std::vector<SharedBuffer> bytes;
+  for (const auto& o : objects) keys.push_back(o.key), bytes.push_back(o.bytes);
+  WireLimits eight;
+  eight.max_batch = 8;
+  rpc::NodeClient client(node_.tcp, 5s, eight);
+  const int64_t before = Stat("requests.put");
+  auto put = client.Put(keys, bytes);
+  ASSERT_TRUE(put.ok()) << put.status().ToString();
+  EXPECT_EQ(Stat("requests.put") - before, 3) << "20 keys, 8 a message";
+  for (size_t i = 0; i < objects.size(); ++i) {
+    EXPECT_EQ((*put)[i].code(), i == 9 ? ErrorCode::kCorruption : ErrorCode::kOk) << i;
+    EXPECT_EQ(Where(keys[i]), i == 9 ? 0 : 1) << i;
+  }
+  // By size: objects of 700 KiB go one a message, as the node reads them back.
+  const TestObject a = MakeObject(400, 700 << 10), b = MakeObject(401, 700 << 10);
+  const ChunkKey two[] = {a.key, b.key};
+  const SharedBuffer two_bytes[] = {a.bytes, b.bytes};
+  auto big = Client()->Put(two, two_bytes);
+  ASSERT_TRUE(big.ok() && (*big)[0].ok() && (*big)[1].ok());
+  EXPECT_EQ(Stat("requests.put") - before, 5);
+  auto got = Client()->Get(two);
+  ASSERT_TRUE(got.ok() && (*got)[0].ok() && (*got)[1].ok());
+  EXPECT_EQ(std::memcmp((*got)[1]->data(), b.bytes.data(), b.bytes.size()), 0);
+}
+
 // Streamed gets land in buffers the client reuses once they are released,
 // never while the caller still holds one.
 TEST_F(StreamedPutTest, ReceiveBuffersAreReusedOnlyOnceReleased) {

@@ -106,6 +106,29 @@ TEST(ChunkObjectTest, AnUnsealedBuildMarksItsBytesWrittenAndSealsWithAChecksumGi
   EXPECT_EQ(VerifyChunkObject(copy, &h.key).code(), ErrorCode::kCorruption);
 }
 
+// CopyIn copies tile by tile and hashes what it copied: the same bytes and
+// the same digest as a copy and then Append, across tile edges and an
+// object whose header ends inside the first tile.
+TEST(ChunkObjectTest, CopyInCopiesAndHashesAsAppendDoes) {
+  ChunkHeader h = SmallHeader();
+  h.geometry = {3, 37, 8, 128, DType::kF16, KvFormat::kStandard};  // 444 KiB: 7 tiles
+  h.tokens.resize(37, 5);
+  h.key = KeyOfContent(h);
+  auto built = BuildChunkObject(h, Payload(h));
+  ASSERT_TRUE(built.ok());
+  ASSERT_GT(built->size(), size_t{65536 + 3});
+  for (size_t split : {size_t{0}, size_t{10}, size_t{65536 + 3}}) {
+    std::vector<uint8_t> copy(built->size());
+    StreamingPayloadChecksum copied;
+    copied.CopyIn(copy.data(), std::span<const uint8_t>(*built).first(split));
+    copied.CopyIn(copy.data() + split, std::span<const uint8_t>(*built).subspan(split));
+    EXPECT_EQ(copy, *built) << split;
+    EXPECT_EQ(copied.Digest(), PayloadChecksum(ChunkPayload(*built, *ParseChunkHeader(*built))))
+        << split;
+    EXPECT_TRUE(VerifyChunkObject(copy, &h.key, {}, copied.Digest()).ok()) << split;
+  }
+}
+
 // The key is the address and a claim about the content: an object whose
 // namespace or tokens do not hash to its key is refused, whatever it says.
 TEST(ChunkObjectTest, AnObjectWhoseKeyIsNotItsOwnContentsFailsVerification) {

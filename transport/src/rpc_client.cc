@@ -50,17 +50,24 @@ void RpcClient::Reset() {
 
 RpcClient::~RpcClient() = default;
 
-Result<Message> RpcClient::Call(Message request, std::chrono::milliseconds timeout) {
+namespace {
+
+std::chrono::milliseconds Left(Clock::time_point deadline) {
+  return std::max(std::chrono::milliseconds(0),
+                  std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+}
+
+// A kError reply with id 0 answers a request the peer could not parse.
+bool Unparsed(const Header& h) { return h.type == MsgType::kError && h.request_id == 0; }
+
+}  // namespace
+
+Status RpcClient::Send(Message& request, Clock::time_point deadline) {
   if (!status_.ok()) return status_;
-  const auto deadline = Clock::now() + timeout;
-  auto remaining = [&] {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    return std::max<long>(0, left.count());
-  };
   request.header.request_id = impl_->next_id++;
   zmq::pollitem_t out_item{impl_->socket.handle(), 0, ZMQ_POLLOUT, 0};
   try {
-    if (zmq::poll(&out_item, 1, std::chrono::milliseconds(remaining())) == 0) {
+    if (zmq::poll(&out_item, 1, Left(deadline)) == 0) {
       return Unavailable("no connection to " + endpoint_ +
                          (curve_ && UsesCurve(endpoint_) ? " (or it refused this CURVE key)" : ""));
     }
@@ -72,16 +79,42 @@ Result<Message> RpcClient::Call(Message request, std::chrono::milliseconds timeo
                    /*dontwait=*/true)) {
     return Unavailable("send to " + endpoint_ + " failed");
   }
-  return AwaitReply(request.header.request_id,
-                    std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+  return Status::Ok();
 }
 
-Result<Message> RpcClient::AwaitReply(uint64_t request_id, std::chrono::milliseconds timeout) {
-  if (!status_.ok()) return status_;
+Result<Message> RpcClient::Call(Message request, std::chrono::milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
+  if (Status sent = Send(request, deadline); !sent.ok()) return sent;
+  return AwaitReply(request.header.request_id, Left(deadline));
+}
+
+Result<std::vector<Message>> RpcClient::CallAll(std::vector<Message> requests,
+                                                std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  const uint64_t first = impl_->next_id;  // ids are given in order, one each
+  for (Message& request : requests) {
+    if (Status sent = Send(request, deadline); !sent.ok()) return sent;
+  }
+  std::vector<Message> replies(requests.size());
+  std::vector<bool> answered(requests.size());
+  for (size_t pending = requests.size(); pending > 0;) {
+    auto reply = ReceiveAny(deadline, timeout);
+    if (!reply.ok()) return reply.status();
+    if (Unparsed(reply->header)) return Status(reply->header.status, reply->header.reason);
+    const uint64_t i = reply->header.request_id - first;  // wraps past the batch: a late reply
+    if (i >= requests.size() || answered[i]) continue;
+    answered[i] = true;
+    replies[i] = std::move(*reply);
+    pending--;
+  }
+  return replies;
+}
+
+Result<Message> RpcClient::ReceiveAny(Clock::time_point deadline,
+                                      std::chrono::milliseconds timeout) {
   zmq::pollitem_t in_item{impl_->socket.handle(), 0, ZMQ_POLLIN, 0};
   while (true) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    const auto left = Left(deadline);
     try {
       if (left.count() <= 0 || zmq::poll(&in_item, 1, left) == 0) {
         return Timeout("no reply from " + endpoint_ + " within " + std::to_string(timeout.count()) +
@@ -90,13 +123,19 @@ Result<Message> RpcClient::AwaitReply(uint64_t request_id, std::chrono::millisec
     } catch (const zmq::error_t& e) {
       return IoError(e.what());
     }
-    if (!RecvFrames(impl_->socket, impl_->frames, zmq::recv_flags::dontwait)) continue;
-    auto reply = ParseFrames(impl_->frames, 0, impl_->limits);
+    if (RecvFrames(impl_->socket, impl_->frames, zmq::recv_flags::dontwait))
+      return ParseFrames(impl_->frames, 0, impl_->limits);
+  }
+}
+
+Result<Message> RpcClient::AwaitReply(uint64_t request_id, std::chrono::milliseconds timeout) {
+  if (!status_.ok()) return status_;
+  const auto deadline = Clock::now() + timeout;
+  while (true) {
+    auto reply = ReceiveAny(deadline, timeout);
     if (!reply.ok()) return reply.status();
-    const Header& h = reply->header;
-    // A kError reply with id 0 answers a request the peer could not parse.
-    const bool unparsed = h.type == MsgType::kError && h.request_id == 0;
-    if (h.request_id != request_id && !unparsed) continue;  // a late reply
+    if (reply->header.request_id != request_id && !Unparsed(reply->header))
+      continue;  // a late reply
     return reply;
   }
 }

@@ -109,6 +109,11 @@ inline constexpr int64_t kMinStreamFrame = 64 << 10;
 // when its objects together are larger (and frame-sized), so that no reply
 // message is larger than this, and a caller's timeout bounds each frame.
 inline constexpr uint64_t kWholeObjectBytes = 4 << 20;
+// A batch of whole objects is put as several messages of at most this many
+// bytes (or one object each), sent together, so the node stores the first
+// while the rest are still arriving (bench/peers: 1 MiB puts in batches of
+// 32, one message each against one for the batch).
+inline constexpr uint64_t kPutMessageBytes = 1 << 20;
 inline constexpr int64_t kMaxStreamFrame = 64 << 20;
 inline constexpr int64_t kStreamStallMs = 5000;
 

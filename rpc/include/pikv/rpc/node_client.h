@@ -1,6 +1,7 @@
 // NodeClient: typed calls to one pikv-node over tcp or ipc.
 //
-// Each call is one request with a deadline (RpcClient). A call-level error
+// Each call is one request with a deadline (RpcClient; a batch of puts,
+// several requests sent together). A call-level error
 // (node down, timeout, rejected request) is the Result's status; per-key
 // outcomes are in the returned vector. Not thread-safe: one per thread.
 #pragma once

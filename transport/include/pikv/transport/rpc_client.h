@@ -30,6 +30,13 @@ class RpcClient {
   // Fills in request_id; returns the reply or why there is none. A reply with
   // a non-ok status is still a reply: check header.status.
   Result<Message> Call(Message request, std::chrono::milliseconds timeout);
+  // Sends every request, then collects their replies in whatever order they
+  // come, all within `timeout`: a batch sent as several messages is handled
+  // by the peer as each arrives, not once all of it has. The replies are in
+  // the requests' order; the first failure to send or to be answered fails
+  // the whole call (replies still on their way are dropped as late ones).
+  Result<std::vector<Message>> CallAll(std::vector<Message> requests,
+                                       std::chrono::milliseconds timeout);
 
   // The next message of a streamed reply (message.h): one raw frame within
   // the payload limit. After any failure the stream is out of step: drop
@@ -52,6 +59,12 @@ class RpcClient {
 
  private:
   void Connect();
+  // Sends `request` with the next request id, waiting until `deadline` for
+  // a connection.
+  Status Send(Message& request, std::chrono::steady_clock::time_point deadline);
+  // The next reply of any request id, parsed.
+  Result<Message> ReceiveAny(std::chrono::steady_clock::time_point deadline,
+                             std::chrono::milliseconds timeout);
 
   struct Impl;
   std::string endpoint_;
