@@ -298,9 +298,11 @@ void StreamingPayloadChecksum::Append(std::span<const uint8_t> bytes) {
 }
 
 void StreamingPayloadChecksum::CopyIn(uint8_t* dst, std::span<const uint8_t> bytes) {
-  // Small enough to stay in L2 between the copy and the hash, large enough
-  // that StreamCopy's closing fence is noise.
-  constexpr size_t kTile = 64 << 10;
+  // Small enough to stay in L2 between the copy and the hash; large enough
+  // that StreamCopy's closing fence (which waits for the streamed stores to
+  // drain) is rare: in 64 KiB tiles, 512 MiB streamed puts measured 6-9 %
+  // slower in two bench/peers runs than one fence per 1 MiB frame.
+  constexpr size_t kTile = 1 << 20;
   for (size_t off = 0; off < bytes.size(); off += kTile) {
     const auto tile = bytes.subspan(off, std::min(kTile, bytes.size() - off));
     StreamCopy(dst + off, tile.data(), tile.size());

@@ -111,13 +111,13 @@ TEST(ChunkObjectTest, AnUnsealedBuildMarksItsBytesWrittenAndSealsWithAChecksumGi
 // object whose header ends inside the first tile.
 TEST(ChunkObjectTest, CopyInCopiesAndHashesAsAppendDoes) {
   ChunkHeader h = SmallHeader();
-  h.geometry = {3, 37, 8, 128, DType::kF16, KvFormat::kStandard};  // 444 KiB: 7 tiles
+  h.geometry = {9, 37, 8, 128, DType::kF16, KvFormat::kStandard};  // 1.3 MiB: two tiles
   h.tokens.resize(37, 5);
   h.key = KeyOfContent(h);
   auto built = BuildChunkObject(h, Payload(h));
   ASSERT_TRUE(built.ok());
-  ASSERT_GT(built->size(), size_t{65536 + 3});
-  for (size_t split : {size_t{0}, size_t{10}, size_t{65536 + 3}}) {
+  ASSERT_GT(built->size(), (size_t{1} << 20) + 3);
+  for (size_t split : {size_t{0}, size_t{10}, size_t{65536 + 3}, (size_t{1} << 20) + 3}) {
     std::vector<uint8_t> copy(built->size());
     StreamingPayloadChecksum copied;
     copied.CopyIn(copy.data(), std::span<const uint8_t>(*built).first(split));

@@ -154,9 +154,9 @@ class StreamingPayloadChecksum {
   ~StreamingPayloadChecksum();
   void Append(std::span<const uint8_t> bytes);
   // Copies `bytes` to `dst` (StreamCopy: past the caches) and appends them,
-  // a tile at a time, each hashed while the copy has just read it into
-  // cache: memory is read once for both, where copying then hashing a large
-  // object reads it twice.
+  // a 1 MiB tile at a time, each hashed while the copy has just read it
+  // into cache: memory is read once for both, where copying then hashing a
+  // large object reads it twice.
   void CopyIn(uint8_t* dst, std::span<const uint8_t> bytes);
   uint64_t Digest() const;
   uint64_t appended() const { return seen_; }
