@@ -111,8 +111,8 @@ inline constexpr int64_t kMinStreamFrame = 64 << 10;
 inline constexpr uint64_t kWholeObjectBytes = 4 << 20;
 // A batch of whole objects is put as several messages of at most this many
 // bytes (or one object each), sent together, so the node stores the first
-// while the rest are still arriving (bench/peers: 1 MiB puts in batches of
-// 32, one message each against one for the batch).
+// while the rest are still arriving (bench/peers, batches of 32 x 1 MiB:
+// 3.10 GB/s against 2.64 as one message, docs/benchmarks.md).
 inline constexpr uint64_t kPutMessageBytes = 1 << 20;
 inline constexpr int64_t kMaxStreamFrame = 64 << 20;
 inline constexpr int64_t kStreamStallMs = 5000;
