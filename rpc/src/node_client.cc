@@ -174,11 +174,13 @@ Result<std::vector<Status>> NodeClient::Put(std::span<const ChunkKey> keys,
   for (const Message& m : messages) counts.push_back(m.header.keys.size());
   auto replies = rpc_.CallAll(std::move(messages), timeout_);
   if (!replies.ok()) return replies.status();
+  // A message the node refused as a whole (busy, too large) is each of its
+  // keys' outcome; the other messages' keys keep theirs.
   size_t next = 0;
   for (size_t m = 0; m < replies->size(); ++m) {
     auto statuses = StatusesOf((*replies)[m], counts[m]);
-    if (!statuses.ok()) return statuses.status();
-    for (Status& s : *statuses) out[whole[next++]] = std::move(s);
+    for (size_t k = 0; k < counts[m]; ++k)
+      out[whole[next++]] = statuses.ok() ? std::move((*statuses)[k]) : statuses.status();
   }
   return out;
 }

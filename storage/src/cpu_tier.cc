@@ -110,8 +110,10 @@ Result<SharedBuffer> CpuTier::PutAndHold(const ChunkKey& key, const SharedBuffer
   if (block.ok()) {
     // Copy outside the lock: other readers and writers proceed meanwhile.
     // Past the caches: a plain copy would first read each line of the arena
-    // in (the arena is far larger than the caches), and the object is read
-    // again only when someone asks for it.
+    // in (the arena is far larger than the caches). A put's object is read
+    // again only when someone asks for it; a promoted one is read at once,
+    // from memory, by the get that promoted it (hash_bench: a whole put's
+    // hash and copy at 1.05x memcpy this way, 0.67x with memcpy).
     StreamCopy((*block)->data(), object.data(), object.size());
     // The object verified; stamping it can fail only on a bad name.
     if (!stamp_writer.empty())

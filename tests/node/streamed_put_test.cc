@@ -4,6 +4,8 @@
 // cut off halfway (its socket closed, as a killed process's is) leaves no
 // object and its reserved space is freed once the stream stalls; a frame of
 // the wrong size ends the stream; hostile stream requests get clear errors.
+// A batch of whole objects goes as several messages, each key answered in
+// its place, a message refused whole its keys' outcome alone.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -157,6 +159,34 @@ TEST_F(StreamedPutTest, ABatchGoesAsSeveralMessagesEachKeyAnsweredInItsPlace) {
   auto got = Client()->Get(two);
   ASSERT_TRUE(got.ok() && (*got)[0].ok() && (*got)[1].ok());
   EXPECT_EQ(std::memcmp((*got)[1]->data(), b.bytes.data(), b.bytes.size()), 0);
+}
+
+// A message of a batch that the node refuses as a whole (an object over
+// its --max-object-size) is each of its keys' outcome; the batch's other
+// messages are stored and answered as usual.
+TEST_F(StreamedPutTest, AMessageRefusedWholeIsItsKeysOutcomeAndTheRestAreStored) {
+  testing::TempDir dir;
+  auto small = testing::StartNode({"--endpoint", "tcp://127.0.0.1:*", "--data-dir", dir.str(),
+                                   "--controller", "", "--cpu-capacity", "16MiB", "--disk", "false",
+                                   "--max-object-size", "512KiB", "--log-level", "error"});
+  // About 65 KiB, 1 MiB and 65 KiB: each pair passes kPutMessageBytes,
+  // so one message each.
+  const TestObject a = MakeObject(500, 64 << 10), b = MakeObject(501, 1 << 20),
+                   c = MakeObject(502, 64 << 10);
+  ASSERT_GT(a.bytes.size() + b.bytes.size(), kPutMessageBytes);
+  ASSERT_LT(a.bytes.size(), size_t{512} << 10);
+  ASSERT_GT(b.bytes.size(), size_t{512} << 10);
+  const ChunkKey keys[] = {a.key, b.key, c.key};
+  const SharedBuffer bytes[] = {a.bytes, b.bytes, c.bytes};
+  rpc::NodeClient client(small.tcp, 5s);
+  auto put = client.Put(keys, bytes);
+  ASSERT_TRUE(put.ok()) << put.status().ToString();
+  EXPECT_TRUE((*put)[0].ok()) << (*put)[0].ToString();
+  EXPECT_EQ((*put)[1].code(), ErrorCode::kTooLarge);
+  EXPECT_TRUE((*put)[2].ok()) << (*put)[2].ToString();
+  auto there = client.Exists(keys);
+  ASSERT_TRUE(there.ok());
+  EXPECT_EQ(*there, (std::vector<uint8_t>{1, 0, 1}));
 }
 
 // Streamed gets land in buffers the client reuses once they are released,

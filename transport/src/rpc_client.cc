@@ -100,7 +100,11 @@ Result<std::vector<Message>> RpcClient::CallAll(std::vector<Message> requests,
   for (size_t pending = requests.size(); pending > 0;) {
     auto reply = ReceiveAny(deadline, timeout);
     if (!reply.ok()) return reply.status();
-    if (Unparsed(reply->header)) return Status(reply->header.status, reply->header.reason);
+    if (Unparsed(reply->header)) {
+      if (reply->header.status == ErrorCode::kOk)
+        return ProtocolError("an error reply without an error");
+      return Status(reply->header.status, reply->header.reason);
+    }
     const uint64_t i = reply->header.request_id - first;  // wraps past the batch: a late reply
     if (i >= requests.size() || answered[i]) continue;
     answered[i] = true;

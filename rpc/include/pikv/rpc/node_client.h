@@ -1,9 +1,11 @@
 // NodeClient: typed calls to one pikv-node over tcp or ipc.
 //
 // Each call is one request with a deadline (RpcClient; a batch of puts,
-// several requests sent together). A call-level error
-// (node down, timeout, rejected request) is the Result's status; per-key
-// outcomes are in the returned vector. Not thread-safe: one per thread.
+// several requests sent together). A call-level error (node down,
+// timeout, rejected request) is the Result's status; per-key outcomes are
+// in the returned vector (for a batch of puts, a message the node refused
+// as a whole is each of its keys' outcome). Not thread-safe: one per
+// thread.
 #pragma once
 
 #include <chrono>

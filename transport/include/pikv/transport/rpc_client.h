@@ -33,8 +33,9 @@ class RpcClient {
   // Sends every request, then collects their replies in whatever order they
   // come, all within `timeout`: a batch sent as several messages is handled
   // by the peer as each arrives, not once all of it has. The replies are in
-  // the requests' order; the first failure to send or to be answered fails
-  // the whole call (replies still on their way are dropped as late ones).
+  // the requests' order, each with its own status (check header.status).
+  // A request that cannot be sent, or is not answered in time, fails the
+  // whole call; replies still on their way are dropped as late ones.
   Result<std::vector<Message>> CallAll(std::vector<Message> requests,
                                        std::chrono::milliseconds timeout);
 
