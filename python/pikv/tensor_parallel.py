@@ -63,8 +63,9 @@ class TensorParallel:
     def __init__(self, share: HeadShare, gather):
         """`gather(tensor, dim)`: every rank calls it with a tensor of one
         shape; rank 0 gets the ranks' tensors concatenated along `dim` in
-        rank order, the others None (vLLM's GroupCoordinator.gather to
-        rank 0)."""
+        rank order, the others None (pikv.vllm.gather_to_first over vLLM's
+        TP group). It may not hang where a rank runs gathers ahead of rank
+        0, which stores each whole between its gathers."""
         self.share = share
         self._gather = gather
 

@@ -178,15 +178,33 @@ def check_engine_config(vllm_config):
 
 def tensor_parallel(vllm_config, kv_heads):
     """This worker's pikv.tensor_parallel.TensorParallel in a TP engine
-    (vLLM's TP group: its rank, and its gather to rank 0); None at TP 1."""
+    (vLLM's TP group: its rank, and gather_to_first); None at TP 1."""
     size = vllm_config.parallel_config.tensor_parallel_size
     if size == 1:
         return None
     from vllm.distributed.parallel_state import get_tp_group
 
     group = get_tp_group()
-    return TensorParallel(HeadShare(group.rank_in_group, size, kv_heads),
-                          lambda tensor, dim: group.gather(tensor, dst=0, dim=dim))
+    return TensorParallel(HeadShare(group.rank_in_group, size, kv_heads), gather_to_first(group))
+
+
+def gather_to_first(group):
+    """`gather(tensor, dim)` for TensorParallel over vLLM's GroupCoordinator
+    `group`: the ranks' tensors concatenated at rank 0, None at the others.
+    vLLM's shared-memory gather on CPU does not wait for rank 0 to read a
+    rank's part: a rank that runs two collectives ahead of rank 0 (rank 0
+    stores each save between its gathers) leaves rank 0 waiting for a stamp
+    that never comes, and the engine hangs. Its all-gather waits for every
+    rank's part at every rank, which keeps the ranks in step: on CPU the
+    gather is an all-gather that only rank 0 keeps."""
+    if group.device.type != "cpu":
+        return lambda tensor, dim: group.gather(tensor, dst=0, dim=dim)
+
+    def gather(tensor, dim):
+        whole = group.all_gather(tensor, dim)
+        return whole if group.rank_in_group == 0 else None
+
+    return gather
 
 
 def packing_of(vllm_config, kv_caches):

@@ -1,7 +1,8 @@
 """One rank of a tensor-parallel engine's worker, driven as vLLM drives
 its workers: every rank gets the same saves and loads in the same order,
 its cache holds its share of the KV heads (vLLM's CPU packing), and the
-ranks gather to rank 0 over a gloo process group, as vLLM's TP group does.
+ranks gather to rank 0 over a gloo process group (vLLM's own TP group
+on CPU: tests/vllm/tp_group.py).
 
   tp_rank.py JOB.json RANK
 
@@ -29,7 +30,7 @@ def main():
     size = job["size"]
     dist.init_process_group("gloo", init_method=job["init"], rank=rank, world_size=size)
 
-    def gather(tensor, dim):  # vLLM's GroupCoordinator.gather(tensor, dst=0, dim) on CPU
+    def gather(tensor, dim):  # gloo's messages queue: a rank may run ahead of rank 0
         parts = [torch.empty_like(tensor) for _ in range(size)] if rank == 0 else None
         dist.gather(tensor, parts, dst=0)
         return torch.cat(parts, dim) if rank == 0 else None

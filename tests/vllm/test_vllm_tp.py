@@ -7,9 +7,14 @@ load into the TP-2 engine's ranks, and chunks the TP-2 engine stored
 answer is checked against the independent float32 reference. The
 per-rank path on its own: tests/python/test_tensor_parallel.py."""
 
+import json
+import os
+import subprocess
+import sys
+
 from pikv.prompt import DEFAULT_MODE  # the connector's, as engine_settings leaves it
 
-from conftest import engine_settings, rag_prompt, run_engine
+from conftest import HERE, engine_settings, rag_prompt, run_engine
 from reference import Reference, worst_difference
 from test_vllm_e2e import F32_TOLERANCE, STEPS, answer_task, reordered
 
@@ -47,3 +52,18 @@ def test_tp1_and_tp2_engines_reuse_each_others_chunks_exactly(cluster, make_mode
     tp1 = run_engine(tmp_path, "tp1-load", model, "float32", engine_settings(cluster, 0),
                      [answer_task(reordered(second))])
     check_answer(ref, tp1["answers"][0], reordered(second), "stored at TP 2, loaded at TP 1")
+
+
+def test_saves_in_a_row_keep_the_ranks_of_vllms_cpu_group_in_step(tmp_path):
+    # vLLM's CPU gather lets rank 1 run ahead of rank 0, which stores each
+    # save between its gathers; two collectives ahead, rank 0 waited forever
+    # (a TP-2 engine hung in its first step with several saves). Six saves
+    # in a row over vLLM's own TP group, rank 0 the slower; rank 1's part of
+    # save 1 failed, which fails that save alone.
+    out = tmp_path / "tp_group.json"
+    subprocess.run([sys.executable, os.path.join(HERE, "tp_group.py"), "6", str(out)],
+                   check=True, timeout=180)
+    got = json.loads(out.read_text())
+    assert got["communicator"] == "_CPUSHMDistributed"  # the engines' shared-memory path
+    assert got["wholes"] == [[[100.0 * s], [100.0 * s + 1]] if s != 1 else "failed"
+                             for s in range(6)]
