@@ -44,7 +44,8 @@ def rank_main(rank, port, saves, results):
     tp = TensorParallel(HeadShare(rank, RANKS, RANKS), gather_to_first(group))
     wholes = []
     for save in range(saves):
-        part = torch.full((2, 2, 16, 1, 8), float(100 * save + rank))  # (layers, planes, tokens, heads, dim)
+        # (layers, planes, tokens, this rank's head, dim)
+        part = torch.full((2, 2, 16, 1, 8), float(100 * save + rank))
         try:
             whole = tp.assemble(part, ok=not (rank == 1 and save == FAILED_SAVE))
         except InvalidArgument:
