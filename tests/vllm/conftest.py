@@ -7,6 +7,7 @@ cluster from the build tree, and vLLM engines in processes of their own
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
 
@@ -88,9 +89,20 @@ def run_engine(tmp_path, name, model, dtype, pikv, tasks, engine=None, in_proces
                PYTHONUNBUFFERED="1")
     log = tmp_path / f"{name}.log"
     with open(log, "w") as f:
-        rc = subprocess.run([sys.executable, os.path.join(HERE, "run_engine.py"), str(job),
-                             str(out)], stdout=f, stderr=subprocess.STDOUT, env=env,
-                            timeout=ENGINE_TIMEOUT_S).returncode
+        # A session of its own: vLLM's workers go with it even where the
+        # engine died and left them spinning in a collective.
+        engine_process = subprocess.Popen([sys.executable, os.path.join(HERE, "run_engine.py"),
+                                           str(job), str(out)], stdout=f,
+                                          stderr=subprocess.STDOUT, env=env,
+                                          start_new_session=True)
+        try:
+            rc = engine_process.wait(timeout=ENGINE_TIMEOUT_S)
+        finally:
+            try:
+                os.killpg(engine_process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            engine_process.wait()
     if rc != 0:
         tail = log.read_text()[-6000:]
         raise AssertionError(f"engine {name} exited {rc}:\n{tail}")
