@@ -14,7 +14,8 @@ mode is the setting "attention-mode" (default DEFAULT_MODE, chosen by the
 quality measurements of docs/quality.md). Segments a request computes in
 the mode's form are stored as they complete (isolated: the first segment;
 prefixed: the first two); requests with {"pikv_save": true} (what
-`precompute` sends) store their last segment too.
+`precompute` sends) store their last segment too, and their step waits
+for their puts: when such a request ends, its chunks are stored.
 
 What vLLM's source fixes and this file follows:
 - The scheduler asks get_num_new_matched_tokens again for the same request
@@ -92,6 +93,10 @@ class _Save:
     start: int  # the segment's first position in the request (its virtual start)
     prefix_key: str
     scope: str = ""  # the request's (request_scope)
+    # A pikv_save request's (precompute's): the step waits for the put, so
+    # its chunks are stored when the request ends and the prompt it was
+    # computed for, sent next, finds them. Others are stored in the background.
+    wait: bool = False
 
     @property
     def save_id(self):  # a request may save two segments
@@ -103,6 +108,7 @@ class _Saving:
     """A request's segments still to be saved, and its blocks."""
     forms: list  # StoredForm, by position
     block_ids: list
+    wait: bool = False  # _Save.wait
 
 
 @dataclass
@@ -339,7 +345,8 @@ class PikvConnector(KVConnectorBase_V1):
         sent = self._saved.get(req_id, set())
         todo = [f for f in forms if f.start >= num_external_tokens and f.start not in sent]
         if todo:
-            self._saves[req_id] = _Saving(todo, block_ids)
+            self._saves[req_id] = _Saving(todo, block_ids,
+                                          wait=self._params(request).get("pikv_save") is True)
 
     def build_connector_meta(self, scheduler_output):
         meta = PikvConnectorMetadata(loads=list(self._loads.values()))
@@ -368,7 +375,7 @@ class PikvConnector(KVConnectorBase_V1):
                 # Not again if the request is preempted and resumed.
                 self._saved.setdefault(req_id, set()).add(f.start)
                 meta.saves.append(_Save(req_id, f.tokens, list(saving.block_ids), f.start,
-                                        f.prefix_key, f.scope))
+                                        f.prefix_key, f.scope, wait=saving.wait))
             if not saving.forms:
                 del self._saves[req_id]
         return meta
@@ -415,11 +422,11 @@ class PikvConnector(KVConnectorBase_V1):
 
     def wait_for_save(self):
         # The gather happens now (the blocks may be reused after this
-        # returns); the puts go on in the background.
+        # returns); the puts go on in the background, but a precompute's.
         if not self.has_connector_metadata():
             return
         for save in self._get_connector_metadata().saves:
-            self._core.save(save.tokens, save.block_ids, save.start, wait=False,
+            self._core.save(save.tokens, save.block_ids, save.start, wait=save.wait,
                             save_id=save.save_id, prefix_key=save.prefix_key, scope=save.scope)
 
     def get_block_ids_with_load_errors(self):

@@ -237,7 +237,8 @@ def test_a_save_request_stores_only_what_it_computes_in_the_modes_form(cluster, 
     from 0 (isolated: the request is the segment, nothing loaded), or right
     after the prefix (prefixed: the prefix loaded when pikv holds it, the
     chunk stored at start len(prefix) under the prefix's key). What was
-    loaded is never stored again."""
+    loaded is never stored again. The step waits for a save request's puts
+    (precompute's chunks are stored when its request ends)."""
     sched = make_scheduler(model, engine_settings(cluster, 0, mode), num_blocks=64)
     system, doc, question = rag_prompt(seed=5, vocab=2048, doc_lengths=(40,), system=20,
                                        question=8)
@@ -252,7 +253,8 @@ def test_a_save_request_stores_only_what_it_computes_in_the_modes_form(cluster, 
         want_load, want = [20], [(20, doc, core.client.key_of(system))]
     loads, saves = run_to_end(sched)
     assert [x.num_tokens for x in loads] == want_load
-    assert [(x.start, x.tokens, x.prefix_key) for x in saves] == want
+    assert [(x.start, x.tokens, x.prefix_key, x.wait) for x in saves] == \
+        [w + (True,) for w in want]
 
 
 def test_prefixed_requests_store_the_prefix_and_the_chunk_after_it_as_they_complete(cluster,
@@ -261,7 +263,7 @@ def test_prefixed_requests_store_the_prefix_and_the_chunk_after_it_as_they_compl
     and the first document right after it: both are the mode's form and
     are saved in the step that completes them (chunked prefill: 32 tokens a
     step); the second document (after the first) is not. A preemption does
-    not save a segment twice."""
+    not save a segment twice. Its saves go on in the background."""
     sched = make_scheduler(model, engine_settings(cluster, 0, "prefixed"), num_blocks=64,
                            batched_tokens=32)
     segments = rag_prompt(seed=8, vocab=2048, doc_lengths=(40, 30), system=20, question=8)
@@ -270,14 +272,14 @@ def test_prefixed_requests_store_the_prefix_and_the_chunk_after_it_as_they_compl
     seen = []
     for n in range(100):
         out = step(sched)
-        seen += [(n, s.start, len(s.tokens), s.prefix_key) for s in
+        seen += [(n, s.start, len(s.tokens), s.prefix_key, s.wait) for s in
                  out.kv_connector_metadata.saves]
         if n == 2:  # sys and d1 saved (steps 0 and 1); preempted mid-prompt
             sched.reset_prefix_cache(reset_running_requests=True)
         if not sched.has_requests():
             break
     prefix = sched.connector.core.client.key_of(segments[0])
-    assert seen == [(0, 0, 20, ""), (1, 20, 40, prefix)]
+    assert seen == [(0, 0, 20, "", False), (1, 20, 40, prefix, False)]
 
 
 def test_a_salted_request_with_no_salt_key_neither_loads_nor_stores(cluster, model):
