@@ -95,8 +95,7 @@ Result<std::vector<Message>> RpcClient::CallAll(std::vector<Message> requests,
   for (Message& request : requests) {
     if (Status sent = Send(request, deadline); !sent.ok()) return sent;
   }
-  std::vector<Message> replies(requests.size());
-  std::vector<bool> answered(requests.size());
+  std::vector<Message> replies(requests.size());  // request_id 0: not answered yet
   for (size_t pending = requests.size(); pending > 0;) {
     auto reply = ReceiveAny(deadline, timeout);
     if (!reply.ok()) return reply.status();
@@ -106,8 +105,7 @@ Result<std::vector<Message>> RpcClient::CallAll(std::vector<Message> requests,
       return Status(reply->header.status, reply->header.reason);
     }
     const uint64_t i = reply->header.request_id - first;  // wraps past the batch: a late reply
-    if (i >= requests.size() || answered[i]) continue;
-    answered[i] = true;
+    if (i >= requests.size() || replies[i].header.request_id != 0) continue;
     replies[i] = std::move(*reply);
     pending--;
   }
