@@ -552,16 +552,24 @@ TEST_P(ClientClusterTest, AHungControllerCostsAPlanItsLocateBudgetAtMost) {
 
 // A locate that answers after its plan went on serves the plans after it:
 // here with no budget at all, the engine never waits, and the second plan
-// of a prompt finds the peer copy the first one asked about.
+// of a prompt finds the peer copy the first one asked about. The
+// controller is stopped while the first plan asks, so that its answer is
+// late for certain (running, it could answer while the plan asked the
+// local node: CI saw the first plan answered).
 TEST_P(ClientClusterTest, ALocateAnsweredAfterItsPlanWentOnServesTheNextPlans) {
   Engine a(model_, Options(0));
   const ChunkKey k_d1 = a.Run(Prompt({sys1_, d1_, q_})).plan.chunks[1].key;
   WaitFor([&] { return Holders(k_d1).count("node-a") == 1; }, 3s, "d1 located on A");
   ClientOptions o = Options(1);
   o.locate_budget = 0ms;
+  o.controller_timeout = 2s;  // the answer comes once the controller runs again
   Client b(o);
   const auto prompt = Prompt({sys2_, d1_, q_});
+  controller_.process->Signal(SIGSTOP);
+  WaitFor([&] { return ProcessState(controller_.process->pid()) == 'T'; }, 5s,
+          "the controller stopped");
   const Plan first = b.MakePlan(prompt);
+  controller_.process->Signal(SIGCONT);
   EXPECT_FALSE(first.controller_answered);
   EXPECT_NE(first.chunks[1].source, Source::kPeer);
   // The plan the late answer served is the one checked: a kept answer lasts
