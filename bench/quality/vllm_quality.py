@@ -94,10 +94,14 @@ def requests(prompts, chunked):
     return answered + scored, out
 
 
-def precompute_tasks(prompts):
+def precompute_tasks(prompts, buckets="none"):
     """Every document of `prompts` in the mode's form: grouped by system
     prompt (in prefixed mode a document is stored once per prefix), a
-    dummy question closing each group."""
+    dummy question closing each group. With distance buckets, each prompt
+    as it is used (a document stored at the bucket of its distance)."""
+    if buckets != "none":
+        return [{"op": "precompute", "segments": [list(p.prefix)] +
+                 [list(d.ids) for d in p.docs] + [[2]]} for p in prompts]
     groups = {}
     for p in prompts:
         docs = groups.setdefault(p.prefix, {})
@@ -191,21 +195,47 @@ def table(results, stored):
     return "\n".join(rows)
 
 
+def bucket_of(buckets, d):
+    """The client's DistanceBuckets::BucketOf, for counting what is stored."""
+    if buckets == "none" or d == 0:
+        return 0
+    if buckets == "pow2":
+        p = 1 << (d.bit_length() - 1)
+        return 2 * p if d * d >= 2 * p * p else p
+    step = int(buckets)
+    return (d + step // 2) // step * step
+
+
+def mode_settings(mode):
+    """A --modes entry as client settings: isolated, prefixed, or
+    prefixed:<distance-buckets> (pow2, or a step in tokens)."""
+    name, _, buckets = mode.partition(":")
+    return {"attention-mode": name, "distance-buckets": buckets or "none"}
+
+
 def stored_tokens(prompts, mode):
     """(objects, tokens) the mode stores for `prompts`: one per document
-    (isolated) or per (system prompt, document) (prefixed), and the system
-    prompts; bytes are tokens times the model's KV bytes per token."""
-    objects = {(p.prefix, d.ids) if mode == "prefixed" else d.ids for p in prompts
-               for d in p.docs} | {p.prefix for p in prompts}
-    return len(objects), sum(len(o[1]) if mode == "prefixed" and isinstance(o[0], tuple)
-                             else len(o) for o in objects)
+    (isolated), per (system prompt, document) (prefixed), or per (system
+    prompt, bucket, document) (prefixed at distance buckets), and the
+    system prompts; bytes are tokens times the model's KV bytes per token."""
+    s = mode_settings(mode)
+    objects = {p.prefix: len(p.prefix) for p in prompts}
+    for p in prompts:
+        at = 0
+        for d in p.docs:
+            b = bucket_of(s["distance-buckets"], at)
+            key = d.ids if s["attention-mode"] == "isolated" else (p.prefix, b, d.ids)
+            objects[key] = len(d.ids)
+            at += len(d.ids)
+    return len(objects), sum(objects.values())
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--prompts", type=int, default=300, help="per task")
     ap.add_argument("--tasks", default=",".join(TASKS))
-    ap.add_argument("--modes", default="isolated,prefixed")
+    ap.add_argument("--modes", default="isolated,prefixed",
+                    help="isolated, prefixed, prefixed:pow2, prefixed:<step>")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--model", default=None, help="default: scripts/real-model.py's float32")
     ap.add_argument("--out", help="per-prompt records (JSON)")
@@ -230,7 +260,7 @@ def main():
             def settings(node, mode):
                 return dict(cluster.security_settings("engine"), **{
                     "local-node": cluster.nodes[node]["ipc"], "controller": cluster.controller,
-                    "attention-mode": mode})
+                    **mode_settings(mode)})
 
             order, batches = requests(prompts, chunked=False)
             full = {(p.task, p.index): (score(p, a, None, tok), a) for p, a in
@@ -243,7 +273,7 @@ def main():
                 for k in range(0, args.prompts, args.slice):
                     part = [p for p in prompts if k <= p.index < k + args.slice]
                     run_engine(work, f"{mode}-writer-{k}", model, settings(0, mode),
-                               precompute_tasks(part))
+                               precompute_tasks(part, mode_settings(mode)["distance-buckets"]))
                     order, batches = requests(part, chunked=True)
                     answers = run_engine(work, f"{mode}-reader-{k}", model, settings(1, mode),
                                          batches)

@@ -79,6 +79,8 @@ Plan Client::MakePlan(const ChunkedPrompt& prompt) {
   return BuildPlan(prompt, *this, *channels_, stats_);
 }
 
+Plan Client::PlanKeys(const ChunkedPrompt& prompt) const { return client::PlanKeys(prompt, *this); }
+
 Result<Plan> Client::PlanFrom(const ChunkedPrompt& prompt, std::span<const PlannedSource> sources,
                               bool local_node_answered) {
   auto plan = PlanFromSources(prompt, *this, sources);
@@ -190,7 +192,7 @@ Status Client::Remap(const SharedBuffer& object, const ChunkPlan& chunk,
     return ours;
   }
   Status s =
-      device::Remap(object.span(), options_.rope, chunk.actual_start, slots, cache, {threads});
+      device::Remap(object.span(), options_.rope, chunk.encoded_start, slots, cache, {threads});
   if (s.ok() && leased && Clock::now() >= chunk.lease_deadline) {
     // The node may have reused the memory while we read it.
     stats_.lease_expired++;
@@ -221,7 +223,7 @@ Result<device::RemapTables> Client::PrepareRemap(const SharedBuffer& object, con
     return ours;
   }
   if (Status s = CheckLayout(cache); !s.ok()) return s;
-  return device::PrepareRemap(object.span(), options_.rope, chunk.actual_start, slots, cache);
+  return device::PrepareRemap(object.span(), options_.rope, chunk.encoded_start, slots, cache);
 }
 
 Result<KeyNamespace> Client::NamespaceOfKey(const ChunkKey& key, std::span<const int32_t> tokens,

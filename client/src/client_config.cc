@@ -40,6 +40,9 @@ void DeclareClientSettings(Config& c) {
   c.DeclareInt("num-kv-heads", d.num_kv_heads, "KV heads per layer", kUint32);
   c.DeclareInt("head-dim", d.head_dim, "Head dimension", kUint32);
   c.Declare("attention-mode", K::kString, "isolated", "isolated or prefixed");
+  c.Declare("distance-buckets", K::kString, d.distance_buckets.Name(),
+            "Prefixed mode: how far after the system prompt a document is computed and stored, "
+            "by its distance in the prompt: none (right after it), pow2 or a step in tokens");
   c.Declare("tenant", K::kString, "",
             "This engine's tenant (part of every key; empty: the default tenant); with security "
             "on, the one the keyring names for this engine's key");
@@ -87,6 +90,13 @@ Status ReadModelSettings(const Config& c, ClientOptions& o) {
     return InvalidArgument("attention-mode: '" + mode + "' is not isolated or prefixed");
   }
   o.mode = mode == "isolated" ? AttentionMode::kIsolated : AttentionMode::kPrefixed;
+  auto buckets = DistanceBuckets::Parse(c.String("distance-buckets"));
+  if (!buckets.ok()) return buckets.status();
+  if (o.mode != AttentionMode::kPrefixed && *buckets != DistanceBuckets{})
+    return InvalidArgument(
+        "distance-buckets: a distance from the system prompt needs "
+        "attention-mode prefixed");
+  o.distance_buckets = *buckets;
   return Status::Ok();
 }
 

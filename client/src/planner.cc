@@ -16,14 +16,25 @@ namespace {
 std::vector<ChunkKey> AddChunks(const ChunkedPrompt& prompt, const Client& client, Plan& plan) {
   const ChunkKey sys_key =
       client.KeyOf(prompt.system(), {.sys_key = std::nullopt, .scope = prompt.scope});
+  const ClientOptions& options = client.options();
+  const bool prefixed = options.mode == AttentionMode::kPrefixed;
+  const int64_t sys_end = static_cast<int64_t>(prompt.system().size());
   std::vector<ChunkKey> keys;
   for (size_t s = 0; s + 1 < prompt.segments.size(); ++s) {
     ChunkPlan c;
     c.segment = static_cast<uint32_t>(s);
     c.scope = prompt.scope;
-    c.key = s == 0 ? sys_key : client.KeyOf(prompt.segments[s], {sys_key, prompt.scope});
-    if (s > 0 && client.options().mode == AttentionMode::kPrefixed) c.sys_key = sys_key;
     c.actual_start = plan.metadata.positions[plan.metadata.segment_starts[s]];
+    c.encoded_start = s == 0 ? c.actual_start - prompt.distance : c.actual_start;
+    if (s == 0) {
+      c.key = sys_key;
+    } else {
+      // Prefixed: the copy computed at the bucket of this chunk's distance.
+      const ChunkKey context =
+          PrefixKeyAt(sys_key, options.distance_buckets.BucketOf(c.actual_start - sys_end));
+      c.key = client.KeyOf(prompt.segments[s], {context, prompt.scope});
+      if (prefixed) c.sys_key = context;
+    }
     plan.chunks.push_back(c);
     keys.push_back(c.key);
   }
@@ -147,6 +158,11 @@ Plan BuildPlan(const ChunkedPrompt& prompt, const Client& client, Channels& chan
   AskController(plan, keys, options, channels, stats);
   SettleRemote(plan, remote_here, stats);
   return plan;
+}
+
+Plan PlanKeys(const ChunkedPrompt& prompt, const Client& client) {
+  std::vector<ChunkKey> keys;
+  return StartPlan(prompt, client, keys);
 }
 
 Result<Plan> PlanFromSources(const ChunkedPrompt& prompt, const Client& client,

@@ -19,6 +19,9 @@ namespace pikv::client {
 Plan BuildPlan(const ChunkedPrompt& prompt, const Client& client, Channels& channels,
                ClientStats& stats);
 
+// The prompt's chunks keyed and placed, every source kMiss: asks nobody.
+Plan PlanKeys(const ChunkedPrompt& prompt, const Client& client);
+
 // The plan whose sources were decided elsewhere (Client::PlanFrom).
 Result<Plan> PlanFromSources(const ChunkedPrompt& prompt, const Client& client,
                              std::span<const PlannedSource> sources);

@@ -103,4 +103,16 @@ ChunkKey MakeChunkKey(const KeyNamespace& ns, std::span<const int32_t> tokens) {
   return ChunkKey{h.high64, h.low64};
 }
 
+ChunkKey PrefixKeyAt(const ChunkKey& prefix, int64_t distance) {
+  if (distance == 0) return prefix;
+  std::string bytes = "pikv-prefix-at-v1";
+  const auto key = prefix.Bytes();
+  bytes.append(reinterpret_cast<const char*>(key.data()), key.size());
+  char le[8];
+  StoreLE(le, static_cast<uint64_t>(distance));
+  bytes.append(le, 8);
+  const XXH128_hash_t h = XXH3_128bits(bytes.data(), bytes.size());
+  return ChunkKey{h.high64, h.low64};
+}
+
 }  // namespace pikv

@@ -33,6 +33,7 @@ from pikv.tensors import kv_layout
 
 log = logging.getLogger("pikv.connector")
 UNCHUNKED_LOG_INTERVAL_S = 60.0  # per reason, after its first line
+MAX_DISTANCE = 1 << 30  # DistanceBuckets::kMaxDistance: what plan accepts
 
 
 def slots_of(block_ids, block_size, start, count):
@@ -54,12 +55,17 @@ class _Gathering:
 class StoredForm:
     """A segment a request computes in the form its reuse mode stores:
     `tokens` at positions start.. of the request, keyed after the prefix
-    whose key is `prefix_key` (prefixed mode; "" otherwise), in the
-    request's `scope` (hex; "" = none: request_scope in pikv.vllm)."""
+    whose key is `prefix_key` (prefixed mode, the prefix at the segment's
+    distance folded in; "" otherwise), in the request's `scope` (hex; "" =
+    none: request_scope in pikv.vllm). `distance` > 0: computed that far
+    after the prefix, which is only so when the prefix was loaded whole at
+    that distance (a load cut short spoils it: the engine recomputed the
+    prefix where it sits)."""
     start: int
     tokens: list
     prefix_key: str = ""
     scope: str = ""
+    distance: int = 0
 
     @property
     def end(self):
@@ -76,6 +82,7 @@ class RequestPlan(NamedTuple):
     sources: tuple = ()
     local_node_answered: bool = True
     scope: str = ""  # the request's (hex; "" = none), which every key of it is in
+    distance: int = 0  # a store at a distance from the system prompt (plan_request)
 
 
 @dataclass
@@ -96,6 +103,10 @@ class CoreStats:
     saves: int = 0
     save_failures: int = 0
     errors: int = 0  # unexpected exceptions turned into a degraded answer
+    # Documents to store at a distance that were not: the system prompt was
+    # not there to load (planned), or its load fell short (spoiled at save).
+    distant_unloaded: int = 0
+    distant_spoiled: int = 0
     unchunked: dict = field(default_factory=dict)  # reason -> prompts that asked and got none
     # Audits are the client's to count: client.stats()["audits"], ["audit_mismatches"].
 
@@ -127,7 +138,10 @@ class ConnectorCore:
     first segment (the prefix: a system prompt) so, and every later one
     computed right after it (at positions len(prefix)..), keyed by the
     prefix's key too. `stored_forms` says which segments of a request the
-    engine computes in that form; only those are stored.
+    engine computes in that form; only those are stored. With the setting
+    distance-buckets, a prefixed document is loaded from the copy computed
+    at the bucket of its distance from the system prompt; copies at a
+    distance are computed by store requests (pikv.vllm.precompute).
 
     Audits: with the setting audit-rate > 0 and `recompute` (a callable
     `recompute(tokens, prefix)` that computes a chunk's tokens right after
@@ -136,6 +150,8 @@ class ConnectorCore:
     contiguous buffer), that share of hits is recomputed and compared before
     it is loaded; a chunk found wrong is reported to the controller (which
     drops it everywhere) and is not loaded: the engine computes it instead.
+    Copies at a distance are not audited (`recompute` computes right after
+    the prefix: comparing would accuse an honest writer).
     """
 
     PATHS = ("auto", "cpp", "torch")
@@ -208,7 +224,8 @@ class ConnectorCore:
         failure). Asks the local node and the controller; changes nothing."""
         return self.plan_request(tokens, lengths, scope=scope).matched
 
-    def plan_request(self, tokens, lengths=None, store_last=False, scope="") -> RequestPlan:
+    def plan_request(self, tokens, lengths=None, store_last=False, scope="",
+                     distance=None) -> RequestPlan:
         """One request's plan: the prompt tokens pikv can provide
         (num_matched_tokens), the segments pikv lacks that the engine will
         compute, after that prefix, in the form the mode stores (StoredForm),
@@ -216,20 +233,26 @@ class ConnectorCore:
         counts only with `store_last` (a request made to store it:
         precompute); a prompt that is not chunked is then one segment. Asks
         the local node and the controller; changes nothing. `scope`: the
-        request's (hex; "" = none), part of every key it reads and stores."""
+        request's (hex; "" = none), part of every key it reads and stores.
+        `distance`: a store request's (precompute_requests), [system prompt,
+        document] with the document computed that far after the system
+        prompt (which is loaded encoded that far back)."""
         try:
             try:
                 segments = split_segments(tokens, self.separator, lengths)
+                distance = self._distance_of(distance, segments, store_last)
             except NotChunked as e:
                 # A save with no segments named (precompute's) stores its
                 # prompt whole: it asked for no chunking.
-                if not (store_last and lengths is None):
+                if not (store_last and lengths is None) or e.reason == "distance_malformed":
                     self._not_chunked(e)
+                if e.reason == "distance_malformed":
+                    return RequestPlan(0, [], scope=scope)
                 segments = None
             if segments is None:
                 whole = [StoredForm(0, list(tokens), "", scope)] if store_last and tokens else []
                 return RequestPlan(0, whole, scope=scope)
-            plan = self.client.plan(segments, scope=scope)
+            plan = self.client.plan(segments, scope=scope, distance=distance)
         except Exception as e:  # never into the engine loop
             self.stats.errors += 1
             log.warning("pikv plan failed: %s", e)
@@ -243,16 +266,41 @@ class ConnectorCore:
         self.stats.matched_tokens += matched
         misses = {c.segment for c in plan.chunks if c.source == "miss"}
         sources = [(c.source, c.peer_id, c.peer_endpoint) for c in plan.chunks]
-        return RequestPlan(matched,
-                           self.stored_forms(segments, matched, misses, store_last, scope),
-                           sources, plan.local_node_answered, scope)
+        forms = self.stored_forms(segments, matched, misses, store_last, scope) if not distance \
+            else self._distant_form(segments, matched, scope, distance)
+        return RequestPlan(matched, forms, sources, plan.local_node_answered, scope, distance)
+
+    def _distance_of(self, distance, segments, store_last):
+        """A request's distance (0 for none), or NotChunked where it names
+        one pikv cannot compute: a distance is a non-negative integer of a
+        store request of [system prompt, document] in prefixed mode."""
+        if distance is None or distance == 0 and type(distance) is int:
+            return 0
+        if (type(distance) is not int or not 0 < distance <= MAX_DISTANCE or not self.prefixed
+                or not store_last or segments is None or len(segments) != 2):
+            raise NotChunked("distance_malformed")
+        return distance
+
+    def _distant_form(self, segments, computed_from, scope, distance):
+        """A store request's document computed `distance` tokens after the
+        system prompt: stored only when the system prompt is loaded (else
+        the engine computes it where it sits, and the document is not at
+        that distance from it)."""
+        if computed_from != len(segments[0]):
+            self.stats.distant_unloaded += 1
+            log.warning("pikv: a document to store %d tokens after its system prompt is not "
+                        "stored: the system prompt is not in pikv to load", distance)
+            return []
+        key = self.client.prefix_key_at(self.client.key_of(segments[0], scope=scope), distance)
+        return [StoredForm(computed_from, list(segments[1]), key, scope, distance)]
 
     def stored_forms(self, segments, computed_from, misses, store_last, scope=""):
         """Of `segments`, computed by the engine from token `computed_from`
         on with ordinary causal attention (what comes before loaded), those
         whose KV is what the mode stores and that are in `misses` (or are the
         last, with `store_last`): the first segment (alone from 0, in either
-        mode) and, in prefixed mode, the second (right after the prefix)."""
+        mode) and, in prefixed mode, the second (right after the prefix: at
+        distance 0, the bucket every scheme gives it)."""
         forms, start = [], 0
         last = len(segments) - 1
         for s, seg in enumerate(segments[:2 if self.prefixed else 1]):
@@ -366,7 +414,7 @@ class ConnectorCore:
             if segments is None:  # the engine was told these tokens would come
                 raise InvalidArgument("the prompt does not split into segments")
             plan = (self.client.plan(segments, planned.sources, planned.local_node_answered,
-                                     scope=planned.scope)
+                                     scope=planned.scope, distance=planned.distance)
                     if planned else self.client.plan(segments, scope=scope))
             objects = self.client.fetch(plan)  # in plan order, None for a miss
             self._audit(plan, objects, segments)
@@ -392,6 +440,8 @@ class ConnectorCore:
             if obj is None or not self.client.should_audit():
                 continue
             prefix = segments[0] if self.prefixed and chunk.segment > 0 else []
+            if prefix and self.client.bucket_of(chunk.actual_start - len(prefix)) > 0:
+                continue  # `recompute` computes right after the prefix, not at a distance
             finding = self.client.audit(obj, chunk,
                                         self.recompute(segments[chunk.segment], prefix),
                                         start=len(prefix))
@@ -447,19 +497,23 @@ class ConnectorCore:
         return loaded
 
     def save(self, tokens, block_ids, virtual_start=0, wait=True, save_id=None, prefix_key="",
-             scope=""):
+             scope="", spoiled=False):
         """Stores a segment the engine computed in the mode's form (its tokens
         at positions virtual_start.., after the prefix whose key is
         `prefix_key` in prefixed mode, in the request's `scope`) from the
         request's blocks. True when
         stored (wait) or handed off (not wait: a PendingStore is kept in
-        `pending`)."""
+        `pending`). `spoiled`: this process knows the segment is not in
+        that form (a document at a distance whose prefix load fell short):
+        nothing is stored, but a TP rank still joins the save's gather."""
         try:
             payload = None  # torch path: gathered in save_layer, or by every TP rank
             if self._tp is not None:
-                payload = self._assemble(tokens, block_ids, virtual_start, save_id)
+                payload = self._assemble(tokens, block_ids, virtual_start, save_id, spoiled)
                 if payload is None:  # not this rank's to store
                     return True
+            elif spoiled:
+                raise InvalidArgument("its prefix was not loaded at its distance")
             slots = slots_of(block_ids, self.block_size, virtual_start, len(tokens))
             if self._device:
                 if payload is None:
@@ -476,6 +530,7 @@ class ConnectorCore:
             return True
         except Exception as e:
             self.stats.save_failures += 1
+            self.stats.distant_spoiled += spoiled
             log.warning("pikv save failed: %s", e)
             return False
 
@@ -487,13 +542,15 @@ class ConnectorCore:
             len(g.layers) == self._device.kv.num_layers
         return g.payload if whole else None
 
-    def _assemble(self, tokens, block_ids, virtual_start, save_id):
+    def _assemble(self, tokens, block_ids, virtual_start, save_id, spoiled=False):
         """A TP rank's part in a save: its heads, gathered with every other
         rank's (each rank calls this once per save whatever its own part
         came to: pikv.tensor_parallel). The whole payload at the rank that
         stores it, None at the others; raises there where a part failed."""
         kv = self._device.kv
         try:
+            if spoiled:
+                raise InvalidArgument("its prefix was not loaded at its distance")
             slots = slots_of(block_ids, self.block_size, virtual_start, len(tokens))
             part = self._gathered(slots, save_id)
             part, ok = (kv.gather(slots) if part is None else part), True

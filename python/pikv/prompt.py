@@ -31,6 +31,8 @@ UNCHUNKED_REASONS = {
     "no_separator": "the prompt holds no separator",
     "leading_separator": "the prompt starts with the separator: no system prompt before it",
     "short_chunk": "a chunk is no longer than the separator",
+    "distance_malformed": "pikv_distance is not a positive integer of a pikv_save request of "
+                          "[system prompt, document] in prefixed mode",
 }
 
 
@@ -91,14 +93,12 @@ def split_segments(tokens, separator=None, lengths=None):
 
 def chunk_keys(client, segments, scope=""):
     """The hex keys of a split prompt's chunks (every segment but the
-    question), as the client's planner names them (client/src/planner.cc,
-    AddChunks): the system prompt alone, each later chunk after the system
-    prompt's key (which only a prefixed-mode namespace uses), all in the
-    request's `scope` (salt_scope)."""
+    question), in the request's `scope` (salt_scope), as the client's
+    planner names them (asked, not mirrored: the mode, the system prompt
+    and the distance buckets are the client's rule)."""
     if not segments or len(segments) < 2:
         return []
-    sys_key = client.key_of(list(segments[0]), scope=scope)
-    return [sys_key] + [client.key_of(list(s), sys_key, scope) for s in segments[1:-1]]
+    return [c.key for c in client.plan_keys([list(s) for s in segments], scope=scope).chunks]
 
 
 MIN_SALT_KEY_BYTES = 16

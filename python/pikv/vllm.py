@@ -65,6 +65,7 @@ _ADAPTER_KEYS = ("separator", "settings_file", "kv_layout", "threads", "path", "
 # backend gives itself (get_name()), and the pikv.paged packing of each.
 _GPU_BACKENDS = ("FLASH_ATTN", "FLASHINFER", "TRITON_ATTN", "FLEX_ATTENTION")
 _CPU_ISAS = {"vec": "vllm_cpu_vec", "vec16": "vllm_cpu_vec", "amx": "vllm_cpu_amx"}
+_MAX_SHORT_LOADS = 4096  # requests the worker remembers a short load of
 
 
 @dataclass
@@ -93,6 +94,9 @@ class _Save:
     start: int  # the segment's first position in the request (its virtual start)
     prefix_key: str
     scope: str = ""  # the request's (request_scope)
+    # > 0: a document computed that far after its system prompt (loaded
+    # encoded that far back); the worker stores it only if that load was whole.
+    distance: int = 0
     # A pikv_save request's (precompute's): the step waits for the put, so
     # its chunks are stored when the request ends and the prompt it was
     # computed for, sent next, finds them. Others are stored in the background.
@@ -281,6 +285,9 @@ class PikvConnector(KVConnectorBase_V1):
         self._saved = {}  # req_id -> starts of the segments whose save was sent, until it ends
         # Worker side.
         self._failed_blocks = set()
+        # Requests whose last load here fell short (a document they store at
+        # a distance is then not in that form); bounded, oldest dropped.
+        self._short_loads = {}
         # Both: the core's counters as last handed to vLLM's stats (by rank 0
         # of a TP engine alone).
         self._reported = {}
@@ -322,7 +329,8 @@ class PikvConnector(KVConnectorBase_V1):
             scope = self._scope_of(request) if tokens else None
             plan = self._core.plan_request(
                 tokens, params.get("pikv_segments"), store_last=params.get("pikv_save") is True,
-                scope=scope) if scope is not None else RequestPlan(0, [])
+                scope=scope, distance=params.get("pikv_distance")) \
+                if scope is not None else RequestPlan(0, [])
             # vLLM must compute at least one token of a prompt (the question).
             matched = min(plan.matched, len(tokens) - 1) if tokens else 0
             match = _Match(list(tokens or ()), params.get("pikv_segments"),
@@ -341,9 +349,11 @@ class PikvConnector(KVConnectorBase_V1):
             self._loads[req_id] = _Load(req_id, list(tokens), lengths, block_ids,
                                         num_external_tokens, match.plan._replace(forms=[]))
         # Computed after what was loaded: a segment that starts before it
-        # (a load cut short is recomputed, but not in the stored form) is not.
+        # (a load cut short is recomputed, but not in the stored form) is not,
+        # and one at a distance needs everything before it loaded.
         sent = self._saved.get(req_id, set())
-        todo = [f for f in forms if f.start >= num_external_tokens and f.start not in sent]
+        todo = [f for f in forms if f.start >= num_external_tokens and f.start not in sent and
+                (not f.distance or f.start == num_external_tokens)]
         if todo:
             self._saves[req_id] = _Saving(todo, block_ids,
                                           wait=self._params(request).get("pikv_save") is True)
@@ -375,7 +385,7 @@ class PikvConnector(KVConnectorBase_V1):
                 # Not again if the request is preempted and resumed.
                 self._saved.setdefault(req_id, set()).add(f.start)
                 meta.saves.append(_Save(req_id, f.tokens, list(saving.block_ids), f.start,
-                                        f.prefix_key, f.scope, wait=saving.wait))
+                                        f.prefix_key, f.scope, f.distance, wait=saving.wait))
             if not saving.forms:
                 del self._saves[req_id]
         return meta
@@ -403,6 +413,11 @@ class PikvConnector(KVConnectorBase_V1):
             result = self._core.load(load.tokens, load.block_ids, load.num_tokens, load.lengths,
                                      load.plan)
             self._failed_blocks |= result.failed_block_ids
+            self._short_loads.pop(load.req_id, None)
+            if result.loaded_tokens < load.num_tokens:
+                self._short_loads[load.req_id] = True
+                while len(self._short_loads) > _MAX_SHORT_LOADS:
+                    del self._short_loads[next(iter(self._short_loads))]
 
     def wait_for_layer_load(self, layer_name):
         # On a device, start_load_kv queued each layer's writes on a stream
@@ -426,8 +441,10 @@ class PikvConnector(KVConnectorBase_V1):
         if not self.has_connector_metadata():
             return
         for save in self._get_connector_metadata().saves:
+            spoiled = save.distance > 0 and self._short_loads.pop(save.req_id, False)
             self._core.save(save.tokens, save.block_ids, save.start, wait=save.wait,
-                            save_id=save.save_id, prefix_key=save.prefix_key, scope=save.scope)
+                            save_id=save.save_id, prefix_key=save.prefix_key, scope=save.scope,
+                            spoiled=spoiled)
 
     def get_block_ids_with_load_errors(self):
         failed, self._failed_blocks = self._failed_blocks, set()
@@ -469,21 +486,32 @@ def missing_segments(core: ConnectorCore, segments, scope=""):
 def precompute_requests(core: ConnectorCore, segments, missing=None):
     """The requests (prompt tokens, kv_transfer_params) that compute and
     store the segments before the question that pikv lacks, each in the
-    mode's form: isolated, a segment alone; prefixed, the prefix (the first
-    segment) followed by the segment (the prefix is loaded when pikv holds
-    it, and stored by the request when not). `missing`: missing_segments'
-    answer, when the caller has it."""
+    mode's form, in rounds that run one after the other: isolated, a
+    segment alone; prefixed, the prefix (the first segment) followed by the
+    segment (the prefix is loaded when pikv holds it, and stored by the
+    request when not). A document whose distance from the prefix falls in a
+    bucket past 0 (distance-buckets) is computed that far after it, which
+    needs the prefix loaded: a second round, after the first has stored
+    it. `missing`: missing_segments' answer, when the caller has it."""
     if missing is None:
         missing = missing_segments(core, segments)
     if not core.prefixed:
-        return [(list(segments[s]), {"pikv_save": True}) for s in missing]
+        return [[(list(segments[s]), {"pikv_save": True}) for s in missing]]
     prefix = list(segments[0])
-    requests = [(prefix + list(segments[s]),
-                 {"pikv_save": True, "pikv_segments": [len(prefix), len(segments[s])]})
-                for s in missing if s > 0]
-    if not requests and 0 in missing:
-        requests.append((prefix, {"pikv_save": True}))
-    return requests
+    adjacent, distant = [], []
+    start = len(prefix)
+    for s, seg in enumerate(segments[:-1]):
+        if s in missing and s > 0:
+            distance = core.client.bucket_of(start - len(prefix))
+            params = {"pikv_save": True, "pikv_segments": [len(prefix), len(seg)]}
+            if distance:
+                distant.append((prefix + list(seg), {**params, "pikv_distance": distance}))
+            else:
+                adjacent.append((prefix + list(seg), params))
+        start += len(seg) if s > 0 else 0
+    if not adjacent and 0 in missing:
+        adjacent.append((prefix, {"pikv_save": True}))
+    return [r for r in (adjacent, distant) if r]
 
 
 def precompute(generate, core: ConnectorCore, segments, scope=""):
@@ -495,8 +523,7 @@ def precompute(generate, core: ConnectorCore, segments, scope=""):
     the requests' (request_scope: salted requests'). Returns how many
     segments were computed."""
     missing = missing_segments(core, segments, scope)
-    requests = precompute_requests(core, segments, missing)
-    if requests:
+    for requests in precompute_requests(core, segments, missing):
         generate(requests)
     return len(missing)
 

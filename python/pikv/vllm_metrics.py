@@ -28,6 +28,10 @@ COUNTERS = {
     "saves": "Segments stored (worker)",
     "save_failures": "Segments whose store failed (worker)",
     "errors": "Unexpected failures turned into a degraded answer (either side)",
+    "distant_unloaded": "Documents to store at a distance from the system prompt that were "
+                        "not: the system prompt was not there to load (scheduler)",
+    "distant_spoiled": "Documents to store at a distance that were not: the system prompt's "
+                       "load fell short (worker)",
     "unchunked_requests": "Prompts that asked for chunking and got none, by reason (scheduler)",
 }
 

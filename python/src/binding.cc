@@ -401,6 +401,9 @@ void DefineSettings(py::module_& m) {
       .def_property_readonly(
           "attention_mode",
           [](const client::ClientOptions& o) { return std::string(AttentionModeName(o.mode)); })
+      .def_property_readonly(
+          "distance_buckets",
+          [](const client::ClientOptions& o) { return o.distance_buckets.Name(); })
       .def_readonly("audit_rate", &client::ClientOptions::audit_rate)
       .def_property_readonly("fetch_timeout_ms", [](const client::ClientOptions& o) {
         return static_cast<int64_t>(o.fetch_timeout.count());
@@ -434,7 +437,8 @@ void DefineResults(py::module_& m) {
           "source", [](const client::ChunkPlan& c) { return std::string(SourceName(c.source)); })
       .def_readonly("peer_id", &client::ChunkPlan::peer_id)
       .def_readonly("peer_endpoint", &client::ChunkPlan::peer_endpoint)
-      .def_readonly("actual_start", &client::ChunkPlan::actual_start);
+      .def_readonly("actual_start", &client::ChunkPlan::actual_start)
+      .def_readonly("encoded_start", &client::ChunkPlan::encoded_start);
 
   py::class_<client::Plan>(m, "Plan")
       .def_readonly("chunks", &client::Plan::chunks)
@@ -503,13 +507,26 @@ py::object ZeroCopyArena(client::Client& c) {
   return py::cast(*arena);
 }
 
+// The prompt Python names: its segments, its scope and, for a store at a
+// distance from its system prompt (prefixed mode only), that distance.
+client::ChunkedPrompt PromptOf(const client::Client& c, std::vector<std::vector<int32_t>> segments,
+                               const std::string& scope_hex, int64_t distance) {
+  auto prompt = Take(client::FromSegments(std::move(segments)));
+  prompt.scope = KeyOrNone(scope_hex);
+  if (distance < 0 || distance > client::DistanceBuckets::kMaxDistance)
+    RaiseInvalid("distance " + std::to_string(distance) + " is out of range");
+  if (distance > 0 && c.options().mode != AttentionMode::kPrefixed)
+    RaiseInvalid("a distance from the system prompt needs attention-mode prefixed");
+  prompt.distance = distance;
+  return prompt;
+}
+
 // Client.plan: a plan of its own, or (with `sources`) another process's.
 client::Plan MakePlan(
     client::Client& c, std::vector<std::vector<int32_t>> segments,
     std::optional<std::vector<std::tuple<std::string, std::string, std::string>>> sources,
-    bool local_node_answered, const std::string& scope_hex) {
-  auto prompt = Take(client::FromSegments(std::move(segments)));
-  prompt.scope = KeyOrNone(scope_hex);
+    bool local_node_answered, const std::string& scope_hex, int64_t distance) {
+  const client::ChunkedPrompt prompt = PromptOf(c, std::move(segments), scope_hex, distance);
   if (sources) return Take(c.PlanFrom(prompt, PlannedSources(*sources), local_node_answered));
   py::gil_scoped_release nogil;
   return c.MakePlan(prompt);
@@ -546,10 +563,40 @@ void DefineClient(py::module_& m) {
           "The chunk key of `tokens` (hex); in prefixed mode, of a chunk computed after the "
           "prefix whose key is `sys_key`; in `scope` (hex, a request's sub-namespace) if given")
       .def("plan", &MakePlan, "segments"_a, "sources"_a = py::none(),
-           "local_node_answered"_a = true, "scope"_a = "",
+           "local_node_answered"_a = true, "scope"_a = "", "distance"_a = 0,
            "A source per chunk for [system, chunks..., question]; with `sources` "
            "((source, peer_id, peer_endpoint) per chunk, and whether the local node answered, "
-           "as another process's plan gave them), that plan, asking nobody")
+           "as another process's plan gave them), that plan, asking nobody. `distance`: a "
+           "prompt that stores its last segment that far after the system prompt (which is "
+           "then loaded encoded that far back)")
+      .def(
+          "plan_keys",
+          [](const client::Client& c, std::vector<std::vector<int32_t>> segments,
+             const std::string& scope_hex) {
+            return c.PlanKeys(PromptOf(c, std::move(segments), scope_hex, 0));
+          },
+          "segments"_a, "scope"_a = "",
+          "The prompt's chunks keyed and placed as plan would, every source a miss; asks nobody")
+      .def(
+          "bucket_of",
+          [](const client::Client& c, int64_t distance) {
+            return c.options().distance_buckets.BucketOf(distance);
+          },
+          "distance"_a,
+          "The distance from the system prompt a document used `distance` tokens after it is "
+          "stored at (the setting distance-buckets)")
+      .def(
+          "prefix_key_at",
+          [](const client::Client&, const std::string& sys_key_hex, int64_t distance) {
+            const std::optional<ChunkKey> key = KeyOrNone(sys_key_hex);
+            if (!key) RaiseInvalid("prefix_key_at: no system prompt key");
+            if (distance < 0 || distance > client::DistanceBuckets::kMaxDistance)
+              RaiseInvalid("distance " + std::to_string(distance) + " is out of range");
+            return PrefixKeyAt(*key, distance).Hex();
+          },
+          "sys_key"_a, "distance"_a,
+          "The context key (hex) of a chunk computed `distance` tokens after the system prompt "
+          "whose key is `sys_key`: what key_of's and store's sys_key take for it")
       .def("fetch", &Fetch, "plan"_a,
            "The plan's chunk objects, verified, in plan order; None for a miss")
       .def(

@@ -231,5 +231,25 @@ TEST(ClientConfigTest, TheExampleLoadsUpToItsModelConfig) {
       << o.status().ToString();
 }
 
+TEST(ClientConfigTest, DistanceBucketsAreASettingOfPrefixedModeOnly) {
+  const std::string llama = kConfigs + "llama-3.1-8b.json";
+  auto load = [&](std::map<std::string, std::string> overrides) {
+    overrides["model-config"] = llama;
+    return LoadClientOptions("", nullptr, overrides, &ControllerFinder::Parse, {});
+  };
+  EXPECT_EQ(load({})->distance_buckets, DistanceBuckets{});
+  auto pow2 = load({{"attention-mode", "prefixed"}, {"distance-buckets", "pow2"}});
+  ASSERT_TRUE(pow2.ok()) << pow2.status().ToString();
+  EXPECT_EQ(pow2->distance_buckets.BucketOf(100), 128);
+  EXPECT_EQ(load({{"attention-mode", "prefixed"}, {"distance-buckets", "64"}})
+                ->distance_buckets.BucketOf(100),
+            128);
+  auto isolated = load({{"distance-buckets", "pow2"}});
+  ASSERT_FALSE(isolated.ok());
+  EXPECT_NE(isolated.status().message().find("needs attention-mode prefixed"), std::string::npos);
+  auto bad = load({{"attention-mode", "prefixed"}, {"distance-buckets", "far"}});
+  EXPECT_EQ(bad.status().message().rfind("distance-buckets:", 0), 0u) << bad.status().ToString();
+}
+
 }  // namespace
 }  // namespace pikv::client

@@ -68,5 +68,15 @@ TEST(ChunkKeyTest, TokensHashAsLittleEndianInt32) {
   EXPECT_NE(k, MakeChunkKey(Ns(), std::vector<int32_t>{-1, 1, 128000}));  // order matters
 }
 
+TEST(ChunkKeyTest, APrefixAtADistanceIsItsOwnKeyButAtZeroTheSame) {
+  const ChunkKey sys = MakeChunkKey(Ns(), std::vector<int32_t>{1, 2, 3});
+  EXPECT_EQ(PrefixKeyAt(sys, 0), sys);  // adjacent: the key prefixed always used
+  EXPECT_NE(PrefixKeyAt(sys, 1), sys);
+  EXPECT_NE(PrefixKeyAt(sys, 1), PrefixKeyAt(sys, 2));
+  EXPECT_EQ(PrefixKeyAt(sys, 128), PrefixKeyAt(sys, 128));
+  const ChunkKey other = MakeChunkKey(Ns(), std::vector<int32_t>{1, 2, 4});
+  EXPECT_NE(PrefixKeyAt(sys, 128), PrefixKeyAt(other, 128));
+}
+
 }  // namespace
 }  // namespace pikv

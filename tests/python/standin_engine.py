@@ -154,10 +154,14 @@ class StandInModel:
         causal = pos[:, None] >= pos[None, :]
         same = seg[:, None] == seg[None, :]
         question = (seg == len(lengths) - 1)[:, None]
-        allowed = causal & (same | question)
+        return self.forward_masked(tokens, pos, causal & (same | question))
+
+    def forward_masked(self, tokens, positions, allowed):
+        """One pass over `tokens` at `positions`, row i attending to the
+        rows allowed[i] holds: any mode's reference, written as a mask."""
         h = self.embed[torch.tensor(tokens)]
         for layer in self.w:
-            q, k, v = self._qkv(layer, h, pos)
+            q, k, v = self._qkv(layer, h, positions)
             h = self._attend(layer, h, q, self._round(k), self._round(v), allowed)
         return self._rms(h, self.norm) @ self.lm_head
 

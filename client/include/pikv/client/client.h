@@ -45,6 +45,7 @@
 
 #include "pikv/client/audit_rule.h"
 #include "pikv/client/client_stats.h"
+#include "pikv/client/distance_buckets.h"
 #include "pikv/client/prompt.h"
 #include "pikv/device/attention_metadata.h"
 #include "pikv/device/remap.h"
@@ -78,6 +79,9 @@ struct ClientOptions {
   // an engine that keeps only the window there cannot take a whole chunk.
   std::vector<uint32_t> windowed_layers;
   AttentionMode mode = AttentionMode::kIsolated;
+  // Prefixed mode: the distance from the system prompt each document is
+  // computed and stored at (distance_buckets.h); none: right after it.
+  DistanceBuckets distance_buckets;
   // This engine's tenant (proto/owner.h; "" = the default one), part of the
   // namespace: with security on it must be the tenant the keyring gives the
   // engine's key, or the nodes refuse its stores and its keys never hit.
@@ -133,7 +137,8 @@ struct KeyContext {
 struct ChunkPlan {
   ChunkKey key;
   // Prefixed mode, chunks after the system prompt: the system prompt's
-  // key, part of this chunk's namespace (pass it to Store*).
+  // key at the chunk's distance bucket (PrefixKeyAt), part of this chunk's
+  // namespace (pass it to Store*).
   std::optional<ChunkKey> sys_key;
   std::optional<ChunkKey> scope;  // the prompt's (ChunkedPrompt::scope)
   KeyContext context() const { return {sys_key, scope}; }
@@ -141,6 +146,10 @@ struct ChunkPlan {
   Source source = Source::kMiss;
   std::string peer_id, peer_endpoint;  // for kPeer
   int64_t actual_start = 0;            // position of its first token in this prompt
+  // The position its K is rotated to (Remap): actual_start, but for the
+  // system prompt of a prompt computed at a distance (ChunkedPrompt::
+  // distance), which is encoded that far back.
+  int64_t encoded_start = 0;
   // Set by Fetch when the object is a view into the local node's memory:
   // it is the chunk's object until then, and Remap refuses it afterwards.
   std::chrono::steady_clock::time_point lease_deadline{};
@@ -164,6 +173,9 @@ class Client {
   ChunkKey KeyOf(std::span<const int32_t> tokens, const KeyContext& context = {}) const;
 
   Plan MakePlan(const ChunkedPrompt& prompt);
+  // The prompt's chunks keyed and placed as MakePlan would, every source
+  // kMiss: asks nobody (what a router scores, or a key computed elsewhere).
+  Plan PlanKeys(const ChunkedPrompt& prompt) const;
   // The plan of `prompt` with each chunk's source as another process's
   // MakePlan decided it (an engine's scheduler plans; its worker fetches):
   // keys and positions computed here, nobody asked; `local_node_answered`

@@ -21,6 +21,11 @@ struct ChunkedPrompt {
   // The scope every chunk of the prompt is keyed in (KeyNamespace::scope;
   // none: the client's namespace as it is).
   std::optional<ChunkKey> scope;
+  // A prompt computed to store its last segment at a distance from the
+  // system prompt (prefixed mode, distance_buckets.h): the system prompt is
+  // loaded encoded this many tokens further back, so the segment after it
+  // reads it across that gap. 0: where it sits.
+  int64_t distance = 0;
 
   size_t num_chunks() const { return segments.size() - 2; }
   const std::vector<int32_t>& system() const { return segments.front(); }

@@ -50,7 +50,8 @@ struct KeyNamespace {
   // Canonical text of the RoPE spec (style, rotary dim, base, scaling).
   std::string rope_signature;
   AttentionMode attention_mode = AttentionMode::kIsolated;
-  // Only in prefixed mode: the key of the system prompt the chunk saw.
+  // Only in prefixed mode: the key of the system prompt the chunk saw, as
+  // PrefixKeyAt folds in how far after it the chunk was computed.
   std::optional<ChunkKey> sys_key;
   // The tenant (owner.h); "" = the default tenant, which adds nothing to the
   // bytes (keys of the default tenant are those of a cluster without tenants).
@@ -65,6 +66,14 @@ struct KeyNamespace {
 };
 
 ChunkKey MakeChunkKey(const KeyNamespace& ns, std::span<const int32_t> tokens);
+
+// The context key of a prefixed-mode chunk computed `distance` tokens after
+// the end of the prefix whose key is `prefix` (nothing attended in the gap;
+// client/distance_buckets.h): `prefix` itself at distance 0, so a chunk
+// computed right after its prefix keeps the key it always had; else a hash
+// of both. It takes the system prompt key's place in the namespace and the
+// object header, so nodes check such chunks with no field of their own.
+ChunkKey PrefixKeyAt(const ChunkKey& prefix, int64_t distance);
 
 }  // namespace pikv
 
