@@ -46,5 +46,8 @@ setup(
     options={"build": {"build_base": os.path.join("build", "python-package")},
              "egg_info": {"egg_base": os.path.join("build", "python-package")}},
     python_requires=">=3.9",
+    # vLLM starts it in each of its processes: the worker's model for the
+    # connector's recompute (pikv.vllm_plugin).
+    entry_points={"vllm.general_plugins": ["pikv = pikv.vllm_plugin:register"]},
     zip_safe=False,
 )

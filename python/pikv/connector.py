@@ -108,12 +108,21 @@ class CoreStats:
     distant_unloaded: int = 0
     distant_spoiled: int = 0
     unchunked: dict = field(default_factory=dict)  # reason -> prompts that asked and got none
+    # Recompute in place at load (pikv.recompute): document tokens computed
+    # again, the selection pass's token-layers over the layers (tokens'
+    # worth), and loads that asked for it and fell back (reason -> loads).
+    recomputed_tokens: int = 0
+    selection_tokens: float = 0.0
+    recompute_fallbacks: dict = field(default_factory=dict)
     # Audits are the client's to count: client.stats()["audits"], ["audit_mismatches"].
 
     def counters(self):
-        """Every counter by name; unchunked ones as unchunked_requests:<reason>."""
-        out = {k: v for k, v in vars(self).items() if k != "unchunked"}
+        """Every counter by name; unchunked ones as unchunked_requests:<reason>,
+        recompute fallbacks as recompute_fallbacks:<reason>."""
+        out = {k: v for k, v in vars(self).items()
+               if k not in ("unchunked", "recompute_fallbacks")}
         out.update({f"unchunked_requests:{r}": n for r, n in self.unchunked.items()})
+        out.update({f"recompute_fallbacks:{r}": n for r, n in self.recompute_fallbacks.items()})
         return out
 
 
@@ -349,6 +358,11 @@ class ConnectorCore:
         self._device = DeviceRemapper(self.client, kv or DeviceKv(layers, described=built),
                                       pin_arena=self.pin_arena) \
             if torch_path else None
+
+    @property
+    def layer_names(self):
+        """The registered layers' names, in model order (register_kv_caches)."""
+        return list(self._layer_names)
 
     def _layer_index(self, name_or_index):
         if isinstance(name_or_index, int):

@@ -47,10 +47,11 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import (
     KVConnectorMetadata,
 )
 
-from pikv.connector import ConnectorCore, RequestPlan
+from pikv.connector import ConnectorCore, RequestPlan, slots_of
 from pikv.errors import InvalidArgument
 from pikv.prompt import DEFAULT_MODE  # the reuse mode when the settings name none
 from pikv.prompt import adapter_digest, read_salt_key, salt_scope
+from pikv.recompute import FALLBACK_REASONS, ModelRecompute, parse_policy
 from pikv.tensors import TORCH_DTYPES
 from pikv.tensor_parallel import HeadShare, TensorParallel
 
@@ -59,7 +60,7 @@ log = logging.getLogger("pikv.vllm")
 
 # Keys of kv_connector_extra_config that are the adapter's, not client settings.
 _ADAPTER_KEYS = ("separator", "settings_file", "kv_layout", "threads", "path", "pin_arena",
-                 "salt-key-file")
+                 "salt-key-file", "recompute")
 
 # vLLM attention backends whose 4-D cache pikv addresses, by the name the
 # backend gives itself (get_name()), and the pikv.paged packing of each.
@@ -277,6 +278,11 @@ class PikvConnector(KVConnectorBase_V1):
         self._core.require_whole_cache(getattr(scheduler, "disable_hybrid_kv_cache_manager", False))
         self._kv_layout = extra.get("kv_layout")  # a named packing, overriding vLLM's declaration
         self._salt_key = read_salt_key(extra.get("salt-key-file"))
+        # Recompute in place at load (pikv.recompute), on the worker side.
+        self._policy = parse_policy(extra.get("recompute", "none"))
+        self._recompute = None  # ModelRecompute, once the caches are registered
+        self._no_recompute = "no_model"  # why there is none (FALLBACK_REASONS)
+        self._fallbacks_logged = set()
         self._unscoped_logged = False
         # Scheduler side.
         self._matches = {}  # req_id -> _Match: planned once per admission
@@ -402,6 +408,9 @@ class PikvConnector(KVConnectorBase_V1):
         layout = self._kv_layout or packing_of(self._vllm_config, caches)
         tp = tensor_parallel(self._vllm_config, self._core.options.num_kv_heads)
         self._core.register_kv_caches(caches, layout=layout, tp=tp)
+        if self._policy.active:
+            self._recompute, self._no_recompute = model_recompute(
+                self._vllm_config, self._core, caches, layout, tp)
         # vLLM sums its workers' stats: rank 0 speaks for a TP engine (it
         # stores every save; its loads are every rank's).
         self._reports_stats = tp is None or tp.share.rank == 0
@@ -412,12 +421,47 @@ class PikvConnector(KVConnectorBase_V1):
         for load in meta.loads:
             result = self._core.load(load.tokens, load.block_ids, load.num_tokens, load.lengths,
                                      load.plan)
+            if self._policy.active and result.loaded_tokens:
+                self._recompute_in_place(load, result)
             self._failed_blocks |= result.failed_block_ids
             self._short_loads.pop(load.req_id, None)
             if result.loaded_tokens < load.num_tokens:
                 self._short_loads[load.req_id] = True
                 while len(self._short_loads) > _MAX_SHORT_LOADS:
                     del self._short_loads[next(iter(self._short_loads))]
+
+    def _recompute_in_place(self, load, result):
+        """The engine's recompute policy over the documents `load` placed;
+        a load it cannot recompute stays as it was (a counted fallback), one
+        whose recompute failed hands its documents' blocks to vLLM."""
+        stats = self._core.stats
+        if self._recompute is None:
+            return self._fall_back(self._no_recompute)
+        segments = self._core.segments(load.tokens, load.lengths)
+        if segments is None:
+            return None
+        slots = slots_of(load.block_ids, self._core.block_size, 0, result.loaded_tokens)
+        try:
+            positions, selection = self._recompute.positions(self._policy, segments, load.tokens,
+                                                             slots)
+            self._recompute.run(load.tokens, positions, slots)
+        except Exception as e:  # never into the engine loop
+            self._fall_back("error", e)
+            first = len(segments[0]) // self._core.block_size
+            result.failed_block_ids |= set(load.block_ids[first:(len(slots) - 1) //
+                                                          self._core.block_size + 1])
+            return None
+        stats.recomputed_tokens += len(positions)
+        stats.selection_tokens += selection / max(1, self._recompute.kv.num_layers)
+        return None
+
+    def _fall_back(self, reason, error=None):
+        fallbacks = self._core.stats.recompute_fallbacks
+        fallbacks[reason] = fallbacks.get(reason, 0) + 1
+        if reason not in self._fallbacks_logged or error is not None:
+            self._fallbacks_logged.add(reason)
+            log.warning("pikv: loads are not recomputed (%s): %s%s", reason,
+                        FALLBACK_REASONS[reason], f": {error}" if error else "")
 
     def wait_for_layer_load(self, layer_name):
         # On a device, start_load_kv queued each layer's writes on a stream
@@ -474,6 +518,32 @@ class PikvConnector(KVConnectorBase_V1):
         from pikv.vllm_metrics import PikvPromMetrics
 
         return PikvPromMetrics(vllm_config, metric_types, labelnames, per_engine_labelvalues)
+
+
+def model_recompute(vllm_config, core, caches, layout, tp):
+    """(ModelRecompute over this worker's model and caches, None) or (None,
+    the FALLBACK_REASONS key of why not). The model comes from pikv's vLLM
+    plugin (pikv.vllm_plugin), which vLLM started in this process."""
+    from pikv import vllm_plugin
+    from pikv.paged import DeviceKv
+
+    if tp is not None:
+        return None, "tensor_parallel"
+    names = core.layer_names
+    context = vllm_config.compilation_config.static_forward_context
+    attention = [context.get(n) for n in names]
+    model = vllm_plugin.model_owning([a for a in attention if a is not None]) \
+        if all(a is not None for a in attention) else None
+    if model is None:
+        log.warning("pikv: no model for recompute in this worker (plugin started: %s)",
+                    vllm_plugin.registered())
+        return None, "no_model"
+    try:
+        kv = DeviceKv([caches[n] for n in names], layout=layout)
+        return ModelRecompute(model, attention, kv), None
+    except InvalidArgument as e:
+        log.warning("pikv: recompute off: %s", e)
+        return None, "unsupported_model"
 
 
 def missing_segments(core: ConnectorCore, segments, scope=""):

@@ -16,6 +16,7 @@ from vllm.distributed.kv_transfer.kv_connector.v1.metrics import (
 )
 
 from pikv.connector import UNCHUNKED_REASONS
+from pikv.recompute import FALLBACK_REASONS
 
 # Counter -> its help line on /metrics (names are CoreStats' fields).
 COUNTERS = {
@@ -33,7 +34,14 @@ COUNTERS = {
     "distant_spoiled": "Documents to store at a distance that were not: the system prompt's "
                        "load fell short (worker)",
     "unchunked_requests": "Prompts that asked for chunking and got none, by reason (scheduler)",
+    "recomputed_tokens": "Document tokens recomputed in place at load (worker)",
+    "selection_tokens": "The blend policy's selection pass, in tokens' worth of every layer "
+                        "(worker)",
+    "recompute_fallbacks": "Loads that asked for a recompute and got the plain load, by reason "
+                           "(worker)",
 }
+# The counters labelled by reason, and their reasons.
+LABELLED = {"unchunked_requests": UNCHUNKED_REASONS, "recompute_fallbacks": FALLBACK_REASONS}
 
 
 def stats_since(core_stats, reported):
@@ -60,15 +68,15 @@ class PikvConnectorStats(KVConnectorStats):
 
 
 class PikvPromMetrics(KVConnectorPromMetrics):
-    """vllm:pikv_<counter>_total per engine; unchunked requests also
-    by reason."""
+    """vllm:pikv_<counter>_total per engine; unchunked requests and
+    recompute fallbacks also by reason."""
 
     def __init__(self, vllm_config, metric_types, labelnames, per_engine_labelvalues):
         super().__init__(vllm_config, metric_types, labelnames, per_engine_labelvalues)
         self._counters = {
             name: self._counter_cls(
                 name=f"vllm:pikv_{name}", documentation=help,
-                labelnames=labelnames + (["reason"] if name == "unchunked_requests" else []))
+                labelnames=labelnames + (["reason"] if name in LABELLED else []))
             for name, help in COUNTERS.items()}
         self._children = {}  # (engine, payload key) -> the labelled counter
 
@@ -76,8 +84,7 @@ class PikvPromMetrics(KVConnectorPromMetrics):
         for key, value in transfer_stats_data.items():
             name, _, reason = key.partition(":")
             counter = self._counters.get(name)
-            labelled = name == "unchunked_requests"
-            if counter is None or labelled != (reason in UNCHUNKED_REASONS):
+            if counter is None or (reason in LABELLED.get(name, ())) != (name in LABELLED):
                 continue  # a payload from another pikv version
             child = self._children.get((engine_idx, key))
             if child is None:

@@ -20,7 +20,12 @@ see and at which position it sits.
 
 In every mode the tokens from `open_from` on (the question, the generated
 tokens, whatever vLLM recomputed after a failed load) attend to every real
-token before them; the copies are seen only by their chunk."""
+token before them; the copies are seen only by their chunk.
+
+`recompute` (positions R before `open_from`): recompute in place at load.
+Each position in R is computed again, attending causally to the mode's
+KV of the positions before it not in R and to the recomputed KV of those
+in R; the tokens from `open_from` on read the recomputed KV for R."""
 
 from dataclasses import dataclass, field
 
@@ -37,12 +42,16 @@ class Splice:
     sees: dict = field(default_factory=dict)  # group -> the other group it sees
     real: list = field(default_factory=list)  # row of each prompt token
     open_from_row: int = 0
+    prompt_at: list = field(default_factory=list)  # prompt position of a row (-1: a copy)
+    recomputed: set = field(default_factory=set)  # R
+    re_rows: list = field(default_factory=list)  # the rows computing R again
 
-    def add(self, tokens, start, group):
+    def add(self, tokens, start, group, in_prompt=True):
         for t, token in enumerate(tokens):
             self.tokens.append(token)
             self.positions.append(start + t)
             self.groups.append(group)
+            self.prompt_at.append(start + t if in_prompt else -1)
 
     def mask(self):
         """Additive (1, 1, n, n) float mask: 0 where attention is allowed."""
@@ -55,15 +64,23 @@ class Splice:
         causal = i[None, :] <= i[:, None]
         same = group[None, :] == group[:, None]
         sees = group[None, :] == seen[:, None]
-        opened = (i >= self.open_from_row)[:, None] & is_real[None, :]
-        allowed = causal & (same | sees | opened)
+        is_re = torch.zeros(n, dtype=torch.bool)
+        is_re[self.re_rows] = True
+        at = torch.tensor(self.prompt_at)
+        in_r = is_real & torch.isin(at, torch.tensor(sorted(self.recomputed), dtype=at.dtype))
+        # What the open rows and the recomputed rows read: the mode's KV but
+        # for R, whose KV is the recomputed rows'.
+        read = (is_real & ~in_r) | is_re
+        opened = (i >= self.open_from_row)[:, None] & read[None, :]
+        again = is_re[:, None] & read[None, :] & (at[None, :] <= at[:, None])
+        allowed = (causal & ~is_re[:, None] & (same | sees | opened)) | again
         out = torch.zeros(n, n)
         out[~allowed] = torch.finfo(torch.float32).min
         return out[None, None]
 
 
 def splice(tokens, chunk_lengths, open_from, mode="isolated", prefix_tokens=None,
-           distance=None):
+           distance=None, recompute=()):
     """The pass that computes `tokens` as `mode` defines: chunks of
     `chunk_lengths` cover the prompt's start (the first is the system
     prompt), everything from `open_from` on is open."""
@@ -80,11 +97,17 @@ def splice(tokens, chunk_lengths, open_from, mode="isolated", prefix_tokens=None
         if mode == "prefixed" and k > 0 and prefix:
             gap = a - len(prefix)
             moved = distance(gap) if distance else 0
-            s.add(prefix, a - moved - len(prefix), ("prefix", k))
+            s.add(prefix, a - moved - len(prefix), ("prefix", k), in_prompt=False)
             s.sees[k] = ("prefix", k)
         s.real.extend(range(len(s.tokens), len(s.tokens) + b - a))
         s.add(tokens[a:b], a, k)
     at = chunks[-1][1] if chunks else 0
+    s.recomputed = set(recompute)
+    for r in sorted(s.recomputed):
+        if r >= at:
+            raise ValueError(f"recompute position {r} is not before the open tokens ({at})")
+        s.re_rows.append(len(s.tokens))
+        s.add([tokens[r]], r, "recomputed")
     s.open_from_row = len(s.tokens)
     s.real.extend(range(len(s.tokens), len(s.tokens) + len(tokens) - at))
     s.add(tokens[at:], at, "open")
