@@ -207,10 +207,26 @@ def bucket_of(buckets, d):
 
 
 def mode_settings(mode):
-    """A --modes entry as client settings: isolated, prefixed, or
-    prefixed:<distance-buckets> (pow2, or a step in tokens)."""
+    """A --modes entry as connector settings: isolated, prefixed, or
+    prefixed:<distance-buckets> (pow2, or a step in tokens), each with an
+    optional +<recompute policy> (first:<ratio> or blend:<ratio>)."""
+    mode, _, recompute = mode.partition("+")
     name, _, buckets = mode.partition(":")
-    return {"attention-mode": name, "distance-buckets": buckets or "none"}
+    return {"attention-mode": name, "distance-buckets": buckets or "none",
+            "recompute": recompute or "none"}
+
+
+def recomputed_of(prompt, policy, layers):
+    """Tokens' worth a recompute policy computes for a wholly loaded prompt
+    (pikv.recompute: count_of(ratio, n) per document; blend's selection
+    pass one layer of every loaded token and layer 1 of the documents')."""
+    if policy == "none":
+        return 0.0
+    name, _, ratio = policy.partition(":")
+    docs = [len(d.ids) for d in prompt.docs]
+    chosen = sum(min(n, max(1, math.ceil(float(ratio) * n))) for n in docs)
+    selection = (len(prompt.prefix) + 2 * sum(docs)) / layers if name == "blend" else 0.0
+    return chosen + selection
 
 
 def stored_tokens(prompts, mode):
@@ -235,7 +251,8 @@ def main():
     ap.add_argument("--prompts", type=int, default=300, help="per task")
     ap.add_argument("--tasks", default=",".join(TASKS))
     ap.add_argument("--modes", default="isolated,prefixed",
-                    help="isolated, prefixed, prefixed:pow2, prefixed:<step>")
+                    help="isolated, prefixed, prefixed:pow2, prefixed:<step>, each with an "
+                    "optional +first:<ratio> or +blend:<ratio> (recompute in place)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--model", default=None, help="default: scripts/real-model.py's float32")
     ap.add_argument("--out", help="per-prompt records (JSON)")
@@ -254,7 +271,9 @@ def main():
     # a prompt whose documents were evicted would be computed, and counted.
     cluster = LocalCluster(os.path.join(bin_dir, "pikv"), secure=True, nodes=2, redis="off",
                            cpu_capacity=args.cpu_capacity)
-    records, results, stored, short = {}, {}, {}, {}
+    records, results, stored, short, counted = {}, {}, {}, {}, {}
+    with open(os.path.join(model, "config.json")) as f:
+        layers = json.load(f)["num_hidden_layers"]
     try:
         with tempfile.TemporaryDirectory() as work:
             def settings(node, mode):
@@ -276,19 +295,29 @@ def main():
                                precompute_tasks(part, mode_settings(mode)["distance-buckets"]))
                     order, batches = requests(part, chunked=True)
                     answers = run_engine(work, f"{mode}-reader-{k}", model, settings(1, mode),
-                                         batches)
+                                         batches + [{"op": "metrics"}])
+                    metrics = answers.pop()
+                    counted[mode] = counted.get(mode, 0) + \
+                        metrics.get("vllm:pikv_recomputed_tokens", 0) + \
+                        metrics.get("vllm:pikv_selection_tokens", 0)
                     for p, a in zip(order, answers):
                         ref_rec, ref = full[p.task, p.index]
                         recs.append(score(p, a, ref, tok))
                         # Every document loaded: vLLM computed the question only.
-                        short[mode] += recs[-1]["computed"] != len(p.question) + \
-                            len(p.continuation)
+                        whole = recs[-1]["computed"] == len(p.question) + len(p.continuation)
+                        short[mode] += not whole
+                        # What pikv recomputed in place counts as computed.
+                        recs[-1]["recomputed"] = recomputed_of(
+                            p, mode_settings(mode)["recompute"], layers) if whole else 0.0
+                        recs[-1]["computed"] += recs[-1]["recomputed"]
                 key = {(r["task"], r["index"]): r for r in records["full"]}
                 recs.sort(key=lambda r: (r["task"], r["index"]))
                 records[mode] = recs
                 results[mode] = summarize(recs, [key[r["task"], r["index"]] for r in recs])
                 print(f"  {mode}: {stored[mode][0]} objects ({stored[mode][1]} tokens) stored; "
-                      f"{short[mode]} prompts not wholly loaded", file=sys.stderr)
+                      f"{short[mode]} prompts not wholly loaded; recomputed "
+                      f"{sum(r['recomputed'] for r in recs):.0f} tokens' worth (the connector "
+                      f"counted {counted.get(mode, 0):.0f})", file=sys.stderr)
     finally:
         cluster.stop()
     print(table(results, stored))
@@ -297,7 +326,8 @@ def main():
             json.dump(records, f)
     print(json.dumps({"bench": "quality_vllm", "model": os.path.basename(model),
                       "pool": digest, "prompts_per_task": args.prompts, "results": results,
-                      "objects_stored": stored, "prompts_not_wholly_loaded": short}))
+                      "objects_stored": stored, "prompts_not_wholly_loaded": short,
+                      "recomputed_counted_by_connector": counted}))
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ FALLBACK_REASONS = {
     "unsupported_model": "the model is not one recompute drives",
     "tensor_parallel": "recompute is not run on tensor-parallel engines yet",
     "error": "the recompute failed; its blocks are computed by vLLM",
+    "malformed": "the request's pikv_recompute is not none or <policy>:<ratio>",
 }
 # vLLM's model classes whose decoder layers ModelRecompute drives: each
 # layer is called as layer(positions, hidden, residual) and its attention

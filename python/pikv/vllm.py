@@ -85,6 +85,9 @@ class _Load:
     block_ids: list
     num_tokens: int
     plan: RequestPlan  # the scheduler's: the worker plans nothing
+    # The request's recompute policy (its pikv_recompute, else the engine's),
+    # or the FALLBACK_REASONS key of why it has none it asked for.
+    recompute: object = None
 
 
 @dataclass
@@ -353,7 +356,8 @@ class PikvConnector(KVConnectorBase_V1):
         if num_external_tokens > 0 and tokens:
             # Loaded from position 0: prefix caching is off, nothing is computed locally.
             self._loads[req_id] = _Load(req_id, list(tokens), lengths, block_ids,
-                                        num_external_tokens, match.plan._replace(forms=[]))
+                                        num_external_tokens, match.plan._replace(forms=[]),
+                                        self._policy_of(request))
         # Computed after what was loaded: a segment that starts before it
         # (a load cut short is recomputed, but not in the stored form) is not,
         # and one at a distance needs everything before it loaded.
@@ -363,6 +367,18 @@ class PikvConnector(KVConnectorBase_V1):
         if todo:
             self._saves[req_id] = _Saving(todo, block_ids,
                                           wait=self._params(request).get("pikv_save") is True)
+
+    def _policy_of(self, request):
+        """The recompute policy a request's load runs: its own
+        (kv_transfer_params "pikv_recompute") or the engine's setting;
+        "malformed" for one that names none."""
+        asked = self._params(request).get("pikv_recompute")
+        if asked is None:
+            return self._policy
+        try:
+            return parse_policy(asked) if isinstance(asked, str) else "malformed"
+        except InvalidArgument:
+            return "malformed"
 
     def build_connector_meta(self, scheduler_output):
         meta = PikvConnectorMetadata(loads=list(self._loads.values()))
@@ -408,9 +424,10 @@ class PikvConnector(KVConnectorBase_V1):
         layout = self._kv_layout or packing_of(self._vllm_config, caches)
         tp = tensor_parallel(self._vllm_config, self._core.options.num_kv_heads)
         self._core.register_kv_caches(caches, layout=layout, tp=tp)
-        if self._policy.active:
-            self._recompute, self._no_recompute = model_recompute(
-                self._vllm_config, self._core, caches, layout, tp)
+        # The model is looked for whatever the engine's policy: a request may
+        # ask for a recompute of its own.
+        self._recompute, self._no_recompute = model_recompute(
+            self._vllm_config, self._core, caches, layout, tp, loud=self._policy.active)
         # vLLM sums its workers' stats: rank 0 speaks for a TP engine (it
         # stores every save; its loads are every rank's).
         self._reports_stats = tp is None or tp.share.rank == 0
@@ -421,7 +438,9 @@ class PikvConnector(KVConnectorBase_V1):
         for load in meta.loads:
             result = self._core.load(load.tokens, load.block_ids, load.num_tokens, load.lengths,
                                      load.plan)
-            if self._policy.active and result.loaded_tokens:
+            if load.recompute == "malformed":
+                self._fall_back("malformed")
+            elif load.recompute is not None and load.recompute.active and result.loaded_tokens:
                 self._recompute_in_place(load, result)
             self._failed_blocks |= result.failed_block_ids
             self._short_loads.pop(load.req_id, None)
@@ -442,8 +461,8 @@ class PikvConnector(KVConnectorBase_V1):
             return None
         slots = slots_of(load.block_ids, self._core.block_size, 0, result.loaded_tokens)
         try:
-            positions, selection = self._recompute.positions(self._policy, segments, load.tokens,
-                                                             slots)
+            positions, selection = self._recompute.positions(load.recompute, segments,
+                                                             load.tokens, slots)
             self._recompute.run(load.tokens, positions, slots)
         except Exception as e:  # never into the engine loop
             self._fall_back("error", e)
@@ -520,9 +539,10 @@ class PikvConnector(KVConnectorBase_V1):
         return PikvPromMetrics(vllm_config, metric_types, labelnames, per_engine_labelvalues)
 
 
-def model_recompute(vllm_config, core, caches, layout, tp):
+def model_recompute(vllm_config, core, caches, layout, tp, loud=True):
     """(ModelRecompute over this worker's model and caches, None) or (None,
-    the FALLBACK_REASONS key of why not). The model comes from pikv's vLLM
+    the FALLBACK_REASONS key of why not), said in the log when `loud` (the
+    engine's own policy recomputes). The model comes from pikv's vLLM
     plugin (pikv.vllm_plugin), which vLLM started in this process."""
     from pikv import vllm_plugin
     from pikv.paged import DeviceKv
@@ -530,19 +550,22 @@ def model_recompute(vllm_config, core, caches, layout, tp):
     if tp is not None:
         return None, "tensor_parallel"
     names = core.layer_names
-    context = vllm_config.compilation_config.static_forward_context
+    context = getattr(getattr(vllm_config, "compilation_config", None),
+                      "static_forward_context", None) or {}
     attention = [context.get(n) for n in names]
-    model = vllm_plugin.model_owning([a for a in attention if a is not None]) \
-        if all(a is not None for a in attention) else None
+    model = vllm_plugin.model_owning(attention) if all(a is not None for a in attention) \
+        else None
     if model is None:
-        log.warning("pikv: no model for recompute in this worker (plugin started: %s)",
-                    vllm_plugin.registered())
+        if loud:
+            log.warning("pikv: no model for recompute in this worker (plugin started: %s)",
+                        vllm_plugin.registered())
         return None, "no_model"
     try:
         kv = DeviceKv([caches[n] for n in names], layout=layout)
         return ModelRecompute(model, attention, kv), None
-    except InvalidArgument as e:
-        log.warning("pikv: recompute off: %s", e)
+    except Exception as e:  # the engine starts; its loads are not recomputed
+        if loud:
+            log.warning("pikv: recompute off: %s", e)
         return None, "unsupported_model"
 
 

@@ -28,9 +28,10 @@ def register():
     """vLLM's plugin entry point; idempotent (vLLM may load plugins twice)."""
     global _handle
     if _handle is None:
-        from torch.nn.modules.module import register_module_module_registration_hook
+        from torch.nn.modules import module
 
-        _handle = register_module_module_registration_hook(_remember)
+        # torch >= 2.0, as every vLLM that runs pikv's connector has.
+        _handle = module.register_module_module_registration_hook(_remember)
 
 
 def registered():

@@ -13,7 +13,8 @@ a task is
   either may carry "cache_salt": its requests are vLLM's salted requests
   {"op": "generate", "prompt": [ids], "segments": [lengths] | null,
    "max_tokens": n, "logprobs": k,               greedy; logprobs of the output, and of
-   "prompt_logprobs": true}                      the prompt unless false
+   "prompt_logprobs": true,                      the prompt unless false;
+   "params": {...}}                              more kv_transfer_params (a chunked one's)
   {"op": "generate_many", "prompts": [{"prompt", "segments"}...], ...}
                                                  one batch: vLLM schedules them together
   {"op": "fault", "kill": pid}                   SIGKILL a process, then go on
@@ -83,7 +84,8 @@ def main():
                 temperature=0, max_tokens=task.get("max_tokens", 4), logprobs=k,
                 prompt_logprobs=k if task.get("prompt_logprobs", True) else None,
                 skip_reading_prefix_cache=False, detokenize=False,
-                extra_args={"kv_transfer_params": {"pikv_segments": p["segments"]}}
+                extra_args={"kv_transfer_params": {"pikv_segments": p["segments"],
+                                                   **p.get("params", {})}}
                 if p.get("segments") else None) for p in prompts]
             t0 = time.monotonic()
             salted = {"cache_salt": task["cache_salt"]} if task.get("cache_salt") else {}

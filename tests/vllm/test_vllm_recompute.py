@@ -9,10 +9,13 @@ document token recomputed: full prefill). A model recompute does not
 drive, or a worker without the plugin, gets the plain load, counted by
 reason on vLLM's metrics."""
 
+import gc
 import math
 
 import pytest
 import torch
+
+from pikv import vllm_plugin
 
 from conftest import engine_settings, rag_prompt, run_engine
 from reference import Reference, worst_difference
@@ -27,6 +30,42 @@ def first_positions(segments, ratio):
         out += range(at, at + min(len(seg), max(1, math.ceil(ratio * len(seg)))))
         at += len(seg)
     return out
+
+
+class _Attention(torch.nn.Module):
+    pass
+
+
+class _Inner(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.ModuleList([_Attention(), _Attention()])
+
+
+class _CausalLM(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.model = _Inner()
+
+    def compute_logits(self, hidden):
+        return hidden
+
+
+def test_the_plugin_hands_over_the_model_holding_the_attention_layers_only():
+    vllm_plugin.register()
+    vllm_plugin.register()  # vLLM may load plugins twice
+    assert vllm_plugin.registered()
+    one, two = _CausalLM(), _CausalLM()
+    plain = torch.nn.Sequential(_Inner())  # computes no logits: not remembered
+    assert vllm_plugin.model_owning(list(two.model.layers)) is two
+    assert vllm_plugin.model_owning(list(one.model.layers)) is one
+    assert vllm_plugin.model_owning([one.model.layers[0], two.model.layers[1]]) is None
+    assert vllm_plugin.model_owning(list(plain[0].layers)) is None
+    assert vllm_plugin.model_owning([]) is None
+    layers = list(one.model.layers)
+    del one
+    gc.collect()
+    assert vllm_plugin.model_owning(layers) is None  # held weakly
 
 
 def settings(cluster, node, recompute):
@@ -89,15 +128,24 @@ def test_blend_recomputes_its_share_and_a_model_it_cannot_drive_falls_back_count
     llama, gemma = make_model("llama", "float32"), make_model("gemma3", "float32")
     segments = rag_prompt(seed=71, vocab=2048)
     chunk_tokens = sum(len(s) for s in segments[:-1])
+    # A request may name its own policy (or none); one it misnames gets
+    # the plain load, counted.
+    own = [dict(answer_task(segments), params={"pikv_recompute": p}) for p in
+           ("none", "first:0.5", "sometimes")]
     blended = run_engine(tmp_path, "blend", llama, "float32", settings(cluster, 0, "blend:0.15"), [
-        {"op": "precompute", "segments": segments}, answer_task(segments), {"op": "metrics"}])
-    answer, metrics = blended["answers"][1:]
+        {"op": "precompute", "segments": segments}, answer_task(segments), {"op": "metrics"}]
+        + own + [{"op": "metrics"}])
+    answer, metrics, plain, half, misnamed, after = blended["answers"][1:]
     assert answer["num_cached_tokens"] == chunk_tokens
     want = sum(max(1, math.ceil(0.15 * len(s))) for s in segments[1:-1])
     assert metrics["vllm:pikv_recomputed_tokens"] == want
     assert metrics["vllm:pikv_selection_tokens"] > 0
     assert not any(k.startswith("vllm:pikv_recompute_fallbacks") and v for k, v in
                    metrics.items())
+    halves = sum(math.ceil(0.5 * len(s)) for s in segments[1:-1])
+    assert after["vllm:pikv_recomputed_tokens"] == want + halves
+    assert after["vllm:pikv_recompute_fallbacks:malformed"] == 1
+    assert plain["tokens"] == misnamed["tokens"]  # both the plain load
 
     plain = run_engine(tmp_path, "gemma", gemma, "float32", dict(
         settings(cluster, 0, "first:0.2"), **{"distance-buckets": "none"}), [
