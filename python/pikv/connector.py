@@ -76,8 +76,8 @@ class RequestPlan(NamedTuple):
     """A request's plan on the scheduler side (ConnectorCore.plan_request)."""
     matched: int  # prompt tokens pikv provides: the prefix to load
     forms: list  # StoredForm: the segments the engine computes that pikv lacks
-    # (source, peer_id, peer_endpoint) per chunk, and whether the local node
-    # answered: where the worker fetches each from, without planning again
+    # (source, peer_id, peer_endpoint, adjacent) per chunk, and whether the
+    # local node answered: where the worker fetches each from, without planning again
     # (ConnectorCore.load).
     sources: tuple = ()
     local_node_answered: bool = True
@@ -274,7 +274,7 @@ class ConnectorCore:
         self.stats.lookups += 1
         self.stats.matched_tokens += matched
         misses = {c.segment for c in plan.chunks if c.source == "miss"}
-        sources = [(c.source, c.peer_id, c.peer_endpoint) for c in plan.chunks]
+        sources = [(c.source, c.peer_id, c.peer_endpoint, c.adjacent) for c in plan.chunks]
         forms = self.stored_forms(segments, matched, misses, store_last, scope) if not distance \
             else self._distant_form(segments, matched, scope, distance)
         return RequestPlan(matched, forms, sources, plan.local_node_answered, scope, distance)

@@ -572,7 +572,7 @@ def model_recompute(vllm_config, core, caches, layout, tp, loud=True):
 def missing_segments(core: ConnectorCore, segments, scope=""):
     """The indices of the segments before the question that pikv lacks (in
     `scope`: request_scope)."""
-    plan = core.client.plan([list(s) for s in segments], scope=scope)
+    plan = core.client.plan([list(s) for s in segments], scope=scope, adjacent_fallback=False)
     return [c.segment for c in plan.chunks if c.source == "miss"]
 
 

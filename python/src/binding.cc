@@ -438,7 +438,8 @@ void DefineResults(py::module_& m) {
       .def_readonly("peer_id", &client::ChunkPlan::peer_id)
       .def_readonly("peer_endpoint", &client::ChunkPlan::peer_endpoint)
       .def_readonly("actual_start", &client::ChunkPlan::actual_start)
-      .def_readonly("encoded_start", &client::ChunkPlan::encoded_start);
+      .def_readonly("encoded_start", &client::ChunkPlan::encoded_start)
+      .def_readonly("adjacent", &client::ChunkPlan::adjacent);
 
   py::class_<client::Plan>(m, "Plan")
       .def_readonly("chunks", &client::Plan::chunks)
@@ -460,14 +461,18 @@ void DefineResults(py::module_& m) {
       .def("done", &PendingStore::Done, "Whether the put has ended (result() will not wait)");
 }
 
-// (source, peer_id, peer_endpoint) per chunk, as Python holds a plan's.
-std::vector<client::PlannedSource> PlannedSources(
-    const std::vector<std::tuple<std::string, std::string, std::string>>& given) {
+// (source, peer_id, peer_endpoint[, adjacent]) per chunk, as Python holds
+// a plan's.
+std::vector<client::PlannedSource> PlannedSources(const std::vector<py::tuple>& given) {
   std::vector<client::PlannedSource> out;
-  for (const auto& [source, peer_id, peer_endpoint] : given) {
+  for (const py::tuple& t : given) {
+    if (t.size() != 3 && t.size() != 4)
+      RaiseInvalid("planned sources: (source, peer_id, peer_endpoint[, adjacent]) per chunk");
+    const auto source = t[0].cast<std::string>();
     const std::optional<client::Source> parsed = client::ParseSource(source);
     if (!parsed) Raise(InvalidArgument("planned sources: no source '" + source + "'"));
-    out.push_back({*parsed, peer_id, peer_endpoint});
+    out.push_back({*parsed, t[1].cast<std::string>(), t[2].cast<std::string>(),
+                   t.size() == 4 && t[3].cast<bool>()});
   }
   return out;
 }
@@ -522,11 +527,11 @@ client::ChunkedPrompt PromptOf(const client::Client& c, std::vector<std::vector<
 }
 
 // Client.plan: a plan of its own, or (with `sources`) another process's.
-client::Plan MakePlan(
-    client::Client& c, std::vector<std::vector<int32_t>> segments,
-    std::optional<std::vector<std::tuple<std::string, std::string, std::string>>> sources,
-    bool local_node_answered, const std::string& scope_hex, int64_t distance) {
-  const client::ChunkedPrompt prompt = PromptOf(c, std::move(segments), scope_hex, distance);
+client::Plan MakePlan(client::Client& c, std::vector<std::vector<int32_t>> segments,
+                      std::optional<std::vector<py::tuple>> sources, bool local_node_answered,
+                      const std::string& scope_hex, int64_t distance, bool adjacent_fallback) {
+  client::ChunkedPrompt prompt = PromptOf(c, std::move(segments), scope_hex, distance);
+  prompt.adjacent_fallback = adjacent_fallback;
   if (sources) return Take(c.PlanFrom(prompt, PlannedSources(*sources), local_node_answered));
   py::gil_scoped_release nogil;
   return c.MakePlan(prompt);
@@ -564,11 +569,14 @@ void DefineClient(py::module_& m) {
           "prefix whose key is `sys_key`; in `scope` (hex, a request's sub-namespace) if given")
       .def("plan", &MakePlan, "segments"_a, "sources"_a = py::none(),
            "local_node_answered"_a = true, "scope"_a = "", "distance"_a = 0,
+           "adjacent_fallback"_a = true,
            "A source per chunk for [system, chunks..., question]; with `sources` "
            "((source, peer_id, peer_endpoint) per chunk, and whether the local node answered, "
            "as another process's plan gave them), that plan, asking nobody. `distance`: a "
            "prompt that stores its last segment that far after the system prompt (which is "
-           "then loaded encoded that far back)")
+           "then loaded encoded that far back). `adjacent_fallback`: a chunk whose distance "
+           "bucket's copy is found nowhere is planned from its adjacent copy where found "
+           "(False: what precompute asks)")
       .def(
           "plan_keys",
           [](const client::Client& c, std::vector<std::vector<int32_t>> segments,

@@ -103,5 +103,23 @@ TEST(DistanceBucketsTest, AStoreAtADistanceEncodesTheSystemPromptThatFarBack) {
   EXPECT_EQ(plan.chunks[0].key, client.KeyOf(std::vector<int32_t>{1, 2, 3, 4}));
 }
 
+TEST(DistanceBucketsTest, APlanMadeElsewhereNamesTheAdjacentCopyItTookOnlyWhereThereIsOne) {
+  Client client(Prefixed("pow2"));
+  const ChunkKey sys = client.KeyOf(kSegments[0]);
+  std::vector<PlannedSource> sources(3);
+  sources[2].source = Source::kLocal;
+  sources[2].adjacent = true;
+  auto plan = client.PlanFrom(Prompt(kSegments), sources, true);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_TRUE(plan->chunks[2].adjacent);
+  EXPECT_EQ(plan->chunks[2].key, client.KeyOf(kSegments[2], {sys, {}}));
+  EXPECT_EQ(plan->chunks[2].sys_key, sys);
+  EXPECT_FALSE(plan->chunks[1].adjacent);
+  sources[1].adjacent = true;  // at distance 0: its bucket is the adjacent copy
+  auto refused = client.PlanFrom(Prompt(kSegments), sources, true);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("no adjacent copy"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace pikv::client

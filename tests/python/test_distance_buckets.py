@@ -143,3 +143,38 @@ def test_distance_buckets_need_prefixed_mode(cluster, tmp_path):
     with pytest.raises(Exception, match="needs attention-mode prefixed"):
         StandInVllm(model, model_dir, settings(cluster, 0, "standin-iso",
                                                **{"distance-buckets": "pow2"}), "flash")
+
+
+def test_a_document_missing_at_its_bucket_loads_its_adjacent_copy_until_precomputed(
+        cluster, tmp_path):
+    """Requests alone store documents adjacent to the system prompt (bucket
+    0): a prompt using one at a distance loads that copy (plain prefixed's
+    answer for it, counted) rather than computing it; precompute still
+    sees the bucket's copy missing, computes it, and the prompt then loads
+    that one (the distance reference's answer)."""
+    model, model_dir = make_model(tmp_path, MODELS[0], torch.float32)
+    t = tokens_for(model, zlib.crc32(b"adjacent"))
+    sys1, d1, d2, q = t(20), t(30), t(17), t(5)
+    e = StandInVllm(model, model_dir, prefixed(cluster, 0, "standin-adjacent"), "flash")
+    core = e.scheduler.core
+    for doc in (d1, d2):  # ordinary requests: each stores its document at bucket 0
+        e.run(sys1 + doc + q, {"pikv_segments": [20, len(doc), 5]})
+    assert e.worker.core.wait_for_saves() == 0
+    sys_key = core.client.key_of(sys1)
+    wait_stored(cluster, [core.client.key_of(d, sys_key) for d in (d1, d2)])
+
+    segments = [sys1, d1, d2, q]  # d2 at 30: bucket 32, which nobody computed
+    prompt, lengths = sum(segments, []), [len(s) for s in segments]
+    before = core.client.stats()["planned_adjacent"]
+    logits, provided = e.run(prompt, {"pikv_segments": lengths})
+    assert provided == len(prompt) - len(q)
+    assert core.client.stats()["planned_adjacent"] == before + 1
+    adjacent = distance_reference(model, lengths, lambda d: 0)(prompt)[-len(q):]
+    assert (logits - adjacent).abs().max().item() <= 1e-4
+
+    assert precompute(e.generate, core, segments) == 1  # d2 at its bucket
+    logits, provided = e.run(prompt, {"pikv_segments": lengths})
+    assert provided == len(prompt) - len(q)
+    want = distance_reference(model, lengths, pow2)(prompt)[-len(q):]
+    assert (logits - want).abs().max().item() <= 1e-4
+    assert (adjacent - want).abs().max().item() > 1e-2

@@ -124,6 +124,7 @@ std::optional<Source> ParseSource(std::string_view name);
 struct PlannedSource {
   Source source = Source::kMiss;
   std::string peer_id, peer_endpoint;  // for kPeer
+  bool adjacent = false;               // ChunkPlan::adjacent
 };
 
 // What a chunk's key depends on beyond its tokens and the client's own
@@ -150,6 +151,10 @@ struct ChunkPlan {
   // system prompt of a prompt computed at a distance (ChunkedPrompt::
   // distance), which is encoded that far back.
   int64_t encoded_start = 0;
+  // Planned from its adjacent copy (bucket 0) because its distance
+  // bucket's was found nowhere (ChunkedPrompt::adjacent_fallback): key and
+  // sys_key are that copy's.
+  bool adjacent = false;
   // Set by Fetch when the object is a view into the local node's memory:
   // it is the chunk's object until then, and Remap refuses it afterwards.
   std::chrono::steady_clock::time_point lease_deadline{};

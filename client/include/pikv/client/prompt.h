@@ -26,6 +26,11 @@ struct ChunkedPrompt {
   // loaded encoded this many tokens further back, so the segment after it
   // reads it across that gap. 0: where it sits.
   int64_t distance = 0;
+  // A chunk whose distance bucket's copy is found nowhere is planned from
+  // its adjacent copy (bucket 0) where that one is found: the answer of
+  // plain prefixed for that chunk, not a miss. False: only the bucket's
+  // copy counts (what precompute asks, to compute what is missing).
+  bool adjacent_fallback = true;
 
   size_t num_chunks() const { return segments.size() - 2; }
   const std::vector<int32_t>& system() const { return segments.front(); }
