@@ -33,7 +33,6 @@ POLICIES = ("first", "blend")
 FALLBACK_REASONS = {
     "no_model": "vLLM did not start pikv's plugin in this worker, or it found no model",
     "unsupported_model": "the model is not one recompute drives",
-    "tensor_parallel": "recompute is not run on tensor-parallel engines yet",
     "error": "the recompute failed; its blocks are computed by vLLM",
     "malformed": "the request's pikv_recompute is not none or <policy>:<ratio>",
 }
@@ -108,9 +107,12 @@ class _Captured(Exception):
 class ModelRecompute:
     """The worker's model, run over chosen positions of a request whose KV
     sits in `kv` (pikv.paged.DeviceKv over the engine's caches, layer i
-    the attention module `attention[i]` of `model`'s decoder layer i)."""
+    the attention module `attention[i]` of `model`'s decoder layer i).
+    On a tensor-parallel engine each rank holds its heads, runs the same
+    positions (vLLM's layers meet in their own collectives) and `group`
+    (vLLM's TP group) sums the selection's scores over the ranks."""
 
-    def __init__(self, model, attention, kv):
+    def __init__(self, model, attention, kv, group=None):
         name = type(model).__name__
         if name not in FAMILIES:
             raise InvalidArgument(f"recompute drives {', '.join(FAMILIES)}; this model is {name}")
@@ -126,6 +128,7 @@ class ModelRecompute:
                                       "is not recomputed")
         self.model, self.layers, self.attention, self.kv = model, layers, attention, kv
         self.device = kv.device
+        self.group = group
 
     # --- positions -------------------------------------------------------
 
@@ -162,7 +165,8 @@ class ModelRecompute:
             n = len(candidates)
             k = got.k.reshape(n, -1).float() - old_k.reshape(n, -1)
             v = got.v.reshape(n, -1).float() - old_v.reshape(n, -1)
-            return k.pow(2).sum(-1) + v.pow(2).sum(-1)
+            score = k.pow(2).sum(-1) + v.pow(2).sum(-1)
+            return self.group.all_reduce(score) if self.group is not None else score
         raise InvalidArgument("layer 1 computed no K and V")
 
     # --- the recompute --------------------------------------------------------

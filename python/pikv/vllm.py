@@ -285,6 +285,7 @@ class PikvConnector(KVConnectorBase_V1):
         self._policy = parse_policy(extra.get("recompute", "none"))
         self._recompute = None  # ModelRecompute, once the caches are registered
         self._no_recompute = "no_model"  # why there is none (FALLBACK_REASONS)
+        self._tp_group = None  # vLLM's TP group, where the ranks agree on a recompute
         self._fallbacks_logged = set()
         self._unscoped_logged = False
         # Scheduler side.
@@ -426,8 +427,10 @@ class PikvConnector(KVConnectorBase_V1):
         self._core.register_kv_caches(caches, layout=layout, tp=tp)
         # The model is looked for whatever the engine's policy: a request may
         # ask for a recompute of its own.
+        self._tp_group = tp_group() if tp is not None else None
         self._recompute, self._no_recompute = model_recompute(
-            self._vllm_config, self._core, caches, layout, tp, loud=self._policy.active)
+            self._vllm_config, self._core, caches, layout, self._tp_group,
+            loud=self._policy.active)
         # vLLM sums its workers' stats: rank 0 speaks for a TP engine (it
         # stores every save; its loads are every rank's).
         self._reports_stats = tp is None or tp.share.rank == 0
@@ -440,8 +443,11 @@ class PikvConnector(KVConnectorBase_V1):
                                      load.plan)
             if load.recompute == "malformed":
                 self._fall_back("malformed")
-            elif load.recompute is not None and load.recompute.active and result.loaded_tokens:
-                self._recompute_in_place(load, result)
+            elif load.recompute is not None and load.recompute.active:
+                try:
+                    self._recompute_in_place(load, result)
+                except Exception as e:  # never into the engine loop
+                    self._fall_back("error", e)
             self._failed_blocks |= result.failed_block_ids
             self._short_loads.pop(load.req_id, None)
             if result.loaded_tokens < load.num_tokens:
@@ -454,12 +460,13 @@ class PikvConnector(KVConnectorBase_V1):
         a load it cannot recompute stays as it was (a counted fallback), one
         whose recompute failed hands its documents' blocks to vLLM."""
         stats = self._core.stats
-        if self._recompute is None:
+        end = self._agreed_end(result.loaded_tokens)
+        if end < 0:
             return self._fall_back(self._no_recompute)
         segments = self._core.segments(load.tokens, load.lengths)
-        if segments is None:
+        if segments is None or end == 0:
             return None
-        slots = slots_of(load.block_ids, self._core.block_size, 0, result.loaded_tokens)
+        slots = slots_of(load.block_ids, self._core.block_size, 0, end)
         try:
             positions, selection = self._recompute.positions(load.recompute, segments,
                                                              load.tokens, slots)
@@ -473,6 +480,20 @@ class PikvConnector(KVConnectorBase_V1):
         stats.recomputed_tokens += len(positions)
         stats.selection_tokens += selection / max(1, self._recompute.kv.num_layers)
         return None
+
+    def _agreed_end(self, loaded):
+        """The tokens a recompute may cover: what this worker loaded, or on
+        a TP engine the least any rank loaded (every rank runs the same
+        layers, whose collectives must meet); -1 where a rank has no
+        model to recompute with (then none does)."""
+        mine = loaded if self._recompute is not None else -1
+        if self._tp_group is None:
+            return mine
+        import torch
+
+        # float32 (exact below 2^24 tokens): vLLM's CPU all-gather takes no int64.
+        ends = self._tp_group.all_gather(torch.tensor([float(mine)]), 0)
+        return -1 if float(ends.min()) < 0 else int(ends.min())
 
     def _fall_back(self, reason, error=None):
         fallbacks = self._core.stats.recompute_fallbacks
@@ -539,16 +560,22 @@ class PikvConnector(KVConnectorBase_V1):
         return PikvPromMetrics(vllm_config, metric_types, labelnames, per_engine_labelvalues)
 
 
-def model_recompute(vllm_config, core, caches, layout, tp, loud=True):
+def tp_group():
+    """vLLM's tensor-parallel group of this worker."""
+    from vllm.distributed.parallel_state import get_tp_group
+
+    return get_tp_group()
+
+
+def model_recompute(vllm_config, core, caches, layout, group=None, loud=True):
     """(ModelRecompute over this worker's model and caches, None) or (None,
     the FALLBACK_REASONS key of why not), said in the log when `loud` (the
     engine's own policy recomputes). The model comes from pikv's vLLM
-    plugin (pikv.vllm_plugin), which vLLM started in this process."""
+    plugin (pikv.vllm_plugin), which vLLM started in this process. `group`:
+    vLLM's TP group, over which a selection's scores are summed."""
     from pikv import vllm_plugin
     from pikv.paged import DeviceKv
 
-    if tp is not None:
-        return None, "tensor_parallel"
     names = core.layer_names
     context = getattr(getattr(vllm_config, "compilation_config", None),
                       "static_forward_context", None) or {}
@@ -562,7 +589,7 @@ def model_recompute(vllm_config, core, caches, layout, tp, loud=True):
         return None, "no_model"
     try:
         kv = DeviceKv([caches[n] for n in names], layout=layout)
-        return ModelRecompute(model, attention, kv), None
+        return ModelRecompute(model, attention, kv, group), None
     except Exception as e:  # the engine starts; its loads are not recomputed
         if loud:
             log.warning("pikv: recompute off: %s", e)

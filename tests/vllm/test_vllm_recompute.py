@@ -155,3 +155,32 @@ def test_blend_recomputes_its_share_and_a_model_it_cannot_drive_falls_back_count
     assert metrics["vllm:pikv_recompute_fallbacks:unsupported_model"] >= 1
     assert metrics.get("vllm:pikv_recomputed_tokens", 0) == 0
     assert torch.isfinite(torch.tensor(list(answer["logprobs"][0].values()))).all()
+
+
+def test_a_tp2_engine_recomputes_each_ranks_heads_at_the_same_positions(cluster, make_model,
+                                                                        tmp_path):
+    """vLLM's worker processes each start pikv's plugin: at TP 2 every rank
+    recomputes its heads at the same positions (vLLM's layers meet in their
+    collectives), and the answer is the reference's given them."""
+    model = make_model("llama", "float32")  # 2 KV heads: one per rank
+    segments = rag_prompt(seed=72, vocab=2048)
+    other = reordered(segments)
+    chunk_tokens = sum(len(s) for s in segments[:-1])
+    one = run_engine(tmp_path, "tp-r1", model, "float32", settings(cluster, 0, "none"),
+                     [{"op": "precompute", "segments": segments}])
+    assert one["answers"][0]["computed"] == len(segments) - 1
+    two = run_engine(tmp_path, "tp-r2", model, "float32", settings(cluster, 1, "first:0.2"),
+                     [answer_task(other), {"op": "metrics"}],
+                     engine={"tensor_parallel_size": 2}, in_process=False)
+    answer, metrics = two["answers"]
+    assert answer["num_cached_tokens"] == chunk_tokens
+    positions = first_positions(other, 0.2)
+    assert metrics["vllm:pikv_recomputed_tokens"] == len(positions)  # rank 0 reports
+    ref = Reference(model)
+    prompt = sum(other, [])
+    tokens, ref_lp = ref.greedy(prompt, [len(s) for s in other[:-1]], chunk_tokens, STEPS,
+                                mode="prefixed", recompute=positions)
+    worst, compared = worst_difference(answer, ref_lp, len(prompt))
+    print(f"\nrecompute first:0.2 at TP 2: worst |dlogprob| {worst:.3g} over {compared} values")
+    assert compared >= STEPS * 5 and worst < F32_TOLERANCE
+    assert answer["tokens"] == tokens
