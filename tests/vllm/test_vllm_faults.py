@@ -13,6 +13,7 @@ import pytest
 
 from conftest import engine_settings, rag_prompt, run_engine, start_cluster
 from reference import Reference, worst_difference
+from test_vllm_recompute import first_positions
 
 from pikv.vllm import DEFAULT_MODE
 
@@ -27,13 +28,13 @@ def chunked(segments):
 MODE = {"mode": DEFAULT_MODE}
 
 
-def check_answer(ref, segments, answer, open_from, steps):
+def check_answer(ref, segments, answer, open_from, steps, recompute=()):
     """The answer equals the reference in which the chunks are in the
-    default mode's form before `open_from` and everything from it on attends
-    to all before."""
+    default mode's form before `open_from` (`recompute`: those positions
+    recomputed in place) and everything from it on attends to all before."""
     prompt = sum(segments, [])
     lengths = [len(s) for s in segments[:-1]]
-    tokens, lp = ref.greedy(prompt, lengths, open_from, steps, **MODE)
+    tokens, lp = ref.greedy(prompt, lengths, open_from, steps, recompute=recompute, **MODE)
     worst, compared = worst_difference(answer, lp, len(prompt))
     assert answer["finish_reason"] == "length"
     assert compared >= steps * 5
@@ -42,10 +43,12 @@ def check_answer(ref, segments, answer, open_from, steps):
     return worst
 
 
-def test_preempted_requests_load_again_and_long_saves_span_steps(cluster, make_model, tmp_path):
+@pytest.mark.parametrize("recompute", ["none", "first:0.2"])
+def test_preempted_requests_load_again_and_long_saves_span_steps(cluster, make_model, tmp_path,
+                                                                 recompute):
     """Documents longer than a step's token budget are saved across several
     steps; then two requests that do not both fit force vLLM to preempt
-    one, which is resumed with new blocks and loaded again."""
+    one, which is resumed with new blocks, loaded and recomputed again."""
     model = make_model("llama", "float32")
     engine = {"block_size": BLOCK, "max_num_batched_tokens": 64, "num_gpu_blocks_override": 19,
               "max_model_len": 512}
@@ -54,7 +57,8 @@ def test_preempted_requests_load_again_and_long_saves_span_steps(cluster, make_m
     one = run_engine(tmp_path, "saver", model, "float32", engine_settings(cluster, 0),
                      [{"op": "precompute", "segments": big}], engine)
     assert one["answers"][0]["computed"] == 3
-    two = run_engine(tmp_path, "preempted", model, "float32", engine_settings(cluster, 1), [
+    settings = dict(engine_settings(cluster, 1), recompute=recompute)
+    two = run_engine(tmp_path, "preempted", model, "float32", settings, [
         {"op": "generate_many", "prompts": [chunked(big), chunked(small)], "max_tokens": 40},
         {"op": "metrics"}], engine, in_process=False)
     answers, metrics = two["answers"][:2], two["answers"][2]
@@ -64,7 +68,8 @@ def test_preempted_requests_load_again_and_long_saves_span_steps(cluster, make_m
     ref = Reference(model)
     for segments, answer in zip((big, small), answers):
         chunk_tokens = sum(len(s) for s in segments[:-1])
-        check_answer(ref, segments, answer, chunk_tokens, steps=40)
+        positions = first_positions(segments, 0.2) if recompute != "none" else ()
+        check_answer(ref, segments, answer, chunk_tokens, steps=40, recompute=positions)
 
 
 def child_pid(cluster, pattern):
