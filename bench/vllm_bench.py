@@ -132,6 +132,10 @@ def main():
     ap.add_argument("--block-size", type=int, default=128)
     ap.add_argument("--mode", default=None, choices=("prefixed", "isolated"),
                     help="the reuse mode (default: the connector's)")
+    ap.add_argument("--distance-buckets", default=None,
+                    help="prefixed mode's distance buckets (default: the connector's)")
+    ap.add_argument("--recompute", default=None,
+                    help="recompute in place at load, e.g. first:0.15 (default: the connector's)")
     args = ap.parse_args()
     sys.path.insert(0, os.path.join(ROOT, "tests", "vllm"))
     from conftest import engine_settings, start_cluster
@@ -149,13 +153,21 @@ def main():
     try:
         alone = run(engine_job(model, args.dtype, None, [warmup(args)] + [task(p) for p in rounds],
                                dict(engine, enable_prefix_caching=True)), work, "alone")
-        s1, s2 = engine_settings(cluster, 0, args.mode), engine_settings(cluster, 1, args.mode)
+        more = {k: v for k, v in (("distance-buckets", args.distance_buckets),
+                                  ("recompute", args.recompute)) if v is not None}
+        s1 = dict(engine_settings(cluster, 0, args.mode), **more)
+        s2 = dict(engine_settings(cluster, 1, args.mode), **more)
         t0 = time.monotonic()
+        # The cold engine also stores what the later rounds load (untimed):
+        # with distance buckets a document moved to another bucket is a
+        # copy of its own, which the warm engine pulls P2P like the rest.
         cold = run(engine_job(model, args.dtype, s1, [
-            warmup(args), {"op": "precompute", "segments": rounds[0]}, task(rounds[0])], engine),
+            warmup(args), {"op": "precompute", "segments": rounds[0]}, task(rounds[0])] +
+            [{"op": "precompute", "segments": r} for r in rounds[1:]], engine),
             work, "cold")
-        warm = run(engine_job(model, args.dtype, s2, [warmup(args)] + [task(p) for p in rounds[1:]],
-                              engine), work, "warm")
+        warm = run(engine_job(model, args.dtype, s2, [warmup(args)] + [task(p) for p in rounds[1:]]
+                              + [{"op": "metrics"}], engine), work, "warm")
+        warm_metrics = warm["answers"].pop()
         plan_s, load_s = split_in_process(s2, rounds[1], model, args.dtype, args.block_size)
     finally:
         cluster.stop()
@@ -168,6 +180,8 @@ def main():
     warm_s = warm_each[0]  # every chunk pulled P2P
     local_s = min(warm_each[1:]) if len(warm_each) > 1 else None  # now on the engine's node
     computed = prompt_tokens - warm["answers"][1]["num_cached_tokens"]
+    # What pikv recomputed in place, per warm prompt (the warmup recomputes nothing).
+    recomputed = warm_metrics.get("vllm:pikv_recomputed_tokens", 0) / max(1, len(warm_each))
     rows = [("vLLM alone (prefix cache on)", alone_s), ("vLLM + pikv, cold (precompute + prompt)",
                                                          cold_s), ("vLLM + pikv, warm (P2P)", warm_s)] + \
         ([("vLLM + pikv, warm (chunks on its own node)", local_s)] if local_s else [])
@@ -178,16 +192,19 @@ def main():
         print(f"{name:<46}{s:>10.3f}{s / alone_s:>10.3f}")
     print(f"warm split (in this process, same core, chunks on the node): plan {plan_s * 1e3:.1f} ms, fetch+remap "
           f"{load_s * 1e3:.1f} ms, compute (rest) {(warm_s - plan_s - load_s) * 1e3:.1f} ms; "
-          f"vLLM computed {computed} tokens")
+          f"vLLM computed {computed} tokens, pikv recomputed {recomputed:.0f}")
     print("warm TTFT per round (the first pulls every chunk P2P): " +
           ", ".join(f"{s:.3f}" for s in warm_each))
     print(json.dumps({"prompt_tokens": prompt_tokens, "layers": args.layers, "dtype": args.dtype,
                       "mode": args.mode or "default",
+                      "distance_buckets": args.distance_buckets or "default",
+                      "recompute": args.recompute or "default",
                       "ttft_alone_s": alone_s, "ttft_cold_s": cold_s, "ttft_warm_s": warm_s,
                       "warm_vs_alone": warm_s / alone_s,
                       "ttft_warm_local_s": local_s, "cold_vs_alone": cold_s / alone_s,
                       "plan_ms": plan_s * 1e3, "fetch_remap_ms": load_s * 1e3,
                       "warm_computed_tokens": computed, "precompute_s": precompute_s,
+                      "warm_recomputed_tokens": recomputed,
                       "warm_each_s": warm_each}))
 
 

@@ -162,3 +162,19 @@ def worst_difference(answer, ref_logprobs, prompt_len):
             worst = max(worst, abs(lp - float(ref_logprobs[pos - 1, int(token)])))
             compared += 1
     return worst, compared
+
+
+def against(ref, answer, segments, steps, **mode):
+    """An answer to a prompt whose chunks vLLM loaded whole ([system,
+    documents..., question] segments) against the reference of `mode`:
+    (worst |Δ logprob|, values compared, the reference's greedy tokens,
+    worst against the plain prefixed reference: how far the mode is from
+    it, so a check can tell them apart)."""
+    prompt = sum(segments, [])
+    lengths = [len(s) for s in segments[:-1]]
+    open_from = sum(lengths)
+    tokens, lp = ref.greedy(prompt, lengths, open_from, steps, **mode)
+    worst, compared = worst_difference(answer, lp, len(prompt))
+    plain, _ = worst_difference(answer, ref.logprobs(prompt + answer["tokens"], lengths,
+                                                     open_from, mode="prefixed"), len(prompt))
+    return worst, compared, tokens, plain

@@ -11,7 +11,7 @@ bucket before each document) and told apart from the adjacent form."""
 import pytest
 
 from conftest import engine_settings, rag_prompt, run_engine
-from reference import Reference, worst_difference
+from reference import Reference, against
 from test_vllm_e2e import F32_TOLERANCE, STEPS, answer_task, reordered
 
 
@@ -47,14 +47,8 @@ def test_documents_at_their_distance_bucket_answer_as_the_reference(
     answer = two["answers"][1]
     assert answer["num_cached_tokens"] == chunk_tokens
 
-    ref = Reference(model)
-    prompt = sum(other, [])
-    lengths = [len(s) for s in other[:-1]]
-    tokens, ref_lp = ref.greedy(prompt, lengths, chunk_tokens, STEPS, mode="prefixed",
-                                distance=pow2)
-    worst, compared = worst_difference(answer, ref_lp, len(prompt))
-    adjacent, _ = worst_difference(answer, ref.logprobs(
-        prompt + answer["tokens"], lengths, chunk_tokens, mode="prefixed"), len(prompt))
+    worst, compared, tokens, adjacent = against(Reference(model), answer, other, STEPS,
+                                                mode="prefixed", distance=pow2)
     print(f"\nexactness {family} distance buckets P2P: worst |dlogprob| {worst:.3g} over "
           f"{compared} values; adjacent reference {adjacent:.3g}")
     assert compared >= STEPS * 5

@@ -18,7 +18,7 @@ import torch
 from pikv import vllm_plugin
 
 from conftest import engine_settings, rag_prompt, run_engine
-from reference import Reference, worst_difference
+from reference import Reference, against
 from test_vllm_e2e import F32_TOLERANCE, STEPS, answer_task, reordered
 
 
@@ -107,14 +107,8 @@ def test_first_tokens_recomputed_in_place_answer_as_the_reference(cluster, make_
     positions = first_positions(other, 0.2)
     assert metrics["vllm:pikv_recomputed_tokens"] == len(positions)
 
-    ref = Reference(model)
-    prompt = sum(other, [])
-    lengths = [len(s) for s in other[:-1]]
-    tokens, ref_lp = ref.greedy(prompt, lengths, chunk_tokens, STEPS, mode="prefixed",
-                                recompute=positions)
-    worst, compared = worst_difference(answer, ref_lp, len(prompt))
-    plain, _ = worst_difference(answer, ref.logprobs(prompt + answer["tokens"], lengths,
-                                                     chunk_tokens, mode="prefixed"), len(prompt))
+    worst, compared, tokens, plain = against(Reference(model), answer, other, STEPS,
+                                             mode="prefixed", recompute=positions)
     print(f"\nrecompute first:0.2 {family} P2P: worst |dlogprob| {worst:.3g} over {compared} "
           f"values; the plain load's reference {plain:.3g}")
     assert compared >= STEPS * 5
@@ -176,11 +170,8 @@ def test_a_tp2_engine_recomputes_each_ranks_heads_at_the_same_positions(cluster,
     assert answer["num_cached_tokens"] == chunk_tokens
     positions = first_positions(other, 0.2)
     assert metrics["vllm:pikv_recomputed_tokens"] == len(positions)  # rank 0 reports
-    ref = Reference(model)
-    prompt = sum(other, [])
-    tokens, ref_lp = ref.greedy(prompt, [len(s) for s in other[:-1]], chunk_tokens, STEPS,
-                                mode="prefixed", recompute=positions)
-    worst, compared = worst_difference(answer, ref_lp, len(prompt))
+    worst, compared, tokens, _ = against(Reference(model), answer, other, STEPS,
+                                         mode="prefixed", recompute=positions)
     print(f"\nrecompute first:0.2 at TP 2: worst |dlogprob| {worst:.3g} over {compared} values")
     assert compared >= STEPS * 5 and worst < F32_TOLERANCE
     assert answer["tokens"] == tokens
