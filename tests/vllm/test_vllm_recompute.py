@@ -12,7 +12,6 @@ reason on vLLM's metrics."""
 import gc
 import math
 
-import pytest
 import torch
 
 from pikv import vllm_plugin
@@ -90,9 +89,8 @@ def test_the_reference_recomputing_every_document_token_is_full_prefill(make_mod
     assert (plain[q] - causal[q]).abs().max() > 1e-2
 
 
-@pytest.mark.parametrize("family", ["llama", "qwen3"])
-def test_first_tokens_recomputed_in_place_answer_as_the_reference(cluster, make_model, tmp_path,
-                                                                   family):
+def test_first_tokens_recomputed_in_place_answer_as_the_reference(cluster, make_model, tmp_path):
+    family = "qwen3"  # its q and k norms; Llama's layers run in the TP and blend tests
     model = make_model(family, "float32")
     segments = rag_prompt(seed=70, vocab=2048)
     other = reordered(segments)
