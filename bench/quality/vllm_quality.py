@@ -100,8 +100,8 @@ def precompute_tasks(prompts, buckets="none"):
     dummy question closing each group. With distance buckets, each prompt
     as it is used (a document stored at the bucket of its distance)."""
     if buckets != "none":
-        return [{"op": "precompute", "segments": [list(p.prefix)] +
-                 [list(d.ids) for d in p.docs] + [[2]]} for p in prompts]
+        return [{"op": "precompute_many", "prompts": [
+            [list(p.prefix)] + [list(d.ids) for d in p.docs] + [[2]] for p in prompts]}]
     groups = {}
     for p in prompts:
         docs = groups.setdefault(p.prefix, {})

@@ -612,11 +612,13 @@ def precompute_requests(core: ConnectorCore, segments, missing=None):
     request when not). A document whose distance from the prefix falls in a
     bucket past 0 (distance-buckets) is computed that far after it, which
     needs the prefix loaded: a second round, after the first has stored
-    it. `missing`: missing_segments' answer, when the caller has it."""
+    it. Always two rounds, either may be empty (requests of several prompts
+    batched round by round keep that order). `missing`: missing_segments'
+    answer, when the caller has it."""
     if missing is None:
         missing = missing_segments(core, segments)
     if not core.prefixed:
-        return [[(list(segments[s]), {"pikv_save": True}) for s in missing]]
+        return [[(list(segments[s]), {"pikv_save": True}) for s in missing], []]
     prefix = list(segments[0])
     adjacent, distant = [], []
     start = len(prefix)
@@ -631,7 +633,7 @@ def precompute_requests(core: ConnectorCore, segments, missing=None):
         start += len(seg) if s > 0 else 0
     if not adjacent and 0 in missing:
         adjacent.append((prefix, {"pikv_save": True}))
-    return [r for r in (adjacent, distant) if r]
+    return [adjacent, distant]
 
 
 def precompute(generate, core: ConnectorCore, segments, scope=""):
@@ -644,7 +646,8 @@ def precompute(generate, core: ConnectorCore, segments, scope=""):
     segments were computed."""
     missing = missing_segments(core, segments, scope)
     for requests in precompute_requests(core, segments, missing):
-        generate(requests)
+        if requests:
+            generate(requests)
     return len(missing)
 
 

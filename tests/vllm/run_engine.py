@@ -10,6 +10,8 @@ settings: local-node, controller, curve keys...} or null (vLLM alone),
 a task is
   {"op": "precompute", "segments": [[ids]...]}   chunks pikv lacks, computed and stored
                                                  (in the mode the settings name)
+  {"op": "precompute_many", "prompts": [[[ids]...]...]}  the same for many prompts, each
+                                                 round batched over them
   either may carry "cache_salt": its requests are vLLM's salted requests
   {"op": "generate", "prompt": [ids], "segments": [lengths] | null,
    "max_tokens": n, "logprobs": k,               greedy; logprobs of the output, and of
@@ -42,6 +44,29 @@ def connector_config(settings):
 def logprob_dicts(steps):
     """vLLM's per-position logprobs as [{token: logprob}] (None kept)."""
     return [None if s is None else {str(t): lp.logprob for t, lp in s.items()} for s in steps]
+
+
+def precompute_many(llm, core, prompts):
+    """precompute() for many prompts' segments at once: each round of
+    pikv.vllm.precompute_requests batched over the prompts (the same
+    request once), so vLLM schedules them together. Returns how many
+    requests ran."""
+    from pikv.vllm import precompute_requests
+    from vllm import SamplingParams
+
+    rounds = [{}, {}]
+    for segments in prompts:
+        for r, requests in enumerate(precompute_requests(core, segments)):
+            for tokens, params in requests:
+                rounds[r].setdefault((tuple(tokens), json.dumps(params, sort_keys=True)),
+                                     (tokens, params))
+    for requests in rounds:
+        if requests:
+            batch = list(requests.values())
+            llm.generate([{"prompt_token_ids": t} for t, _ in batch],
+                         [SamplingParams(max_tokens=1, extra_args={"kv_transfer_params": p})
+                          for _, p in batch], use_tqdm=False)
+    return sum(len(r) for r in rounds)
 
 
 def main():
@@ -77,6 +102,13 @@ def main():
             t0 = time.monotonic()
             computed = precompute_with_llm(llm, core, task["segments"], task.get("cache_salt"))
             out["answers"].append({"computed": computed, "seconds": time.monotonic() - t0})
+        elif task["op"] == "precompute_many":
+            from pikv.vllm import connector_core
+            if core is None:
+                core = connector_core(llm)
+            t0 = time.monotonic()
+            out["answers"].append({"requests": precompute_many(llm, core, task["prompts"]),
+                                   "seconds": time.monotonic() - t0})
         elif task["op"] in ("generate", "generate_many"):
             prompts = task["prompts"] if task["op"] == "generate_many" else [task]
             k = task.get("logprobs", 5)
