@@ -95,13 +95,13 @@ def split_in_process(settings, segments, model, dtype, block_size):
     from vllm.config import ModelConfig
 
     from pikv.connector import ConnectorCore
-    from pikv.vllm import DEFAULT_MODE, client_settings
+    from pikv.vllm import DEFAULT_SETTINGS, client_settings
     engine = SimpleNamespace(  # the settings the engines' connectors made
         model_config=ModelConfig(model=model, dtype=dtype, max_model_len=16384,
                                  skip_tokenizer_init=True),
         cache_config=SimpleNamespace(cache_dtype="auto"))
     core = ConnectorCore(client_settings(engine, settings), block_size=block_size,
-                         defaults={"attention-mode": DEFAULT_MODE})
+                         defaults=DEFAULT_SETTINGS)
     o = core.options
     tokens = sum(segments, [])
     blocks = -(-len(tokens) // block_size)

@@ -16,11 +16,13 @@ import os
 
 from pikv.errors import InvalidArgument
 
-# The reuse mode when the settings name none (pikv.vllm's default, here so
-# the router keys chunks as the connector does without importing vLLM):
-# each document computed after the prompt's system prompt keeps most of full
-# prefill's quality where chunks computed alone lose it (docs/quality.md).
-DEFAULT_MODE = "prefixed"
+# The key settings when the connector's configuration names none (pikv.vllm's
+# defaults, here so the router keys chunks as the connector does without
+# importing vLLM), chosen by docs/quality.md's measurements: each document
+# computed after the prompt's system prompt keeps most of full prefill's
+# quality where chunks computed alone lose it.
+DEFAULT_SETTINGS = {"attention-mode": "prefixed", "distance-buckets": "none"}
+DEFAULT_MODE = DEFAULT_SETTINGS["attention-mode"]
 
 
 # Why a prompt that asked for chunking got none (the label of

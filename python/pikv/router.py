@@ -65,7 +65,7 @@ import sys
 import urllib.parse
 from dataclasses import dataclass, field
 
-from pikv.prompt import (DEFAULT_MODE, NotChunked, chunk_keys, read_salt_key, salt_scope,
+from pikv.prompt import (DEFAULT_SETTINGS, NotChunked, chunk_keys, read_salt_key, salt_scope,
                          split_segments)
 
 log = logging.getLogger("pikv.router")
@@ -348,7 +348,7 @@ def key_client(settings_file, settings, tenant):
     settings = dict(settings, **{"local-node": "", "controller": ""})
     if tenant:
         settings["tenant"] = tenant
-    options = _pikv.Options.load(settings_file, settings, {"attention-mode": DEFAULT_MODE})
+    options = _pikv.Options.load(settings_file, settings, DEFAULT_SETTINGS)
     if options.num_layers == 0:
         raise ValueError("chunk keys need the engines' model: --client-setting "
                          "model-config=config.json (and model-id, dtype as the engines') or "

@@ -49,7 +49,7 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import (
 
 from pikv.connector import ConnectorCore, RequestPlan, slots_of
 from pikv.errors import InvalidArgument
-from pikv.prompt import DEFAULT_MODE  # the reuse mode when the settings name none
+from pikv.prompt import DEFAULT_MODE, DEFAULT_SETTINGS  # the keys' settings when none named
 from pikv.prompt import adapter_digest, read_salt_key, salt_scope
 from pikv.recompute import FALLBACK_REASONS, ModelRecompute, parse_policy
 from pikv.tensors import TORCH_DTYPES
@@ -67,6 +67,8 @@ _ADAPTER_KEYS = ("separator", "settings_file", "kv_layout", "threads", "path", "
 _GPU_BACKENDS = ("FLASH_ATTN", "FLASHINFER", "TRITON_ATTN", "FLEX_ATTENTION")
 _CPU_ISAS = {"vec": "vllm_cpu_vec", "vec16": "vllm_cpu_vec", "amx": "vllm_cpu_amx"}
 _MAX_SHORT_LOADS = 4096  # requests the worker remembers a short load of
+# The recompute policy when kv_connector_extra_config names none (docs/quality.md).
+DEFAULT_RECOMPUTE = "none"
 
 
 @dataclass
@@ -282,7 +284,7 @@ class PikvConnector(KVConnectorBase_V1):
         self._kv_layout = extra.get("kv_layout")  # a named packing, overriding vLLM's declaration
         self._salt_key = read_salt_key(extra.get("salt-key-file"))
         # Recompute in place at load (pikv.recompute), on the worker side.
-        self._policy = parse_policy(extra.get("recompute", "none"))
+        self._policy = parse_policy(extra.get("recompute", DEFAULT_RECOMPUTE))
         self._recompute = None  # ModelRecompute, once the caches are registered
         self._no_recompute = "no_model"  # why there is none (FALLBACK_REASONS)
         self._tp_group = None  # vLLM's TP group, where the ranks agree on a recompute
@@ -664,7 +666,7 @@ def _make_core(vllm_config, extra, **more):
     """The ConnectorCore of an engine: its effective model, its
     kv_connector_extra_config and the connector's default mode."""
     return ConnectorCore(client_settings(vllm_config, extra),
-                         defaults={"attention-mode": DEFAULT_MODE},
+                         defaults=DEFAULT_SETTINGS,
                          settings_file=extra.get("settings_file", ""),
                          block_size=vllm_config.cache_config.block_size,
                          separator=extra.get("separator"), **more)
