@@ -122,3 +122,39 @@ def test_prefixed_keeps_more_of_full_prefills_quality_than_isolated():
     (full, isolated), (_, prefixed) = MEASURED["isolated"], MEASURED["prefixed"]
     print(f"\ncontinuation NLL: full {full:.3f}, prefixed {prefixed:.3f}, isolated {isolated:.3f}")
     assert prefixed < isolated
+
+
+def test_real_weights_at_distance_buckets_with_recompute_answer_as_their_reference(
+        cluster, real_model, tokenizer, tmp_path):
+    """Documents stored at their distance bucket and the first 15 % of each
+    recomputed in place at load, on SmolLM2's real weights: vLLM's answer
+    equals the reference of exactly that (every chunk pulled P2P)."""
+    from test_vllm_distance import pow2
+    from test_vllm_recompute import first_positions
+
+    question = ("Which year was the lighthouse converted to electric power?<|im_end|>\n"
+                "<|im_start|>assistant\n")
+    other = chat_segments(tokenizer, [2, 0, 1], question)
+    settings = {"distance-buckets": "pow2", "recompute": "first:0.15"}
+    held = node_chunks(cluster, 1)
+    one = run_engine(tmp_path, "bucket-writer", real_model, "float32",
+                     dict(engine_settings(cluster, 0, "prefixed"), **settings),
+                     [{"op": "precompute", "segments": other}])
+    assert one["answers"][0]["computed"] == 4
+    two = run_engine(tmp_path, "bucket-reader", real_model, "float32",
+                     dict(engine_settings(cluster, 1, "prefixed"), **settings),
+                     [generate(other)])
+    answer = two["answers"][0]
+    chunk_tokens = sum(len(s) for s in other[:-1])
+    assert answer["num_cached_tokens"] == chunk_tokens
+    assert node_chunks(cluster, 1) - held == 4, "every chunk came P2P"
+    ref = Reference(real_model)
+    prompt = sum(other, [])
+    tokens, ref_lp = ref.greedy(prompt, [len(s) for s in other[:-1]], chunk_tokens, STEPS,
+                                mode="prefixed", distance=pow2,
+                                recompute=first_positions(other, 0.15))
+    worst, compared = worst_difference(answer, ref_lp, len(prompt))
+    print(f"\nSmolLM2 pow2 + first:0.15: worst |dlogprob| {worst:.3g} over {compared}; greedy "
+          f"{tokenizer.decode(answer['tokens'])!r}")
+    assert compared >= STEPS * 5 and worst < F32_TOLERANCE
+    assert answer["tokens"] == tokens
