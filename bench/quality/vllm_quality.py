@@ -2,7 +2,8 @@
 """The quality of pikv's reuse modes inside vLLM itself, judged against
 full prefill, on real weights (SmolLM2-135M-Instruct, float32):
 
-  .venv-vllm/bin/python bench/quality/vllm_quality.py [--prompts N] [--modes isolated,prefixed]
+  .venv-vllm/bin/python bench/quality/vllm_quality.py [--prompts N] [--slice N]
+      [--modes isolated,prefixed,prefixed:pow2,prefixed:pow2+first:0.15]
 
 The task sets are bench/quality/tasks.py's (retrieval QA with a planted fact
 and a distractor, continuation of a document's sentence, two facts from two
@@ -10,9 +11,13 @@ documents). A secure pikv cluster of two nodes and no Redis runs on
 loopback. Per mode, a writer engine (vLLM with pikv's connector, on node 1)
 precomputes every document in the mode's form; a reader engine on node 2
 answers every prompt with every document pulled P2P and only the question
-computed (vLLM's own num_cached_tokens says how much it did not compute).
-Full prefill is vLLM alone on the same prompts, unchunked. Engines are
-tests/vllm/run_engine.py processes, one after the other.
+computed (vLLM's own num_cached_tokens says what the plan gave it; a load
+that then fell short is counted from the connector's metrics, and the
+deadlines are set so a busy machine misses none). A mode may add distance
+buckets (prefixed:pow2) and a recompute policy (+first:0.15, +blend:0.1):
+the tokens a policy recomputes count as computed. Full prefill is vLLM
+alone on the same prompts, unchunked. Engines are tests/vllm/run_engine.py
+processes, one after the other.
 
 Figures per task and mode: QA exact match (the planted number in the greedy
 answer, 32 tokens) and how often the distractor's number is answered,
