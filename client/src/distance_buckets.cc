@@ -10,8 +10,10 @@ int64_t DistanceBuckets::BucketOf(int64_t distance) const {
   switch (scheme) {
     case Scheme::kNone:
       return 0;
-    case Scheme::kLinear:
-      return (distance + step / 2) / step * step;
+    case Scheme::kLinear: {
+      const int64_t nearest = (distance + step / 2) / step * step;
+      return nearest > kMaxDistance ? nearest - step : nearest;  // a bucket is a distance
+    }
     case Scheme::kPow2: {
       // The power of two below and the one above; the nearer in log scale
       // (d >= p·√2 means d² >= 2p²; both fit: d <= 2^30).

@@ -286,7 +286,8 @@ class ConnectorCore:
         if distance is None or distance == 0 and type(distance) is int:
             return 0
         if (type(distance) is not int or not 0 < distance <= MAX_DISTANCE or not self.prefixed
-                or not store_last or segments is None or len(segments) != 2):
+                or not store_last or segments is None or len(segments) != 2
+                or self.client.bucket_of(distance) != distance):  # a bucket, or nobody loads it
             raise NotChunked("distance_malformed")
         return distance
 
@@ -454,7 +455,8 @@ class ConnectorCore:
             if obj is None or not self.client.should_audit():
                 continue
             prefix = segments[0] if self.prefixed and chunk.segment > 0 else []
-            if prefix and self.client.bucket_of(chunk.actual_start - len(prefix)) > 0:
+            if prefix and not chunk.adjacent and \
+                    self.client.bucket_of(chunk.actual_start - len(prefix)) > 0:
                 continue  # `recompute` computes right after the prefix, not at a distance
             finding = self.client.audit(obj, chunk,
                                         self.recompute(segments[chunk.segment], prefix),
@@ -527,6 +529,7 @@ class ConnectorCore:
                 if payload is None:  # not this rank's to store
                     return True
             elif spoiled:
+                self._gathering.pop(save_id, None)
                 raise InvalidArgument("its prefix was not loaded at its distance")
             slots = slots_of(block_ids, self.block_size, virtual_start, len(tokens))
             if self._device:
@@ -564,6 +567,7 @@ class ConnectorCore:
         kv = self._device.kv
         try:
             if spoiled:
+                self._gathering.pop(save_id, None)
                 raise InvalidArgument("its prefix was not loaded at its distance")
             slots = slots_of(block_ids, self.block_size, virtual_start, len(tokens))
             part = self._gathered(slots, save_id)

@@ -33,8 +33,8 @@ UNCHUNKED_REASONS = {
     "no_separator": "the prompt holds no separator",
     "leading_separator": "the prompt starts with the separator: no system prompt before it",
     "short_chunk": "a chunk is no longer than the separator",
-    "distance_malformed": "pikv_distance is not a positive integer of a pikv_save request of "
-                          "[system prompt, document] in prefixed mode",
+    "distance_malformed": "pikv_distance is not a distance bucket (distance-buckets) of a "
+                          "pikv_save request of [system prompt, document] in prefixed mode",
 }
 
 

@@ -28,6 +28,7 @@ import torch
 from pikv.errors import InvalidArgument
 
 POLICIES = ("first", "blend")
+QUERY_BLOCK = 256  # queries whose attention scores are held at once
 # Why a load that asked for a recompute got today's load instead (the label
 # of recompute_fallbacks), and what its log line says.
 FALLBACK_REASONS = {
@@ -224,10 +225,16 @@ class ModelRecompute:
             group = heads // kv_heads
             keys = keys.repeat_interleave(group, dim=1)
             values = values.repeat_interleave(group, dim=1)
-            scores = torch.einsum("qhd,khd->hqk", q.float(), keys) * scale
-            visible = torch.arange(len(key_slots), device=q.device)[None, :] <= at[:, None]
-            scores = scores.masked_fill(~visible[None], float("-inf"))
-            out = torch.einsum("hqk,khd->qhd", scores.softmax(-1), values)
+            out = torch.empty(n, heads, values.shape[-1], device=q.device)
+            key_at = torch.arange(len(key_slots), device=q.device)
+            # Queries in blocks: the scores of a block, not of the request,
+            # are held at once (heads x QUERY_BLOCK x keys floats).
+            for a in range(0, n, QUERY_BLOCK):
+                b = min(n, a + QUERY_BLOCK)
+                scores = torch.einsum("qhd,khd->hqk", q[a:b].float(), keys) * scale
+                visible = key_at[None, :] <= at[a:b, None]
+                scores = scores.masked_fill(~visible[None], float("-inf"))
+                out[a:b] = torch.einsum("hqk,khd->qhd", scores.softmax(-1), values)
             return out.reshape(n, -1).to(output_dtype or q.dtype)
 
         return attend

@@ -69,6 +69,9 @@ _CPU_ISAS = {"vec": "vllm_cpu_vec", "vec16": "vllm_cpu_vec", "amx": "vllm_cpu_am
 _MAX_SHORT_LOADS = 4096  # requests the worker remembers a short load of
 # The recompute policy when kv_connector_extra_config names none (docs/quality.md).
 DEFAULT_RECOMPUTE = "none"
+# The largest share a request may ask to recompute of its own (a recompute
+# runs in the engine's step; the engine's own setting has no such cap).
+MAX_REQUEST_RATIO = 0.5
 
 
 @dataclass
@@ -367,6 +370,9 @@ class PikvConnector(KVConnectorBase_V1):
         sent = self._saved.get(req_id, set())
         todo = [f for f in forms if f.start >= num_external_tokens and f.start not in sent and
                 (not f.distance or f.start == num_external_tokens)]
+        # Each admission (a resumed request's too) decides anew: a form an
+        # earlier admission planned may no longer be computed as it says.
+        self._saves.pop(req_id, None)
         if todo:
             self._saves[req_id] = _Saving(todo, block_ids,
                                           wait=self._params(request).get("pikv_save") is True)
@@ -379,9 +385,11 @@ class PikvConnector(KVConnectorBase_V1):
         if asked is None:
             return self._policy
         try:
-            return parse_policy(asked) if isinstance(asked, str) else "malformed"
+            policy = parse_policy(asked) if isinstance(asked, str) else None
         except InvalidArgument:
-            return "malformed"
+            policy = None
+        return policy if policy is not None and policy.ratio <= MAX_REQUEST_RATIO \
+            else "malformed"
 
     def build_connector_meta(self, scheduler_output):
         meta = PikvConnectorMetadata(loads=list(self._loads.values()))
@@ -463,12 +471,16 @@ class PikvConnector(KVConnectorBase_V1):
         whose recompute failed hands its documents' blocks to vLLM."""
         stats = self._core.stats
         end = self._agreed_end(result.loaded_tokens)
-        if end < 0:
-            return self._fall_back(self._no_recompute)
+        if end < 0:  # here, or on another rank
+            return self._fall_back(self._no_recompute or "no_model")
         segments = self._core.segments(load.tokens, load.lengths)
         if segments is None or end == 0:
             return None
         slots = slots_of(load.block_ids, self._core.block_size, 0, end)
+        # On a device the load's layers land on a stream of their own: the
+        # recompute reads and rewrites them, so it waits for every one.
+        for layer in range(self._recompute.kv.num_layers):
+            self._core.wait_for_layer(layer)
         try:
             positions, selection = self._recompute.positions(load.recompute, segments,
                                                              load.tokens, slots)
@@ -492,10 +504,12 @@ class PikvConnector(KVConnectorBase_V1):
         if self._tp_group is None:
             return mine
         import torch
+        import torch.distributed as dist
 
-        # float32 (exact below 2^24 tokens): vLLM's CPU all-gather takes no int64.
-        ends = self._tp_group.all_gather(torch.tensor([float(mine)]), 0)
-        return -1 if float(ends.min()) < 0 else int(ends.min())
+        # Over the group's CPU (gloo) side, whatever the device: the least.
+        end = torch.tensor([mine], dtype=torch.int64)
+        dist.all_reduce(end, op=dist.ReduceOp.MIN, group=self._tp_group.cpu_group)
+        return int(end)
 
     def _fall_back(self, reason, error=None):
         fallbacks = self._core.stats.recompute_fallbacks

@@ -554,29 +554,17 @@ SharedBuffer BuildObject(const client::Client& c, const std::vector<int32_t>& to
                             pre_rope ? KForm::kPreRope : KForm::kRotated, context));
 }
 
-void DefineClient(py::module_& m) {
-  py::class_<client::Client>(m, "Client")
-      .def(py::init<client::ClientOptions>(), "options"_a)
-      .def_property_readonly("options", &client::Client::options)
-      .def(
-          "key_of",
-          [](const client::Client& c, const std::vector<int32_t>& tokens,
-             const std::string& sys_key_hex, const std::string& scope_hex) {
-            return c.KeyOf(tokens, ContextOf(sys_key_hex, scope_hex)).Hex();
-          },
-          "tokens"_a, "sys_key"_a = "", "scope"_a = "",
-          "The chunk key of `tokens` (hex); in prefixed mode, of a chunk computed after the "
-          "prefix whose key is `sys_key`; in `scope` (hex, a request's sub-namespace) if given")
-      .def("plan", &MakePlan, "segments"_a, "sources"_a = py::none(),
-           "local_node_answered"_a = true, "scope"_a = "", "distance"_a = 0,
-           "adjacent_fallback"_a = true,
-           "A source per chunk for [system, chunks..., question]; with `sources` "
-           "((source, peer_id, peer_endpoint) per chunk, and whether the local node answered, "
-           "as another process's plan gave them), that plan, asking nobody. `distance`: a "
-           "prompt that stores its last segment that far after the system prompt (which is "
-           "then loaded encoded that far back). `adjacent_fallback`: a chunk whose distance "
-           "bucket's copy is found nowhere is planned from its adjacent copy where found "
-           "(False: what precompute asks)")
+// Client's keys, asking nobody: a chunk's, a prompt's, a distance bucket's.
+void DefineKeys(py::class_<client::Client>& cls) {
+  cls.def(
+         "key_of",
+         [](const client::Client& c, const std::vector<int32_t>& tokens,
+            const std::string& sys_key_hex, const std::string& scope_hex) {
+           return c.KeyOf(tokens, ContextOf(sys_key_hex, scope_hex)).Hex();
+         },
+         "tokens"_a, "sys_key"_a = "", "scope"_a = "",
+         "The chunk key of `tokens` (hex); in prefixed mode, of a chunk computed after the "
+         "prefix whose key is `sys_key`; in `scope` (hex, a request's sub-namespace) if given")
       .def(
           "plan_keys",
           [](const client::Client& c, std::vector<std::vector<int32_t>> segments,
@@ -604,7 +592,24 @@ void DefineClient(py::module_& m) {
           },
           "sys_key"_a, "distance"_a,
           "The context key (hex) of a chunk computed `distance` tokens after the system prompt "
-          "whose key is `sys_key`: what key_of's and store's sys_key take for it")
+          "whose key is `sys_key`: what key_of's and store's sys_key take for it");
+}
+
+void DefineClient(py::module_& m) {
+  py::class_<client::Client> cls(m, "Client");
+  DefineKeys(cls);
+  cls.def(py::init<client::ClientOptions>(), "options"_a)
+      .def_property_readonly("options", &client::Client::options)
+      .def("plan", &MakePlan, "segments"_a, "sources"_a = py::none(),
+           "local_node_answered"_a = true, "scope"_a = "", "distance"_a = 0,
+           "adjacent_fallback"_a = true,
+           "A source per chunk for [system, chunks..., question]; with `sources` "
+           "((source, peer_id, peer_endpoint) per chunk, and whether the local node answered, "
+           "as another process's plan gave them), that plan, asking nobody. `distance`: a "
+           "prompt that stores its last segment that far after the system prompt (which is "
+           "then loaded encoded that far back). `adjacent_fallback`: a chunk whose distance "
+           "bucket's copy is found nowhere is planned from its adjacent copy where found "
+           "(False: what precompute asks)")
       .def("fetch", &Fetch, "plan"_a,
            "The plan's chunk objects, verified, in plan order; None for a miss")
       .def(

@@ -45,6 +45,9 @@ TEST(DistanceBucketsTest, AStepRoundsToItsNearestMultiple) {
   EXPECT_EQ(step.BucketOf(191), 128);
   EXPECT_EQ(step.BucketOf(192), 256);
   EXPECT_EQ(step.Name(), "128");
+  // The nearest multiple past the largest distance is no bucket: the one below.
+  const DistanceBuckets six = Parsed("6");
+  EXPECT_EQ(six.BucketOf(DistanceBuckets::kMaxDistance), DistanceBuckets::kMaxDistance - 4);
 }
 
 TEST(DistanceBucketsTest, AnythingElseIsRefusedByName) {

@@ -9,6 +9,7 @@ bucket); a store whose system prompt could not be loaded, or whose
 distance is malformed, stores nothing and is counted."""
 
 import time
+from types import SimpleNamespace
 import zlib
 
 import pytest
@@ -124,7 +125,7 @@ def test_a_store_at_a_distance_without_its_system_prompt_stores_nothing(cluster,
     assert stored(cluster, [key]) == [False]
 
 
-@pytest.mark.parametrize("distance", [-1, "32", True, 2.0, 1 << 31])
+@pytest.mark.parametrize("distance", [-1, "32", True, 2.0, 1 << 31, 33])
 def test_a_malformed_distance_loads_and_stores_nothing_and_is_counted(cluster, tmp_path,
                                                                       distance):
     model, model_dir = make_model(tmp_path, MODELS[0], torch.float32)
@@ -178,3 +179,34 @@ def test_a_document_missing_at_its_bucket_loads_its_adjacent_copy_until_precompu
     want = distance_reference(model, lengths, pow2)(prompt)[-len(q):]
     assert (logits - want).abs().max().item() <= 1e-4
     assert (adjacent - want).abs().max().item() > 1e-2
+
+
+def test_a_resumed_store_request_that_cannot_load_its_system_prompt_saves_nothing(cluster,
+                                                                                  tmp_path):
+    """A store at a distance admitted with its system prompt loaded, then
+    preempted and admitted again with nothing to load (vLLM computes the
+    system prompt where it sits): the document is no longer computed at
+    that distance, so the first admission's save must not go out."""
+    model, model_dir = make_model(tmp_path, MODELS[0], torch.float32)
+    t = tokens_for(model, zlib.crc32(b"resumed"))
+    sys1, d1 = t(20), t(30)
+    e = StandInVllm(model, model_dir, prefixed(cluster, 0, "standin-resumed"), "flash")
+    e.generate([(sys1, {"pikv_save": True})])
+    connector = e.scheduler
+    request = SimpleNamespace(request_id="resumed", prompt_token_ids=sys1 + d1,
+                              kv_transfer_params={"pikv_save": True, "pikv_segments": [20, 30],
+                                                  "pikv_distance": 32},
+                              num_computed_tokens=0)
+    assert connector.get_num_new_matched_tokens(request, 0) == (20, False)
+    blocks = SimpleNamespace(get_block_ids=lambda: ([0, 1, 2, 3],))
+    connector.update_state_after_alloc(request, blocks, 20)
+    assert [f.distance for f in connector._saves["resumed"].forms] == [32]
+    # Preempted; admitted again with nothing loaded.
+    connector.update_state_after_alloc(request, blocks, 0)
+    output = SimpleNamespace(
+        scheduled_new_reqs=[SimpleNamespace(req_id="resumed", prompt_token_ids=sys1 + d1,
+                                            block_ids=([0, 1, 2, 3],), num_computed_tokens=0)],
+        scheduled_cached_reqs=SimpleNamespace(req_ids=[], new_block_ids=[],
+                                              num_computed_tokens=[], resumed_req_ids=set()),
+        num_scheduled_tokens={"resumed": 50})
+    assert connector.build_connector_meta(output).saves == []

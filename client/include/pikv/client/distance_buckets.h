@@ -31,7 +31,8 @@ struct DistanceBuckets {
   Scheme scheme = Scheme::kNone;
   int64_t step = 0;  // kLinear's N
 
-  // The bucket of a distance in [0, kMaxDistance]; out of it: 0.
+  // The bucket of a distance in [0, kMaxDistance] (itself in that range);
+  // out of it: 0.
   int64_t BucketOf(int64_t distance) const;
   std::string Name() const;
   static Result<DistanceBuckets> Parse(std::string_view text);
