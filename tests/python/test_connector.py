@@ -166,7 +166,7 @@ def test_a_chunk_lost_between_plan_and_load_is_reported_and_recomputed(cluster, 
     prompt, lengths = sys + d1 + q, [20, 33, 6]
     planned = core.plan_request(prompt, lengths)  # the scheduler's plan, carried to the worker
     assert planned.matched == 53
-    assert [s for s, _, _ in planned.sources] == ["local", "local"]
+    assert [s for s, *_ in planned.sources] == ["local", "local"]
 
     # The controller forwards an evict to the nodes it holds live at that
     # moment, and a node deletes only after its write-through queues drain
@@ -365,7 +365,7 @@ def test_the_schedulers_plan_is_what_the_worker_fetches_by_and_is_checked():
     core = ConnectorCore({"num-layers": 1, "num-kv-heads": 1, "head-dim": 8})
     segs, lengths = [[1, 2], [3, 4], [5]], [2, 2, 1]
     planned = core.plan_request(sum(segs, []), lengths)
-    assert planned.sources == [("miss", "", ""), ("miss", "", "")]
+    assert planned.sources == [("miss", "", "", False), ("miss", "", "", False)]
     assert not planned.local_node_answered, "there is no local node"
     plan = core.client.plan(segs, planned.sources, planned.local_node_answered)
     assert [(c.source, c.segment) for c in plan.chunks] == [("miss", 0), ("miss", 1)]
@@ -373,7 +373,9 @@ def test_the_schedulers_plan_is_what_the_worker_fetches_by_and_is_checked():
     assert [c.peer_endpoint for c in core.client.plan(segs, peer).chunks] == [
         "", "tcp://10.0.0.2:7301"]
     for bad in ([("warp", "", "")] * 2, planned.sources[:1],
-                [("local", "", ""), ("peer", "node-b", "ipc:///tmp/n.sock")]):
+                [("local", "", ""), ("peer", "node-b", "ipc:///tmp/n.sock")],
+                [("local", "", ""), ("local", "", "", True)],  # no adjacent copy at distance 0
+                [("local", "", ""), ("local", "")]):
         with pytest.raises(pikv.InvalidArgument):
             core.client.plan(segs, bad)
 
