@@ -84,7 +84,8 @@ class PikvPromMetrics(KVConnectorPromMetrics):
         for key, value in transfer_stats_data.items():
             name, _, reason = key.partition(":")
             counter = self._counters.get(name)
-            if counter is None or (reason in LABELLED.get(name, ())) != (name in LABELLED):
+            reasons = LABELLED.get(name)
+            if counter is None or (reason not in reasons if reasons is not None else reason):
                 continue  # a payload from another pikv version
             child = self._children.get((engine_idx, key))
             if child is None:

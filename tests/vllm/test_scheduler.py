@@ -442,3 +442,9 @@ def test_vllms_metrics_take_pikvs_counters_and_skip_what_they_do_not_name():
     assert value("unchunked_requests", "0", reason="no_separator") == 2
     assert value("unchunked_requests", "1", reason="no_separator") is None
     assert value("lookups", "1") is None
+    # Recompute fallbacks are labelled by their own reasons.
+    metrics.observe({"recompute_fallbacks:no_model": 3, "recompute_fallbacks:no_separator": 1,
+                     "recomputed_tokens:no_model": 2, "recomputed_tokens": 9})
+    assert value("recompute_fallbacks", "0", reason="no_model") == 3
+    assert value("recompute_fallbacks", "0", reason="no_separator") is None
+    assert value("recomputed_tokens", "0") == 9
