@@ -44,11 +44,14 @@ def check_answer(ref, segments, answer, open_from, steps, recompute=()):
 
 
 @pytest.mark.parametrize("recompute", ["none", "first:0.2"])
-def test_preempted_requests_load_again_and_long_saves_span_steps(cluster, make_model, tmp_path,
-                                                                 recompute):
+def test_preempted_requests_load_again_and_long_saves_span_steps(fault_cluster, make_model,
+                                                                 tmp_path, recompute):
     """Documents longer than a step's token budget are saved across several
     steps; then two requests that do not both fit force vLLM to preempt
-    one, which is resumed with new blocks, loaded and recomputed again."""
+    one, which is resumed with new blocks, loaded and recomputed again.
+    A cluster of its own per case: the same prompt is computed and saved
+    in each."""
+    cluster = fault_cluster
     model = make_model("llama", "float32")
     engine = {"block_size": BLOCK, "max_num_batched_tokens": 64, "num_gpu_blocks_override": 19,
               "max_model_len": 512}

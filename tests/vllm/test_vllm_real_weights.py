@@ -38,13 +38,13 @@ CONTINUATIONS = [
 ]
 
 
-def chat_segments(tokenizer, order, question):
+def chat_segments(tokenizer, order, question, system=SYSTEM):
     """[system, documents..., question] token ids of a chat prompt, each
     segment tokenized alone (a document's tokens are the same wherever it
     sits)."""
     def ids(text):
         return tokenizer(text, add_special_tokens=False)["input_ids"]
-    system = ids(f"<|im_start|>system\n{SYSTEM}<|im_end|>\n<|im_start|>user\n")
+    system = ids(f"<|im_start|>system\n{system}<|im_end|>\n<|im_start|>user\n")
     docs = [ids(DOCUMENTS[i] + "\n\n") for i in order]
     return [system] + docs + [ids(question)]
 
@@ -134,7 +134,8 @@ def test_real_weights_at_distance_buckets_with_recompute_answer_as_their_referen
 
     question = ("Which year was the lighthouse converted to electric power?<|im_end|>\n"
                 "<|im_start|>assistant\n")
-    other = chat_segments(tokenizer, [2, 0, 1], question)
+    # A system prompt of its own: the module's cluster holds the other tests' chunks.
+    other = chat_segments(tokenizer, [2, 0, 1], question, SYSTEM + " Be brief.")
     settings = {"distance-buckets": "pow2", "recompute": "first:0.15"}
     held = node_chunks(cluster, 1)
     one = run_engine(tmp_path, "bucket-writer", real_model, "float32",
