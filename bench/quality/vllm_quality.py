@@ -8,7 +8,7 @@ full prefill, on real weights (SmolLM2-135M-Instruct, float32):
 The task sets are bench/quality/tasks.py's (retrieval QA with a planted fact
 and a distractor, continuation of a document's sentence, two facts from two
 documents). A secure pikv cluster of two nodes and no Redis runs on
-loopback. Per mode, a writer engine (vLLM with pikv's connector, on node 1)
+loopback, a fresh one per mode and slice of prompts. Per mode, a writer engine (vLLM with pikv's connector, on node 1)
 precomputes every document in the mode's form; a reader engine on node 2
 answers every prompt with every document pulled P2P and only the question
 computed (vLLM's own num_cached_tokens says what the plan gave it; a load
@@ -263,6 +263,22 @@ def stored_tokens(prompts, mode):
     return len(objects), sum(objects.values())
 
 
+def kv_bytes_per_token(config):
+    """K and V of one token over every layer, in float32 (the bench's dtype)."""
+    heads = config["num_attention_heads"]
+    head_dim = config.get("head_dim") or config["hidden_size"] // heads
+    return config["num_hidden_layers"] * 2 * config.get("num_key_value_heads", heads) * \
+        head_dim * 4
+
+
+def size_bytes(text):
+    """'3GiB', '512MiB' as bytes (the node's own size syntax, the units used here)."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20)):
+        if text.endswith(unit):
+            return float(text[:-len(unit)]) * scale
+    raise SystemExit(f"--cpu-capacity {text!r}: give GiB or MiB")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--prompts", type=int, default=300, help="per task")
@@ -275,7 +291,8 @@ def main():
     ap.add_argument("--out", help="per-prompt records (JSON)")
     ap.add_argument("--slice", type=int, default=100,
                     help="prompts per task precomputed and answered at a time")
-    ap.add_argument("--cpu-capacity", default="3GiB", help="each node's CPU tier")
+    ap.add_argument("--cpu-capacity", default="3GiB",
+                    help="each node's CPU tier (the node reserves it at start)")
     args = ap.parse_args()
     model = args.model or real_model()
     tok = Tokenizer(model)
@@ -284,66 +301,77 @@ def main():
 
     from pikv.local_cluster import LocalCluster
     bin_dir = os.environ.get("PIKV_BIN_DIR", os.path.join(ROOT, "build", "bin"))
-    # A slice's objects fit a node's CPU tier (the disk tier holds 1 GiB):
-    # a prompt whose documents were evicted would be computed, and counted.
-    cluster = LocalCluster(os.path.join(bin_dir, "pikv"), secure=True, nodes=2, redis="off",
-                           cpu_capacity=args.cpu_capacity)
-    records, results, stored, short, counted, failed = {}, {}, {}, {}, {}, {}
     with open(os.path.join(model, "config.json")) as f:
-        layers = json.load(f)["num_hidden_layers"]
-    try:
-        with tempfile.TemporaryDirectory() as work:
-            def settings(node, mode):
-                # Deadlines no busy machine misses: a late locate plans a
-                # miss and a late pull fails a load, which vLLM then
-                # computes (its num_cached_tokens does not show a failed
-                # load, so the figures would count it as loaded).
-                return dict(cluster.security_settings("engine"), **{
-                    "local-node": cluster.nodes[node]["ipc"], "controller": cluster.controller,
-                    "locate-budget": "2s", "fetch-timeout": "60s", **mode_settings(mode)})
+        config = json.load(f)
+    layers = config["num_hidden_layers"]
+    token_bytes = kv_bytes_per_token(config)
+    records, results, stored, short, counted, failed = {}, {}, {}, {}, {}, {}
 
-            order, batches = requests(prompts, chunked=False)
-            full = {(p.task, p.index): (score(p, a, None, tok), a) for p, a in
-                    zip(order, run_engine(work, "full", model, None, batches))}
-            records["full"] = [r for r, _ in full.values()]
-            results["full"] = summarize(records["full"], None)
-            for mode in args.modes.split(","):
-                recs, short[mode] = [], 0
-                stored[mode] = stored_tokens(prompts, mode)
-                for k in range(0, args.prompts, args.slice):
-                    part = [p for p in prompts if k <= p.index < k + args.slice]
-                    run_engine(work, f"{mode}-writer-{k}", model, settings(0, mode),
+    def settings(cluster, node, mode):
+        # Deadlines no busy machine misses: a late locate plans a miss and
+        # a late pull fails a load, which vLLM then computes (its
+        # num_cached_tokens does not show a failed load, so the figures
+        # would count it as loaded).
+        return dict(cluster.security_settings("engine"), **{
+            "local-node": cluster.nodes[node]["ipc"], "controller": cluster.controller,
+            "locate-budget": "2s", "fetch-timeout": "60s", **mode_settings(mode)})
+
+    with tempfile.TemporaryDirectory() as work:
+        order, batches = requests(prompts, chunked=False)
+        full = {(p.task, p.index): (score(p, a, None, tok), a) for p, a in
+                zip(order, run_engine(work, "full", model, None, batches))}
+        records["full"] = [r for r, _ in full.values()]
+        results["full"] = summarize(records["full"], None)
+        for mode in args.modes.split(","):
+            recs, short[mode] = [], 0
+            stored[mode] = stored_tokens(prompts, mode)
+            for k in range(0, args.prompts, args.slice):
+                part = [p for p in prompts if k <= p.index < k + args.slice]
+                # A cluster of its own per slice, sized to hold it: an object
+                # evicted before its reader came would be computed again and
+                # flatter the form (the 2026-12-07 run's cluster, shared by
+                # every slice and mode, lost a quarter of the bucketed
+                # prompts' documents that way).
+                need = stored_tokens(part, mode)[1] * token_bytes
+                if need > 0.9 * size_bytes(args.cpu_capacity):
+                    raise SystemExit(f"a slice of {mode} stores {need / 2**30:.2f} GiB, more than "
+                                     f"a node's CPU tier holds ({args.cpu_capacity}): "
+                                     f"use a smaller --slice")
+                cluster = LocalCluster(os.path.join(bin_dir, "pikv"), secure=True, nodes=2,
+                                       redis="off", cpu_capacity=args.cpu_capacity)
+                try:
+                    run_engine(work, f"{mode}-writer-{k}", model, settings(cluster, 0, mode),
                                precompute_tasks(part, mode_settings(mode)["distance-buckets"]))
                     order, batches = requests(part, chunked=True)
-                    answers = run_engine(work, f"{mode}-reader-{k}", model, settings(1, mode),
-                                         batches + [{"op": "metrics"}])
-                    metrics = answers.pop()
-                    failed[mode] = failed.get(mode, 0) + metrics.get("vllm:pikv_load_failures", 0)
-                    counted[mode] = counted.get(mode, 0) + \
-                        metrics.get("vllm:pikv_recomputed_tokens", 0) + \
-                        metrics.get("vllm:pikv_selection_tokens", 0)
-                    for p, a in zip(order, answers):
-                        ref_rec, ref = full[p.task, p.index]
-                        recs.append(score(p, a, ref, tok))
-                        # Every document loaded: vLLM computed the question only.
-                        whole = recs[-1]["computed"] == len(p.question) + len(p.continuation)
-                        short[mode] += not whole
-                        recs[-1]["whole"] = whole
-                        # What pikv recomputed in place counts as computed.
-                        recs[-1]["recomputed"] = recomputed_of(
-                            p, mode_settings(mode)["recompute"], layers) if whole else 0.0
-                        recs[-1]["computed"] += recs[-1]["recomputed"]
-                key = {(r["task"], r["index"]): r for r in records["full"]}
-                recs.sort(key=lambda r: (r["task"], r["index"]))
-                records[mode] = recs
-                results[mode] = summarize(recs, [key[r["task"], r["index"]] for r in recs])
-                print(f"  {mode}: {stored[mode][0]} objects ({stored[mode][1]} tokens) stored; "
-                      f"{short[mode]} prompts not wholly planned, {failed.get(mode, 0)} loads "
-                      f"that fell short; recomputed "
-                      f"{sum(r['recomputed'] for r in recs):.0f} tokens' worth (the connector "
-                      f"counted {counted.get(mode, 0):.0f})", file=sys.stderr)
-    finally:
-        cluster.stop()
+                    answers = run_engine(work, f"{mode}-reader-{k}", model,
+                                         settings(cluster, 1, mode), batches + [{"op": "metrics"}])
+                finally:
+                    cluster.stop()
+                metrics = answers.pop()
+                failed[mode] = failed.get(mode, 0) + metrics.get("vllm:pikv_load_failures", 0)
+                counted[mode] = counted.get(mode, 0) + \
+                    metrics.get("vllm:pikv_recomputed_tokens", 0) + \
+                    metrics.get("vllm:pikv_selection_tokens", 0)
+                for p, a in zip(order, answers):
+                    ref_rec, ref = full[p.task, p.index]
+                    recs.append(score(p, a, ref, tok))
+                    # Every document loaded: vLLM computed the question only.
+                    whole = recs[-1]["computed"] == len(p.question) + len(p.continuation)
+                    short[mode] += not whole
+                    recs[-1]["whole"] = whole
+                    # What pikv recomputed in place counts as computed.
+                    recs[-1]["recomputed"] = recomputed_of(
+                        p, mode_settings(mode)["recompute"], layers) if whole else 0.0
+                    recs[-1]["computed"] += recs[-1]["recomputed"]
+            key = {(r["task"], r["index"]): r for r in records["full"]}
+            recs.sort(key=lambda r: (r["task"], r["index"]))
+            records[mode] = recs
+            results[mode] = summarize(recs, [key[r["task"], r["index"]] for r in recs])
+            print(f"  {mode}: {stored[mode][0]} objects ({stored[mode][1]} tokens) stored; "
+                  f"{short[mode]} prompts not wholly planned, {failed.get(mode, 0)} loads "
+                  f"that fell short; recomputed "
+                  f"{sum(r['recomputed'] for r in recs):.0f} tokens' worth (the connector "
+                  f"counted {counted.get(mode, 0):.0f})", file=sys.stderr)
     print(table(results, stored))
     if args.out:
         with open(args.out, "w") as f:
