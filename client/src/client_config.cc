@@ -92,10 +92,15 @@ Status ReadModelSettings(const Config& c, ClientOptions& o) {
   o.mode = mode == "isolated" ? AttentionMode::kIsolated : AttentionMode::kPrefixed;
   auto buckets = DistanceBuckets::Parse(c.String("distance-buckets"));
   if (!buckets.ok()) return buckets.status();
-  if (o.mode != AttentionMode::kPrefixed && *buckets != DistanceBuckets{})
-    return InvalidArgument(
-        "distance-buckets: a distance from the system prompt needs "
-        "attention-mode prefixed");
+  if (o.mode != AttentionMode::kPrefixed && *buckets != DistanceBuckets{}) {
+    // A program's default scheme is prefixed mode's; an operator who chose
+    // isolated gets none, one who set both is told.
+    if (c.SourceOf("distance-buckets") != Config::Source::kDefault)
+      return InvalidArgument(
+          "distance-buckets: a distance from the system prompt needs "
+          "attention-mode prefixed");
+    *buckets = DistanceBuckets{};
+  }
   o.distance_buckets = *buckets;
   return Status::Ok();
 }

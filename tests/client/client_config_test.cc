@@ -251,5 +251,23 @@ TEST(ClientConfigTest, DistanceBucketsAreASettingOfPrefixedModeOnly) {
   EXPECT_EQ(bad.status().message().rfind("distance-buckets:", 0), 0u) << bad.status().ToString();
 }
 
+// A program's default scheme (the vLLM connector's pow2) is prefixed mode's:
+// an operator who chose isolated gets no buckets, not a refusal.
+TEST(ClientConfigTest, ADefaultBucketSchemeDoesNotFollowTheModeToIsolated) {
+  const std::map<std::string, std::string> defaults = {{"attention-mode", "prefixed"},
+                                                       {"distance-buckets", "pow2"}};
+  auto load = [&](std::map<std::string, std::string> overrides) {
+    overrides["model-config"] = kConfigs + "llama-3.1-8b.json";
+    return LoadClientOptions("", nullptr, overrides, &ControllerFinder::Parse, defaults);
+  };
+  auto prefixed = load({});
+  ASSERT_TRUE(prefixed.ok()) << prefixed.status().ToString();
+  EXPECT_EQ(prefixed->distance_buckets.BucketOf(100), 128);
+  auto isolated = load({{"attention-mode", "isolated"}});
+  ASSERT_TRUE(isolated.ok()) << isolated.status().ToString();
+  EXPECT_EQ(isolated->distance_buckets, DistanceBuckets{});
+  EXPECT_FALSE(load({{"attention-mode", "isolated"}, {"distance-buckets", "pow2"}}).ok());
+}
+
 }  // namespace
 }  // namespace pikv::client
