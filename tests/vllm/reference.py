@@ -178,3 +178,18 @@ def against(ref, answer, segments, steps, **mode):
     plain, _ = worst_difference(answer, ref.logprobs(prompt + answer["tokens"], lengths,
                                                      open_from, mode="prefixed"), len(prompt))
     return worst, compared, tokens, plain
+
+
+def assert_exact(ref, answer, segments, steps, tolerance, what, distinct=True, **mode):
+    """`answer` is the reference's for `mode` (against): greedy tokens
+    alike, every logprob within `tolerance`, at least 5 per step compared;
+    and, `distinct`, the plain prefixed reference answers otherwise (so the
+    check tells the forms apart)."""
+    worst, compared, tokens, plain = against(ref, answer, segments, steps, **mode)
+    print(f"\nexactness {what}: worst |dlogprob| {worst:.3g} over {compared} values; the plain "
+          f"prefixed reference {plain:.3g}")
+    assert compared >= steps * 5
+    assert worst < tolerance
+    assert answer["tokens"] == tokens
+    if distinct:
+        assert plain > 10 * tolerance, "the plain prefixed reference answers alike"
