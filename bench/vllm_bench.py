@@ -138,7 +138,7 @@ def main():
                     help="recompute in place at load, e.g. first:0.15 (default: the connector's)")
     args = ap.parse_args()
     sys.path.insert(0, os.path.join(ROOT, "tests", "vllm"))
-    from conftest import engine_settings, start_cluster
+    from conftest import BASE_FORM, engine_settings, start_cluster
 
     work = tempfile.mkdtemp(prefix="pikv-vllm-bench-")
     model = os.path.join(work, "model")
@@ -153,10 +153,15 @@ def main():
     try:
         alone = run(engine_job(model, args.dtype, None, [warmup(args)] + [task(p) for p in rounds],
                                dict(engine, enable_prefix_caching=True)), work, "alone")
-        more = {k: v for k, v in (("distance-buckets", args.distance_buckets),
+        # The connector's own defaults where no flag names a form.
+        form = {k: v for k, v in (("attention-mode", args.mode),
+                                  ("distance-buckets", args.distance_buckets),
                                   ("recompute", args.recompute)) if v is not None}
-        s1 = dict(engine_settings(cluster, 0, args.mode), **more)
-        s2 = dict(engine_settings(cluster, 1, args.mode), **more)
+
+        def settings(node):
+            return dict({k: v for k, v in engine_settings(cluster, node).items()
+                         if k not in BASE_FORM}, **form)
+        s1, s2 = settings(0), settings(1)
         t0 = time.monotonic()
         # The cold engine also stores what the later rounds load (untimed):
         # with distance buckets a document moved to another bucket is a

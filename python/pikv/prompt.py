@@ -18,10 +18,11 @@ from pikv.errors import InvalidArgument
 
 # The key settings when the connector's configuration names none (pikv.vllm's
 # defaults, here so the router keys chunks as the connector does without
-# importing vLLM), chosen by docs/quality.md's measurements: each document
-# computed after the prompt's system prompt keeps most of full prefill's
-# quality where chunks computed alone lose it.
-DEFAULT_SETTINGS = {"attention-mode": "prefixed", "distance-buckets": "none"}
+# importing vLLM), chosen by docs/quality.md's measurements on real weights:
+# each document computed after the prompt's system prompt (prefixed), at
+# the power-of-two bucket of the distance it is used at, keeps more of full
+# prefill's answers than any other storable form measured.
+DEFAULT_SETTINGS = {"attention-mode": "prefixed", "distance-buckets": "pow2"}
 DEFAULT_MODE = DEFAULT_SETTINGS["attention-mode"]
 
 

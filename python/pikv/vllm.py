@@ -10,8 +10,9 @@ Enable with (docs/vllm.md)
       "controller": "tcp://controller:7300", "separator": [6, 6]}}'
 A request names its segments with kv_transfer_params
 {"pikv_segments": [lengths]} or through the configured separator. The reuse
-mode is the setting "attention-mode" (default DEFAULT_MODE, chosen by the
-quality measurements of docs/quality.md). Segments a request computes in
+form is the settings "attention-mode", "distance-buckets" and "recompute"
+(defaults DEFAULT_SETTINGS and DEFAULT_RECOMPUTE, chosen by the quality
+measurements of docs/quality.md). Segments a request computes in
 the mode's form are stored as they complete (isolated: the first segment;
 prefixed: the first two); requests with {"pikv_save": true} (what
 `precompute` sends) store their last segment too, and their step waits
@@ -67,8 +68,10 @@ _ADAPTER_KEYS = ("separator", "settings_file", "kv_layout", "threads", "path", "
 _GPU_BACKENDS = ("FLASH_ATTN", "FLASHINFER", "TRITON_ATTN", "FLEX_ATTENTION")
 _CPU_ISAS = {"vec": "vllm_cpu_vec", "vec16": "vllm_cpu_vec", "amx": "vllm_cpu_amx"}
 _MAX_SHORT_LOADS = 4096  # requests the worker remembers a short load of
-# The recompute policy when kv_connector_extra_config names none (docs/quality.md).
-DEFAULT_RECOMPUTE = "none"
+# The recompute policy when kv_connector_extra_config names none: with the
+# default distance buckets, the best point under a fifth of the prompt
+# computed that docs/quality.md measured on real weights.
+DEFAULT_RECOMPUTE = "first:0.15"
 # The largest share a request may ask to recompute of its own (a recompute
 # runs in the engine's step; the engine's own setting has no such cap).
 MAX_REQUEST_RATIO = 0.5

@@ -497,15 +497,16 @@ def wait_stored(cluster, keys, timeout=10.0):
 
 
 def test_prefixed_mode_stores_chunks_after_the_prefix_and_never_mixes_modes(cluster, tmp_path):
-    """In prefixed mode (the connector's default) precompute runs prefix +
-    chunk requests: each chunk is keyed by the prefix and stored at virtual
-    start len(prefix); an ordinary request stores the prefix and the chunk
-    right after it, nothing later. Isolated keys, and another prefix's,
-    find none of it."""
+    """In prefixed mode (the connector's default mode; here without its
+    default distance buckets, whose tests are test_distance_buckets.py's)
+    precompute runs prefix + chunk requests: each chunk is keyed by the
+    prefix and stored at virtual start len(prefix); an ordinary request
+    stores the prefix and the chunk right after it, nothing later. Isolated
+    keys, and another prefix's, find none of it."""
     model, model_dir = make_model(tmp_path, MODELS[0], torch.float32)
     t = tokens_for(model, 11)
     sys1, sys2, d1, d2, d3, q = t(20), t(22), t(30), t(17), t(19), t(5)
-    mode = settings(cluster, 0, "standin-prefixed")
+    mode = settings(cluster, 0, "standin-prefixed", **{"distance-buckets": "none"})
     del mode["attention-mode"]  # the default
     e = StandInVllm(model, model_dir, mode, "flash")
     core = e.scheduler.core

@@ -22,7 +22,7 @@ import pytest
 
 _pikv = pytest.importorskip("pikv._pikv")
 import pikv  # noqa: E402
-from pikv.prompt import chunk_keys, read_salt_key, salt_scope  # noqa: E402
+from pikv.prompt import DEFAULT_SETTINGS, chunk_keys, read_salt_key, salt_scope  # noqa: E402
 
 # A model just big enough to key chunks by (keys depend on it, not on weights).
 SETTINGS = {"model-id": "router-test", "num-layers": "1", "num-kv-heads": "1", "head-dim": "8"}
@@ -30,8 +30,9 @@ PYTHONPATH = os.path.dirname(os.path.dirname(os.path.abspath(pikv.__file__)))
 
 
 def key_client(mode="prefixed"):
+    """A client keying chunks as the router does: its defaults, in `mode`."""
     options = _pikv.Options.load("", dict(SETTINGS, **{"local-node": "", "controller": ""}),
-                                 {"attention-mode": mode})
+                                 dict(DEFAULT_SETTINGS, **{"attention-mode": mode}))
     return _pikv.Client(options)
 
 

@@ -64,13 +64,20 @@ def node_chunks(cluster, node):
     return per_node[f"node-{node + 1}"]["cpu_chunks"]
 
 
+# The form every test runs unless it names another: what the reference's
+# `mode` alone computes (test_vllm_real_weights.py runs the connector's own
+# defaults, pikv.vllm.DEFAULT_SETTINGS and DEFAULT_RECOMPUTE).
+BASE_FORM = {"attention-mode": "prefixed", "distance-buckets": "none", "recompute": "none"}
+
+
 def engine_settings(cluster, node, mode=None):
     """The connector's client settings for an engine on `node` (0-based), in
-    reuse mode `mode` (None: the connector's default, pikv.vllm.DEFAULT_MODE)."""
+    reuse mode `mode` (None: BASE_FORM's), with neither distance buckets nor
+    a recompute."""
     # A plan waits for locate as long as it takes (the budget's own tests:
     # tests/client/client_cluster_test.cc): on a loaded test machine a late
     # answer must not turn a peer hit into a miss.
-    settings = dict(cluster.security_settings("engine"), **{
+    settings = dict(cluster.security_settings("engine"), **BASE_FORM, **{
         "local-node": cluster.nodes[node]["ipc"], "controller": cluster.controller,
         "locate-budget": "200ms"})
     if mode:

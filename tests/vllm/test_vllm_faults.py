@@ -11,11 +11,10 @@ import subprocess
 
 import pytest
 
-from conftest import engine_settings, rag_prompt, run_engine, start_cluster
+from conftest import BASE_FORM, engine_settings, rag_prompt, run_engine, start_cluster
 from reference import Reference, worst_difference
 from test_vllm_recompute import first_positions
 
-from pikv.vllm import DEFAULT_MODE
 
 F32_TOLERANCE = 1e-3
 BLOCK = 32  # vLLM's CPU attention takes multiples of 32
@@ -25,7 +24,7 @@ def chunked(segments):
     return {"prompt": sum(segments, []), "segments": [len(s) for s in segments]}
 
 
-MODE = {"mode": DEFAULT_MODE}
+MODE = {"mode": BASE_FORM["attention-mode"]}
 
 
 def check_answer(ref, segments, answer, open_from, steps, recompute=()):

@@ -9,7 +9,7 @@ documents computed alone (isolated)."""
 
 import pytest
 
-from conftest import engine_settings, node_chunks, run_engine
+from conftest import BASE_FORM, engine_settings, node_chunks, run_engine
 from reference import Reference, worst_difference
 
 F32_TOLERANCE = 1e-3
@@ -61,6 +61,35 @@ def continuation_nll(answer, prompt_len, scored):
     return -sum(step[str(t)] for step, t in zip(steps, tokens)) / scored
 
 
+def stored_then_pulled(cluster, model, tmp_path, name, settings_of, stored, read,
+                       write_more=(), read_more=()):
+    """Engine 1 (node 1) precomputes `stored`'s documents, then runs
+    `write_more`; engine 2 (node 2) answers `read` with every chunk pulled
+    P2P, then runs `read_more`. Their outputs."""
+    held = node_chunks(cluster, 1)
+    one = run_engine(tmp_path, f"{name}-writer", model, "float32", settings_of(0),
+                     [{"op": "precompute", "segments": stored}] + list(write_more))
+    assert one["answers"][0]["computed"] == len(stored) - 1
+    two = run_engine(tmp_path, f"{name}-reader", model, "float32", settings_of(1),
+                     [generate(read)] + list(read_more))
+    assert two["answers"][0]["num_cached_tokens"] == sum(len(s) for s in read[:-1])
+    assert node_chunks(cluster, 1) - held == len(read) - 1, "every chunk came P2P"
+    return one, two
+
+
+def check_reference(model, tokenizer, answer, segments, what, **form):
+    """vLLM's greedy answer and logprobs equal the reference's for `form`."""
+    prompt = sum(segments, [])
+    chunk_tokens = len(prompt) - len(segments[-1])
+    tokens, ref_lp = Reference(model).greedy(prompt, [len(s) for s in segments[:-1]],
+                                             chunk_tokens, STEPS, **form)
+    worst, compared = worst_difference(answer, ref_lp, len(prompt))
+    print(f"\nSmolLM2 {what}: worst |dlogprob| {worst:.3g} over {compared}; greedy "
+          f"{tokenizer.decode(answer['tokens'])!r}")
+    assert compared >= STEPS * 5 and worst < F32_TOLERANCE
+    assert answer["tokens"] == tokens
+
+
 MEASURED = {}  # mode -> (full prefill's continuation NLL, the mode's), nats/token
 
 
@@ -80,30 +109,11 @@ def test_real_weights_in_vllm_answer_as_the_mode_reference_and_prefixed_keeps_qu
     ends = [chat_segments(tokenizer, [2, 0, 1], first + rest) for first, rest in CONTINUATIONS]
     scored = [len(tokenizer(rest, add_special_tokens=False)["input_ids"])
               for _, rest in CONTINUATIONS]
-    held = node_chunks(cluster, 1)
-
-    one = run_engine(tmp_path, "writer", real_model, "float32",
-                     engine_settings(cluster, 0, mode),
-                     [{"op": "precompute", "segments": segments}] +
-                     [generate(e, chunked=False, max_tokens=1) for e in ends])
-    assert one["answers"][0]["computed"] == 4
-    two = run_engine(tmp_path, "reader", real_model, "float32",
-                     engine_settings(cluster, 1, mode),
-                     [generate(other)] + [generate(e, max_tokens=1) for e in ends])
-    answer = two["answers"][0]
-    chunk_tokens = sum(len(s) for s in other[:-1])
-    assert answer["num_cached_tokens"] == chunk_tokens
-    assert node_chunks(cluster, 1) - held == 4, "every chunk came P2P"
-
-    ref = Reference(real_model)
-    prompt = sum(other, [])
-    tokens, ref_lp = ref.greedy(prompt, [len(s) for s in other[:-1]], chunk_tokens, STEPS,
-                                mode=mode)
-    worst, compared = worst_difference(answer, ref_lp, len(prompt))
-    print(f"\nSmolLM2 {mode}: worst |dlogprob| {worst:.3g} over {compared}; greedy "
-          f"{tokenizer.decode(answer['tokens'])!r}")
-    assert compared >= STEPS * 5 and worst < F32_TOLERANCE
-    assert answer["tokens"] == tokens
+    one, two = stored_then_pulled(
+        cluster, real_model, tmp_path, mode, lambda node: engine_settings(cluster, node, mode),
+        segments, other, [generate(e, chunked=False, max_tokens=1) for e in ends],
+        [generate(e, max_tokens=1) for e in ends])
+    check_reference(real_model, tokenizer, two["answers"][0], other, mode, mode=mode)
 
     # Quality against full prefill: continuation loss in nats/token.
     full = [continuation_nll(dict(a, prompt=sum(e, [])), len(sum(e, [])), n)
@@ -124,38 +134,29 @@ def test_prefixed_keeps_more_of_full_prefills_quality_than_isolated():
     assert prefixed < isolated
 
 
-def test_real_weights_at_distance_buckets_with_recompute_answer_as_their_reference(
+def test_real_weights_in_the_connectors_default_form_answer_as_its_reference(
         cluster, real_model, tokenizer, tmp_path):
-    """Documents stored at their distance bucket and the first 15 % of each
-    recomputed in place at load, on SmolLM2's real weights: vLLM's answer
-    equals the reference of exactly that (every chunk pulled P2P)."""
+    """The connector's defaults (pikv.vllm: documents stored at their
+    power-of-two distance bucket, the first tokens of each recomputed in
+    place at load), on SmolLM2's real weights: vLLM's answer equals the
+    reference of exactly that form (every chunk pulled P2P)."""
     from test_vllm_distance import pow2
     from test_vllm_recompute import first_positions
+
+    from pikv.vllm import DEFAULT_RECOMPUTE, DEFAULT_SETTINGS
+    assert DEFAULT_SETTINGS == {"attention-mode": "prefixed", "distance-buckets": "pow2"}, \
+        "the reference below computes the default form: follow it there"
+    policy, _, ratio = DEFAULT_RECOMPUTE.partition(":")
+    assert policy == "first"
+
+    def defaults(node):  # engine_settings less the form: the connector's own
+        return {k: v for k, v in engine_settings(cluster, node).items() if k not in BASE_FORM}
 
     question = ("Which year was the lighthouse converted to electric power?<|im_end|>\n"
                 "<|im_start|>assistant\n")
     # A system prompt of its own: the module's cluster holds the other tests' chunks.
     other = chat_segments(tokenizer, [2, 0, 1], question, SYSTEM + " Be brief.")
-    settings = {"distance-buckets": "pow2", "recompute": "first:0.15"}
-    held = node_chunks(cluster, 1)
-    one = run_engine(tmp_path, "bucket-writer", real_model, "float32",
-                     dict(engine_settings(cluster, 0, "prefixed"), **settings),
-                     [{"op": "precompute", "segments": other}])
-    assert one["answers"][0]["computed"] == 4
-    two = run_engine(tmp_path, "bucket-reader", real_model, "float32",
-                     dict(engine_settings(cluster, 1, "prefixed"), **settings),
-                     [generate(other)])
-    answer = two["answers"][0]
-    chunk_tokens = sum(len(s) for s in other[:-1])
-    assert answer["num_cached_tokens"] == chunk_tokens
-    assert node_chunks(cluster, 1) - held == 4, "every chunk came P2P"
-    ref = Reference(real_model)
-    prompt = sum(other, [])
-    tokens, ref_lp = ref.greedy(prompt, [len(s) for s in other[:-1]], chunk_tokens, STEPS,
-                                mode="prefixed", distance=pow2,
-                                recompute=first_positions(other, 0.15))
-    worst, compared = worst_difference(answer, ref_lp, len(prompt))
-    print(f"\nSmolLM2 pow2 + first:0.15: worst |dlogprob| {worst:.3g} over {compared}; greedy "
-          f"{tokenizer.decode(answer['tokens'])!r}")
-    assert compared >= STEPS * 5 and worst < F32_TOLERANCE
-    assert answer["tokens"] == tokens
+    _, two = stored_then_pulled(cluster, real_model, tmp_path, "default", defaults, other, other)
+    check_reference(real_model, tokenizer, two["answers"][0], other, "default form",
+                    mode="prefixed", distance=pow2,
+                    recompute=first_positions(other, float(ratio)))

@@ -13,10 +13,9 @@ import sys
 import time
 import urllib.request
 
-from conftest import engine_settings, node_chunks, rag_prompt, run_engine
+from conftest import BASE_FORM, engine_settings, node_chunks, rag_prompt, run_engine
 from reference import Reference
 
-from pikv.vllm import DEFAULT_MODE
 from run_engine import connector_config
 
 SEP = [3, 3]  # a token sequence that starts each chunk after the system prompt
@@ -159,7 +158,8 @@ def test_vllm_serve_answers_from_chunks_named_in_the_body_or_by_the_separator(
         assert f"not chunked and reuses nothing ({reason})" in text
     ref = Reference(model)
     lengths = [len(s) for s in other[:-1]]
-    tokens, _ = ref.greedy(sum(other, []), lengths, sum(lengths), steps=4, mode=DEFAULT_MODE)
+    tokens, _ = ref.greedy(sum(other, []), lengths, sum(lengths), steps=4,
+                           mode=BASE_FORM["attention-mode"])
     assert named["choices"][0]["token_ids"] == tokens
     assert by_separator["choices"][0]["token_ids"] == tokens
     assert routed["answer"]["choices"][0]["token_ids"] == tokens

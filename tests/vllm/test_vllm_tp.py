@@ -12,9 +12,7 @@ import os
 import subprocess
 import sys
 
-from pikv.prompt import DEFAULT_MODE  # the connector's, as engine_settings leaves it
-
-from conftest import HERE, engine_settings, rag_prompt, run_engine
+from conftest import BASE_FORM, HERE, engine_settings, rag_prompt, run_engine
 from reference import Reference, worst_difference
 from test_vllm_e2e import F32_TOLERANCE, STEPS, answer_task, reordered
 
@@ -24,7 +22,7 @@ def check_answer(ref, answer, segments, what):
     prompt, lengths = sum(segments, []), [len(s) for s in segments[:-1]]
     chunk_tokens = sum(lengths)
     assert answer["num_cached_tokens"] == chunk_tokens, what
-    tokens, ref_lp = ref.greedy(prompt, lengths, chunk_tokens, STEPS, mode=DEFAULT_MODE)
+    tokens, ref_lp = ref.greedy(prompt, lengths, chunk_tokens, STEPS, mode=BASE_FORM["attention-mode"])
     worst, compared = worst_difference(answer, ref_lp, len(prompt))
     print(f"\n{what}: worst |dlogprob| {worst:.3g} over {compared} values; greedy "
           f"{answer['tokens']} vs reference {tokens}")
