@@ -28,7 +28,7 @@ import torch
 from pikv.errors import InvalidArgument
 
 POLICIES = ("first", "blend")
-QUERY_BLOCK = 256  # queries whose attention scores are held at once
+QUERY_BLOCK = 256  # queries per fused attention call (its mask: QUERY_BLOCK x keys floats)
 # Why a load that asked for a recompute got today's load instead (the label
 # of recompute_fallbacks), and what its log line says.
 FALLBACK_REASONS = {
@@ -220,21 +220,24 @@ class ModelRecompute:
                 kv.put(i, 0, own, k)
                 kv.put(i, 1, own, v)
             index = kv.index(key_slots)
+            # [1, kv heads, keys, dim]: torch's fused attention (a flash
+            # kernel on CPU too) reads grouped heads without a copy each.
             keys = kv.planes[i][0].take(kv.planes[i][0].index(*index)).float()
             values = kv.planes[i][1].take(kv.planes[i][1].index(*index)).float()
-            group = heads // kv_heads
-            keys = keys.repeat_interleave(group, dim=1)
-            values = values.repeat_interleave(group, dim=1)
+            keys, values = keys.transpose(0, 1)[None], values.transpose(0, 1)[None]
+            queries = q.float().transpose(0, 1)[None]
             out = torch.empty(n, heads, values.shape[-1], device=q.device)
             key_at = torch.arange(len(key_slots), device=q.device)
-            # Queries in blocks: the scores of a block, not of the request,
-            # are held at once (heads x QUERY_BLOCK x keys floats).
+            # Queries in blocks (positions ascend): a block reads the keys
+            # up to its last query's position, each query those up to its own.
             for a in range(0, n, QUERY_BLOCK):
                 b = min(n, a + QUERY_BLOCK)
-                scores = torch.einsum("qhd,khd->hqk", q[a:b].float(), keys) * scale
-                visible = key_at[None, :] <= at[a:b, None]
-                scores = scores.masked_fill(~visible[None], float("-inf"))
-                out[a:b] = torch.einsum("hqk,khd->qhd", scores.softmax(-1), values)
+                end = int(at[b - 1]) + 1
+                unseen = key_at[None, :end] > at[a:b, None]
+                mask = torch.zeros(unseen.shape, device=q.device).masked_fill_(unseen, float("-inf"))
+                out[a:b] = torch.nn.functional.scaled_dot_product_attention(
+                    queries[:, :, a:b], keys[:, :, :end], values[:, :, :end],
+                    attn_mask=mask[None, None], scale=scale, enable_gqa=True)[0].transpose(0, 1)
             return out.reshape(n, -1).to(output_dtype or q.dtype)
 
         return attend
