@@ -16,7 +16,10 @@ ChunkKey SpreadKey(uint64_t i) {
 
 Header AdmitBatch(const std::string& node_id, int64_t incarnation, uint64_t seq, uint64_t first_key,
                   size_t n) {
-  NodeReport report{node_id, static_cast<uint64_t>(incarnation), seq};
+  NodeReport report;
+  report.node_id = node_id;
+  report.incarnation = static_cast<uint64_t>(incarnation);
+  report.seq = seq;
   for (size_t i = 0; i < n; ++i) {
     report.keys.push_back(SpreadKey(first_key + i));
     report.values.push_back(EncodeEvent(TierKind::kCpu, true));
@@ -30,7 +33,9 @@ bool RegisterSimulatedNode(zmq::socket_t& socket, const std::string& node_id, in
   if (!SendMessage(socket, none, EncodeRegister({node_id, "bench", {}, {}, inc}), {})) return false;
   std::vector<zmq::message_t> reply;
   if (!RecvFrames(socket, reply)) return false;
-  NodeReport inventory{node_id, inc};
+  NodeReport inventory;
+  inventory.node_id = node_id;
+  inventory.incarnation = inc;
   inventory.final = true;
   return SendMessage(socket, none, EncodeReport(MsgType::kInventory, std::move(inventory)), {});
 }

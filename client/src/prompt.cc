@@ -18,7 +18,9 @@ Result<ChunkedPrompt> FromSegments(std::vector<std::vector<int32_t>> segments) {
       return InvalidArgument("the question is empty (missing question?)");
     return InvalidArgument("chunk " + std::to_string(i) + " is empty (two adjacent separators?)");
   }
-  return ChunkedPrompt{std::move(segments)};
+  ChunkedPrompt prompt;
+  prompt.segments = std::move(segments);
+  return prompt;
 }
 
 }  // namespace pikv::client

@@ -315,10 +315,14 @@ class AdminConnection {
       parsed.push_back(*key);
     }
     Result<std::string> text = Unavailable("not asked");
+    rpc::AdminArgs args;
+    args.node = node;
+    args.host = host;
+    args.engine = engine;
     {
       py::gil_scoped_release nogil;
       std::lock_guard lock(mu_);
-      text = admin_->Json(type, parsed, {node, host, engine});
+      text = admin_->Json(type, parsed, args);
     }
     return py::module_::import("json").attr("loads")(Take(std::move(text)));
   }

@@ -64,7 +64,9 @@ TEST(PermissionsTest, AnEnginesTenantScopedRequestsActWithinItsTenant) {
   for (const Permission& p : Permissions()) {
     const std::string* tenant = TenantScope(p.server, &engine, p.type);
     EXPECT_EQ(tenant != nullptr, p.tenant_scoped) << MsgTypeName(p.type);
-    if (tenant) EXPECT_EQ(*tenant, "acme");
+    if (tenant) {
+      EXPECT_EQ(*tenant, "acme");
+    }
     for (const CurvePeer* other : {&admin, &node, static_cast<const CurvePeer*>(nullptr)})
       EXPECT_EQ(TenantScope(p.server, other, p.type), nullptr) << MsgTypeName(p.type);
   }
