@@ -138,7 +138,7 @@ def main():
                     help="recompute in place at load, e.g. first:0.15 (default: the connector's)")
     args = ap.parse_args()
     sys.path.insert(0, os.path.join(ROOT, "tests", "vllm"))
-    from conftest import BASE_FORM, engine_settings, start_cluster
+    from conftest import default_form_settings, start_cluster
 
     work = tempfile.mkdtemp(prefix="pikv-vllm-bench-")
     model = os.path.join(work, "model")
@@ -158,10 +158,7 @@ def main():
                                   ("distance-buckets", args.distance_buckets),
                                   ("recompute", args.recompute)) if v is not None}
 
-        def settings(node):
-            return dict({k: v for k, v in engine_settings(cluster, node).items()
-                         if k not in BASE_FORM}, **form)
-        s1, s2 = settings(0), settings(1)
+        s1, s2 = (dict(default_form_settings(cluster, n), **form) for n in (0, 1))
         t0 = time.monotonic()
         # The cold engine also stores what the later rounds load (untimed):
         # with distance buckets a document moved to another bucket is a

@@ -8,8 +8,9 @@ full prefill, on real weights (SmolLM2-135M-Instruct, float32):
 The task sets are bench/quality/tasks.py's (retrieval QA with a planted fact
 and a distractor, continuation of a document's sentence, two facts from two
 documents). A secure pikv cluster of two nodes and no Redis runs on
-loopback, a fresh one per mode and slice of prompts. Per mode, a writer engine (vLLM with pikv's connector, on node 1)
-precomputes every document in the mode's form; a reader engine on node 2
+loopback, a fresh one per mode and slice of prompts. Per mode, a writer
+engine (vLLM with pikv's connector, on node 1) precomputes every document
+in the mode's form; a reader engine on node 2
 answers every prompt with every document pulled P2P and only the question
 computed (vLLM's own num_cached_tokens says what the plan gave it; a load
 that then fell short is counted from the connector's metrics, and the
@@ -353,7 +354,7 @@ def main():
                     metrics.get("vllm:pikv_recomputed_tokens", 0) + \
                     metrics.get("vllm:pikv_selection_tokens", 0)
                 for p, a in zip(order, answers):
-                    ref_rec, ref = full[p.task, p.index]
+                    _, ref = full[p.task, p.index]
                     recs.append(score(p, a, ref, tok))
                     # Every document loaded: vLLM computed the question only.
                     whole = recs[-1]["computed"] == len(p.question) + len(p.continuation)

@@ -85,6 +85,12 @@ def engine_settings(cluster, node, mode=None):
     return settings
 
 
+def default_form_settings(cluster, node):
+    """engine_settings less the form: the connector's own defaults
+    (pikv.vllm.DEFAULT_SETTINGS and DEFAULT_RECOMPUTE)."""
+    return {k: v for k, v in engine_settings(cluster, node).items() if k not in BASE_FORM}
+
+
 def run_engine(tmp_path, name, model, dtype, pikv, tasks, engine=None, in_process=True):
     """Runs one vLLM engine over `tasks` (run_engine.py) and returns its
     answers. `in_process`: vLLM's engine core and worker in the engine's

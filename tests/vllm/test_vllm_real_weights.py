@@ -9,8 +9,8 @@ documents computed alone (isolated)."""
 
 import pytest
 
-from conftest import BASE_FORM, engine_settings, node_chunks, run_engine
-from reference import Reference, worst_difference
+from conftest import default_form_settings, engine_settings, node_chunks, run_engine
+from reference import Reference, assert_exact
 
 F32_TOLERANCE = 1e-3
 STEPS = 4
@@ -77,19 +77,6 @@ def stored_then_pulled(cluster, model, tmp_path, name, settings_of, stored, read
     return one, two
 
 
-def check_reference(model, tokenizer, answer, segments, what, **form):
-    """vLLM's greedy answer and logprobs equal the reference's for `form`."""
-    prompt = sum(segments, [])
-    chunk_tokens = len(prompt) - len(segments[-1])
-    tokens, ref_lp = Reference(model).greedy(prompt, [len(s) for s in segments[:-1]],
-                                             chunk_tokens, STEPS, **form)
-    worst, compared = worst_difference(answer, ref_lp, len(prompt))
-    print(f"\nSmolLM2 {what}: worst |dlogprob| {worst:.3g} over {compared}; greedy "
-          f"{tokenizer.decode(answer['tokens'])!r}")
-    assert compared >= STEPS * 5 and worst < F32_TOLERANCE
-    assert answer["tokens"] == tokens
-
-
 MEASURED = {}  # mode -> (full prefill's continuation NLL, the mode's), nats/token
 
 
@@ -113,7 +100,8 @@ def test_real_weights_in_vllm_answer_as_the_mode_reference_and_prefixed_keeps_qu
         cluster, real_model, tmp_path, mode, lambda node: engine_settings(cluster, node, mode),
         segments, other, [generate(e, chunked=False, max_tokens=1) for e in ends],
         [generate(e, max_tokens=1) for e in ends])
-    check_reference(real_model, tokenizer, two["answers"][0], other, mode, mode=mode)
+    assert_exact(Reference(real_model), two["answers"][0], other, STEPS, F32_TOLERANCE,
+                 f"SmolLM2 {mode}", distinct=False, mode=mode)
 
     # Quality against full prefill: continuation loss in nats/token.
     full = [continuation_nll(dict(a, prompt=sum(e, [])), len(sum(e, [])), n)
@@ -149,14 +137,12 @@ def test_real_weights_in_the_connectors_default_form_answer_as_its_reference(
     policy, _, ratio = DEFAULT_RECOMPUTE.partition(":")
     assert policy == "first"
 
-    def defaults(node):  # engine_settings less the form: the connector's own
-        return {k: v for k, v in engine_settings(cluster, node).items() if k not in BASE_FORM}
-
     question = ("Which year was the lighthouse converted to electric power?<|im_end|>\n"
                 "<|im_start|>assistant\n")
     # A system prompt of its own: the module's cluster holds the other tests' chunks.
     other = chat_segments(tokenizer, [2, 0, 1], question, SYSTEM + " Be brief.")
-    _, two = stored_then_pulled(cluster, real_model, tmp_path, "default", defaults, other, other)
-    check_reference(real_model, tokenizer, two["answers"][0], other, "default form",
-                    mode="prefixed", distance=pow2,
-                    recompute=first_positions(other, float(ratio)))
+    _, two = stored_then_pulled(cluster, real_model, tmp_path, "default",
+                                lambda node: default_form_settings(cluster, node), other, other)
+    assert_exact(Reference(real_model), two["answers"][0], other, STEPS, F32_TOLERANCE,
+                 "SmolLM2 default form", distinct=False, mode="prefixed", distance=pow2,
+                 recompute=first_positions(other, float(ratio)))
